@@ -1,0 +1,112 @@
+"""The built-in model catalog and loading a user's own model from TOML."""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from dataclasses import fields
+from pathlib import Path
+
+from autoplan.errors import SpecError
+from autoplan.specs.model import ModelSpec
+
+_GPT = dict(vocab=51200, seq_len=2048, activation="gelu", position="learned", norm="layernorm", bias=True,
+            tied_embeddings=True)
+_SC21 = "Narayanan et al., SC'21 (arXiv 2104.04473), Table 1"
+_SP22 = "Korthikanti et al. 2022 (arXiv 2205.05198), Table 3"
+_LLAMA3 = dict(vocab=128256, seq_len=8192, kv_heads=8, activation="swiglu", position="rope", norm="rmsnorm",
+               bias=False, tied_embeddings=False, dropout=False)
+
+
+def _gpt(name: str, layers: int, hidden: int, heads: int, source: str, **kw: object) -> ModelSpec:
+    return ModelSpec(name=name, layers=layers, hidden=hidden, heads=heads, ffn_hidden=4 * hidden, source=source,
+                     **{**_GPT, **kw})
+
+
+_MODELS: tuple[ModelSpec, ...] = (
+    _gpt("gpt-1.7b", 24, 2304, 24, _SC21),
+    _gpt("gpt-3.6b", 30, 3072, 32, _SC21),
+    _gpt("gpt-7.5b", 36, 4096, 32, _SC21),
+    _gpt("gpt-18.4b", 40, 6144, 48, _SC21),
+    _gpt("gpt-22b", 48, 6144, 64, _SP22),
+    _gpt("gpt-39.1b", 48, 8192, 64, _SC21),
+    _gpt("gpt-76.1b", 60, 10240, 80, _SC21),
+    _gpt("gpt-145.6b", 80, 12288, 96, _SC21),
+    _gpt("gpt3-175b", 96, 12288, 96, f"Brown et al. 2020 (GPT-3), Table 2.1; {_SP22}"),
+    _gpt("gpt-310.1b", 96, 16384, 128, _SC21),
+    _gpt("gpt-530b", 105, 20480, 128, f"{_SC21} (529.6B); {_SP22}; same shape as MT-NLG 530B"),
+    _gpt("gpt-1t", 128, 25600, 160, f"{_SC21} (1008B); {_SP22}"),
+    ModelSpec(name="llama3-8b", layers=32, hidden=4096, heads=32, ffn_hidden=14336,
+              source="Llama 3 herd paper (arXiv 2407.21783), Table 3; HF meta-llama/Meta-Llama-3.1-8B config.json",
+              **_LLAMA3),
+    ModelSpec(name="llama3-70b", layers=80, hidden=8192, heads=64, ffn_hidden=28672,
+              source="Llama 3 herd paper (arXiv 2407.21783), Table 3; HF meta-llama/Meta-Llama-3.1-70B config.json",
+              **_LLAMA3),
+    ModelSpec(name="llama3-405b", layers=126, hidden=16384, heads=128, ffn_hidden=53248,
+              source="Llama 3 herd paper (arXiv 2407.21783), Table 3; HF meta-llama/Meta-Llama-3.1-405B config.json",
+              **_LLAMA3),
+    ModelSpec(name="nemotron4-340b", layers=96, hidden=18432, heads=96, kv_heads=8, ffn_hidden=73728, vocab=256000,
+              seq_len=4096, activation="relu2", position="rope", norm="layernorm", bias=False,
+              tied_embeddings=False, dropout=False, source="Nemotron-4 340B technical report (arXiv 2406.11704), Table 1"),
+    ModelSpec(name="bloom-176b", layers=70, hidden=14336, heads=112, ffn_hidden=57344, vocab=250880, seq_len=2048,
+              activation="gelu", position="alibi", norm="layernorm", bias=True, tied_embeddings=True,
+              source="BLOOM paper (arXiv 2211.05100), Table 3; HF bigscience/bloom config.json"),
+    ModelSpec(name="opt-175b", layers=96, hidden=12288, heads=96, ffn_hidden=49152, vocab=50272, seq_len=2048,
+              activation="gelu", position="learned", norm="layernorm", bias=True, tied_embeddings=True,
+              source="Zhang et al. 2022 (OPT, arXiv 2205.01068), Table 1"),
+)
+
+_ALIASES = {
+    "gpt3": "gpt3-175b", "gpt-175b": "gpt3-175b", "gpt3-175B": "gpt3-175b", "mt-nlg-530b": "gpt-530b",
+    "gpt-529.6b": "gpt-530b", "gpt-1008b": "gpt-1t", "llama3.1-8b": "llama3-8b", "llama3.1-70b": "llama3-70b",
+    "llama3.1-405b": "llama3-405b", "nemotron-4-340b": "nemotron4-340b", "bloom": "bloom-176b",
+}
+
+_BY_NAME = {m.name: m for m in _MODELS}
+
+
+def list_models() -> tuple[ModelSpec, ...]:
+    """Every built-in model, smallest first within each family."""
+    return _MODELS
+
+
+def aliases() -> dict[str, str]:
+    """Short names accepted for built-in models."""
+    return dict(_ALIASES)
+
+
+def get_model(name_or_path: str) -> ModelSpec:
+    """A built-in model by name or alias, or a user's model from a ``.toml`` file."""
+    if name_or_path.endswith(".toml") or Path(name_or_path).is_file():
+        return load_model(Path(name_or_path))
+    key = _ALIASES.get(name_or_path, _ALIASES.get(name_or_path.lower(), name_or_path.lower()))
+    if key in _BY_NAME:
+        return _BY_NAME[key]
+    known = sorted(_BY_NAME) + sorted(_ALIASES)
+    near = difflib.get_close_matches(name_or_path.lower(), known, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(near)}?" if near else f"; known models: {', '.join(sorted(_BY_NAME))}"
+    raise SpecError(f"unknown model {name_or_path!r}{hint} (or pass a .toml file)")
+
+
+def load_model(path: Path) -> ModelSpec:
+    """A model from a TOML file whose keys are ModelSpec's fields (at top level or under ``[model]``)."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise SpecError(f"model file {str(path)!r} does not exist") from None
+    except tomllib.TOMLDecodeError as err:
+        raise SpecError(f"model file {str(path)!r} is not valid TOML: {err}") from None
+    data = data.get("model", data)
+    allowed = {f.name for f in fields(ModelSpec)}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise SpecError(f"model file {str(path)!r}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+    data.setdefault("name", Path(path).stem)
+    required = ("layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len")
+    missing = [k for k in required if k not in data]
+    if missing:
+        raise SpecError(f"model file {str(path)!r}: missing key(s) {', '.join(missing)}")
+    for key in required + ("kv_heads", "head_dim"):
+        if key in data and (not isinstance(data[key], int) or isinstance(data[key], bool)):
+            raise SpecError(f"model file {str(path)!r}: {key} must be an integer, got {data[key]!r}")
+    return ModelSpec(**data)
