@@ -1,0 +1,208 @@
+"""Compute cost of one transformer layer slice, the embedding, the output layer and the optimizer step.
+
+Each op is a GEMM (roofline with a shape-dependent efficiency) or a memory-bound kernel (bytes / achievable
+HBM bandwidth), plus a fixed per-kernel overhead. Times are per GPU for the plan's (tp, cp, sp, micro-batch).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from autoplan.specs.cluster import ClusterSpec, GPUSpec
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.strategy import Strategy
+
+BF16 = 2
+# cuBLAS picks among tile shapes to limit wave quantization; smaller tiles reuse less data per load.
+_TILE_CHOICES = ((1.0, 1.0), (1.0, 0.5), (0.5, 1.0), (0.5, 0.5), (0.25, 0.5))
+_TILE_EFFICIENCY = (1.0, 0.92, 0.92, 0.85, 0.70)
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One kernel: its name, work, traffic and time."""
+
+    name: str
+    flops: float
+    bytes: float
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Collective:
+    """A TP collective a layer pass needs: kind (all_reduce, reduce_scatter, all_gather) and buffer bytes."""
+
+    kind: str
+    nbytes: float
+
+
+@dataclass(frozen=True, slots=True)
+class LayerCompute:
+    """Per-GPU kernels of one transformer layer for one micro-batch, and the TP collectives between them."""
+
+    forward: tuple[Op, ...]
+    backward: tuple[Op, ...]
+    recompute: tuple[Op, ...]
+    forward_collectives: tuple[Collective, ...]
+    backward_collectives: tuple[Collective, ...]
+    recompute_collectives: tuple[Collective, ...]
+    attention_forward: float
+    """Seconds of the attention core's forward (what CP ring exchanges overlap with)."""
+
+    @staticmethod
+    def seconds(ops: tuple[Op, ...]) -> float:
+        """Total time of a list of ops."""
+        return sum(op.seconds for op in ops)
+
+
+@lru_cache(maxsize=16384)
+def gemm_time(gpu: GPUSpec, m: int, n: int, k: int, batch: int = 1) -> float:
+    """Seconds for ``batch`` GEMMs of (m×k)·(k×n) in BF16.
+
+    Rate = peak × gemm_efficiency × wave efficiency × k/(k + k½), best over tile shapes (wave quantization:
+    NVIDIA "Matrix Multiplication Background" guide); never faster than moving its operands (roofline).
+    """
+    flops = 2.0 * m * n * k * batch
+    tm, tn = gpu.gemm_tile
+    best = 0.0
+    for (fm, fn), tile_eff in zip(_TILE_CHOICES, _TILE_EFFICIENCY):
+        tiles = math.ceil(m / (tm * fm)) * math.ceil(n / (tn * fn)) * batch
+        waves = math.ceil(tiles / gpu.sm_count)
+        best = max(best, tile_eff * tiles / (waves * gpu.sm_count))
+    rate = gpu.peak_flops * gpu.gemm_efficiency * best * k / (k + gpu.gemm_half_k)
+    traffic = BF16 * batch * (m * k + k * n + m * n)
+    return max(flops / rate, traffic / (gpu.hbm_bandwidth * gpu.memory_efficiency)) + gpu.kernel_overhead
+
+
+def memory_time(gpu: GPUSpec, nbytes: float, kernels: int = 1) -> float:
+    """Seconds for memory-bound kernels moving ``nbytes`` at the achievable HBM bandwidth."""
+    return nbytes / (gpu.hbm_bandwidth * gpu.memory_efficiency) + kernels * gpu.kernel_overhead
+
+
+def _gemm(gpu: GPUSpec, name: str, m: int, n: int, k: int, batch: int = 1) -> Op:
+    return Op(name, 2.0 * m * n * k * batch, BF16 * batch * (m * k + k * n + m * n), gemm_time(gpu, m, n, k, batch))
+
+
+def _mem(gpu: GPUSpec, name: str, nbytes: float, kernels: int = 1) -> Op:
+    return Op(name, 0.0, nbytes, memory_time(gpu, nbytes, kernels))
+
+
+def _linear_backward(gpu: GPUSpec, name: str, m: int, n: int, k: int) -> tuple[Op, Op]:
+    # dgrad (m×n)·(n×k) and wgrad (k×m)·(m×n): backward ≈ 2× forward (Narayanan et al. SC'21 §5.1)
+    return _gemm(gpu, f"{name}.dgrad", m, k, n), _gemm(gpu, f"{name}.wgrad", k, n, m)
+
+
+def _attention(cluster: ClusterSpec, model: ModelSpec, b: int, s_q: int, s_kv: int, heads: int,
+               dropout: bool) -> tuple[Op, Op]:
+    """Forward and backward of the attention core for ``heads`` local heads, s_q queries over s_kv keys."""
+    gpu, d = cluster.gpu, model.head_dim
+    rate = gpu.peak_flops * gpu.attention_efficiency
+    if cluster.flash_attention:
+        # fused causal kernel: 4·b·s_q·s_kv·d·a/2 FLOPs; backward recomputes scores, 2.5× forward (Dao 2023, FA2 §3)
+        flops = 4.0 * b * s_q * s_kv * d * heads * 0.5
+        io = BF16 * b * heads * d * (2 * s_q + 2 * s_kv)
+        fwd = Op("attention.flash", flops, io, flops / rate + gpu.kernel_overhead)
+        return fwd, Op("attention.flash.bwd", 2.5 * flops, 2 * io, 2.5 * flops / rate + gpu.kernel_overhead)
+    # Megatron 2022: batched QK^T and AV over the full s×s block, fused scale-mask-softmax, then dropout
+    flops = 4.0 * b * s_q * s_kv * d * heads
+    scores = b * heads * s_q * s_kv
+    elementwise_fwd = scores * (2 + 2 + (2 + 2 + 1 if dropout else 0))   # softmax r/w, dropout r/w + mask
+    elementwise_bwd = scores * (2 + 2 + 2 + (2 + 1 + 2 if dropout else 0))
+    gemm_fwd = flops / rate + 2 * gpu.kernel_overhead
+    fwd = Op("attention.core", flops, elementwise_fwd, gemm_fwd + memory_time(gpu, elementwise_fwd, 2))
+    bwd = Op("attention.core.bwd", 2 * flops, elementwise_bwd, 2 * gemm_fwd + memory_time(gpu, elementwise_bwd, 2))
+    return fwd, bwd
+
+
+@lru_cache(maxsize=4096)
+def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool, micro_batch: int,
+                  recompute: str) -> LayerCompute:
+    """Kernels and TP collectives of one layer for one micro-batch on one GPU (Megatron-LM's layer)."""
+    gpu, h, t, b = cluster.gpu, model.hidden, tp, micro_batch
+    s = model.seq_len // cp
+    tokens = b * s
+    norm_tokens = tokens // t if sp else tokens
+    act = BF16 * norm_tokens * h
+    qkv_n = (model.q_dim + 2 * model.kv_dim) // t
+    fc1_n = (2 if model.gated else 1) * model.ffn_hidden // t
+    fc2_k = model.ffn_hidden // t
+    heads = model.heads // t
+    drop = model.dropout
+    residual = act * (3 + (0.5 if drop else 0))          # bias-dropout-add: read x, residual; write; mask
+    norm = act * 2                                        # fused layernorm: read and write
+    mlp_act_bytes = BF16 * tokens * fc2_k * (3 if model.gated else 2)
+    # with CP each GPU's s/cp queries meet all s keys over the ring; causal balancing halves the work evenly
+    attn_f, attn_b = _attention(cluster, model, b, s, model.seq_len, heads, drop)
+    forward = (
+        _mem(gpu, "norm1", norm), _gemm(gpu, "qkv", tokens, qkv_n, h), attn_f,
+        _gemm(gpu, "proj", tokens, h, model.q_dim // t), _mem(gpu, "dropout_add1", residual),
+        _mem(gpu, "norm2", norm), _gemm(gpu, "fc1", tokens, fc1_n, h), _mem(gpu, "activation", mlp_act_bytes),
+        _gemm(gpu, "fc2", tokens, h, fc2_k), _mem(gpu, "dropout_add2", residual),
+    )
+    backward = (
+        _mem(gpu, "dropout_add2.bwd", residual), *_linear_backward(gpu, "fc2", tokens, h, fc2_k),
+        _mem(gpu, "activation.bwd", 1.5 * mlp_act_bytes), *_linear_backward(gpu, "fc1", tokens, fc1_n, h),
+        _mem(gpu, "norm2.bwd", 2 * norm), _mem(gpu, "dropout_add1.bwd", residual),
+        *_linear_backward(gpu, "proj", tokens, h, model.q_dim // t), attn_b,
+        *_linear_backward(gpu, "qkv", tokens, qkv_n, h), _mem(gpu, "norm1.bwd", 2 * norm),
+    )
+    full_buffer = BF16 * tokens * h
+    if t == 1:
+        fwd_coll: tuple[Collective, ...] = ()
+    elif sp:
+        fwd_coll = (Collective("all_gather", full_buffer), Collective("reduce_scatter", full_buffer)) * 2
+    else:
+        fwd_coll = (Collective("all_reduce", full_buffer),) * 2
+    # Korthikanti et al. 2022 §4.2: selective recomputes the attention core, full recomputes the whole layer
+    recompute_ops: tuple[Op, ...] = ()
+    recompute_coll: tuple[Collective, ...] = ()
+    if recompute == "full":
+        recompute_ops, recompute_coll = forward, fwd_coll
+    elif recompute == "selective" and not cluster.flash_attention:
+        recompute_ops = (attn_f,)
+    return LayerCompute(forward=forward, backward=backward, recompute=recompute_ops,
+                        forward_collectives=fwd_coll, backward_collectives=fwd_coll,
+                        recompute_collectives=recompute_coll, attention_forward=attn_f.seconds)
+
+
+@lru_cache(maxsize=1024)
+def embedding_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool,
+                      micro_batch: int) -> tuple[tuple[Op, ...], tuple[Op, ...], tuple[Collective, ...]]:
+    """Forward ops, backward ops and TP collectives of the (vocab-parallel) input embedding on the first stage."""
+    gpu = cluster.gpu
+    tokens = micro_batch * model.seq_len // cp
+    out = BF16 * tokens * model.hidden
+    fwd = (_mem(gpu, "embedding", 2 * out + (out if model.position == "learned" else 0), 2),)
+    bwd = (_mem(gpu, "embedding.bwd", 2 * out * 2, 2),)
+    coll = () if tp == 1 else ((Collective("reduce_scatter" if sp else "all_reduce", out),))
+    return fwd, bwd, coll
+
+
+@lru_cache(maxsize=1024)
+def output_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool,
+                   micro_batch: int) -> tuple[tuple[Op, ...], tuple[Op, ...], tuple[Collective, ...]]:
+    """Forward ops, backward ops and TP collectives of the final norm, vocab-parallel logits and the loss."""
+    gpu, h = cluster.gpu, model.hidden
+    tokens = micro_batch * model.seq_len // cp
+    vocab = math.ceil(model.vocab / (128 * tp)) * 128          # Megatron pads the vocabulary to 128·tp
+    norm_bytes = BF16 * (tokens // tp if sp else tokens) * h * 2
+    loss_bytes = 4 * tokens * vocab * 3                          # fp32 logits: max, exp-sum, gradient passes
+    fwd = (_mem(gpu, "final_norm", norm_bytes), _gemm(gpu, "logits", tokens, vocab, h),
+           _mem(gpu, "cross_entropy", loss_bytes, 3))
+    bwd = (*_linear_backward(gpu, "logits", tokens, vocab, h), _mem(gpu, "cross_entropy.bwd", loss_bytes, 2),
+           _mem(gpu, "final_norm.bwd", 2 * norm_bytes))
+    coll: tuple[Collective, ...] = ()
+    if tp > 1:
+        coll = (Collective("all_gather", BF16 * tokens * h),) if sp else ()
+        coll += (Collective("all_reduce", 4 * tokens * 3),)   # vocab-parallel cross-entropy: max, sum, target
+    return fwd, bwd, coll
+
+
+def optimizer_time(gpu: GPUSpec, local_params: float, sharded_params: float) -> float:
+    """Seconds of the Adam step: fp32 master, m, v read and written, fp32 grad read, bf16 weight written.
+
+    26 bytes per updated parameter (Megatron-LM fused Adam), plus a grad-norm pass over the local grads (4 B).
+    """
+    return memory_time(gpu, 26.0 * sharded_params + 4.0 * local_params, kernels=4)

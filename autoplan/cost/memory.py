@@ -1,0 +1,165 @@
+"""Per-GPU memory of a plan, stage by stage: weights, gradients, optimizer state, activations and buffers.
+
+Megatron-LM mixed precision (bf16 weights, fp32 gradients and Adam state), in bytes. Plain arithmetic: the
+search calls this thousands of times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autoplan.errors import SpecError
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.strategy import Strategy
+
+# Megatron-LM docs, distributed optimizer (bf16 params, fp32 grads): 2 + 4 + 12 = 18 bytes/param, 6 + 12/d sharded
+WEIGHT_BYTES = 2
+"""bf16 weight per parameter."""
+GRADIENT_BYTES = 4
+"""fp32 ``main_grad`` per parameter."""
+OPTIMIZER_BYTES = 12
+"""fp32 master weight plus Adam's first and second moments per parameter."""
+ZERO3_GATHERED_LAYERS = 2
+"""Layers whose full bf16 weights a ZeRO-3 rank holds at once: the one computing and the one prefetched."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageMemory:
+    """Bytes per GPU of one pipeline stage, by what they hold."""
+
+    stage: int
+    """Pipeline stage, 0-based."""
+    weights: float
+    """bf16 weights (sharded over dp·cp under ZeRO-3)."""
+    gradients: float
+    """fp32 gradients (sharded over dp·cp under ZeRO ≥ 2)."""
+    optimizer: float
+    """fp32 master weights and Adam moments (sharded over dp·cp under ZeRO ≥ 1)."""
+    activations: float
+    """Activations of the transformer layers held at the stage's peak (all in-flight micro-batches)."""
+    embedding: float
+    """Activations of the input embedding (first stage) and of the output layer and fp32 logits (last stage)."""
+    buffers: float
+    """Transient buffers: the full weights of the layers that ZeRO-3 gathers."""
+    reserve: float
+    """Bytes not available to tensors (CUDA context, NCCL, allocator fragmentation), from the cluster spec."""
+
+    @property
+    def total(self) -> float:
+        """Every byte this stage needs on one GPU."""
+        return (self.weights + self.gradients + self.optimizer + self.activations + self.embedding
+                + self.buffers + self.reserve)
+
+
+def activation_bytes_per_layer(model: ModelSpec, s: Strategy, cluster_flash_attention: bool) -> float:
+    """Bytes of activations one transformer layer stores for one micro-batch on one GPU.
+
+    Korthikanti et al. 2022 (arXiv 2205.05198) §4 and Table 2, generalised to GQA, gated MLPs, models
+    without dropout, context parallelism (s = seq_len / cp) and fused (flash) attention.
+    """
+    seq = model.seq_len / s.cp
+    sb = seq * s.micro_batch
+    t = s.tp
+    sp = t if s.sequence_parallel else 1
+    if s.recompute == "full":
+        # Korthikanti Table 2, "full activation recomputation": only the layer input 2sbh (÷t with SP)
+        return 2 * sb * model.hidden / sp
+    d = 1 if model.dropout else 0
+    # Korthikanti §4.1-4.2: two norm inputs 4sbh, QKV input 2sbh, fc1 input 2sbh, two dropout masks sbh each
+    replicated = (8 + 2 * d) * sb * model.hidden
+    # Korthikanti §4.1: Q, K 2sb(q+kv); V 2sb·kv; projection input 2sb·q
+    sharded = 2 * sb * (2 * model.q_dim + 2 * model.kv_dim)
+    # Korthikanti §4.2: activation input 2sbf (4sbf for SwiGLU's gate and up), fc2 input 2sbf
+    sharded += (6 if model.gated else 4) * sb * model.ffn_hidden
+    if s.recompute == "none":
+        if cluster_flash_attention:
+            # Dao et al. 2022 (FlashAttention, arXiv 2205.14135) Alg. 2: fp32 log-sum-exp per query row and head
+            sharded += 4 * sb * model.heads
+        else:
+            # Korthikanti §4.1: softmax output 2as²b, dropout mask as²b, dropout output 2as²b
+            sharded += (2 + 3 * d) * model.heads * seq * sb
+    return replicated / sp + sharded / t
+
+
+def inflight_layer_chunks(s: Strategy, stage: int) -> int:
+    """Chunk-forwards whose activations ``stage`` holds at its peak; a chunk is layers / (pp·chunks) layers."""
+    m, p, v = s.micro_batches, s.pp, s.chunks
+    if s.schedule == "gpipe":
+        # Huang et al. 2019 (GPipe) §2.3: every micro-batch's forward runs before the first backward
+        return m
+    if s.schedule == "interleaved":
+        # Megatron-LM schedules.py, interleaved: warmup (p − i − 1)·2 + (v − 1)·p, plus one in steady state
+        return min((p - stage - 1) * 2 + (v - 1) * p + 1, m * v)
+    # Narayanan et al. SC'21 (arXiv 2104.04473) §2.2.1: 1F1B holds at most p − i micro-batches
+    return min(p - stage, m)
+
+
+def _stage(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int, per_layer: float) -> StageMemory:
+    t, p, n = s.tp, s.pp, s.dp * s.cp
+    layers = model.layers // p
+    first, last = stage == 0, stage == p - 1
+    params = layers * model.layer_params() / t
+    if first:
+        params += model.embedding_params() / t
+    if last:
+        # Megatron-LM: the output layer is vocab-parallel; with pp > 1 a tied embedding is copied to the last stage
+        params += model.output_params() / t
+        if model.tied_embeddings and p > 1:
+            params += model.vocab * model.hidden / t
+    weights = WEIGHT_BYTES * params
+    gradients = GRADIENT_BYTES * params
+    optimizer = OPTIMIZER_BYTES * params
+    buffers = 0.0
+    # Rajbhandari et al. 2020 (ZeRO, arXiv 1910.02054) §5.1, Fig. 1: stages 1/2/3 shard optimizer/gradients/weights
+    if s.zero >= 1:
+        optimizer /= n
+    if s.zero >= 2:
+        gradients /= n
+    if s.zero == 3 and n > 1:
+        weights /= n
+        buffers = ZERO3_GATHERED_LAYERS * WEIGHT_BYTES * model.layer_params() / t
+
+    chunks = inflight_layer_chunks(s, stage)
+    activations = chunks * (layers / s.chunks) * per_layer
+
+    seq = model.seq_len / s.cp
+    sbh = seq * s.micro_batch * model.hidden
+    sp = t if s.sequence_parallel else 1
+    embedding = 0.0
+    if first:
+        micro_batches = -(-chunks // s.chunks)
+        # Korthikanti §4.3: embedding dropout mask sbh (÷t with SP), here with the 2sbh embedding output too
+        embedding += micro_batches * (2 + (1 if model.dropout else 0)) * sbh / sp
+    if last:
+        # Korthikanti §4.3: output-layer input 2sbh (÷t with SP) and fp32 logits for the loss 4sbV/t, one micro-batch
+        embedding += 2 * sbh / sp + 4 * seq * s.micro_batch * model.vocab / t
+    return StageMemory(stage=stage, weights=weights, gradients=gradients, optimizer=optimizer,
+                       activations=activations, embedding=embedding, buffers=buffers,
+                       reserve=cluster.gpu.memory_reserve_bytes)
+
+
+def stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int) -> StageMemory:
+    """Bytes per GPU of pipeline stage ``stage`` (0-based) under plan ``s``."""
+    if not 0 <= stage < s.pp:
+        raise SpecError(f"stage {stage} is outside the pipeline's stages 0..{s.pp - 1}")
+    return _stage(model, cluster, s, stage, activation_bytes_per_layer(model, s, cluster.flash_attention))
+
+
+def memory_per_stage(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[StageMemory]:
+    """Bytes per GPU of every pipeline stage, first to last."""
+    per_layer = activation_bytes_per_layer(model, s, cluster.flash_attention)
+    return [_stage(model, cluster, s, i, per_layer) for i in range(s.pp)]
+
+
+def peak_memory(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
+    """The most bytes any GPU of the plan needs: the largest stage total.
+
+    A middle stage never exceeds the first (same layers, no more in-flight activations, no embedding), so only
+    the first and last stages are evaluated.
+    """
+    per_layer = activation_bytes_per_layer(model, s, cluster.flash_attention)
+    first = _stage(model, cluster, s, 0, per_layer).total
+    if s.pp == 1:
+        return first
+    return max(first, _stage(model, cluster, s, s.pp - 1, per_layer).total)

@@ -1,0 +1,141 @@
+"""Collective and point-to-point times for a group placed on the cluster's network tiers.
+
+Pure arithmetic on the group's shape (how many members share a node, how many nodes it spans);
+the networkx graph in ``topology.py`` shows which links a group crosses and checks these shapes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from autoplan.specs.cluster import ClusterSpec, NetworkTier
+from autoplan.specs.strategy import RANK_ORDER, Strategy
+
+
+@dataclass(frozen=True, slots=True)
+class GroupShape:
+    """Where one communication group's members sit."""
+
+    size: int
+    """Members (n)."""
+    per_node: int
+    """Members on one node (k)."""
+    nodes: int
+    """Nodes the group spans (N = n / k)."""
+    span: int
+    """Consecutive GPU ranks from the first member to the last."""
+
+
+def stride(s: Strategy, kind: str) -> int:
+    """Rank distance between neighbours of a ``kind`` group in Megatron's order (tp, cp, dp, pp)."""
+    sizes = {"tp": s.tp, "cp": s.cp, "dp": s.dp, "pp": s.pp}
+    out = 1
+    for axis in RANK_ORDER:
+        if axis == kind:
+            return out
+        out *= sizes[axis]
+    raise ValueError(f"unknown group kind {kind!r}")
+
+
+def group_shape(gpus_per_node: int, size: int, step: int) -> GroupShape:
+    """Shape of a group of ``size`` ranks ``step`` apart on nodes of ``gpus_per_node`` GPUs."""
+    per_node = max(1, min(size, gpus_per_node // step)) if step < gpus_per_node else 1
+    return GroupShape(size=size, per_node=per_node, nodes=math.ceil(size / per_node), span=step * (size - 1) + 1)
+
+
+def shape_of(cluster: ClusterSpec, s: Strategy, kind: str) -> GroupShape:
+    """Shape of the ``kind`` group (tp, cp, dp or pp) of plan ``s`` on ``cluster``."""
+    size = {"tp": s.tp, "cp": s.cp, "dp": s.dp, "pp": s.pp}[kind]
+    return group_shape(cluster.gpus_per_node, size, stride(s, kind))
+
+
+def _inter_tier(cluster: ClusterSpec, g: GroupShape) -> NetworkTier:
+    return cluster.tier_spanning(g.span) if len(cluster.tiers) > 1 else cluster.tiers[0]
+
+
+def _rate(t: NetworkTier) -> float:
+    return t.bandwidth * t.efficiency
+
+
+@lru_cache(maxsize=65536)
+def all_reduce(cluster: ClusterSpec, g: GroupShape, nbytes: float) -> float:
+    """Seconds for an all-reduce of ``nbytes`` per member: the faster of NCCL's ring and hierarchical tree.
+
+    Ring: 2(n-1)/n·S over the bottleneck tier (Patarasuk & Yuan 2009; NCCL busbw convention);
+    tree: reduce-scatter in the node, double-binary-tree across nodes on S/k per rail, all-gather (NCCL 2.4 trees).
+    """
+    n = g.size
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    nvl = cluster.tiers[0]
+    if g.nodes == 1:
+        busbw = nvl.allreduce_busbw or _rate(nvl)
+        return 2 * (n - 1) / n * nbytes / busbw + 2 * (n - 1) * nvl.latency
+    outer = _inter_tier(cluster, g)
+    return min(_ring(nvl, outer, g, 2 * (n - 1) / n * nbytes, 2 * (n - 1)),
+               _tree_all_reduce(nvl, outer, g, nbytes))
+
+
+def _ring(nvl: NetworkTier, outer: NetworkTier, g: GroupShape, traffic: float, steps: int) -> float:
+    # a ring over N nodes of k members crosses each node boundary once per channel: the node's k rails share it
+    busbw = g.per_node * _rate(outer)
+    if g.per_node > 1:
+        busbw = min(busbw, _rate(nvl) * g.per_node / (g.per_node - 1))
+    return traffic / busbw + steps * outer.latency
+
+
+def _tree_all_reduce(nvl: NetworkTier, outer: NetworkTier, g: GroupShape, nbytes: float) -> float:
+    k, nodes = g.per_node, g.nodes
+    intra = 2 * ((k - 1) / k * nbytes / _rate(nvl) + (k - 1) * nvl.latency) if k > 1 else 0.0
+    inter = 2 * (nodes - 1) / nodes * (nbytes / k) / _rate(outer) + 2 * math.ceil(math.log2(nodes)) * outer.latency
+    return intra + inter
+
+
+@lru_cache(maxsize=65536)
+def reduce_scatter(cluster: ClusterSpec, g: GroupShape, nbytes: float) -> float:
+    """Seconds for a ring reduce-scatter of an ``nbytes`` buffer: (n-1)/n·S over the bottleneck tier."""
+    n = g.size
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    nvl = cluster.tiers[0]
+    if g.nodes == 1:
+        return (n - 1) / n * nbytes / _rate(nvl) + (n - 1) * nvl.latency
+    return _ring(nvl, _inter_tier(cluster, g), g, (n - 1) / n * nbytes, n - 1)
+
+
+def all_gather(cluster: ClusterSpec, g: GroupShape, nbytes: float) -> float:
+    """Seconds for a ring all-gather producing an ``nbytes`` buffer (the mirror of reduce-scatter)."""
+    return reduce_scatter(cluster, g, nbytes)
+
+
+@lru_cache(maxsize=4096)
+def all_to_all(cluster: ClusterSpec, g: GroupShape, nbytes: float) -> float:
+    """Seconds for an all-to-all where each member holds ``nbytes``: (k-1)/n of it stays in the node."""
+    n = g.size
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    nvl = cluster.tiers[0]
+    intra = (g.per_node - 1) / n * nbytes / _rate(nvl)
+    if g.nodes == 1:
+        return intra + (n - 1) * nvl.latency
+    outer = _inter_tier(cluster, g)
+    inter = (n - g.per_node) / n * nbytes / _rate(outer)
+    return max(intra, inter) + (n - 1) * outer.latency
+
+
+@lru_cache(maxsize=4096)
+def send_recv(cluster: ClusterSpec, same_node: bool, nbytes: float) -> float:
+    """Seconds to send ``nbytes`` to one peer: NVLink inside a node, the GPU's own NIC across nodes."""
+    if nbytes <= 0:
+        return 0.0
+    tier = cluster.tiers[0] if same_node or len(cluster.tiers) == 1 else cluster.tiers[-1]
+    return nbytes / _rate(tier) + tier.latency
+
+
+def bus_bandwidth(op: str, n: int, nbytes: float, seconds: float) -> float:
+    """nccl-tests bus bandwidth (B/s) of a collective: algorithm bandwidth × its per-rank traffic factor."""
+    factor = {"all_reduce": 2 * (n - 1) / n, "reduce_scatter": (n - 1) / n, "all_gather": (n - 1) / n,
+              "all_to_all": (n - 1) / n}[op]
+    return nbytes / seconds * factor

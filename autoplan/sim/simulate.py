@@ -1,0 +1,125 @@
+"""Simulate one training step of a plan and score it; ``evaluate`` is the search's single entry point."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from autoplan.cost.memory import memory_per_stage
+from autoplan.sim import metrics as met
+from autoplan.sim.engine import Timeline, run
+from autoplan.sim.workload import Lowered, lower
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.strategy import Strategy, violations
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evaluation:
+    """A plan's score, or the reasons it cannot run (invalid, or does not fit in memory)."""
+
+    strategy: Strategy
+    metrics: met.Metrics | None
+    violations: tuple[str, ...] = ()
+    peak_memory: float = 0.0
+    """Bytes on the fullest GPU (also for plans that do not fit)."""
+
+    @property
+    def feasible(self) -> bool:
+        """Valid and fits in memory."""
+        return self.metrics is not None and not self.violations
+
+
+@dataclass(frozen=True, slots=True)
+class Simulation:
+    """A simulated step: its task graph and timeline (one pipeline), and the micro-batches it covered."""
+
+    lowered: Lowered
+    timeline: Timeline
+    micro_batches: int
+
+
+def simulate_step(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Simulation:
+    """Every event of one step of plan ``s`` (all micro-batches; for traces and tests)."""
+    lowered = lower(model, cluster, s)
+    return Simulation(lowered, run(lowered.tasks), s.micro_batches)
+
+
+def _steady_state_points(s: Strategy) -> tuple[int, int, int] | None:
+    """Two micro-batch counts in the periodic regime and the period, or None if simulating all is as cheap."""
+    period = s.pp if s.schedule == "interleaved" else 1
+    first = -(-2 * s.pp // period) * period
+    if s.micro_batches <= first + 2 * period:
+        return None
+    return first, first + period, period
+
+
+def _with_micro_batches(s: Strategy, m: int) -> Strategy:
+    return replace(s, global_batch=m * s.dp * s.micro_batch)
+
+
+def score(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> met.Metrics:
+    """Metrics of plan ``s`` (assumed valid) from its simulated step.
+
+    Long steps are simulated at two micro-batch counts in the steady state and extended linearly: a pipeline
+    schedule is a max-plus linear system, periodic after a transient (Baccelli et al. 1992, cyclicity
+    theorem), so time and every breakdown term grow by the same amount per period. Tests check this
+    against simulating every micro-batch.
+    """
+    points = _steady_state_points(s)
+    if points is None:
+        sim = simulate_step(model, cluster, s)
+        stages = met.stage_breakdowns(sim.lowered, sim.timeline)
+        acts = met.activities(sim.lowered, sim.timeline)
+        step = sim.timeline.makespan
+    else:
+        a, b, period = points
+        sa = simulate_step(model, cluster, _with_micro_batches(s, a))
+        sb = simulate_step(model, cluster, _with_micro_batches(s, b))
+        k = (s.micro_batches - a) / period
+        step = _extend(sa.timeline.makespan, sb.timeline.makespan, k)
+        stages = _extend_dicts(met.stage_breakdowns(sa.lowered, sa.timeline),
+                               met.stage_breakdowns(sb.lowered, sb.timeline), k)
+        acts = _extend_dicts(met.activities(sa.lowered, sa.timeline), met.activities(sb.lowered, sb.timeline), k)
+    return _metrics(model, cluster, s, step, stages, acts)
+
+
+def _extend(a: float, b: float, k: float) -> float:
+    return a + k * (b - a)
+
+
+def _extend_dicts(a: list[dict[str, float]], b: list[dict[str, float]], k: float) -> list[dict[str, float]]:
+    return [{key: _extend(x[key], y[key], k) for key in x} for x, y in zip(a, b)]
+
+
+def _metrics(model: ModelSpec, cluster: ClusterSpec, s: Strategy, step: float, stages: list[dict[str, float]],
+             acts: list[dict[str, float]]) -> met.Metrics:
+    tokens = s.global_batch * model.seq_len
+    model_flops = model.model_flops_per_iteration(s.global_batch)
+    hw_flops = model.hardware_flops_per_iteration(s.global_batch, s.recompute)
+    per_gpu = step * cluster.gpus
+    mem = tuple(memory_per_stage(model, cluster, s))
+    peak = max(m.total for m in mem)
+    mean = {k: sum(st[k] for st in stages) / len(stages) for k in met.BREAKDOWN_KINDS}
+    return met.Metrics(
+        step_time=step, tokens_per_s=tokens / step, samples_per_s=s.global_batch / step,
+        model_tflops_per_gpu=model_flops / per_gpu / 1e12, hardware_tflops_per_gpu=hw_flops / per_gpu / 1e12,
+        mfu=model_flops / per_gpu / cluster.gpu.peak_flops, hfu=hw_flops / per_gpu / cluster.gpu.peak_flops,
+        breakdown=mean, stage_breakdown=tuple(stages), activity=tuple(acts), memory=mem, peak_memory=peak,
+        memory_capacity=cluster.gpu.hbm_bytes, fits=peak <= cluster.gpu.hbm_bytes)
+
+
+def evaluate(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Evaluation:
+    """Score plan ``s``: reasons if invalid or out of memory (never simulated), else its metrics. Never raises
+    for a valid model and cluster."""
+    reasons = violations(model, cluster.gpus, s)
+    if reasons:
+        return Evaluation(strategy=s, metrics=None, violations=tuple(reasons))
+    mem = memory_per_stage(model, cluster, s)
+    worst = max(mem, key=lambda m: m.total)
+    if worst.total > cluster.gpu.hbm_bytes:
+        gib = 1024**3
+        return Evaluation(strategy=s, metrics=None, peak_memory=worst.total, violations=(
+            f"needs {worst.total / gib:.1f} GiB per GPU on stage {worst.stage}, more than the "
+            f"{cluster.gpu.hbm_bytes / gib:.0f} GiB of a {cluster.gpu.name}",))
+    m = score(model, cluster, s)
+    return Evaluation(strategy=s, metrics=m, peak_memory=m.peak_memory)
