@@ -1,0 +1,220 @@
+"""The `autoplan` command. Parses flags, loads specs, prints; the modelling lives elsewhere.
+
+Heavy modules (ray, optuna, numpy, networkx) are imported inside the commands that need them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from typing import Any, Callable
+
+import click
+
+from autoplan.errors import SpecError
+
+DEFAULT_CLUSTER = "dgx-h100-80g"
+DEFAULT_GLOBAL_BATCH = 1536
+"""GPT-3's batch of 1536 sequences (Brown et al. 2020, Table 2.1) when --global-batch is not given."""
+
+
+def _fail(message: str) -> None:
+    click.echo(f"autoplan: error: {message}", err=True)
+    sys.exit(2)
+
+
+def friendly(fn: Callable) -> Callable:
+    """Turn user errors into one line on stderr and exit code 2, never a traceback."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except SpecError as err:
+            _fail(str(err))
+        except KeyboardInterrupt:
+            click.echo("autoplan: interrupted", err=True)
+            sys.exit(130)
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="autoplan")
+def main() -> None:
+    """Find the best parallel plan for training a large model on a GPU cluster, offline.
+
+    \b
+    autoplan models                      built-in models
+    autoplan clusters                    built-in cluster specs
+    autoplan check    --model gpt3 --gpus 1024 --tp 8 --pp 8
+    autoplan simulate --model gpt3 --gpus 1024 --tp 8 --pp 8 --trace step.json
+    """
+
+
+def model_options(fn: Callable) -> Callable:
+    """--model, --cluster, --gpus."""
+    fn = click.option("--gpus", type=int, required=True, help="Number of GPUs (whole nodes).")(fn)
+    fn = click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True,
+                      help="Cluster spec name (see `autoplan clusters`) or a .toml file.")(fn)
+    fn = click.option("--model", "model_name", default="gpt3", show_default=True,
+                      help="Model name (see `autoplan models`) or a .toml file.")(fn)
+    return fn
+
+
+def plan_options(fn: Callable) -> Callable:
+    """The flags of one parallel plan."""
+    opts = [
+        click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel degree."),
+        click.option("--pp", type=int, default=1, show_default=True, help="Pipeline stages."),
+        click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel degree."),
+        click.option("--dp", type=int, default=None, help="Data-parallel degree [default: gpus / (tp·pp·cp)]."),
+        click.option("--micro-batch", type=int, default=1, show_default=True, help="Sequences per micro-batch."),
+        click.option("--global-batch", type=int, default=DEFAULT_GLOBAL_BATCH, show_default=True,
+                     help="Sequences per optimizer step."),
+        click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"]), default=None,
+                     help="Pipeline schedule [default: interleaved if --virtual-stages > 1, else 1f1b]."),
+        click.option("--virtual-stages", type=int, default=1, show_default=True,
+                     help="Model chunks per pipeline rank (interleaved schedule)."),
+        click.option("--sequence-parallel/--no-sequence-parallel", default=False, show_default=True),
+        click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none",
+                     show_default=True, help="Activation recomputation."),
+        click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True,
+                     help="Optimizer sharding: 1 = Megatron distributed optimizer, 2 = +grads, 3 = +weights."),
+        click.option("--overlap-grad-reduce/--no-overlap-grad-reduce", default=True, show_default=True),
+        click.option("--overlap-param-gather/--no-overlap-param-gather", default=True, show_default=True),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def build_plan(model_name: str, cluster: str, gpus: int, **kw: Any) -> tuple[Any, Any, Any]:
+    """Model, sized cluster and Strategy from the command-line flags."""
+    from autoplan.specs import Strategy, get_model, load_cluster
+
+    model = get_model(model_name)
+    spec = load_cluster(cluster, gpus)
+    tp, pp, cp = kw["tp"], kw["pp"], kw["cp"]
+    for name in ("tp", "pp", "cp", "micro_batch", "global_batch", "virtual_stages"):
+        if kw[name] is not None and kw[name] < 1:
+            raise SpecError(f"--{name.replace('_', '-')} must be a positive integer, got {kw[name]}")
+    dp = kw["dp"]
+    if dp is None:
+        if gpus % (tp * pp * cp):
+            raise SpecError(f"--gpus {gpus} is not divisible by tp·pp·cp = {tp}·{pp}·{cp} = {tp * pp * cp}")
+        dp = gpus // (tp * pp * cp)
+    schedule = kw["schedule"] or ("interleaved" if kw["virtual_stages"] > 1 else "1f1b")
+    s = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, micro_batch=kw["micro_batch"], global_batch=kw["global_batch"],
+                 schedule=schedule, virtual_stages=kw["virtual_stages"], sequence_parallel=kw["sequence_parallel"],
+                 recompute=kw["recompute"], zero=kw["zero"], overlap_grad_reduce=kw["overlap_grad_reduce"],
+                 overlap_param_gather=kw["overlap_param_gather"])
+    return model, spec, s
+
+
+def _console() -> Any:
+    from rich.console import Console
+    return Console() if sys.stdout.isatty() else Console(width=132)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@friendly
+def models(as_json: bool) -> None:
+    """List the built-in models."""
+    from autoplan.specs.catalog import aliases, list_models
+
+    ms = list_models()
+    if as_json:
+        click.echo(json.dumps([{"name": m.name, "params": m.params(), "layers": m.layers, "hidden": m.hidden,
+                                "heads": m.heads, "kv_heads": m.kv_heads, "ffn_hidden": m.ffn_hidden,
+                                "vocab": m.vocab, "seq_len": m.seq_len, "source": m.source} for m in ms], indent=2))
+        return
+    from rich.table import Table
+    t = Table(title="Built-in models (also: --model FILE.toml)", title_justify="left")
+    for col in ("name", "params", "layers", "hidden", "heads (kv)", "ffn", "vocab", "seq", "mlp", "source"):
+        t.add_column(col, justify="right" if col not in ("name", "source", "mlp") else "left")
+    for m in ms:
+        t.add_row(m.name, f"{m.params() / 1e9:.1f}B", str(m.layers), str(m.hidden), f"{m.heads} ({m.kv_heads})",
+                  str(m.ffn_hidden), str(m.vocab), str(m.seq_len), m.activation, m.source)
+    _console().print(t)
+    _console().print("aliases: " + ", ".join(f"{a} → {n}" for a, n in sorted(aliases().items())))
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@friendly
+def clusters(as_json: bool) -> None:
+    """List the built-in cluster specs (cluster_specs/*.toml)."""
+    from autoplan.specs.cluster import list_clusters, load_cluster
+
+    specs = [load_cluster(name) for name in list_clusters()]
+    if as_json:
+        click.echo(json.dumps([{"name": c.name, "description": c.description, "gpu": c.gpu.name,
+                                "gpus_per_node": c.gpus_per_node, "peak_tflops": c.gpu.peak_flops / 1e12,
+                                "hbm_gib": c.gpu.hbm_bytes / 2**30,
+                                "tiers": [{"name": t.name, "gpus": t.gpus, "bandwidth_gb_per_s": t.bandwidth / 1e9,
+                                           "efficiency": t.efficiency} for t in c.tiers]} for c in specs], indent=2))
+        return
+    from rich.table import Table
+    t = Table(title="Cluster specs (--cluster NAME or FILE.toml; --gpus sets the node count)", title_justify="left")
+    for col in ("name", "GPU", "per node", "peak TFLOP/s", "HBM GiB", "network tiers (GB/s per GPU × efficiency)"):
+        t.add_column(col)
+    for c in specs:
+        tiers = ", ".join(f"{x.name} {x.bandwidth / 1e9:g}×{x.efficiency:g}" for x in c.tiers)
+        t.add_row(c.name, c.gpu.name, str(c.gpus_per_node), f"{c.gpu.peak_flops / 1e12:g}",
+                  f"{c.gpu.hbm_bytes / 2**30:g}", tiers)
+    _console().print(t)
+
+
+@main.command()
+@model_options
+@plan_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@friendly
+def check(model_name: str, cluster: str, gpus: int, as_json: bool, **kw: Any) -> None:
+    """Is a plan valid? Its memory per stage, one layer's compute time and each collective it needs."""
+    from autoplan.inspect import plan_report
+
+    model, spec, s = build_plan(model_name, cluster, gpus, **kw)
+    report = plan_report(model, spec, s)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        from autoplan.report.terminal import check_view
+        _console().print(check_view(report, model, spec, s))
+    sys.exit(0 if report["valid"] else 1)
+
+
+@main.command()
+@model_options
+@plan_options
+@click.option("--trace", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write a Chrome/Perfetto trace of the step to this file.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@friendly
+def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_json: bool, **kw: Any) -> None:
+    """Simulate one training step of a plan: throughput, MFU, where the time goes, memory."""
+    from autoplan.report.serialize import evaluation_dict
+    from autoplan.sim.simulate import evaluate, simulate_step
+
+    model, spec, s = build_plan(model_name, cluster, gpus, **kw)
+    e = evaluate(model, spec, s)
+    if e.metrics is None and not (e.peak_memory and len(e.violations) == 1 and "GiB" in e.violations[0]):
+        raise SpecError("invalid plan: " + "; ".join(e.violations))
+    if e.metrics is None:
+        from autoplan.sim.simulate import score
+        from dataclasses import replace
+        e = replace(e, metrics=score(model, spec, s))
+    if trace:
+        from pathlib import Path
+        from autoplan.sim.trace import write_trace
+        sim = simulate_step(model, spec, s)
+        write_trace(Path(trace), sim.lowered, sim.timeline, model.layers // (s.pp * s.chunks))
+    if as_json:
+        click.echo(json.dumps(evaluation_dict(e), indent=2))
+        return
+    from autoplan.report.terminal import simulation_view
+    title = f"{model.name} on {gpus} × {spec.gpu.name} ({spec.name}): {s.short()}, global batch {s.global_batch}"
+    _console().print(simulation_view(title, e.metrics, gpus))
+    if trace:
+        _console().print(f"trace written to {trace} (open in https://ui.perfetto.dev)")
