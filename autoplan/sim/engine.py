@@ -70,46 +70,74 @@ class Timeline:
 
 
 def run(tasks: Tasks) -> Timeline:
-    """Start and end times of every task: longest path through dependencies and per-stream order.
+    """Start and end times of every task: the longest path through dependencies and per-stream order.
 
-    Deterministic (times do not depend on processing order); raises CycleError naming the stuck tasks.
+    Tasks are visited in the order they were added; one whose dependency has not run yet parks its stream
+    until that dependency ends. Deterministic; raises CycleError naming the tasks left waiting.
     """
-    n = len(tasks.duration)
     duration, deps, resource = tasks.duration, tasks.deps, tasks.resource
-    waiting = [0] * n
-    dependents: list[list[int]] = [[] for _ in range(n)]
-    last_on: dict[int, int] = {}
-    prev_on = [-1] * n
+    n = len(duration)
+    start = [0.0] * n
+    end = [-1.0] * n
+    free = [0.0] * len(tasks.resources)
+    queue: list[list[int] | None] = [None] * len(tasks.resources)
+    parked: dict[int, list[int]] = {}
+
+    def blocker_of(i: int) -> int:
+        t = free[resource[i]]
+        for d in deps[i]:
+            e = end[d]
+            if e < 0.0:
+                return d
+            if e > t:
+                t = e
+        start[i] = t
+        return -1
+
+    def wake(first: int) -> None:
+        work = [first]
+        while work:
+            for r in parked.pop(work.pop(), ()):
+                q = queue[r]
+                while q:
+                    j = q[0]
+                    b = blocker_of(j)
+                    if b >= 0:
+                        parked.setdefault(b, []).append(r)
+                        break
+                    q.pop(0)
+                    end[j] = free[r] = start[j] + duration[j]
+                    if j in parked:
+                        work.append(j)
+                if not q:
+                    queue[r] = None
+
     for i in range(n):
         r = resource[i]
-        p = last_on.get(r, -1)
-        prev_on[i] = p
-        last_on[r] = i
-        count = 0
-        if p >= 0:
-            dependents[p].append(i)
-            count = 1
+        q = queue[r]
+        if q is not None:
+            q.append(i)
+            continue
+        t = free[r]
+        b = -1
         for d in deps[i]:
-            dependents[d].append(i)
-        waiting[i] = count + len(deps[i])
-    end = [0.0] * n
-    start = [0.0] * n
-    ready = [i for i in range(n) if waiting[i] == 0]
-    done = 0
-    while ready:
-        i = ready.pop()
-        t = end[prev_on[i]] if prev_on[i] >= 0 else 0.0
-        for d in deps[i]:
-            if end[d] > t:
-                t = end[d]
+            e = end[d]
+            if e < 0.0:
+                b = d
+                break
+            if e > t:
+                t = e
+        if b >= 0:
+            queue[r] = [i]
+            parked.setdefault(b, []).append(r)
+            continue
         start[i] = t
-        end[i] = t + duration[i]
-        done += 1
-        for j in dependents[i]:
-            waiting[j] -= 1
-            if waiting[j] == 0:
-                ready.append(j)
-    if done < n:
-        stuck = [tasks.label[i] or str(i) for i in range(n) if waiting[i] > 0][:5]
-        raise CycleError(f"{n - done} tasks wait on each other in a cycle (dependencies or stream order), e.g. {stuck}")
+        end[i] = free[r] = t + duration[i]
+        if parked and i in parked:
+            wake(i)
+    stuck = [j for q in queue if q for j in q]
+    if stuck:
+        names = [str(tasks.label[j] or j) for j in stuck[:5]]
+        raise CycleError(f"{len(stuck)} tasks wait on each other in a cycle (dependencies or stream order), "
+                         f"e.g. {names}")
     return Timeline(tasks, start, end)

@@ -62,9 +62,9 @@ def stage_breakdowns(lowered: Lowered, timeline: Timeline) -> list[dict[str, flo
     kind, deps = tasks.kind, tasks.deps
     makespan = timeline.makespan
     by_stream: dict[int, list[int]] = {r: [] for r in lowered.compute_streams}
-    for i, r in enumerate(tasks.resource):
-        if r in by_stream:
-            by_stream[r].append(i)
+    resource = tasks.resource
+    for i in sorted(lowered.parts):
+        by_stream[resource[i]].append(i)
     out = []
     for r in lowered.compute_streams:
         acc = dict.fromkeys(BREAKDOWN_KINDS, 0.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 
@@ -49,18 +50,19 @@ def interleaved(stage: int, stages: int, micro_batches: int, chunks: int) -> lis
     return order
 
 
-def stage_order(schedule: str, stage: int, stages: int, micro_batches: int, chunks: int = 1) -> list[Step]:
+@lru_cache(maxsize=1024)
+def stage_order(schedule: str, stage: int, stages: int, micro_batches: int, chunks: int = 1) -> tuple[Step, ...]:
     """The pass order of ``stage`` under ``schedule`` (gpipe, 1f1b or interleaved)."""
     if schedule == "gpipe":
-        return gpipe(stage, stages, micro_batches)
+        return tuple(gpipe(stage, stages, micro_batches))
     if schedule == "1f1b":
-        return one_f_one_b(stage, stages, micro_batches)
+        return tuple(one_f_one_b(stage, stages, micro_batches))
     if schedule == "interleaved":
-        return interleaved(stage, stages, micro_batches, chunks)
+        return tuple(interleaved(stage, stages, micro_batches, chunks))
     raise ValueError(f"unknown schedule {schedule!r}")
 
 
-def max_in_flight(order: list[Step]) -> int:
+def max_in_flight(order: "list[Step] | tuple[Step, ...]") -> int:
     """Most forward passes whose backward has not yet run, at any point of ``order``."""
     live = peak = 0
     for st in order:

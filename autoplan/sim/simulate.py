@@ -47,7 +47,7 @@ def simulate_step(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Simula
 def _steady_state_points(s: Strategy) -> tuple[int, int, int] | None:
     """Two micro-batch counts in the periodic regime and the period, or None if simulating all is as cheap."""
     period = s.pp if s.schedule == "interleaved" else 1
-    first = -(-2 * s.pp // period) * period
+    first = s.pp if s.schedule == "interleaved" else s.pp + 1
     if s.micro_batches <= first + 2 * period:
         return None
     return first, first + period, period

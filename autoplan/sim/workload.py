@@ -124,56 +124,72 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
     last_vs = p * v - 1
     parts: dict[int, tuple] = {}
     meta: dict[int, tuple] = {}
-    # pass ids, created first so that dependencies can point across stages
-    ids: dict[tuple[bool, int, int, int], tuple[int, int]] = {}
-    deps: dict[int, list[int]] = {}
     split: dict[int, int] = _grad_segments(model, s) if (s.dp * s.cp > 1 and s.overlap_grad_reduce) else {}
-    last_backward = _last_backward_steps(orders, v) if split else {}
+    last_backward = _last_backward_steps(orders) if split else {}
     dp_tasks: list[list[int]] = [[] for _ in range(p)]
     gather_first: dict[tuple[int, int], int] = _param_gathers(model, cluster, s, tasks, dp_stream, grad_shape,
                                                               dp_tasks)
     chunk_params = model.layers // (p * v) * model.layer_params() / s.tp
     shard_reduce = _grad_reduce_time(cluster, grad_shape, s, chunk_params) if s.zero >= 2 else 0.0
     shard_gather = network.all_gather(cluster, grad_shape, PARAM_BYTES * chunk_params) if s.zero == 3 else 0.0
+    sent: dict[tuple[bool, int, int], int] = {}          # (forward, micro-batch, virtual stage) -> arriving send
+    waiting: dict[tuple[bool, int, int], list[int]] = {}  # the same key -> deps of a pass created before its send
+    add, last_task = tasks.add, [0] * p
+    t_res, t_dur, t_deps, t_kind, t_label = tasks.resource, tasks.duration, tasks.deps, tasks.kind, tasks.label
     for i, order in enumerate(orders):
+        stream, dp_i = comp[i], dp_stream[i]
         for st in order:
-            vs = st.chunk * p + i
-            cost = costs[(st.forward, vs == 0, vs == last_vs)]
-            d: list[int] = []
-            gathered = gather_first.get((i, st.chunk)) if st.forward and st.micro_batch == 0 else None
-            if gathered is not None:
-                d.append(gathered)
+            fwd, mb, chunk = st
+            vs = chunk * p + i
+            cost = costs[(fwd, vs == 0, vs == last_vs)]
+            key = (fwd, mb, vs)
+            arrived = sent.pop(key, None)
+            if arrived is None:
+                d: list[int] = []
+                waiting[key] = d
+            else:
+                d = [arrived]
+            if fwd and mb == 0 and (i, chunk) in gather_first:
+                d.append(gather_first[(i, chunk)])
             if shard_gather:
                 # ZeRO-3 gathers a chunk's weights before every pass (Rajbhandari et al. 2020, §5.3)
-                d.append(tasks.add(dp_stream[i], shard_gather, (), "dp", None))
-            nseg = split.get(st.chunk, 0) if not st.forward and last_backward.get((i, st.chunk)) == st.micro_batch \
-                else 0
-            if nseg:
-                first, last = _segmented_backward(tasks, comp[i], dp_stream[i], cost, nseg, d, grad_shape, cluster,
-                                                  model, s, parts, dp_tasks[i], meta, (i, False, st.micro_batch,
-                                                                                          st.chunk))
+                d.append(add(dp_i, shard_gather, (), "dp", None))
+            if not fwd and split and last_backward[(i, chunk)] == mb:
+                last = _segmented_backward(tasks, stream, dp_i, cost, split[chunk], d, grad_shape, cluster, model, s,
+                                           parts, dp_tasks[i], meta, (i, False, mb, chunk))
             else:
-                first = last = tasks.add(comp[i], cost.seconds, d, "pass")
-                parts[first] = cost.parts
-                meta[first] = (i, st.forward, st.micro_batch, st.chunk)
-                if shard_reduce and not st.forward:
+                last = len(t_dur)
+                t_res.append(stream)
+                t_dur.append(cost.seconds)
+                t_deps.append(d)
+                t_kind.append("pass")
+                t_label.append(None)
+                parts[last] = cost.parts
+                meta[last] = (i, fwd, mb, chunk)
+                if shard_reduce and not fwd:
                     # ZeRO-2/3 reduce-scatter gradients after every micro-batch (Rajbhandari et al. 2020, §5.2)
-                    dp_tasks[i].append(tasks.add(dp_stream[i], shard_reduce, (last,), "dp", None))
-            ids[(st.forward, st.micro_batch, st.chunk, i)] = (first, last)
-            deps[first] = d
-    # cross-stage dependencies through PP transfers
-    for i, order in enumerate(orders):
-        for st in order:
-            vs = st.chunk * p + i
-            out = ids[(st.forward, st.micro_batch, st.chunk, i)][1]
-            if st.forward and vs < last_vs:
-                send = tasks.add(fwd_link[i], hop, (out,), "pp", None)
-                deps[ids[(True, st.micro_batch, (vs + 1) // p, (i + 1) % p)][0]].append(send)
-            elif not st.forward and vs > 0:
-                send = tasks.add(bwd_link[i], hop, (out,), "pp", None)
-                deps[ids[(False, st.micro_batch, (vs - 1) // p, (i - 1) % p)][0]].append(send)
+                    dp_tasks[i].append(add(dp_i, shard_reduce, (last,), "dp", None))
+            if fwd and vs < last_vs:
+                target = (True, mb, vs + 1)
+                t_res.append(fwd_link[i])
+            elif not fwd and vs > 0:
+                target = (False, mb, vs - 1)
+                t_res.append(bwd_link[i])
+            else:
+                continue
+            send = len(t_dur)
+            t_dur.append(hop)
+            t_deps.append((last,))
+            t_kind.append("pp")
+            t_label.append(None)
+            consumer = waiting.pop(target, None)
+            if consumer is None:
+                sent[target] = send
+            else:
+                consumer.append(send)
+        last_task[i] = last
     for i in range(p):
-        last_pass = ids[(False, orders[i][-1].micro_batch, orders[i][-1].chunk, i)][1]
+        last_pass = last_task[i]
         if not split and s.zero < 2 and s.dp * s.cp > 1:
             _reduce_all(tasks, dp_stream[i], last_pass, stage_params(model, s, i), grad_shape, cluster, s,
                         dp_tasks[i])
@@ -199,7 +215,7 @@ def _grad_segments(model: ModelSpec, s: Strategy) -> dict[int, int]:
     return {c: n for c in range(s.chunks)}
 
 
-def _last_backward_steps(orders: list, chunks: int) -> dict[tuple[int, int], int]:
+def _last_backward_steps(orders: list) -> dict[tuple[int, int], int]:
     last: dict[tuple[int, int], int] = {}
     for i, order in enumerate(orders):
         for st in order:
@@ -217,20 +233,19 @@ def _grad_reduce_time(cluster: ClusterSpec, shape: network.GroupShape, s: Strate
 
 def _segmented_backward(tasks: Tasks, comp: int, dp: int, cost: PassCost, nseg: int, deps: list[int],
                         shape: network.GroupShape, cluster: ClusterSpec, model: ModelSpec, s: Strategy,
-                        parts: dict, dp_tasks: list[int], meta: dict, key: tuple) -> tuple[int, int]:
+                        parts: dict, dp_tasks: list[int], meta: dict, key: tuple) -> int:
     """The last backward of a chunk, in bucket-sized pieces; each piece's gradients reduce as it ends."""
     params = model.layers // (s.pp * s.chunks) * model.layer_params() / s.tp / nseg
     reduce = _grad_reduce_time(cluster, shape, s, params)
     share = tuple((k, v / nseg) for k, v in cost.parts)
-    first = last = -1
+    last = -1
     for j in range(nseg):
         last = tasks.add(comp, cost.seconds / nseg, deps if j == 0 else (), "pass")
-        first = last if j == 0 else first
         parts[last] = share
         meta[last] = key
         if s.zero < 2:
             dp_tasks.append(tasks.add(dp, reduce, (last,), "dp", None))
-    return first, last
+    return last
 
 
 def _reduce_all(tasks: Tasks, dp: int, after: int, params: float, shape: network.GroupShape, cluster: ClusterSpec,

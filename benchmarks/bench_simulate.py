@@ -1,0 +1,58 @@
+"""Median wall time of one simulation (evaluate) of GPT-3 175B: TP8 PP8 DP16, micro-batch 1, global batch 1536,
+1F1B and interleaved v=3, on 1024 GPUs; and the same plan shape (DP 256) on 16384 GPUs.
+
+Run: python benchmarks/bench_simulate.py [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import replace
+
+from autoplan.sim.simulate import evaluate
+from autoplan.specs import Strategy, get_model, load_cluster
+
+
+def timings_ms(fn, repeat: int) -> tuple[float, float]:
+    """Median and minimum wall time in ms (the minimum is robust to a noisy shared machine)."""
+    fn()
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(samples), min(samples)
+
+
+def clear_caches() -> None:
+    from autoplan.cost import compute, network
+    from autoplan.sim import workload
+    for f in (compute.gemm_time, compute.layer_compute, compute.embedding_compute, compute.output_compute,
+              network.all_reduce, network.reduce_scatter, network.all_to_all, network.send_recv, workload.pass_costs):
+        f.cache_clear()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=50)
+    args = ap.parse_args()
+    model = get_model("gpt3")
+    print(f"{'GPUs':>6} {'schedule':<14} {'step (s)':>9} {'MFU':>6} {'warm median/min ms':>19} "
+          f"{'cold median/min ms':>19}")
+    for gpus, dp in ((1024, 16), (16384, 256)):
+        cluster = load_cluster("dgx-a100-80g", gpus)
+        for schedule, v in (("1f1b", 1), ("interleaved", 3)):
+            s = Strategy(dp=dp, tp=8, pp=8, micro_batch=1, global_batch=1536 * gpus // 1024, schedule=schedule,
+                         virtual_stages=v, sequence_parallel=True, recompute="selective", zero=1)
+            e = evaluate(model, cluster, s)
+            warm = timings_ms(lambda: evaluate(model, cluster, s), args.repeat)
+            cold = timings_ms(lambda: (clear_caches(), evaluate(model, cluster, s)), max(5, args.repeat // 5))
+            print(f"{gpus:>6} {schedule + (f' v={v}' if v > 1 else ''):<14} {e.metrics.step_time:9.3f} "
+                  f"{100 * e.metrics.mfu:5.1f}% {warm[0]:10.2f} /{warm[1]:6.2f} {cold[0]:10.2f} /{cold[1]:6.2f}")
+    print("warm: op/collective caches filled (as inside a search); cold: caches cleared before each call")
+
+
+if __name__ == "__main__":
+    main()
