@@ -71,7 +71,7 @@ def gemm_time(gpu: GPUSpec, m: int, n: int, k: int, batch: int = 1) -> float:
         tiles = math.ceil(m / (tm * fm)) * math.ceil(n / (tn * fn)) * batch
         waves = math.ceil(tiles / gpu.sm_count)
         best = max(best, tile_eff * tiles / (waves * gpu.sm_count))
-    rate = gpu.peak_flops * gpu.gemm_efficiency * best * k / (k + gpu.gemm_half_k)
+    rate = gpu.peak_flops * gpu.clock_ratio * gpu.gemm_efficiency * best * k / (k + gpu.gemm_half_k)
     traffic = BF16 * batch * (m * k + k * n + m * n)
     return max(flops / rate, traffic / (gpu.hbm_bandwidth * gpu.memory_efficiency)) + gpu.kernel_overhead
 
@@ -98,7 +98,7 @@ def _attention(cluster: ClusterSpec, model: ModelSpec, b: int, s_q: int, s_kv: i
                dropout: bool) -> tuple[Op, Op]:
     """Forward and backward of the attention core for ``heads`` local heads, s_q queries over s_kv keys."""
     gpu, d = cluster.gpu, model.head_dim
-    rate = gpu.peak_flops * gpu.attention_efficiency
+    rate = gpu.peak_flops * gpu.clock_ratio * gpu.attention_efficiency
     if cluster.flash_attention:
         # fused causal kernel: 4·b·s_q·s_kv·d·a/2 FLOPs; backward recomputes scores, 2.5× forward (Dao 2023, FA2 §3)
         flops = 4.0 * b * s_q * s_kv * d * heads * 0.5

@@ -55,42 +55,38 @@ def _inter_tier(cluster: ClusterSpec, g: GroupShape) -> NetworkTier:
     return cluster.tier_spanning(g.span) if len(cluster.tiers) > 1 else cluster.tiers[0]
 
 
-def _rate(t: NetworkTier) -> float:
-    return t.bandwidth * t.efficiency
+def _rate(t: NetworkTier, nbytes: float = 0.0) -> float:
+    # NCCL reaches its bus bandwidth only for large messages: B·S/(S + S½) (nccl-tests size sweeps)
+    ramp = nbytes / (nbytes + t.half_bandwidth_bytes) if nbytes > 0 and t.half_bandwidth_bytes else 1.0
+    return t.bandwidth * t.efficiency * ramp
 
 
 @lru_cache(maxsize=65536)
 def all_reduce(cluster: ClusterSpec, g: GroupShape, nbytes: float) -> float:
-    """Seconds for an all-reduce of ``nbytes`` per member: the faster of NCCL's ring and hierarchical tree.
+    """Seconds for an all-reduce of ``nbytes`` per member.
 
-    Ring: 2(n-1)/n·S over the bottleneck tier (Patarasuk & Yuan 2009; NCCL busbw convention);
-    tree: reduce-scatter in the node, double-binary-tree across nodes on S/k per rail, all-gather (NCCL 2.4 trees).
+    Bandwidth: 2(n-1)/n·S over the bottleneck tier's bus bandwidth (Patarasuk & Yuan 2009; nccl-tests busbw).
+    Latency: the smaller of the ring's 2(n-1) steps and NCCL's tree, 2(k-1) NVLink steps plus a double binary
+    tree of 2·log2(N) steps across nodes (NCCL 2.4 trees).
     """
     n = g.size
     if n <= 1 or nbytes <= 0:
         return 0.0
     nvl = cluster.tiers[0]
     if g.nodes == 1:
-        busbw = nvl.allreduce_busbw or _rate(nvl)
+        busbw = _rate(nvl, nbytes) * (nvl.allreduce_busbw / _rate(nvl) if nvl.allreduce_busbw else 1.0)
         return 2 * (n - 1) / n * nbytes / busbw + 2 * (n - 1) * nvl.latency
     outer = _inter_tier(cluster, g)
-    return min(_ring(nvl, outer, g, 2 * (n - 1) / n * nbytes, 2 * (n - 1)),
-               _tree_all_reduce(nvl, outer, g, nbytes))
+    tree_latency = 2 * (g.per_node - 1) * nvl.latency + 2 * math.ceil(math.log2(g.nodes)) * outer.latency
+    return _ring(nvl, outer, g, 2 * (n - 1) / n * nbytes, 0, nbytes) + min(2 * (n - 1) * outer.latency, tree_latency)
 
 
-def _ring(nvl: NetworkTier, outer: NetworkTier, g: GroupShape, traffic: float, steps: int) -> float:
+def _ring(nvl: NetworkTier, outer: NetworkTier, g: GroupShape, traffic: float, steps: int, nbytes: float) -> float:
     # a ring over N nodes of k members crosses each node boundary once per channel: the node's k rails share it
-    busbw = g.per_node * _rate(outer)
+    busbw = g.per_node * _rate(outer, nbytes)
     if g.per_node > 1:
-        busbw = min(busbw, _rate(nvl) * g.per_node / (g.per_node - 1))
+        busbw = min(busbw, _rate(nvl, nbytes) * g.per_node / (g.per_node - 1))
     return traffic / busbw + steps * outer.latency
-
-
-def _tree_all_reduce(nvl: NetworkTier, outer: NetworkTier, g: GroupShape, nbytes: float) -> float:
-    k, nodes = g.per_node, g.nodes
-    intra = 2 * ((k - 1) / k * nbytes / _rate(nvl) + (k - 1) * nvl.latency) if k > 1 else 0.0
-    inter = 2 * (nodes - 1) / nodes * (nbytes / k) / _rate(outer) + 2 * math.ceil(math.log2(nodes)) * outer.latency
-    return intra + inter
 
 
 @lru_cache(maxsize=65536)
@@ -101,8 +97,8 @@ def reduce_scatter(cluster: ClusterSpec, g: GroupShape, nbytes: float) -> float:
         return 0.0
     nvl = cluster.tiers[0]
     if g.nodes == 1:
-        return (n - 1) / n * nbytes / _rate(nvl) + (n - 1) * nvl.latency
-    return _ring(nvl, _inter_tier(cluster, g), g, (n - 1) / n * nbytes, n - 1)
+        return (n - 1) / n * nbytes / _rate(nvl, nbytes) + (n - 1) * nvl.latency
+    return _ring(nvl, _inter_tier(cluster, g), g, (n - 1) / n * nbytes, n - 1, nbytes)
 
 
 def all_gather(cluster: ClusterSpec, g: GroupShape, nbytes: float) -> float:
@@ -117,11 +113,11 @@ def all_to_all(cluster: ClusterSpec, g: GroupShape, nbytes: float) -> float:
     if n <= 1 or nbytes <= 0:
         return 0.0
     nvl = cluster.tiers[0]
-    intra = (g.per_node - 1) / n * nbytes / _rate(nvl)
+    intra = (g.per_node - 1) / n * nbytes / _rate(nvl, nbytes)
     if g.nodes == 1:
         return intra + (n - 1) * nvl.latency
     outer = _inter_tier(cluster, g)
-    inter = (n - g.per_node) / n * nbytes / _rate(outer)
+    inter = (n - g.per_node) / n * nbytes / _rate(outer, nbytes)
     return max(intra, inter) + (n - 1) * outer.latency
 
 
@@ -131,7 +127,7 @@ def send_recv(cluster: ClusterSpec, same_node: bool, nbytes: float) -> float:
     if nbytes <= 0:
         return 0.0
     tier = cluster.tiers[0] if same_node or len(cluster.tiers) == 1 else cluster.tiers[-1]
-    return nbytes / _rate(tier) + tier.latency
+    return nbytes / _rate(tier, nbytes) + tier.latency
 
 
 def bus_bandwidth(op: str, n: int, nbytes: float, seconds: float) -> float:

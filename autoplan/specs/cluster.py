@@ -39,6 +39,8 @@ class GPUSpec:
     """Seconds of fixed cost per kernel (launch and tail)."""
     memory_reserve_bytes: float
     """Bytes per GPU not available to tensors (CUDA context, NCCL buffers, allocator fragmentation)."""
+    clock_ratio: float = 1.0
+    """Sustained tensor-core clock under training load over the clock the peak is quoted at (power capping)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +58,8 @@ class NetworkTier:
     """Seconds per algorithm step crossing this tier."""
     allreduce_busbw: float = 0.0
     """Bus bandwidth (B/s) of an in-switch all-reduce (NVLink SHARP) when the group spans the tier; 0 if none."""
+    half_bandwidth_bytes: float = 0.0
+    """Message size at which a collective reaches half its large-message bandwidth (NCCL pipelining); 0: none."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,11 +140,13 @@ def _parse(path: Path) -> ClusterSpec:
             gemm_half_k=float(g.get("gemm_half_k", 64.0)),
             attention_efficiency=_frac(g, "attention_efficiency", path),
             memory_efficiency=_frac(g, "memory_efficiency", path), kernel_overhead=g["kernel_overhead_us"] * 1e-6,
-            memory_reserve_bytes=g["memory_reserve_gib"] * GIB)
+            memory_reserve_bytes=g["memory_reserve_gib"] * GIB, clock_ratio=_frac(g, "clock_ratio", path)
+            if "clock_ratio" in g else 1.0)
         tiers = tuple(NetworkTier(
             name=t["name"], gpus=int(t.get("gpus", 0)), bandwidth=_pos(t, "bandwidth_gb_per_s", path) * 1e9,
             efficiency=_frac(t, "efficiency", path), latency=t["latency_us"] * 1e-6,
-            allreduce_busbw=t.get("allreduce_busbw_gb_per_s", 0.0) * 1e9) for t in data["tiers"])
+            allreduce_busbw=t.get("allreduce_busbw_gb_per_s", 0.0) * 1e9,
+            half_bandwidth_bytes=t.get("half_bandwidth_mib", 0.0) * 2**20) for t in data["tiers"])
         return ClusterSpec(name=data.get("name", path.stem), description=data.get("description", ""), gpu=gpu,
                            gpus_per_node=int(_pos(data, "gpus_per_node", path)), tiers=tiers,
                            nodes=int(data.get("nodes", 1)), flash_attention=bool(data.get("flash_attention", True)),

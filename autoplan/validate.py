@@ -1,0 +1,294 @@
+"""Fidelity: predictions against published, measured training runs (``autoplan validate``).
+
+Each case is mapped to a model, the cluster spec of its hardware and its published plan. Knobs the source
+did not publish are searched (only those) and the fastest plan that fits is reported, flagged as such.
+Nothing here depends on a case's id: the same rules map every case of a file of this schema.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from statistics import mean
+
+import yaml
+
+from autoplan.cost import network
+from autoplan.cost.memory import memory_per_stage
+from autoplan.errors import SpecError
+from autoplan.sim.simulate import evaluate
+from autoplan.specs.catalog import list_models
+from autoplan.specs.cluster import ClusterSpec, load_cluster
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.strategy import Strategy, violations
+
+GIB = 1024**3
+# Megatron-LM of 2021-22 (the SC'21 and 2022 papers' code) all-reduced gradients after the backward pass;
+# overlapping bucket reduction with the backward came with Megatron-Core's DDP in 2023.
+_NO_GRAD_OVERLAP_SOURCES = ("2104.04473", "2205.05198")
+_GPU_CLUSTERS = {"A100": "dgx-a100-80g", "H100": "dgx-h100-80g", "H800": "dgx-h800-80g"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseResult:
+    """One published run against its prediction."""
+
+    id: str
+    group: str
+    metric: str
+    """``iteration_time_s`` or ``tflops_per_gpu`` (hardware FLOPs, Megatron SC'21 eq. 3)."""
+    measured: float
+    predicted: float | None
+    plan: Strategy | None
+    searched: tuple[str, ...] = ()
+    """Knobs the source did not publish, searched here (the fastest feasible plan is reported)."""
+    note: str = ""
+
+    @property
+    def error_pct(self) -> float | None:
+        """Signed error of the prediction, in % of the measured value."""
+        return None if self.predicted is None else 100 * (self.predicted - self.measured) / self.measured
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckResult:
+    """A memory or bus-bandwidth reference against its prediction."""
+
+    id: str
+    quantity: str
+    reference: float
+    predicted: float | None
+    unit: str
+    note: str = ""
+
+    @property
+    def error_pct(self) -> float | None:
+        """Signed error in % of the reference."""
+        return None if self.predicted is None else 100 * (self.predicted - self.reference) / self.reference
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    """Everything ``autoplan validate`` prints."""
+
+    cases: list[CaseResult]
+    memory: list[CheckResult] = field(default_factory=list)
+    bandwidth: list[CheckResult] = field(default_factory=list)
+
+    def groups(self) -> dict[str, list[CaseResult]]:
+        """Cases by group, in file order."""
+        out: dict[str, list[CaseResult]] = {}
+        for c in self.cases:
+            out.setdefault(c.group, []).append(c)
+        return out
+
+    @staticmethod
+    def summary(rows: list) -> dict[str, float]:
+        """Mean and max |error| (%) over rows that have a prediction."""
+        errs = [abs(r.error_pct) for r in rows if r.error_pct is not None]
+        return {"n": len(errs), "mean_abs_pct": mean(errs) if errs else float("nan"),
+                "max_abs_pct": max(errs) if errs else float("nan")}
+
+
+def default_file() -> Path:
+    """The published runs shipped with autoplan (a copy of shared/validation/public.yaml)."""
+    return Path(str(resources.files("autoplan") / "data" / "public.yaml"))
+
+
+def load(path: Path | None = None) -> dict:
+    """Read a validation file of public.yaml's schema."""
+    path = Path(path) if path else default_file()
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"validation file {str(path)!r} does not exist") from None
+    except yaml.YAMLError as err:
+        raise SpecError(f"validation file {str(path)!r} is not valid YAML: {err}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
+        raise SpecError(f"validation file {str(path)!r} has no 'cases' list")
+    return data
+
+
+def group_of(case: dict) -> str:
+    """A short group name from the source: the 2022 paper, the SC'21 table, NVIDIA's recipes."""
+    src = str(case.get("group", "")) + str(case.get("source", ""))
+    if "2205.05198" in src:
+        return "Korthikanti 2022 (A100)"
+    if "2104.04473" in src:
+        return "Megatron SC'21 (A100)"
+    if "H100" in str(case.get("hardware", {}).get("gpu", "")):
+        return "NVIDIA H100 recipes"
+    return str(case.get("group", "other"))
+
+
+def model_of(m: dict) -> ModelSpec:
+    """The catalog model of the same shape (seq_len as run), else a GPT-style model of that shape."""
+    kv = m.get("kv_heads") or m["heads"]
+    for spec in list_models():
+        if (spec.layers, spec.hidden, spec.heads, spec.kv_heads, spec.ffn_hidden, spec.vocab) == (
+                m["layers"], m["hidden"], m["heads"], kv, m["ffn_hidden"], m["vocab"]):
+            return replace(spec, seq_len=m["seq_len"])
+    return ModelSpec(name=str(m.get("name", "case-model")), layers=m["layers"], hidden=m["hidden"], heads=m["heads"],
+                     kv_heads=kv, head_dim=m.get("head_dim") or 0, ffn_hidden=m["ffn_hidden"], vocab=m["vocab"],
+                     seq_len=m["seq_len"])
+
+
+def cluster_of(hw: dict, gpus: int) -> ClusterSpec:
+    """The built-in cluster spec of the case's GPU type, sized to the run."""
+    for key, name in _GPU_CLUSTERS.items():
+        if key in str(hw.get("gpu", "")):
+            return load_cluster(name, gpus)
+    raise SpecError(f"no cluster spec for GPU {hw.get('gpu')!r}")
+
+
+def _known(value: object) -> bool:
+    return value is not None and not (isinstance(value, str) and "not stated" in value)
+
+
+def _recompute(value: object) -> str:
+    text = str(value).lower()
+    return "selective" if "selective" in text else "full" if "full" in text else "none"
+
+
+def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy], tuple[str, ...]]:
+    """The published plan, or every plan over the knobs the source left out."""
+    st = case["strategy"]
+    tp, pp, cp = st.get("tp") or 1, st.get("pp") or 1, st.get("cp") or 1
+    dp = st.get("dp") or gpus // (tp * pp * cp)
+    axes: dict[str, list] = {}
+    axes["micro_batch"] = [st["microbatch"]] if _known(st.get("microbatch")) else [1, 2, 4, 8]
+    vstages = st.get("virtual_stages_per_rank")
+    interleave = st.get("interleaved_schedule")
+    if _known(vstages):
+        axes["virtual_stages"] = [vstages]
+    elif interleave is False or pp == 1:
+        axes["virtual_stages"] = [1]
+    else:
+        axes["virtual_stages"] = [v for v in (2, 3, 4, 5, 6, 8, 12) if model.layers % (pp * v) == 0]
+    axes["recompute"] = [_recompute(st["recompute"])] if _known(st.get("recompute")) else ["none", "selective", "full"]
+    sp = st.get("sequence_parallel")
+    axes["sequence_parallel"] = [bool(sp) and tp > 1] if _known(sp) else ([False, True] if tp > 1 else [False])
+    dist = st.get("distributed_optimizer")
+    axes["zero"] = [0] if not _known(dist) or str(dist).lower().startswith("false") else [1]
+    if not _known(dist) and "H100" in str(case.get("hardware", {}).get("gpu", "")):
+        axes["zero"] = [0, 1]
+    overlap = st.get("overlap_grad_reduce")
+    source = str(case.get("source", "")) + str(case.get("group", ""))
+    axes["overlap_grad_reduce"] = [bool(overlap)] if _known(overlap) else [
+        not any(src in source for src in _NO_GRAD_OVERLAP_SOURCES)]
+    searched = tuple(k for k, vals in axes.items() if len(vals) > 1)
+    plans = []
+    for combo in itertools.product(*axes.values()):
+        kw = dict(zip(axes, combo))
+        v = kw.pop("virtual_stages")
+        plans.append(Strategy(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=st["global_batch"],
+                              schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v, **kw))
+    return [p for p in plans if not violations(model, gpus, p)], searched
+
+
+def run_case(case: dict) -> CaseResult:
+    """Predict one published run (iteration time, or hardware TFLOP/s per GPU where that is what was published)."""
+    gpus = case["hardware"]["num_gpus"]
+    model, cluster = model_of(case["model"]), cluster_of(case["hardware"], gpus)
+    measured = case["measured"]
+    plans, searched = plan_space(case, model, gpus)
+    best = None
+    for plan in plans:
+        e = evaluate(model, cluster, plan)
+        if e.feasible and (best is None or e.metrics.step_time < best.metrics.step_time):
+            best = e
+    group = group_of(case)
+    if "iteration_time_s" in measured:
+        metric, value = "iteration_time_s", float(measured["iteration_time_s"])
+        predicted = best.metrics.step_time if best else None
+    else:
+        # SC'21 reports hardware TFLOP/s with eq. 3 (full recompute counted): compare in that convention
+        metric, value = "tflops_per_gpu", float(measured["tflops_per_gpu"])
+        flops = model.hardware_flops_per_iteration(case["strategy"]["global_batch"], "full")
+        predicted = flops / (best.metrics.step_time * gpus) / 1e12 if best else None
+    note = "" if best else f"no feasible plan among {len(plans)}"
+    return CaseResult(id=case["id"], group=group, metric=metric, measured=value, predicted=predicted,
+                      plan=best.strategy if best else None, searched=searched, note=note)
+
+
+def _table5_plan(mc: dict, cases: list[dict]) -> tuple[ModelSpec, Strategy, int] | None:
+    """The Table 5 run of the memory case's model (memory cases reuse those plans)."""
+    size = mc["id"].rsplit("-", 1)[-1].lower()
+    for case in cases:
+        if group_of(case).startswith("Korthikanti") and f"-{size}-" in case["id"].lower() + "-":
+            st, gpus = case["strategy"], case["hardware"]["num_gpus"]
+            v = st.get("virtual_stages_per_rank") or 1
+            plan = Strategy(tp=st["tp"], pp=st["pp"], dp=st["dp"], micro_batch=st["microbatch"],
+                            global_batch=st["global_batch"], schedule="interleaved" if v > 1 else "1f1b",
+                            virtual_stages=v)
+            return model_of(case["model"]), plan, gpus
+    return None
+
+
+def run_memory_case(mc: dict, cases: list[dict]) -> list[CheckResult]:
+    """Weights+gradients+optimizer and activations (no recompute; SP+selective) per GPU, against the figures.
+
+    The references count transformer layers only, so the stage with the fewest non-layer weights is compared.
+    """
+    found = _table5_plan(mc, cases)
+    ref = mc["reference_gib_per_gpu"]
+    if found is None:
+        return [CheckResult(id=mc["id"], quantity=k, reference=v, predicted=None, unit="GiB", note="no matching run")
+                for k, v in ref.items()]
+    model, plan, gpus = found
+    cluster = load_cluster("dgx-a100-80g", gpus)
+    stage = 1 if plan.pp > 2 else 0
+    base = memory_per_stage(model, cluster, plan)[stage]
+    none = memory_per_stage(model, cluster, replace(plan, recompute="none"))[0]
+    seqsel = memory_per_stage(model, cluster, replace(plan, recompute="selective", sequence_parallel=True))[0]
+    predicted = {"params_grads_optimizer": (base.weights + base.gradients + base.optimizer) / GIB,
+                 "activations_none": none.activations / GIB, "activations_seqsel": seqsel.activations / GIB}
+    return [CheckResult(id=mc["id"], quantity=k, reference=float(v), predicted=predicted.get(k), unit="GiB")
+            for k, v in ref.items()]
+
+
+def run_bandwidth_case(bc: dict) -> CheckResult:
+    """nccl-tests bus bandwidth of the case's collective on the matching cluster spec, 8 GiB messages."""
+    hw, scope, op = str(bc.get("hardware", "")), str(bc.get("scope", "")), str(bc.get("op", ""))
+    ref = bc.get("busbw_gbps") or bc.get("busbw_gbps_avg") or bc.get("busbw_gbps_per_nic")
+    if isinstance(ref, str) and "-" in ref:
+        lo, hi = (float(x) for x in ref.split("-"))
+        ref = (lo + hi) / 2
+    gpu = next((k for k in _GPU_CLUSTERS if k in hw), None)
+    nic = "NDR" in hw or "400" in hw
+    if ref is None or (gpu is None and not nic):
+        return CheckResult(id=bc["id"], quantity=op, reference=float(ref or 0), predicted=None, unit="GB/s",
+                           note="no cluster spec of this hardware")
+    cluster = load_cluster(_GPU_CLUSTERS.get(gpu or "H100"), 64)
+    nbytes = 8 * GIB
+    if "4x HDR" in hw or "4x 200" in hw or "4xHDR" in hw:
+        # half the NICs of a DGX A100: half the per-GPU inter-node bandwidth
+        cluster = replace(cluster, tiers=(cluster.tiers[0],) + tuple(replace(t, bandwidth=t.bandwidth / 2)
+                                                                     for t in cluster.tiers[1:]))
+    if "up to 128 MB" in scope:
+        nbytes = 128 * 2**20
+    if "per NIC" in scope or "inter-node" in scope and nic:
+        g = network.group_shape(cluster.gpus_per_node, 16, cluster.gpus_per_node)
+    elif "inter-node" in scope:
+        n = int(next(w for w in scope.replace(",", " ").split() if w.isdigit()))
+        g = network.group_shape(cluster.gpus_per_node, n, 1)
+    else:
+        g = network.group_shape(cluster.gpus_per_node, cluster.gpus_per_node, 1)
+    ring_only = "RING" in op or "reduce_scatter" in op or "ring" in op
+    kind = "reduce_scatter" if ring_only else "all_reduce"
+    seconds = network.reduce_scatter(cluster, g, nbytes) if ring_only else network.all_reduce(cluster, g, nbytes)
+    return CheckResult(id=bc["id"], quantity=f"{kind} over {g.size} GPUs ({g.per_node}/node)", reference=float(ref),
+                       predicted=network.bus_bandwidth(kind, g.size, nbytes, seconds) / 1e9, unit="GB/s")
+
+
+def validate(path: Path | None = None) -> Report:
+    """Run every case of the file."""
+    data = load(path)
+    cases = data["cases"]
+    bandwidth = [run_bandwidth_case(b) for b in data.get("collective_bandwidth", []) if "op" in b]
+    usable = [b for b in bandwidth if b.note == "" or b.predicted is not None]
+    return Report(cases=[run_case(c) for c in cases],
+                  memory=[r for mc in data.get("memory_cases", []) for r in run_memory_case(mc, cases)],
+                  bandwidth=usable + [b for b in bandwidth if b not in usable])
