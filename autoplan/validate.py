@@ -258,8 +258,11 @@ def run_bandwidth_case(bc: dict) -> CheckResult:
         ref = (lo + hi) / 2
     gpu = next((k for k in _GPU_CLUSTERS if k in hw), None)
     nic = "NDR" in hw or "400" in hw
-    if ref is None or (gpu is None and not nic):
-        return CheckResult(id=bc["id"], quantity=op, reference=float(ref or 0), predicted=None, unit="GB/s",
+    if ref is None:
+        return CheckResult(id=bc["id"], quantity=op, reference=float("nan"), predicted=None, unit="GB/s",
+                           note="not a collective benchmark (no bus bandwidth)")
+    if gpu is None and not nic:
+        return CheckResult(id=bc["id"], quantity=op, reference=float(ref), predicted=None, unit="GB/s",
                            note="no cluster spec of this hardware")
     cluster = load_cluster(_GPU_CLUSTERS.get(gpu or "H100"), 64)
     nbytes = 8 * GIB

@@ -1,0 +1,67 @@
+"""Tables of `autoplan validate`: per-group errors, memory and bus-bandwidth checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+
+def _err(pct: float | None) -> Text:
+    if pct is None:
+        return Text("n/a", style="dim")
+    style = "green" if abs(pct) <= 5 else "yellow" if abs(pct) <= 10 else "red"
+    return Text(f"{pct:+.1f} %", style=style)
+
+
+def validation_view(report: Any) -> Group:
+    """Every table, then the overall summary."""
+    parts: list = []
+    for group, rows in report.groups().items():
+        s = report.summary(rows)
+        t = Table(title=f"{group}: mean |error| {s['mean_abs_pct']:.2f} %, max {s['max_abs_pct']:.2f} % "
+                        f"({s['n']} runs)", title_justify="left")
+        for col in ("case", "metric", "measured", "predicted", "error", "plan simulated", "searched (unpublished)"):
+            t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
+        for c in rows:
+            t.add_row(c.id, "s/iter" if c.metric == "iteration_time_s" else "TFLOP/s/GPU (eq. 3)", f"{c.measured:g}",
+                      f"{c.predicted:.2f}" if c.predicted is not None else "—", _err(c.error_pct),
+                      c.plan.short() if c.plan else c.note, ", ".join(c.searched) or "—")
+        parts.append(t)
+    for title, rows in (("Memory per GPU (arXiv 2205.05198 Figs. 1/7)", report.memory),
+                        ("NCCL bus bandwidth (nccl-tests)", report.bandwidth)):
+        if not rows:
+            continue
+        s = report.summary(rows)
+        t = Table(title=f"{title}: mean |error| {s['mean_abs_pct']:.2f} %, max {s['max_abs_pct']:.2f} %",
+                  title_justify="left")
+        for col in ("case", "quantity", "reference", "predicted", "error", "note"):
+            t.add_column(col, justify="right" if col in ("reference", "predicted", "error") else "left")
+        for r in rows:
+            t.add_row(r.id, r.quantity, f"{r.reference:g} {r.unit}",
+                      f"{r.predicted:.2f} {r.unit}" if r.predicted is not None else "—", _err(r.error_pct), r.note)
+        parts.append(t)
+    s = report.summary(report.cases)
+    parts.append(Text(f"All {s['n']} runs: mean |error| {s['mean_abs_pct']:.2f} %, max {s['max_abs_pct']:.2f} %. "
+                      "Where a knob was not published, only that knob was searched and the fastest feasible plan "
+                      "is shown.", style="bold"))
+    return Group(*parts)
+
+
+def report_dict(report: Any) -> dict:
+    """The report as JSON."""
+    def row(c: Any) -> dict:
+        return {"id": c.id, "group": c.group, "metric": c.metric, "measured": c.measured, "predicted": c.predicted,
+                "error_pct": c.error_pct, "plan": c.plan.to_dict() if c.plan else None, "searched": list(c.searched),
+                "note": c.note}
+
+    def check(r: Any) -> dict:
+        return {"id": r.id, "quantity": r.quantity, "reference": r.reference, "predicted": r.predicted,
+                "unit": r.unit, "error_pct": r.error_pct, "note": r.note}
+
+    return {"cases": [row(c) for c in report.cases],
+            "summary": {g: report.summary(rows) for g, rows in report.groups().items()}
+            | {"all": report.summary(report.cases)},
+            "memory": [check(r) for r in report.memory], "bandwidth": [check(r) for r in report.bandwidth]}
