@@ -237,3 +237,87 @@ def validate(file: str | None, as_json: bool) -> None:
         return
     from autoplan.report.validation import validation_view
     _console().print(validation_view(report))
+
+
+_FIXABLE = ("tp", "pp", "cp", "micro_batch", "schedule", "virtual_stages", "sequence_parallel", "recompute", "zero")
+
+
+@main.command()
+@click.option("--model", "model_name", default="gpt3", show_default=True, help="Model name or .toml file.")
+@click.option("--gpus", type=int, required=True, help="Number of GPUs (whole nodes).")
+@click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True, help="Cluster spec name or .toml file.")
+@click.option("--global-batch", type=int, default=DEFAULT_GLOBAL_BATCH, show_default=True)
+@click.option("--space", default="default", show_default=True, help="Search space name or .toml file.")
+@click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="Plans in the leaderboard.")
+@click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True,
+              help="Folder for run folders.")
+@click.option("--tp", type=int, default=None, help="Fix tensor parallelism.")
+@click.option("--pp", type=int, default=None, help="Fix pipeline stages.")
+@click.option("--cp", type=int, default=None, help="Fix context parallelism.")
+@click.option("--micro-batch", type=int, default=None, help="Fix the micro-batch size.")
+@click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"]), default=None)
+@click.option("--virtual-stages", type=int, default=None)
+@click.option("--sequence-parallel/--no-sequence-parallel", default=None)
+@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default=None)
+@click.option("--zero", type=click.IntRange(0, 3), default=None)
+@click.option("--json", "as_json", is_flag=True, help="Print the leaderboard as JSON.")
+@friendly
+def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: str, top: int, out: str,
+           as_json: bool, **fixed: Any) -> None:
+    """Rank every valid plan for a model on a cluster (exact top-k; plans that cannot win are skipped)."""
+    import time
+    from pathlib import Path
+
+    from autoplan.report.leaderboard import rows, write_run
+    from autoplan.search.exhaustive import search as run_search
+    from autoplan.search.space import enumerate_plans, load_space
+    from autoplan.specs import get_model, load_cluster
+
+    for name in ("tp", "pp", "cp", "micro_batch", "virtual_stages"):
+        if fixed[name] is not None and fixed[name] < 1:
+            raise SpecError(f"--{name.replace('_', '-')} must be a positive integer, got {fixed[name]}")
+    if global_batch < 1:
+        raise SpecError(f"--global-batch must be a positive integer, got {global_batch}")
+    model = get_model(model_name)
+    spec = load_cluster(cluster, gpus)
+    sp = load_space(space, {k: v for k, v in fixed.items() if k in _FIXABLE})
+    plans, rejected = enumerate_plans(model, gpus, sp, global_batch)
+    if not plans:
+        reasons = "; ".join(f"{r} ({n}×)" for r, n in rejected.most_common(4))
+        raise SpecError(f"no valid plan in the space of {sp.raw_size()} combinations: {reasons}")
+    err = _console_err()
+    with err.status(f"searching {len(plans)} valid plans…") if err.is_terminal else _nullcontext():
+        result = run_search(model, spec, plans, top)
+    result.rejected, result.raw = rejected, sp.raw_size()
+    run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{model.name}-{gpus}gpu"
+    folder = Path(out).resolve() / run_id
+    inputs = {"model": model.name, "cluster": spec.name, "gpu": spec.gpu.name, "gpus": gpus,
+              "global_batch": global_batch, "space": {k: list(v) for k, v in sp.axes.items()}, "top": top}
+    write_run(folder, inputs, result)
+    table = rows(result.leaderboard)
+    if as_json:
+        click.echo(json.dumps({"run": str(folder), "leaderboard": table}, indent=2))
+        return
+    from autoplan.report.terminal import leaderboard_table
+    con = _console()
+    con.print(leaderboard_table(table, f"Best plans: {model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
+                                       f"global batch {global_batch}"))
+    if not result.leaderboard:
+        con.print("[bold red]no plan fits in memory[/]: try more GPUs, recompute, ZeRO or a smaller micro-batch")
+    same = f" ({result.equivalent} same as another plan here)" if result.equivalent else ""
+    con.print(f"{sp.raw_size()} combinations, {result.valid} valid{same}, {result.out_of_memory} do not fit, "
+              f"{len(result.evaluations)} simulated, {result.pruned} skipped by bound (cannot enter the top {top}); "
+              f"{result.seconds:.1f} s.\nrun folder: {folder}")
+
+
+def _console_err() -> Any:
+    from rich.console import Console
+    return Console(stderr=True)
+
+
+class _nullcontext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None

@@ -113,3 +113,16 @@ def check_view(report: dict, model: Any, cluster: Any, s: Any) -> Group:
         coll.add_row(c["group"], c["op"], str(c["size"]), f"{c['per_node']} × {c['nodes']}", f"{c['mb']:.1f}",
                      f"{c['ms']:.3f}", f"{c['busbw_gb_per_s']:.0f}" if c["busbw_gb_per_s"] else "", c["when"])
     return Group(head, verdict, mem, layer, coll)
+
+
+def leaderboard_table(rows: list[dict], title: str) -> Table:
+    """The ranked plans."""
+    t = Table(title=title, title_justify="left")
+    for col, label in (("rank", "#"), ("plan", "plan"), ("step_s", "step s"), ("tokens_per_s", "tokens/s"),
+                       ("mfu_pct", "MFU %"), ("bubble_pct", "bubble %"), ("exposed_comm_pct", "exposed comm %"),
+                       ("peak_gib", "peak GiB")):
+        t.add_column(label, justify="left" if col == "plan" else "right")
+    for r in rows:
+        t.add_row(str(r["rank"]), r["plan"], f"{r['step_s']:.3f}", f"{r['tokens_per_s']:,}", f"{r['mfu_pct']:.1f}",
+                  f"{r['bubble_pct']:.1f}", f"{r['exposed_comm_pct']:.1f}", f"{r['peak_gib']:.1f}/{r['capacity_gib']:.0f}")
+    return t

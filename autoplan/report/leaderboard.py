@@ -1,0 +1,64 @@
+"""The leaderboard: rows for the terminal and the files of a run folder (json, csv, md)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from autoplan.report.serialize import evaluation_dict
+
+GIB = 1024**3
+COLUMNS = ("rank", "plan", "step_s", "tokens_per_s", "mfu_pct", "bubble_pct", "exposed_comm_pct", "peak_gib",
+           "capacity_gib")
+
+
+def rows(board: list[Any]) -> list[dict]:
+    """One flat row per ranked plan."""
+    out = []
+    for rank, e in enumerate(board, 1):
+        m = e.metrics
+        out.append({"rank": rank, "plan": e.strategy.short(), "step_s": round(m.step_time, 4),
+                    "tokens_per_s": round(m.tokens_per_s), "mfu_pct": round(100 * m.mfu, 2),
+                    "bubble_pct": round(100 * m.fraction("bubble"), 2),
+                    "exposed_comm_pct": round(100 * m.exposed_comm_fraction, 2),
+                    "peak_gib": round(m.peak_memory / GIB, 1), "capacity_gib": round(m.memory_capacity / GIB, 1)})
+    return out
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename, so no reader sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def write_run(folder: Path, inputs: dict, result: Any) -> None:
+    """leaderboard.json/.csv/.md and inputs.json in ``folder``."""
+    table = rows(result.leaderboard)
+    write_atomic(folder / "inputs.json", json.dumps(inputs, indent=2))
+    summary = {"raw": result.raw, "valid": result.valid, "equivalent": result.equivalent,
+               "out_of_memory": result.out_of_memory,
+               "simulated": len(result.evaluations), "pruned_by_bound": result.pruned,
+               "seconds": round(result.seconds, 3), "rejected": dict(result.rejected)}
+    write_atomic(folder / "leaderboard.json", json.dumps(
+        {"inputs": inputs, "summary": summary, "leaderboard": [evaluation_dict(e) for e in result.leaderboard]},
+        indent=2))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS)
+    writer.writeheader()
+    writer.writerows(table)
+    write_atomic(folder / "leaderboard.csv", buf.getvalue())
+    md = [f"# {inputs['model']} on {inputs['gpus']} × {inputs['gpu']} ({inputs['cluster']}), "
+          f"global batch {inputs['global_batch']}", "",
+          f"{result.valid} valid plans, {result.out_of_memory} do not fit, {len(result.evaluations)} simulated, "
+          f"{result.pruned} pruned by bound, in {result.seconds:.1f} s.", "",
+          "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    md += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in table]
+    write_atomic(folder / "leaderboard.md", "\n".join(md) + "\n")
