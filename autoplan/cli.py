@@ -268,7 +268,7 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
     import time
     from pathlib import Path
 
-    from autoplan.report.leaderboard import rows, write_run
+    from autoplan.report.leaderboard import new_run_folder, rows, write_run
     from autoplan.search.exhaustive import search as run_search
     from autoplan.search.space import enumerate_plans, load_space
     from autoplan.specs import get_model, load_cluster
@@ -290,7 +290,7 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
         result = run_search(model, spec, plans, top)
     result.rejected, result.raw = rejected, sp.raw_size()
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{model.name}-{gpus}gpu"
-    folder = Path(out).resolve() / run_id
+    folder = new_run_folder(Path(out).resolve(), run_id)
     inputs = {"model": model.name, "cluster": spec.name, "gpu": spec.gpu.name, "gpus": gpus,
               "global_batch": global_batch, "space": {k: list(v) for k, v in sp.axes.items()}, "top": top}
     write_run(folder, inputs, result)
@@ -308,6 +308,8 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
     con.print(f"{sp.raw_size()} combinations, {result.valid} valid{same}, {result.out_of_memory} do not fit, "
               f"{len(result.evaluations)} simulated, {result.pruned} skipped by bound (cannot enter the top {top}); "
               f"{result.seconds:.1f} s.\nrun folder: {folder}")
+    if not result.leaderboard:
+        sys.exit(1)
 
 
 def _console_err() -> Any:

@@ -39,6 +39,19 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def new_run_folder(root: Path, name: str) -> Path:
+    """A fresh folder ``root/name`` (``name-2``, ``-3``… if taken): two searches never share a folder."""
+    root.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10_000):
+        folder = root / (name if n == 1 else f"{name}-{n}")
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"no free run folder name under {root}")
+
+
 def write_run(folder: Path, inputs: dict, result: Any) -> None:
     """leaderboard.json/.csv/.md and inputs.json in ``folder``."""
     table = rows(result.leaderboard)
