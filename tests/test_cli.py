@@ -1,0 +1,95 @@
+"""The command line: main paths work, bad input gives one line and exit code 2, never a traceback."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from autoplan.cli import main
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_models_and_clusters_list():
+    r = run("models")
+    assert r.exit_code == 0 and "gpt3-175b" in r.output and "llama3-405b" in r.output
+    r = run("clusters", "--json")
+    assert r.exit_code == 0 and {c["name"] for c in json.loads(r.output)} >= {"dgx-a100-80g", "dgx-h100-80g"}
+
+
+def test_check_valid_and_invalid():
+    r = run("check", "--model", "gpt3", "--gpus", "1024", "--tp", "8", "--pp", "8", "--sequence-parallel",
+            "--recompute", "selective", "--zero", "1", "--json")
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output)
+    assert report["valid"] and report["fits"] and len(report["memory_gib"]) == 8
+    assert {c["group"] for c in report["collectives"]} >= {"tp", "pp", "dp"}
+    r = run("check", "--model", "gpt3", "--gpus", "1024", "--tp", "3", "--pp", "7", "--dp", "48")
+    assert r.exit_code == 1 and "not divisible" in r.output
+
+
+def test_simulate_json_and_trace(tmp_path):
+    trace = tmp_path / "t.json"
+    r = run("simulate", "--model", "gpt-1.7b", "--gpus", "16", "--tp", "2", "--pp", "2", "--global-batch", "64",
+            "--virtual-stages", "2", "--trace", str(trace), "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["feasible"] and 0 < out["metrics"]["mfu"] < 1
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"compute", "pp_send_fwd", "pp_send_bwd", "dp"} <= names
+    spans = [e for e in events if e["ph"] == "X"]
+    assert spans and all(e["dur"] > 0 and e["ts"] >= 0 for e in spans)
+
+
+def test_search_writes_a_run_folder(tmp_path):
+    r = run("search", "--model", "gpt-1.7b", "--gpus", "16", "--global-batch", "64", "--top", "3", "--out",
+            str(tmp_path), "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert len(out["leaderboard"]) == 3
+    steps = [row["step_s"] for row in out["leaderboard"]]
+    assert steps == sorted(steps)
+    folder = tmp_path / out["run"].split("/")[-1]
+    assert {p.name for p in folder.iterdir()} >= {"leaderboard.json", "leaderboard.csv", "leaderboard.md",
+                                                  "inputs.json"}
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["simulate", "--model", "gpt5", "--gpus", "1024"], "unknown model"),
+    (["simulate", "--gpus", "1020"], "whole"),
+    (["simulate", "--gpus", "1024", "--tp", "3"], "not divisible"),
+    (["simulate", "--gpus", "0"], "positive"),
+    (["simulate", "--gpus", "1024", "--tp", "-2"], "positive"),
+    (["simulate", "--gpus", "1024", "--cluster", "dgx-a1000"], "unknown cluster"),
+    (["simulate", "--gpus", "1024", "--global-batch", "1000", "--tp", "8", "--pp", "8"], "invalid plan"),
+    (["search", "--gpus", "1024", "--space", "nope"], "not found"),
+    (["search", "--gpus", "1024", "--tp", "0"], "positive"),
+    (["validate", "/nonexistent.yaml"], "does not exist"),
+    (["simulate", "--gpus", "1024", "--schedule", "zigzag"], "zigzag"),
+])
+def test_bad_input_is_one_line_exit_2(args, needle):
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    assert needle in r.output
+    assert "Traceback" not in r.output
+
+
+def test_model_file_errors(tmp_path):
+    f = tmp_path / "m.toml"
+    f.write_text("layers = 2\nhidden = 64\n")
+    r = run("check", "--model", str(f), "--gpus", "8")
+    assert r.exit_code == 2 and "missing key" in r.output
+    f.write_text("layers = [\n")
+    r = run("check", "--model", str(f), "--gpus", "8")
+    assert r.exit_code == 2 and "not valid TOML" in r.output
+
+
+def test_help_is_fast_and_imports_nothing_heavy():
+    code = "import sys, autoplan.cli; print(sorted(m for m in ('ray','optuna','networkx','numpy') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
