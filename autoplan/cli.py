@@ -260,16 +260,28 @@ _FIXABLE = ("tp", "pp", "cp", "micro_batch", "schedule", "virtual_stages", "sequ
 @click.option("--sequence-parallel/--no-sequence-parallel", default=None)
 @click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default=None)
 @click.option("--zero", type=click.IntRange(0, 3), default=None)
+@click.option("--sampler", type=click.Choice(["auto", "exhaustive", "tpe", "nsga2", "random"]), default="auto",
+              show_default=True, help="auto: exhaustive when the plans fit in --budget, else TPE.")
+@click.option("--budget", type=click.IntRange(1), default=20000, show_default=True,
+              help="Most distinct plans to evaluate.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sampler.")
+@click.option("--workers", type=click.IntRange(0), default=0, show_default=True,
+              help="0: evaluate in this process; N: N Ray workers (embedded Ray).")
+@click.option("--ray-address", default=None, help="Use an existing Ray cluster (also RAY_ADDRESS).")
+@click.option("--storage", default=None, help="Optuna storage URL (default: a journal file in the run folder).")
+@click.option("--resume", type=click.Path(file_okay=False), default=None,
+              help="Continue a run folder: finished plans are not evaluated again.")
 @click.option("--json", "as_json", is_flag=True, help="Print the leaderboard as JSON.")
 @friendly
 def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: str, top: int, out: str,
-           as_json: bool, **fixed: Any) -> None:
+           sampler: str, budget: int, seed: int, workers: int, ray_address: str | None, storage: str | None,
+           resume: str | None, as_json: bool, **fixed: Any) -> None:
     """Rank every valid plan for a model on a cluster (exact top-k; plans that cannot win are skipped)."""
     import time
     from pathlib import Path
 
     from autoplan.report.leaderboard import new_run_folder, rows, write_run
-    from autoplan.search.exhaustive import search as run_search
+    from autoplan.search.run import run_search
     from autoplan.search.space import enumerate_plans, load_space
     from autoplan.specs import get_model, load_cluster
 
@@ -285,14 +297,21 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
     if not plans:
         reasons = "; ".join(f"{r} ({n}×)" for r, n in rejected.most_common(4))
         raise SpecError(f"no valid plan in the space of {sp.raw_size()} combinations: {reasons}")
+    if resume:
+        folder = Path(resume).resolve()
+        if not (folder / "inputs.json").exists():
+            raise SpecError(f"--resume {resume!r} is not a run folder (no inputs.json)")
+    else:
+        run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{model.name}-{gpus}gpu"
+        folder = new_run_folder(Path(out).resolve(), run_id)
     err = _console_err()
     with err.status(f"searching {len(plans)} valid plans…") if err.is_terminal else _nullcontext():
-        result = run_search(model, spec, plans, top)
+        result = run_search(model, spec, plans, folder, sampler=sampler, budget=budget, seed=seed, top_k=top,
+                            workers=workers, ray_address=ray_address, storage=storage)
     result.rejected, result.raw = rejected, sp.raw_size()
-    run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{model.name}-{gpus}gpu"
-    folder = new_run_folder(Path(out).resolve(), run_id)
     inputs = {"model": model.name, "cluster": spec.name, "gpu": spec.gpu.name, "gpus": gpus,
-              "global_batch": global_batch, "space": {k: list(v) for k, v in sp.axes.items()}, "top": top}
+              "global_batch": global_batch, "space": {k: list(v) for k, v in sp.axes.items()}, "top": top,
+              "sampler": result.sampler, "budget": budget, "seed": seed}
     write_run(folder, inputs, result)
     table = rows(result.leaderboard)
     if as_json:
@@ -305,9 +324,12 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
     if not result.leaderboard:
         con.print("[bold red]no plan fits in memory[/]: try more GPUs, recompute, ZeRO or a smaller micro-batch")
     same = f" ({result.equivalent} same as another plan here)" if result.equivalent else ""
+    skipped = (f"{result.pruned} skipped by bound (cannot enter the top {top})" if result.sampler == "exhaustive"
+               else f"{result.pruned} not sampled ({result.sampler})")
+    reused = f", {result.reused} reused from the resumed run" if result.reused else ""
     con.print(f"{sp.raw_size()} combinations, {result.valid} valid{same}, {result.out_of_memory} do not fit, "
-              f"{len(result.evaluations)} simulated, {result.pruned} skipped by bound (cannot enter the top {top}); "
-              f"{result.seconds:.1f} s.\nrun folder: {folder}")
+              f"{len(result.evaluations)} simulated{reused}, {skipped}; {result.seconds:.1f} s.\n"
+              f"run folder: {folder}")
     if not result.leaderboard:
         sys.exit(1)
 

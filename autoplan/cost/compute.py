@@ -61,19 +61,20 @@ class LayerCompute:
 def gemm_time(gpu: GPUSpec, m: int, n: int, k: int, batch: int = 1) -> float:
     """Seconds for ``batch`` GEMMs of (m×k)·(k×n) in BF16.
 
-    Rate = peak × gemm_efficiency × wave efficiency × k/(k + k½), best over tile shapes (wave quantization:
-    NVIDIA "Matrix Multiplication Background" guide); never faster than moving its operands (roofline).
+    Each SM computes one output tile per wave, so the time is waves × one tile's work at the per-SM rate
+    (wave quantization: NVIDIA "Matrix Multiplication Background" guide), at the best of several tile shapes
+    (smaller tiles reuse less data: lower rate); the k/(k + k½) factor is each tile's main-loop fill. Never
+    faster than moving its operands (roofline).
     """
-    flops = 2.0 * m * n * k * batch
     tm, tn = gpu.gemm_tile
-    best = 0.0
+    per_sm = gpu.peak_flops * gpu.clock_ratio * gpu.gemm_efficiency * k / (k + gpu.gemm_half_k) / gpu.sm_count
+    best = math.inf
     for (fm, fn), tile_eff in zip(_TILE_CHOICES, _TILE_EFFICIENCY):
-        tiles = math.ceil(m / (tm * fm)) * math.ceil(n / (tn * fn)) * batch
-        waves = math.ceil(tiles / gpu.sm_count)
-        best = max(best, tile_eff * tiles / (waves * gpu.sm_count))
-    rate = gpu.peak_flops * gpu.clock_ratio * gpu.gemm_efficiency * best * k / (k + gpu.gemm_half_k)
+        rows, cols = tm * fm, tn * fn
+        waves = math.ceil(math.ceil(m / rows) * math.ceil(n / cols) * batch / gpu.sm_count)
+        best = min(best, waves * 2.0 * rows * cols * k / (per_sm * tile_eff))
     traffic = BF16 * batch * (m * k + k * n + m * n)
-    return max(flops / rate, traffic / (gpu.hbm_bandwidth * gpu.memory_efficiency)) + gpu.kernel_overhead
+    return max(best, traffic / (gpu.hbm_bandwidth * gpu.memory_efficiency)) + gpu.kernel_overhead
 
 
 def memory_time(gpu: GPUSpec, nbytes: float, kernels: int = 1) -> float:

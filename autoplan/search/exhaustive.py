@@ -6,17 +6,18 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator, Sequence
 
 from autoplan.cost.compute import optimizer_time
 from autoplan.cost.memory import peak_memory
-from autoplan.sim.simulate import Evaluation, evaluate
+from autoplan.sim.simulate import Evaluation
 from autoplan.sim.workload import pass_costs, stage_params
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
 
-GIB = 1024**3
+BATCH = 16
+"""Plans per executor task: a simulation takes milliseconds, a Ray task about one."""
 
 
 @dataclass
@@ -26,16 +27,19 @@ class SearchResult:
     leaderboard: list[Evaluation]
     """Feasible plans, fastest first (ties broken by the plan's label)."""
     evaluations: list[Evaluation]
-    """Every simulated plan."""
+    """Every plan simulated in this run (not those reused from a resumed run)."""
     valid: int
     out_of_memory: int
     pruned: int
-    """Valid plans that fit but whose bound could not enter the top k (never simulated)."""
+    """Valid plans that fit but could not enter the top k (never simulated)."""
     equivalent: int = 0
     """Valid plans identical to another one on this cluster (selective recompute with fused attention)."""
+    reused: int = 0
+    """Plans whose result came from the run being resumed."""
     rejected: Counter = field(default_factory=Counter)
     raw: int = 0
     seconds: float = 0.0
+    sampler: str = "exhaustive"
 
 
 def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
@@ -58,30 +62,66 @@ def rank_key(e: Evaluation) -> tuple:
     return (e.metrics.step_time, e.strategy.short())
 
 
-def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k: int = 10,
-           progress: Callable[[int, int, list[Evaluation]], None] | None = None) -> SearchResult:
-    """Simulate plans in order of their bound until none left can enter the top ``top_k``."""
-    t0 = time.perf_counter()
-    valid = len(plans)
+def distinct_plans(cluster: ClusterSpec, plans: list[Strategy]) -> list[Strategy]:
+    """Drop plans that are the same as another on this cluster."""
     if cluster.flash_attention:
         # a fused attention kernel keeps no s×s scores: selective recompute is then the same plan as none
-        plans = [s for s in plans if s.recompute != "selective"]
+        return [s for s in plans if s.recompute != "selective"]
+    return plans
+
+
+def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k: int = 10,
+           executor: object | None = None, known: dict[Strategy, Evaluation] | None = None,
+           on_result: Callable[[Evaluation], None] | None = None,
+           progress: Callable[[int, int, list[Evaluation]], None] | None = None) -> SearchResult:
+    """Simulate plans in order of their bound until none left can enter the top ``top_k``.
+
+    ``known`` holds results of a run being resumed (reused, not simulated again); ``on_result`` sees every new one.
+    """
+    from autoplan.search.executors import SerialExecutor
+
+    executor = executor or SerialExecutor()
+    t0 = time.perf_counter()
+    known = known or {}
+    valid = len(plans)
+    plans = distinct_plans(cluster, plans)
     fitting = [s for s in plans if peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes]
     order = sorted(((lower_bound(model, cluster, s), s.short(), s) for s in fitting), key=lambda x: (x[0], x[1]))
-    board: list[Evaluation] = []
+    board: list[Evaluation] = sorted((e for e in known.values() if e.feasible), key=rank_key)[:top_k]
     evaluations: list[Evaluation] = []
-    for n, (bound, _, s) in enumerate(order):
-        if len(board) >= top_k and bound > board[top_k - 1].metrics.step_time:
-            break
-        e = evaluate(model, cluster, s)
-        evaluations.append(e)
-        if e.feasible:
-            board.append(e)
-            board.sort(key=rank_key)
-            del board[max(top_k, 1) * 4:]
+    state = {"next": 0, "reused": 0}
+
+    def kth_best() -> float:
+        return board[top_k - 1].metrics.step_time if len(board) >= top_k else float("inf")
+
+    def batches() -> Iterator[Sequence[Strategy]]:
+        while state["next"] < len(order):
+            batch = []
+            while state["next"] < len(order) and len(batch) < BATCH:
+                bound, _, s = order[state["next"]]
+                if bound > kth_best():
+                    state["next"] = len(order)
+                    break
+                state["next"] += 1
+                if s in known:
+                    state["reused"] += 1
+                else:
+                    batch.append(s)
+            if batch:
+                yield batch
+
+    for results in executor.map(model, cluster, batches()):
+        for e in results:
+            evaluations.append(e)
+            if on_result:
+                on_result(e)
+            if e.feasible:
+                board.append(e)
+        board.sort(key=rank_key)
+        del board[top_k:]
         if progress:
-            progress(n + 1, len(order), board)
-    board.sort(key=rank_key)
-    return SearchResult(leaderboard=board[:top_k], evaluations=evaluations, valid=valid,
-                        equivalent=valid - len(plans), out_of_memory=len(plans) - len(fitting),
-                        pruned=len(order) - len(evaluations), seconds=time.perf_counter() - t0)
+            progress(len(evaluations) + state["reused"], len(order), board)
+    done = len(evaluations) + state["reused"]
+    return SearchResult(leaderboard=board, evaluations=evaluations, valid=valid, equivalent=valid - len(plans),
+                        out_of_memory=len(plans) - len(fitting), pruned=len(order) - done, reused=state["reused"],
+                        seconds=time.perf_counter() - t0)

@@ -45,10 +45,16 @@ def simulate_step(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Simula
 
 
 def _steady_state_points(s: Strategy) -> tuple[int, int, int] | None:
-    """Two micro-batch counts in the periodic regime and the period, or None if simulating all is as cheap."""
-    period = s.pp if s.schedule == "interleaved" else 1
-    first = s.pp if s.schedule == "interleaved" else s.pp + 1
-    if s.micro_batches <= first + 2 * period:
+    """Two micro-batch counts in the periodic regime, congruent to the real count, and the period between them;
+    None if simulating every micro-batch is as cheap.
+
+    When PP transfers are not negligible next to a pass, 1F1B's increments repeat with period pp rather than 1
+    (measured: pp 2, 4, 8 give cyclicity 2, 4, 8), as the interleaved schedule's do; so both use period pp.
+    """
+    period = s.pp
+    m = s.micro_batches
+    first = s.pp + (m - s.pp) % period
+    if m <= first + 2 * period:
         return None
     return first, first + period, period
 

@@ -1,0 +1,112 @@
+"""How batches of plans are evaluated: in this process, or as Ray tasks (embedded or on a cluster).
+
+Ray lives here and nowhere else. A trial takes milliseconds and a Ray task about one, so plans travel in
+batches and several batches stay in flight (``ray.wait``) to keep every worker busy.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Iterator, Protocol, Sequence
+
+from autoplan.errors import SpecError
+from autoplan.sim.simulate import Evaluation, evaluate
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.strategy import Strategy
+
+
+def evaluate_batch(model: ModelSpec, cluster: ClusterSpec, plans: Sequence[Strategy]) -> list[Evaluation]:
+    """Evaluate plans one after another; an exception inside one becomes that plan's violation."""
+    out = []
+    for s in plans:
+        try:
+            out.append(evaluate(model, cluster, s))
+        except Exception as err:  # noqa: BLE001 - one broken trial must not end a search
+            out.append(Evaluation(strategy=s, metrics=None, violations=(f"evaluation failed: {err!r}",)))
+    return out
+
+
+class Executor(Protocol):
+    """Evaluates batches of plans, yielding each batch's results in submission order."""
+
+    workers: int
+
+    def map(self, model: ModelSpec, cluster: ClusterSpec,
+            batches: Iterable[Sequence[Strategy]]) -> Iterator[list[Evaluation]]: ...
+
+    def close(self) -> None: ...
+
+
+class SerialExecutor:
+    """Everything in this process (``--workers 0``)."""
+
+    workers = 1
+
+    def map(self, model: ModelSpec, cluster: ClusterSpec,
+            batches: Iterable[Sequence[Strategy]]) -> Iterator[list[Evaluation]]:
+        for batch in batches:
+            yield evaluate_batch(model, cluster, batch)
+
+    def close(self) -> None:
+        return None
+
+
+class RayExecutor:
+    """Batches as Ray tasks: an embedded local Ray with ``workers`` CPUs, or an existing cluster at ``address``."""
+
+    def __init__(self, workers: int | None = None, address: str | None = None) -> None:
+        import ray
+
+        self._ray = ray
+        address = address or os.environ.get("RAY_ADDRESS")
+        self._owned = not ray.is_initialized()
+        if self._owned:
+            try:
+                if address:
+                    # attaching: the cluster decides its resources, so num_cpus is never passed
+                    ray.init(address=address, log_to_driver=False, include_dashboard=False)
+                else:
+                    ray.init(num_cpus=workers or os.cpu_count() or 1, log_to_driver=False,
+                             include_dashboard=False)
+            except (ConnectionError, RuntimeError, ValueError) as err:
+                raise SpecError(f"cannot reach the Ray cluster at {address!r}: {err}") from None
+        self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self._task = ray.remote(max_retries=3, retry_exceptions=False)(evaluate_batch)
+
+    def map(self, model: ModelSpec, cluster: ClusterSpec,
+            batches: Iterable[Sequence[Strategy]]) -> Iterator[list[Evaluation]]:
+        ray = self._ray
+        model_ref, cluster_ref = ray.put(model), ray.put(cluster)
+        pending: list = []
+        done: dict = {}
+        order: list = []
+        it = iter(batches)
+        exhausted = False
+        while True:
+            while not exhausted and len(pending) < 2 * self.workers:
+                batch = next(it, None)
+                if batch is None:
+                    exhausted = True
+                    break
+                ref = self._task.remote(model_ref, cluster_ref, list(batch))
+                pending.append(ref)
+                order.append(ref)
+            if not order:
+                return
+            ready, pending = ray.wait(pending, num_returns=1) if pending else ([], pending)
+            for ref in ready:
+                done[ref] = ray.get(ref)
+            while order and order[0] in done:
+                yield done.pop(order.pop(0))
+
+    def close(self) -> None:
+        if self._owned and self._ray.is_initialized():
+            self._ray.shutdown()
+
+
+def make_executor(workers: int | None, address: str | None = None) -> Executor:
+    """Serial for ``workers == 0`` (and no cluster address), else Ray."""
+    if workers == 0 and not (address or os.environ.get("RAY_ADDRESS")):
+        return SerialExecutor()
+    return RayExecutor(workers, address)

@@ -1,0 +1,143 @@
+"""Optuna: samplers for spaces too large to simulate every plan, and the durable record of a run.
+
+Optuna lives here and nowhere else. Every evaluated plan becomes a trial of an Optuna study kept in a
+JournalStorage file inside the run folder (or an RDB given by ``--storage``), so optuna-dashboard can open it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable, Iterable
+
+import optuna
+
+from autoplan.search.exhaustive import SearchResult, distinct_plans, rank_key
+from autoplan.sim.simulate import Evaluation
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.strategy import Strategy
+
+SAMPLERS = ("auto", "exhaustive", "tpe", "nsga2", "random")
+GIB = 1024**3
+PARAMS = ("tp", "pp", "cp", "micro_batch", "schedule", "sequence_parallel", "recompute", "zero")
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def open_study(folder: Path, storage: str | None, name: str, multi_objective: bool) -> optuna.Study:
+    """The run's study: a journal file in ``folder`` by default (SQLite costs tens of ms per trial)."""
+    if storage is None:
+        from optuna.storages import JournalStorage
+        from optuna.storages.journal import JournalFileBackend
+        storage = JournalStorage(JournalFileBackend(str(folder / "study.journal")))
+    directions = ["maximize", "minimize"] if multi_objective else ["maximize"]
+    return optuna.create_study(study_name=name, storage=storage, directions=directions, load_if_exists=True)
+
+
+def _schedule_label(s: Strategy) -> str:
+    return f"interleaved:{s.virtual_stages}" if s.schedule == "interleaved" else s.schedule
+
+
+def plan_params(s: Strategy) -> dict:
+    """A plan as trial parameters (dp follows from the others)."""
+    return {"tp": s.tp, "pp": s.pp, "cp": s.cp, "micro_batch": s.micro_batch, "schedule": _schedule_label(s),
+            "sequence_parallel": s.sequence_parallel, "recompute": s.recompute, "zero": s.zero}
+
+
+def distributions(plans: list[Strategy]) -> dict[str, optuna.distributions.CategoricalDistribution]:
+    """One categorical distribution per axis, with the values the valid plans use (sorted, deterministic)."""
+    values: dict[str, set] = {k: set() for k in PARAMS}
+    for s in plans:
+        for k, v in plan_params(s).items():
+            values[k].add(v)
+    return {k: optuna.distributions.CategoricalDistribution(sorted(v, key=str)) for k, v in values.items()}
+
+
+def _attrs(e: Evaluation, cluster: ClusterSpec) -> dict:
+    m = e.metrics
+    return {"feasible": e.feasible, "plan": e.strategy.short(), "peak_memory_gib": e.peak_memory / GIB,
+            "memory_excess_gib": max(0.0, (e.peak_memory - cluster.gpu.hbm_bytes) / GIB),
+            "violations": list(e.violations), "step_time_s": m.step_time if m else None,
+            "mfu": m.mfu if m else None, "constraint": [0.0 if e.feasible else 1.0 + max(
+                0.0, (e.peak_memory - cluster.gpu.hbm_bytes) / GIB)]}
+
+
+def _values(e: Evaluation, multi: bool) -> list[float]:
+    tokens = e.metrics.tokens_per_s if e.feasible else 0.0
+    return [tokens, e.peak_memory / GIB] if multi else [tokens]
+
+
+def record(study: optuna.Study, evaluations: Iterable[Evaluation], cluster: ClusterSpec,
+           dists: dict, multi: bool) -> None:
+    """Add evaluated plans as finished trials (exhaustive runs: no sampler involved)."""
+    trials = [optuna.trial.create_trial(params=plan_params(e.strategy), distributions=dists,
+                                        values=_values(e, multi), user_attrs=_attrs(e, cluster))
+              for e in evaluations]
+    if trials:
+        study.add_trials(trials)
+
+
+def make_sampler(name: str, seed: int, multi: bool) -> optuna.samplers.BaseSampler:
+    """TPE (with the memory constraint), NSGA-II (throughput vs memory) or random."""
+    def constraint(t: optuna.trial.FrozenTrial) -> list[float]:
+        return t.user_attrs.get("constraint", [1.0])
+
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, constraints_func=constraint, n_startup_trials=10)
+    if name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed, constraints_func=constraint, population_size=24)
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
+def sampled_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], study: optuna.Study,
+                   sampler_name: str, budget: int, seed: int, executor: object, top_k: int,
+                   known: dict[Strategy, Evaluation], on_result: Callable[[Evaluation], None] | None = None,
+                   progress: Callable[[int, int, list[Evaluation]], None] | None = None) -> SearchResult:
+    """Ask the sampler for plans until ``budget`` distinct plans have been evaluated (repeats are free)."""
+    t0 = time.perf_counter()
+    multi = sampler_name == "nsga2"
+    valid = len(plans)
+    plans = distinct_plans(cluster, plans)
+    by_params = {tuple(plan_params(s).values()): s for s in plans}
+    dists = distributions(plans)
+    study.sampler = make_sampler(sampler_name, seed, multi)
+    seen: dict[Strategy, Evaluation] = dict(known)
+    evaluations: list[Evaluation] = []
+    batch_size = max(1, getattr(executor, "workers", 1))
+    stale = 0
+    budget = min(budget, len(plans))
+    while len(seen) < budget + len(known) and stale < 20 * max(budget, 10):
+        trials, todo = [], []
+        for _ in range(batch_size):
+            trial = study.ask(dists)
+            plan = by_params.get(tuple(trial.params[k] for k in PARAMS))
+            trials.append((trial, plan))
+            if plan is not None and plan not in seen and plan not in todo:
+                todo.append(plan)
+        results = {e.strategy: e for batch in executor.map(model, cluster, [todo]) for e in batch} if todo else {}
+        for plan, e in results.items():
+            seen[plan] = e
+            evaluations.append(e)
+            if on_result:
+                on_result(e)
+        stale = 0 if results else stale + len(trials)
+        for trial, plan in trials:
+            if plan is None:
+                trial.set_user_attr("constraint", [1.0])
+                trial.set_user_attr("feasible", False)
+                trial.set_user_attr("violations", ["not a valid plan for this model and cluster"])
+                study.tell(trial, [0.0, 1e6] if multi else [0.0])
+                continue
+            e = seen[plan]
+            for k, v in _attrs(e, cluster).items():
+                trial.set_user_attr(k, v)
+            study.tell(trial, _values(e, multi))
+        if progress:
+            progress(len(seen) - len(known), budget, sorted((x for x in seen.values() if x.feasible),
+                                                            key=rank_key)[:top_k])
+    board = sorted((e for e in seen.values() if e.feasible), key=rank_key)[:top_k]
+    oom = sum(1 for e in evaluations if not e.feasible)
+    return SearchResult(leaderboard=board, evaluations=evaluations, valid=valid, equivalent=valid - len(plans),
+                        out_of_memory=oom, pruned=len(plans) - len(seen), reused=len(known),
+                        seconds=time.perf_counter() - t0, sampler=sampler_name)

@@ -1,0 +1,31 @@
+"""Shared fixtures: a tiny GPT that simulates in milliseconds, and one- and eight-node DGX A100 clusters.
+
+Session-scoped so that hypothesis tests may use them (specs are frozen, so sharing them is safe).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from autoplan.specs.cluster import ClusterSpec, load_cluster
+from autoplan.specs.model import ModelSpec
+
+TINY_GPT = ModelSpec(name="tiny-gpt", layers=8, hidden=256, heads=8, ffn_hidden=1024, vocab=1024, seq_len=256)
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt() -> ModelSpec:
+    """8 layers, hidden 256, 8 heads, ffn 1024, vocab 1024, sequence 256 (GPT-style: gelu, learned positions)."""
+    return TINY_GPT
+
+
+@pytest.fixture(scope="session")
+def a100_8() -> ClusterSpec:
+    """One DGX A100 node (8 GPUs)."""
+    return load_cluster("dgx-a100-80g", 8)
+
+
+@pytest.fixture(scope="session")
+def a100_64() -> ClusterSpec:
+    """Eight DGX A100 nodes (64 GPUs)."""
+    return load_cluster("dgx-a100-80g", 64)

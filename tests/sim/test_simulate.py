@@ -1,0 +1,230 @@
+"""Simulating a step end to end: the steady-state extrapolation against the full simulation, metric identities,
+monotonicity in network and compute speed, and ``evaluate``'s verdicts on invalid and oversized plans."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from autoplan.sim.metrics import BREAKDOWN_KINDS
+from autoplan.sim.simulate import evaluate, score, simulate_step
+from autoplan.specs.catalog import get_model
+from autoplan.specs.cluster import ClusterSpec, load_cluster
+from autoplan.specs.strategy import Strategy, violations
+
+_SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+
+@st.composite
+def _plans(draw, layers: int = 8, pipelined_1f1b: bool = True):
+    """A plan of the tiny model (8 layers, 8 heads, seq 256) on 8 or 64 GPUs, almost always valid."""
+    gpus = draw(st.sampled_from([8, 64]))
+    tp = draw(st.sampled_from([1, 2, 4, 8]))
+    pp = draw(st.sampled_from([1, 2, 4, 8]))
+    cp = draw(st.sampled_from([1, 1, 2]))
+    assume(gpus % (tp * pp * cp) == 0)
+    dp = gpus // (tp * pp * cp)
+    interleavable = [v for v in (2, 4) if pp > 1 and layers % (pp * v) == 0]
+    schedules = ["gpipe"] + (["1f1b"] if pipelined_1f1b or pp == 1 else []) + (["interleaved"] if interleavable else [])
+    schedule = draw(st.sampled_from(schedules))
+    if schedule == "interleaved":
+        v = draw(st.sampled_from(interleavable))
+        m = pp * draw(st.integers(1, 8))
+    else:
+        v = 1
+        m = draw(st.integers(1, 40))
+    mb = draw(st.integers(1, 2))
+    zero = draw(st.sampled_from([0, 1, 2, 3] if pp == 1 else [0, 1]))
+    s = Strategy(tp=tp, pp=pp, dp=dp, cp=cp, micro_batch=mb, global_batch=m * dp * mb, schedule=schedule,
+                 virtual_stages=v, sequence_parallel=tp > 1 and draw(st.booleans()),
+                 recompute=draw(st.sampled_from(["none", "selective", "full"])), zero=zero,
+                 overlap_grad_reduce=draw(st.booleans()), overlap_param_gather=draw(st.booleans()))
+    return gpus, s
+
+
+def _cluster(gpus: int, a100_8: ClusterSpec, a100_64: ClusterSpec) -> ClusterSpec:
+    return a100_8 if gpus == 8 else a100_64
+
+
+def _faster_network(cluster: ClusterSpec, factor: float = 2.0) -> ClusterSpec:
+    return replace(cluster, tiers=tuple(replace(t, bandwidth=t.bandwidth * factor,
+                                                allreduce_busbw=t.allreduce_busbw * factor) for t in cluster.tiers))
+
+
+def _faster_gpu(cluster: ClusterSpec, factor: float = 2.0) -> ClusterSpec:
+    return replace(cluster, gpu=replace(cluster.gpu, peak_flops=cluster.gpu.peak_flops * factor))
+
+
+# ---------------------------------------------------------------------------------- extrapolation and identities
+
+
+@settings(max_examples=150, **_SETTINGS)
+@given(plan=_plans(), flash=st.booleans())
+def test_score_equals_the_full_simulation(tiny_gpt, a100_8, a100_64, plan, flash):
+    gpus, s = plan
+    cluster = replace(_cluster(gpus, a100_8, a100_64), flash_attention=flash)
+    assume(not violations(tiny_gpt, gpus, s))
+    full = simulate_step(tiny_gpt, cluster, s)
+    assert full.micro_batches == s.micro_batches
+    m = score(tiny_gpt, cluster, s)
+    # long pipelines are extrapolated from two steady-state runs; the max-plus system is periodic, so exactly
+    assert m.step_time == pytest.approx(full.timeline.makespan, rel=1e-9)
+
+
+@settings(max_examples=60, **_SETTINGS)
+@given(plan=_plans())
+def test_metric_identities(tiny_gpt, a100_8, a100_64, plan):
+    gpus, s = plan
+    cluster = _cluster(gpus, a100_8, a100_64)
+    assume(not violations(tiny_gpt, gpus, s))
+    m = score(tiny_gpt, cluster, s)
+    step = m.step_time
+    assert step > 0
+    assert len(m.stage_breakdown) == s.pp
+    for stage in m.stage_breakdown:
+        assert set(stage) == set(BREAKDOWN_KINDS)
+        assert sum(stage.values()) == pytest.approx(step, rel=1e-6)
+        assert min(stage.values()) >= -1e-9 * step
+    assert sum(m.breakdown.values()) == pytest.approx(step, rel=1e-6)
+    assert sum(m.fraction(k) for k in BREAKDOWN_KINDS) == pytest.approx(1.0, rel=1e-6)
+    assert 0 <= m.exposed_comm_fraction <= 1 + 1e-9
+    assert 0 < m.mfu <= m.hfu <= 1
+    if s.recompute == "none":
+        assert m.mfu == pytest.approx(m.hfu, rel=1e-12)
+    assert m.tokens_per_s == pytest.approx(s.global_batch * tiny_gpt.seq_len / step, rel=1e-12)
+    assert m.samples_per_s == pytest.approx(s.global_batch / step, rel=1e-12)
+    assert m.model_tflops_per_gpu * 1e12 == pytest.approx(
+        tiny_gpt.model_flops_per_iteration(s.global_batch) / step / cluster.gpus, rel=1e-12)
+    assert m.peak_memory == pytest.approx(max(x.total for x in m.memory))
+    assert m.fits and m.memory_capacity == cluster.gpu.hbm_bytes
+    # every stage's compute stream did its useful work inside the step
+    for act in m.activity:
+        assert act["compute"] <= step * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("gpus,s", [
+    (64, Strategy(tp=1, pp=8, dp=8, global_batch=8 * 48, schedule="1f1b")),
+    (64, Strategy(tp=2, pp=8, dp=4, micro_batch=2, global_batch=4 * 2 * 40, schedule="gpipe", zero=1,
+                  overlap_param_gather=False)),
+    (64, Strategy(tp=2, pp=4, dp=8, global_batch=8 * 48, schedule="interleaved", virtual_stages=2,
+                  sequence_parallel=True, recompute="full", zero=1)),
+    (8, Strategy(tp=1, pp=2, dp=4, global_batch=4 * 64, schedule="interleaved", virtual_stages=4,
+                 overlap_grad_reduce=False)),
+    (8, Strategy(tp=2, pp=4, dp=1, cp=1, global_batch=50, schedule="1f1b", recompute="selective")),
+    (64, Strategy(tp=2, pp=2, cp=2, dp=8, global_batch=8 * 33, schedule="1f1b")),
+])
+def test_long_pipelines_extrapolate_exactly(tiny_gpt, a100_8, a100_64, gpus, s):
+    cluster = a100_8 if gpus == 8 else a100_64
+    assert not violations(tiny_gpt, gpus, s)
+    full = simulate_step(tiny_gpt, cluster, s)
+    m = score(tiny_gpt, cluster, s)
+    assert m.step_time == pytest.approx(full.timeline.makespan, rel=1e-9)
+    for stage in m.stage_breakdown:
+        assert sum(stage.values()) == pytest.approx(m.step_time, rel=1e-6)
+
+
+def test_1f1b_score_equals_the_full_simulation(tiny_gpt, a100_8):
+    mismatches = []
+    for pp, dp in ((2, 4), (4, 2), (8, 1)):
+        for m in (6, 8, 9, 15, 24):
+            for overlap in (False, True):
+                s = Strategy(pp=pp, dp=dp, micro_batch=1, global_batch=m * dp, schedule="1f1b",
+                             overlap_grad_reduce=overlap)
+                assert not violations(tiny_gpt, 8, s)
+                full = simulate_step(tiny_gpt, a100_8, s).timeline.makespan
+                got = score(tiny_gpt, a100_8, s).step_time
+                if got != pytest.approx(full, rel=1e-9):
+                    mismatches.append((s.short(), m, got / full - 1))
+    assert not mismatches, mismatches
+
+
+def test_unextrapolated_plan_breakdown_accounts_for_the_whole_step(tiny_gpt, a100_8):
+    s = Strategy(tp=2, pp=4, micro_batch=1, global_batch=4, schedule="1f1b")
+    sim = simulate_step(tiny_gpt, a100_8, s)
+    m = score(tiny_gpt, a100_8, s)
+    assert m.step_time == sim.timeline.makespan
+    # a 4-stage pipeline with 4 micro-batches idles in its bubble
+    assert m.breakdown["bubble"] > 0
+    assert m.breakdown["compute"] > 0 and m.breakdown["optimizer"] > 0
+
+
+# --------------------------------------------------------------------------------------------------- monotonicity
+
+
+@settings(max_examples=25, **_SETTINGS)
+@given(plan=_plans())
+def test_doubling_every_network_tier_never_slows_a_step(tiny_gpt, a100_8, a100_64, plan):
+    gpus, s = plan
+    cluster = _cluster(gpus, a100_8, a100_64)
+    assume(not violations(tiny_gpt, gpus, s))
+    base = score(tiny_gpt, cluster, s).step_time
+    assert score(tiny_gpt, _faster_network(cluster), s).step_time <= base * (1 + 1e-9)
+
+
+@settings(max_examples=25, **_SETTINGS)
+@given(plan=_plans())
+def test_doubling_peak_flops_never_slows_a_step(tiny_gpt, a100_8, a100_64, plan):
+    gpus, s = plan
+    cluster = _cluster(gpus, a100_8, a100_64)
+    assume(not violations(tiny_gpt, gpus, s))
+    base = score(tiny_gpt, cluster, s).step_time
+    assert score(tiny_gpt, _faster_gpu(cluster), s).step_time <= base * (1 + 1e-9)
+
+
+def test_faster_hardware_on_a_large_plan(a100_64):
+    # the same check on a model whose collectives and GEMMs are far from the latency floor
+    model = replace(get_model("gpt-1.7b"), layers=8)
+    s = Strategy(tp=8, pp=2, dp=4, micro_batch=1, global_batch=32, sequence_parallel=True)
+    base = score(model, a100_64, s).step_time
+    assert score(model, _faster_network(a100_64), s).step_time < base
+    assert score(model, _faster_gpu(a100_64), s).step_time < base
+
+
+@pytest.mark.parametrize("schedule,pp,v", [("1f1b", 2, 1), ("gpipe", 4, 1), ("interleaved", 2, 2),
+                                           ("1f1b", 1, 1)])
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_peak_memory_grows_with_micro_batch(tiny_gpt, a100_8, schedule, pp, v, recompute):
+    m = 4                                         # fixed number of micro-batches
+    dp = 8 // pp
+    peaks = []
+    for mb in (1, 2, 4):
+        s = Strategy(pp=pp, dp=dp, micro_batch=mb, global_batch=m * dp * mb, schedule=schedule,
+                     virtual_stages=v, recompute=recompute)
+        assert not violations(tiny_gpt, 8, s) and s.micro_batches == m
+        peaks.append(score(tiny_gpt, a100_8, s).peak_memory)
+    assert peaks[0] < peaks[1] < peaks[2]
+
+
+# ------------------------------------------------------------------------------------------------------- evaluate
+
+
+def test_evaluate_reports_violations_without_raising(tiny_gpt, a100_8):
+    s = Strategy(tp=3, pp=2, dp=1, global_batch=5)
+    ev = evaluate(tiny_gpt, a100_8, s)
+    assert not ev.feasible and ev.metrics is None
+    assert ev.violations == tuple(violations(tiny_gpt, 8, s))
+    assert any("heads 8" in v for v in ev.violations)
+
+
+def test_evaluate_rejects_a_plan_that_does_not_fit():
+    cluster = load_cluster("dgx-a100-80g", 8)
+    gpt3 = get_model("gpt3-175b")
+    s = Strategy(tp=8, pp=1, dp=1, global_batch=1)
+    assert violations(gpt3, 8, s) == []
+    ev = evaluate(gpt3, cluster, s)
+    assert not ev.feasible and ev.metrics is None
+    assert ev.peak_memory > cluster.gpu.hbm_bytes
+    assert len(ev.violations) == 1 and "GiB" in ev.violations[0] and "A100" in ev.violations[0]
+
+
+def test_evaluate_scores_a_feasible_plan(tiny_gpt, a100_64):
+    s = Strategy(tp=2, pp=2, dp=16, micro_batch=2, global_batch=256, schedule="interleaved", virtual_stages=2,
+                 sequence_parallel=True, recompute="selective", zero=1)
+    ev = evaluate(tiny_gpt, a100_64, s)
+    assert ev.feasible and ev.violations == ()
+    assert ev.metrics is not None
+    assert ev.metrics.step_time == pytest.approx(score(tiny_gpt, a100_64, s).step_time, rel=1e-12)
+    assert ev.peak_memory == ev.metrics.peak_memory

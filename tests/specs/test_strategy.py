@@ -1,0 +1,161 @@
+"""Strategy fields and validity rules: each rule fires alone, with the numbers a person needs to fix the plan."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from autoplan.errors import SpecError
+from autoplan.specs.catalog import get_model
+from autoplan.specs.cluster import load_cluster
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.strategy import Strategy, violations
+
+GPT3 = get_model("gpt3-175b")           # 96 layers, 96 heads, seq 2048
+
+
+def _only(model: ModelSpec, gpus: int, s: Strategy) -> str:
+    found = violations(model, gpus, s)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_valid_plans_have_no_violations(tiny_gpt):
+    assert violations(tiny_gpt, 1, Strategy()) == []
+    assert violations(tiny_gpt, 64, Strategy(tp=2, pp=4, dp=8, micro_batch=2, global_batch=64)) == []
+    assert violations(tiny_gpt, 64, Strategy(tp=4, pp=2, dp=4, cp=2, micro_batch=1, global_batch=16,
+                                             schedule="interleaved", virtual_stages=2, sequence_parallel=True,
+                                             recompute="selective", zero=1)) == []
+    assert violations(GPT3, 1024, Strategy(tp=8, pp=8, dp=16, global_batch=1536, schedule="interleaved",
+                                           virtual_stages=3, sequence_parallel=True, zero=1)) == []
+    assert violations(tiny_gpt, 8, Strategy(dp=8, global_batch=8, zero=3)) == []
+
+
+def test_gpu_count_rule(tiny_gpt):
+    msg = _only(tiny_gpt, 64, Strategy(tp=2, pp=2, dp=2, cp=2, global_batch=2))
+    assert "2·2·2·2" in msg and "16" in msg and "64" in msg
+
+
+def test_heads_divisible_by_tp():
+    model = ModelSpec(name="m", layers=8, hidden=384, heads=12, ffn_hidden=1536, vocab=1000, seq_len=256)
+    msg = _only(model, 8, Strategy(tp=8, global_batch=1))
+    assert "12" in msg and "tp 8" in msg and "heads" in msg
+
+
+def test_kv_heads_divisible_by_tp():
+    llama = get_model("llama3-70b")          # 64 heads, 8 kv heads
+    msg = _only(llama, 16, Strategy(tp=16, global_batch=1))
+    assert "kv heads 8" in msg and "tp 16" in msg
+
+
+def test_ffn_divisible_by_tp():
+    model = ModelSpec(name="m", layers=8, hidden=256, heads=8, ffn_hidden=1012, vocab=1000, seq_len=256)
+    msg = _only(model, 8, Strategy(tp=8, global_batch=1))
+    assert "ffn_hidden 1012" in msg and "tp 8" in msg
+
+
+def test_layers_divisible_by_pp_times_virtual_stages(tiny_gpt):
+    msg = _only(tiny_gpt, 3, Strategy(pp=3, global_batch=3))
+    assert "layers 8" in msg and "3·1" in msg
+    msg = _only(tiny_gpt, 4, Strategy(pp=4, global_batch=4, schedule="interleaved", virtual_stages=4))
+    assert "layers 8" in msg and "4·4" in msg
+
+
+def test_global_batch_divisible_by_dp_times_micro_batch(tiny_gpt):
+    msg = _only(tiny_gpt, 4, Strategy(dp=4, micro_batch=2, global_batch=20))
+    assert "global batch 20" in msg and "4·2" in msg
+
+
+def test_sequence_divisible_by_twice_cp():
+    model = ModelSpec(name="m", layers=8, hidden=256, heads=8, ffn_hidden=1024, vocab=1000, seq_len=100)
+    msg = _only(model, 8, Strategy(cp=8, global_batch=1))
+    assert "100" in msg and "2·cp = 16" in msg
+
+
+def test_sequence_parallel_needs_tp(tiny_gpt):
+    msg = _only(tiny_gpt, 1, Strategy(sequence_parallel=True))
+    assert "sequence parallel" in msg and "tp > 1" in msg
+
+
+def test_interleaved_rules(tiny_gpt):
+    msg = _only(tiny_gpt, 1, Strategy(schedule="interleaved", virtual_stages=2, global_batch=4))
+    assert "pp > 1" in msg
+    msg = _only(tiny_gpt, 2, Strategy(pp=2, schedule="interleaved", virtual_stages=1, global_batch=4))
+    assert "virtual_stages ≥ 2" in msg
+    msg = _only(tiny_gpt, 4, Strategy(pp=4, schedule="interleaved", virtual_stages=2, global_batch=6))
+    assert "(6)" in msg and "(4)" in msg and "divisible" in msg
+    msg = _only(tiny_gpt, 2, Strategy(pp=2, schedule="1f1b", virtual_stages=2, global_batch=4))
+    assert "virtual_stages 2" in msg and "1f1b" in msg
+
+
+def test_zero_2_and_3_cannot_pipeline(tiny_gpt):
+    for zero in (2, 3):
+        msg = _only(tiny_gpt, 4, Strategy(pp=2, dp=2, global_batch=4, zero=zero))
+        assert f"ZeRO stage {zero}" in msg and "pp > 1" in msg
+    assert violations(tiny_gpt, 4, Strategy(pp=2, dp=2, global_batch=4, zero=1)) == []
+
+
+def test_several_rules_fire_together(tiny_gpt):
+    found = violations(tiny_gpt, 8, Strategy(tp=3, pp=3, sequence_parallel=False, global_batch=1, zero=2))
+    assert len(found) >= 4       # gpus, heads, ffn, layers, zero
+
+
+@pytest.mark.parametrize("field", ["dp", "tp", "pp", "cp", "micro_batch", "global_batch", "virtual_stages"])
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "2"])
+def test_non_positive_or_non_integer_sizes_raise(field, value):
+    with pytest.raises(SpecError, match="positive integer"):
+        Strategy(**{field: value})
+
+
+@pytest.mark.parametrize("kw,match", [(dict(schedule="x"), "schedule 'x'"), (dict(recompute="some"), "recompute"),
+                                      (dict(zero=4), "zero stage")])
+def test_bad_choices_raise(kw, match):
+    with pytest.raises(SpecError, match=match):
+        Strategy(**kw)
+
+
+def test_tp_zero_raises():
+    with pytest.raises(SpecError, match="tp"):
+        Strategy(tp=0)
+
+
+def test_derived_properties():
+    s = Strategy(tp=2, pp=4, dp=8, cp=2, micro_batch=2, global_batch=64, schedule="interleaved", virtual_stages=3)
+    assert s.gpus == 128 and s.micro_batches == 4 and s.chunks == 3
+    assert Strategy(virtual_stages=3).chunks == 1
+    assert s.to_dict()["virtual_stages"] == 3
+    label = s.short()
+    assert "tp2" in label and "pp4" in label and "dp8" in label and "cp2" in label and "int3" in label
+
+
+@settings(max_examples=60, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([1, 2, 4, 8]), cp=st.sampled_from([1, 2]),
+       mb=st.integers(1, 4), m=st.integers(1, 16))
+def test_well_formed_plans_of_the_tiny_model_are_valid(tiny_gpt, tp, pp, cp, mb, m):
+    assume(tp * pp * cp <= 64)
+    dp = 64 // (tp * pp * cp)
+    s = Strategy(tp=tp, pp=pp, cp=cp, dp=dp, micro_batch=mb, global_batch=m * dp * mb)
+    assert violations(tiny_gpt, 64, s) == []
+    assert s.micro_batches == m
+
+
+# ------------------------------------------------------------------------------------------- cluster sizing
+
+
+def test_with_gpus_needs_whole_nodes():
+    cluster = load_cluster("dgx-a100-80g")
+    with pytest.raises(SpecError, match="8") as err:
+        cluster.with_gpus(12)
+    assert "8 or 16" in str(err.value)
+    with pytest.raises(SpecError):
+        cluster.with_gpus(0)
+    assert cluster.with_gpus(64).nodes == 8 and cluster.with_gpus(64).gpus == 64
+
+
+def test_load_cluster_sizes_and_unknown_names():
+    assert load_cluster("dgx-h100-80g", 16).gpus == 16
+    with pytest.raises(SpecError, match="dgx-a100-80g"):
+        load_cluster("dgx-a100-80")
+    with pytest.raises(SpecError, match="8"):
+        load_cluster("dgx-a100-80g", 12)
