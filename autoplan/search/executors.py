@@ -62,6 +62,8 @@ class RayExecutor:
         address = address or os.environ.get("RAY_ADDRESS")
         self._owned = not ray.is_initialized()
         if self._owned:
+            if address and address != "auto":
+                _check_reachable(address)
             try:
                 if address:
                     # attaching: the cluster decides its resources, so num_cpus is never passed
@@ -103,6 +105,20 @@ class RayExecutor:
     def close(self) -> None:
         if self._owned and self._ray.is_initialized():
             self._ray.shutdown()
+
+
+def _check_reachable(address: str, timeout: float = 3.0) -> None:
+    """Fail in seconds, with a clear message, when nothing listens at a Ray address (ray.init would wait long)."""
+    import socket
+
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
+            return
+    except (OSError, ValueError) as err:
+        raise SpecError(f"cannot reach the Ray cluster at {address!r} ({err}); start one with `ray start --head` "
+                        f"or leave --ray-address and RAY_ADDRESS unset to use an embedded Ray") from None
 
 
 def make_executor(workers: int | None, address: str | None = None) -> Executor:

@@ -20,6 +20,7 @@ from autoplan.specs.strategy import Strategy
 
 SAMPLERS = ("auto", "exhaustive", "tpe", "nsga2", "random")
 GIB = 1024**3
+CONSTRAINT = "memory_excess"
 PARAMS = ("tp", "pp", "cp", "micro_batch", "schedule", "sequence_parallel", "recompute", "zero")
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -59,8 +60,12 @@ def _attrs(e: Evaluation, cluster: ClusterSpec) -> dict:
     return {"feasible": e.feasible, "plan": e.strategy.short(), "peak_memory_gib": e.peak_memory / GIB,
             "memory_excess_gib": max(0.0, (e.peak_memory - cluster.gpu.hbm_bytes) / GIB),
             "violations": list(e.violations), "step_time_s": m.step_time if m else None,
-            "mfu": m.mfu if m else None, "constraint": [0.0 if e.feasible else 1.0 + max(
-                0.0, (e.peak_memory - cluster.gpu.hbm_bytes) / GIB)]}
+            "mfu": m.mfu if m else None}
+
+
+def _constraint(e: Evaluation, cluster: ClusterSpec) -> float:
+    """≤ 0 when the plan runs; otherwise 1 + GiB over capacity (so samplers learn which way memory fits)."""
+    return 0.0 if e.feasible else 1.0 + max(0.0, (e.peak_memory - cluster.gpu.hbm_bytes) / GIB)
 
 
 def _values(e: Evaluation, multi: bool) -> list[float]:
@@ -72,21 +77,19 @@ def record(study: optuna.Study, evaluations: Iterable[Evaluation], cluster: Clus
            dists: dict, multi: bool) -> None:
     """Add evaluated plans as finished trials (exhaustive runs: no sampler involved)."""
     trials = [optuna.trial.create_trial(params=plan_params(e.strategy), distributions=dists,
-                                        values=_values(e, multi), user_attrs=_attrs(e, cluster))
+                                        values=_values(e, multi), user_attrs=_attrs(e, cluster),
+                                        constraints={CONSTRAINT: _constraint(e, cluster)})
               for e in evaluations]
     if trials:
         study.add_trials(trials)
 
 
 def make_sampler(name: str, seed: int, multi: bool) -> optuna.samplers.BaseSampler:
-    """TPE (with the memory constraint), NSGA-II (throughput vs memory) or random."""
-    def constraint(t: optuna.trial.FrozenTrial) -> list[float]:
-        return t.user_attrs.get("constraint", [1.0])
-
+    """TPE, NSGA-II (throughput vs memory) or random; constraints come with each trial (``set_constraint``)."""
     if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, constraints_func=constraint, n_startup_trials=10)
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=10)
     if name == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=seed, constraints_func=constraint, population_size=24)
+        return optuna.samplers.NSGAIISampler(seed=seed, population_size=24)
     return optuna.samplers.RandomSampler(seed=seed)
 
 
@@ -124,12 +127,14 @@ def sampled_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]
         stale = 0 if results else stale + len(trials)
         for trial, plan in trials:
             if plan is None:
-                trial.set_user_attr("constraint", [1.0])
+                trial.set_constraint(CONSTRAINT, 1.0)
                 trial.set_user_attr("feasible", False)
+                trial.set_user_attr("peak_memory_gib", None)
                 trial.set_user_attr("violations", ["not a valid plan for this model and cluster"])
                 study.tell(trial, [0.0, 1e6] if multi else [0.0])
                 continue
             e = seen[plan]
+            trial.set_constraint(CONSTRAINT, _constraint(e, cluster))
             for k, v in _attrs(e, cluster).items():
                 trial.set_user_attr(k, v)
             study.tell(trial, _values(e, multi))

@@ -50,10 +50,11 @@ def _steady_state_points(s: Strategy) -> tuple[int, int, int] | None:
 
     When PP transfers are not negligible next to a pass, 1F1B's increments repeat with period pp rather than 1
     (measured: pp 2, 4, 8 give cyclicity 2, 4, 8), as the interleaved schedule's do; so both use period pp.
+    The first point is 2·pp: from there the split of idle time into PP waits and bubble repeats too.
     """
     period = s.pp
     m = s.micro_batches
-    first = s.pp + (m - s.pp) % period
+    first = 2 * s.pp + (m - 2 * s.pp) % period
     if m <= first + 2 * period:
         return None
     return first, first + period, period

@@ -32,14 +32,17 @@ def _attention(ops):
 
 @settings(max_examples=100, deadline=None)
 @given(gpu=st.sampled_from([A100.gpu, H100.gpu]), m=_dims, n=_dims, k=_dims, batch=st.integers(1, 16),
-       factor=st.integers(2, 4), dk=st.integers(1, 4096))
-def test_gemm_time_grows_with_each_dimension(gpu, m, n, k, batch, factor, dk):
+       dm=st.integers(1, 4096), dn=st.integers(1, 4096), dk=st.integers(1, 4096), db=st.integers(1, 8),
+       factor=st.integers(2, 4))
+def test_gemm_time_grows_with_each_dimension(gpu, m, n, k, batch, dm, dn, dk, db, factor):
     base = gemm_time(gpu, m, n, k, batch)
     assert base > 0
-    # k: any increase; m, n and batch: integer multiples (the same tiles, repeated, cannot run faster)
+    assert gemm_time(gpu, m + dm, n, k, batch) >= base * (1 - 1e-12)
+    assert gemm_time(gpu, m, n + dn, k, batch) >= base * (1 - 1e-12)
     assert gemm_time(gpu, m, n, k + dk, batch) >= base * (1 - 1e-12)
+    assert gemm_time(gpu, m, n, k, batch + db) >= base * (1 - 1e-12)
+    # the same tiles repeated cannot run faster
     assert gemm_time(gpu, m * factor, n, k, batch) >= base * (1 - 1e-12)
-    assert gemm_time(gpu, m, n * factor, k, batch) >= base * (1 - 1e-12)
     assert gemm_time(gpu, m, n, k, batch * factor) >= base * (1 - 1e-12)
 
 

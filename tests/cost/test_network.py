@@ -146,7 +146,7 @@ def test_lowering_a_tier_bandwidth_never_speeds_up_a_collective(cluster_name, no
         fast_t, slow_t = fn(cluster, g, nbytes), fn(slower, g, nbytes)
         assert slow_t >= fast_t * (1 - 1e-12), (op, g)
         assert fast_t >= 0.0
-    assert nw.send_recv(slower, same_node, nbytes) >= nw.send_recv(cluster, same_node, nbytes)
+    assert nw.send_recv(slower, same_node, nbytes) >= nw.send_recv(cluster, same_node, nbytes) * (1 - 1e-12)
 
 
 @settings(max_examples=40, deadline=None)
@@ -156,7 +156,7 @@ def test_collective_time_grows_with_message_size(size_log, step_log, small, grow
     g = nw.group_shape(8, 2**size_log, 2**step_log)
     for op in _OPS:
         fn = getattr(nw, op)
-        assert fn(cluster, g, small * grow) >= fn(cluster, g, small)
+        assert fn(cluster, g, small * grow) >= fn(cluster, g, small) * (1 - 1e-12)
 
 
 # ------------------------------------------------------------------------ predicted vs measured bus bandwidth
