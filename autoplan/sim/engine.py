@@ -6,6 +6,7 @@ a task starts when its stream is free and every dependency has finished. Knows n
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -80,19 +81,8 @@ def run(tasks: Tasks) -> Timeline:
     start = [0.0] * n
     end = [-1.0] * n
     free = [0.0] * len(tasks.resources)
-    queue: list[list[int] | None] = [None] * len(tasks.resources)
+    queue: list[deque[int] | None] = [None] * len(tasks.resources)
     parked: dict[int, list[int]] = {}
-
-    def blocker_of(i: int) -> int:
-        t = free[resource[i]]
-        for d in deps[i]:
-            e = end[d]
-            if e < 0.0:
-                return d
-            if e > t:
-                t = e
-        start[i] = t
-        return -1
 
     def wake(first: int) -> None:
         work = [first]
@@ -101,12 +91,21 @@ def run(tasks: Tasks) -> Timeline:
                 q = queue[r]
                 while q:
                     j = q[0]
-                    b = blocker_of(j)
+                    t = free[r]
+                    b = -1
+                    for d in deps[j]:
+                        e = end[d]
+                        if e < 0.0:
+                            b = d
+                            break
+                        if e > t:
+                            t = e
                     if b >= 0:
                         parked.setdefault(b, []).append(r)
                         break
-                    q.pop(0)
-                    end[j] = free[r] = start[j] + duration[j]
+                    q.popleft()
+                    start[j] = t
+                    end[j] = free[r] = t + duration[j]
                     if j in parked:
                         work.append(j)
                 if not q:
@@ -128,7 +127,7 @@ def run(tasks: Tasks) -> Timeline:
             if e > t:
                 t = e
         if b >= 0:
-            queue[r] = [i]
+            queue[r] = deque((i,))
             parked.setdefault(b, []).append(r)
             continue
         start[i] = t
