@@ -63,7 +63,7 @@ def stage_breakdowns(lowered: Lowered, timeline: Timeline) -> list[dict[str, flo
     makespan = timeline.makespan
     by_stream: dict[int, list[int]] = {r: [] for r in lowered.compute_streams}
     resource = tasks.resource
-    for i in sorted(lowered.parts):
+    for i in lowered.parts:                      # inserted in id order
         by_stream[resource[i]].append(i)
     out = []
     for r in lowered.compute_streams:

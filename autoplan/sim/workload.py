@@ -138,10 +138,12 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
     t_res, t_dur, t_deps, t_kind, t_label = tasks.resource, tasks.duration, tasks.deps, tasks.kind, tasks.label
     for i, order in enumerate(orders):
         stream, dp_i = comp[i], dp_stream[i]
+        table = {(fwd, c): costs[(fwd, c * p + i == 0, c * p + i == last_vs)] for fwd in (True, False)
+                 for c in range(v)}
         for st in order:
             fwd, mb, chunk = st
             vs = chunk * p + i
-            cost = costs[(fwd, vs == 0, vs == last_vs)]
+            cost = table[(fwd, chunk)]
             key = (fwd, mb, vs)
             arrived = sent.pop(key, None)
             if arrived is None:
