@@ -136,60 +136,60 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
     waiting: dict[tuple[bool, int, int], list[int]] = {}  # the same key -> deps of a pass created before its send
     add, last_task = tasks.add, [0] * p
     t_res, t_dur, t_deps, t_kind, t_label = tasks.resource, tasks.duration, tasks.deps, tasks.kind, tasks.label
-    for i, order in enumerate(orders):
-        stream, dp_i = comp[i], dp_stream[i]
-        table = {(fwd, c): costs[(fwd, c * p + i == 0, c * p + i == last_vs)] for fwd in (True, False)
-                 for c in range(v)}
-        for st in order:
-            fwd, mb, chunk = st
-            vs = chunk * p + i
-            cost = table[(fwd, chunk)]
-            key = (fwd, mb, vs)
-            arrived = sent.pop(key, None)
-            if arrived is None:
-                d: list[int] = []
-                waiting[key] = d
-            else:
-                d = [arrived]
-            if fwd and mb == 0 and (i, chunk) in gather_first:
-                d.append(gather_first[(i, chunk)])
-            if shard_gather:
-                # ZeRO-3 gathers a chunk's weights before every pass (Rajbhandari et al. 2020, §5.3)
-                d.append(add(dp_i, shard_gather, (), "dp", None))
-            if not fwd and split and last_backward[(i, chunk)] == mb:
-                last = _segmented_backward(tasks, stream, dp_i, cost, split[chunk], d, grad_shape, cluster, model, s,
-                                           parts, dp_tasks[i], meta, (i, False, mb, chunk))
-            else:
-                last = len(t_dur)
-                t_res.append(stream)
-                t_dur.append(cost.seconds)
-                t_deps.append(d)
-                t_kind.append("pass")
-                t_label.append(None)
-                parts[last] = cost.parts
-                meta[last] = (i, fwd, mb, chunk)
-                if shard_reduce and not fwd:
-                    # ZeRO-2/3 reduce-scatter gradients after every micro-batch (Rajbhandari et al. 2020, §5.2)
-                    dp_tasks[i].append(add(dp_i, shard_reduce, (last,), "dp", None))
-            if fwd and vs < last_vs:
-                target = (True, mb, vs + 1)
-                t_res.append(fwd_link[i])
-            elif not fwd and vs > 0:
-                target = (False, mb, vs - 1)
-                t_res.append(bwd_link[i])
-            else:
-                continue
-            send = len(t_dur)
-            t_dur.append(hop)
-            t_deps.append((last,))
-            t_kind.append("pp")
+    tables = [{(fwd, c): costs[(fwd, c * p + i == 0, c * p + i == last_vs)] for fwd in (True, False)
+               for c in range(v)} for i in range(p)]
+    # stages take turns step by step, so most dependencies already exist when a task is added (engine fast path)
+    for st, i in _round_robin(orders):
+        stream, dp_i, table = comp[i], dp_stream[i], tables[i]
+        fwd, mb, chunk = st
+        vs = chunk * p + i
+        cost = table[(fwd, chunk)]
+        key = (fwd, mb, vs)
+        arrived = sent.pop(key, None)
+        if arrived is None:
+            d: list[int] = []
+            waiting[key] = d
+        else:
+            d = [arrived]
+        if fwd and mb == 0 and (i, chunk) in gather_first:
+            d.append(gather_first[(i, chunk)])
+        if shard_gather:
+            # ZeRO-3 gathers a chunk's weights before every pass (Rajbhandari et al. 2020, §5.3)
+            d.append(add(dp_i, shard_gather, (), "dp", None))
+        if not fwd and split and last_backward[(i, chunk)] == mb:
+            last = _segmented_backward(tasks, stream, dp_i, cost, split[chunk], d, grad_shape, cluster, model, s,
+                                       parts, dp_tasks[i], meta, (i, False, mb, chunk))
+        else:
+            last = len(t_dur)
+            t_res.append(stream)
+            t_dur.append(cost.seconds)
+            t_deps.append(d)
+            t_kind.append("pass")
             t_label.append(None)
-            consumer = waiting.pop(target, None)
-            if consumer is None:
-                sent[target] = send
-            else:
-                consumer.append(send)
+            parts[last] = cost.parts
+            meta[last] = (i, fwd, mb, chunk)
+            if shard_reduce and not fwd:
+                # ZeRO-2/3 reduce-scatter gradients after every micro-batch (Rajbhandari et al. 2020, §5.2)
+                dp_tasks[i].append(add(dp_i, shard_reduce, (last,), "dp", None))
         last_task[i] = last
+        if fwd and vs < last_vs:
+            target = (True, mb, vs + 1)
+            t_res.append(fwd_link[i])
+        elif not fwd and vs > 0:
+            target = (False, mb, vs - 1)
+            t_res.append(bwd_link[i])
+        else:
+            continue
+        send = len(t_dur)
+        t_dur.append(hop)
+        t_deps.append((last,))
+        t_kind.append("pp")
+        t_label.append(None)
+        consumer = waiting.pop(target, None)
+        if consumer is None:
+            sent[target] = send
+        else:
+            consumer.append(send)
     for i in range(p):
         last_pass = last_task[i]
         if not split and s.zero < 2 and s.dp * s.cp > 1:
@@ -208,6 +208,12 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
         if s.zero >= 1 and s.dp * s.cp > 1 and not s.overlap_param_gather:
             tasks.add(dp_stream[i], network.all_gather(cluster, grad_shape, PARAM_BYTES * params), (opt,), "dp", None)
     return Lowered(tasks, p, comp, parts, meta)
+
+
+def _round_robin(orders: list) -> list[tuple]:
+    """(step, stage) pairs: every stage's first step, then every stage's second, …; each stage keeps its order."""
+    longest = max(len(o) for o in orders)
+    return [(o[k], i) for k in range(longest) for i, o in enumerate(orders) if k < len(o)]
 
 
 def _grad_segments(model: ModelSpec, s: Strategy) -> dict[int, int]:
