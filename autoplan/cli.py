@@ -5,6 +5,7 @@ Heavy modules (ray, optuna, numpy, networkx) are imported inside the commands th
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
@@ -195,15 +196,18 @@ def check(model_name: str, cluster: str, gpus: int, as_json: bool, **kw: Any) ->
 def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_json: bool, **kw: Any) -> None:
     """Simulate one training step of a plan: throughput, MFU, where the time goes, memory."""
     from autoplan.report.serialize import evaluation_dict
-    from autoplan.sim.simulate import evaluate, simulate_step
+    from dataclasses import replace
+
+    from autoplan.sim.simulate import evaluate, score, simulate_step
+    from autoplan.specs import violations
 
     model, spec, s = build_plan(model_name, cluster, gpus, **kw)
+    reasons = violations(model, spec.gpus, s)
+    if reasons:
+        raise SpecError("invalid plan: " + "; ".join(reasons))
     e = evaluate(model, spec, s)
-    if e.metrics is None and not (e.peak_memory and len(e.violations) == 1 and "GiB" in e.violations[0]):
-        raise SpecError("invalid plan: " + "; ".join(e.violations))
     if e.metrics is None:
-        from autoplan.sim.simulate import score
-        from dataclasses import replace
+        # out of memory: simulate anyway, so the memory table shows by how much (the verdict says it does not fit)
         e = replace(e, metrics=score(model, spec, s))
     if trace:
         from pathlib import Path
@@ -305,7 +309,7 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
         run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{model.name}-{gpus}gpu"
         folder = new_run_folder(Path(out).resolve(), run_id)
     err = _console_err()
-    with err.status(f"searching {len(plans)} valid plans…") if err.is_terminal else _nullcontext():
+    with err.status(f"searching {len(plans)} valid plans…") if err.is_terminal else contextlib.nullcontext():
         result = run_search(model, spec, plans, folder, sampler=sampler, budget=budget, seed=seed, top_k=top,
                             workers=workers, ray_address=ray_address, storage=storage)
     result.rejected, result.raw = rejected, sp.raw_size()
@@ -338,10 +342,3 @@ def _console_err() -> Any:
     from rich.console import Console
     return Console(stderr=True)
 
-
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None

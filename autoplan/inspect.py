@@ -11,8 +11,7 @@ from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy, violations
 
 GIB = 1024**3
-_OPS = {"all_reduce": network.all_reduce, "reduce_scatter": network.reduce_scatter,
-        "all_gather": network.all_gather}
+_OPS = network.COLLECTIVES
 
 
 def plan_report(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict:

@@ -130,6 +130,10 @@ def send_recv(cluster: ClusterSpec, same_node: bool, nbytes: float) -> float:
     return nbytes / _rate(tier, nbytes) + tier.latency
 
 
+COLLECTIVES = {"all_reduce": all_reduce, "reduce_scatter": reduce_scatter, "all_gather": all_gather}
+"""Collective time functions by name (the kinds layers and DP buckets ask for)."""
+
+
 def bus_bandwidth(op: str, n: int, nbytes: float, seconds: float) -> float:
     """nccl-tests bus bandwidth (B/s) of a collective: algorithm bandwidth × its per-rank traffic factor."""
     factor = {"all_reduce": 2 * (n - 1) / n, "reduce_scatter": (n - 1) / n, "all_gather": (n - 1) / n,

@@ -49,9 +49,7 @@ class Lowered:
 
 
 def _collectives_time(cluster: ClusterSpec, shape: network.GroupShape, colls: tuple[Collective, ...]) -> float:
-    fn = {"all_reduce": network.all_reduce, "reduce_scatter": network.reduce_scatter,
-          "all_gather": network.all_gather}
-    return sum(fn[c.kind](cluster, shape, c.nbytes) for c in colls)
+    return sum(network.COLLECTIVES[c.kind](cluster, shape, c.nbytes) for c in colls)
 
 
 @lru_cache(maxsize=4096)
