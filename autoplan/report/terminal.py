@@ -126,3 +126,27 @@ def leaderboard_table(rows: list[dict], title: str) -> Table:
         t.add_row(str(r["rank"]), r["plan"], f"{r['step_s']:.3f}", f"{r['tokens_per_s']:,}", f"{r['mfu_pct']:.1f}",
                   f"{r['bubble_pct']:.1f}", f"{r['exposed_comm_pct']:.1f}", f"{r['peak_gib']:.1f}/{r['capacity_gib']:.0f}")
     return t
+
+
+def space_view(c: dict, title: str) -> Group:
+    """A space's funnel (combinations → valid → distinct → fit) and its rejection reasons."""
+    axes = Table(show_header=False, box=None)
+    axes.add_column(style="bold")
+    axes.add_column()
+    for name, values in c["axes"].items():
+        axes.add_row(name, ", ".join(str(v).lower() for v in values))
+    funnel = Table(title="What reaches the simulator", title_justify="left")
+    funnel.add_column("plans", justify="right")
+    funnel.add_column("")
+    funnel.add_row(f"{c['raw']:,}", "combinations of the axes (dp = gpus / (tp·pp·cp))")
+    funnel.add_row(f"{c['valid']:,}", "valid")
+    funnel.add_row(f"{c['distinct']:,}", f"distinct ({c['equivalent']:,} the same as another plan on this cluster)")
+    funnel.add_row(Text(f"{c['fit']:,}", style="bold green"),
+                   f"fit in {c['memory_capacity_gib']:g} GiB ({c['out_of_memory']:,} do not)")
+    reasons = Table(title=f"Why {c['rejected']:,} combinations are invalid (a plan may have several reasons)",
+                    title_justify="left")
+    reasons.add_column("plans", justify="right")
+    reasons.add_column("reason (N stands for a number)")
+    for reason, n in c["reasons"].items():
+        reasons.add_row(f"{n:,}", reason)
+    return Group(Text(title, style="bold"), axes, Text(), funnel, Text(), reasons)

@@ -1,0 +1,5 @@
+"""``python -m autoplan`` runs the command line."""
+
+from autoplan.cli import main
+
+main()

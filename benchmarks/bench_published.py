@@ -1,0 +1,88 @@
+"""Does the search rank the plans people actually ran near the top? For every public case that publishes the
+whole plan (the Megatron SC'21 table, NVIDIA's H100 recipes): search the default space for that model, GPU
+count and global batch, and say whether the published plan is in our top 10 or how much faster our best is.
+
+Two searches per case: the default space, and the default space restricted to the published run's features
+(its sequence parallelism, recompute, optimizer sharding and context parallelism, where published), so that
+a gain from a feature the software of the day lacked (sequence parallelism and selective recompute came in
+2022) is told apart from a better layout. The published plan is evaluated with the space's overlap setting;
+knobs the source left out (SC'21's micro-batch and interleaving, the recipes' recompute) take their best
+value, as in `autoplan validate`.
+
+Run: python benchmarks/bench_published.py [--top 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from autoplan.search.exhaustive import search
+from autoplan.search.space import enumerate_plans, load_space
+from autoplan.sim.simulate import evaluate
+from autoplan.validate import cluster_of, group_of, load, model_of, plan_space
+
+GROUPS = ("Megatron SC'21 (A100)", "NVIDIA H100 recipes")
+
+
+def published_best(case: dict, model, cluster, overlap: bool):
+    """The fastest feasible variant of the published plan (over the knobs the source did not publish)."""
+    plans, _ = plan_space(case, model, cluster.gpus)
+    evals = [evaluate(model, cluster, replace(p, overlap_grad_reduce=overlap)) for p in plans]
+    feasible = [e for e in evals if e.feasible]
+    return min(feasible, key=lambda e: e.metrics.step_time) if feasible else None
+
+
+def features_space(space, plan):
+    """The default space with the published run's features pinned."""
+    axes = dict(space.axes)
+    for name in ("sequence_parallel", "recompute", "zero", "cp"):
+        axes[name] = (getattr(plan, name),)
+    return replace(space, axes=axes)
+
+
+def rank_against(model, cluster, plans, step: float, top: int) -> tuple[str, str, float]:
+    """The published plan's rank among the top plans (or >top), our best plan and its gain over the published."""
+    board = search(model, cluster, plans, top_k=top).leaderboard
+    if not board:
+        return "-", "(no plan fits)", float("nan")
+    rank = 1 + sum(e.metrics.step_time < step for e in board)
+    gain = 100 * (step - board[0].metrics.step_time) / step
+    return (str(rank) if rank <= top else f">{top}"), board[0].strategy.short(), gain
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--top", type=int, default=10)
+    args = ap.parse_args()
+    space = load_space()
+    overlap = space.axes["overlap_grad_reduce"][0]
+    print(f"{'case':<34} {'GPUs':>5} {'published plan (best variant)':<32} {'pub s':>7} | {'rank':>4} "
+          f"{'our best (default space)':<34} {'gain':>6} | {'rank':>4} {'our best (published features)':<32} "
+          f"{'gain':>6}")
+    counts = {"default": 0, "features": 0, "n": 0}
+    for case in load()["cases"]:
+        if group_of(case) not in GROUPS:
+            continue
+        gpus = case["hardware"]["num_gpus"]
+        model, cluster = model_of(case["model"]), cluster_of(case["hardware"], gpus)
+        pub = published_best(case, model, cluster, overlap)
+        if pub is None:
+            print(f"{case['id']:<34} {gpus:>5} (no feasible variant of the published plan)")
+            continue
+        step, batch = pub.metrics.step_time, case["strategy"]["global_batch"]
+        counts["n"] += 1
+        cells = []
+        for key, sp in (("default", space), ("features", features_space(space, pub.strategy))):
+            plans, _ = enumerate_plans(model, gpus, sp, batch)
+            rank, best, gain = rank_against(model, cluster, plans, step, args.top)
+            counts[key] += rank not in ("-",) and not rank.startswith(">")
+            cells.append(f"{rank:>4} {best:<34} {gain:5.1f}%")
+        print(f"{case['id']:<34} {gpus:>5} {pub.strategy.short():<32} {step:7.3f} | {cells[0]} | {cells[1]}")
+    print(f"published plan in our top {args.top}: {counts['default']} of {counts['n']} cases in the default space, "
+          f"{counts['features']} of {counts['n']} with the published features; elsewhere our best is predicted "
+          f"faster by the gain shown")
+
+
+if __name__ == "__main__":
+    main()
