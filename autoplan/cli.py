@@ -5,7 +5,6 @@ Heavy modules (ray, optuna, numpy, networkx) are imported inside the commands th
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import sys
@@ -213,7 +212,10 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
         from pathlib import Path
         from autoplan.sim.trace import write_trace
         sim = simulate_step(model, spec, s)
-        write_trace(Path(trace), sim.lowered, sim.timeline, model.layers // (s.pp * s.chunks))
+        try:
+            write_trace(Path(trace), sim.lowered, sim.timeline, model.layers // (s.pp * s.chunks))
+        except OSError as err:
+            raise SpecError(f"cannot write the trace to {trace!r}: {err.strerror or err}") from None
     if as_json:
         click.echo(json.dumps(evaluation_dict(e), indent=2))
         return
@@ -246,31 +248,78 @@ def validate(file: str | None, as_json: bool) -> None:
 _FIXABLE = ("tp", "pp", "cp", "micro_batch", "schedule", "virtual_stages", "sequence_parallel", "recompute", "zero")
 
 
+def space_options(fn: Callable) -> Callable:
+    """--model, --gpus, --cluster, --global-batch, --space and a flag to fix each axis of the space."""
+    opts = [
+        click.option("--model", "model_name", default="gpt3", show_default=True, help="Model name or .toml file."),
+        click.option("--gpus", type=int, required=True, help="Number of GPUs (whole nodes)."),
+        click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True, help="Cluster spec name or .toml file."),
+        click.option("--global-batch", type=int, default=DEFAULT_GLOBAL_BATCH, show_default=True),
+        click.option("--space", default="default", show_default=True, help="Search space name or .toml file."),
+        click.option("--tp", type=int, default=None, help="Fix tensor parallelism."),
+        click.option("--pp", type=int, default=None, help="Fix pipeline stages."),
+        click.option("--cp", type=int, default=None, help="Fix context parallelism."),
+        click.option("--micro-batch", type=int, default=None, help="Fix the micro-batch size."),
+        click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"]), default=None),
+        click.option("--virtual-stages", type=int, default=None),
+        click.option("--sequence-parallel/--no-sequence-parallel", default=None),
+        click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default=None),
+        click.option("--zero", type=click.IntRange(0, 3), default=None),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: int, space: str,
+                       fixed: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """Model, sized cluster and space from the search flags (fixed axes pinned)."""
+    from autoplan.search.space import load_space
+    from autoplan.specs import get_model, load_cluster
+
+    for name in ("tp", "pp", "cp", "micro_batch", "virtual_stages"):
+        if fixed[name] is not None and fixed[name] < 1:
+            raise SpecError(f"--{name.replace('_', '-')} must be a positive integer, got {fixed[name]}")
+    if global_batch < 1:
+        raise SpecError(f"--global-batch must be a positive integer, got {global_batch}")
+    model = get_model(model_name)
+    spec = load_cluster(cluster, gpus)
+    return model, spec, load_space(space, {k: v for k, v in fixed.items() if k in _FIXABLE})
+
+
 @main.command()
-@click.option("--model", "model_name", default="gpt3", show_default=True, help="Model name or .toml file.")
-@click.option("--gpus", type=int, required=True, help="Number of GPUs (whole nodes).")
-@click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True, help="Cluster spec name or .toml file.")
-@click.option("--global-batch", type=int, default=DEFAULT_GLOBAL_BATCH, show_default=True)
-@click.option("--space", default="default", show_default=True, help="Search space name or .toml file.")
+@space_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@friendly
+def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: str, as_json: bool,
+          **fixed: Any) -> None:
+    """How big a search space is: combinations, valid plans, plans that fit, and why the rest are rejected."""
+    from autoplan.search.census import census
+
+    model, spec, sp = load_search_inputs(model_name, gpus, cluster, global_batch, space, fixed)
+    c = census(model, spec, sp, global_batch)
+    if as_json:
+        click.echo(json.dumps(c, indent=2))
+    else:
+        from autoplan.report.terminal import space_view
+        _console().print(space_view(c, f"{model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
+                                       f"global batch {global_batch}, space {space!r}"))
+    sys.exit(0 if c["valid"] else 1)
+
+
+@main.command()
+@space_options
 @click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="Plans in the leaderboard.")
 @click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True,
               help="Folder for run folders.")
-@click.option("--tp", type=int, default=None, help="Fix tensor parallelism.")
-@click.option("--pp", type=int, default=None, help="Fix pipeline stages.")
-@click.option("--cp", type=int, default=None, help="Fix context parallelism.")
-@click.option("--micro-batch", type=int, default=None, help="Fix the micro-batch size.")
-@click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"]), default=None)
-@click.option("--virtual-stages", type=int, default=None)
-@click.option("--sequence-parallel/--no-sequence-parallel", default=None)
-@click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default=None)
-@click.option("--zero", type=click.IntRange(0, 3), default=None)
 @click.option("--sampler", type=click.Choice(["auto", "exhaustive", "tpe", "nsga2", "random"]), default="auto",
               show_default=True, help="auto: exhaustive when the plans fit in --budget, else TPE.")
 @click.option("--budget", type=click.IntRange(1), default=20000, show_default=True,
               help="Most distinct plans to evaluate.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sampler.")
-@click.option("--workers", type=click.IntRange(0), default=0, show_default=True,
-              help="0: evaluate in this process; N: N Ray workers (embedded Ray).")
+@click.option("--workers", type=click.IntRange(0), default=None,
+              help="0: in this process; N: N workers on an embedded Ray. [default: the CPU count, on Ray only "
+                   "once the search has run serially for as long as Ray takes to start]")
 @click.option("--ray-address", default=None, help="Use an existing Ray cluster (also RAY_ADDRESS).")
 @click.option("--storage", default=None, help="Optuna storage URL (default: a journal file in the run folder).")
 @click.option("--resume", type=click.Path(file_okay=False), default=None,
@@ -284,39 +333,44 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
     import time
     from pathlib import Path
 
-    from autoplan.report.leaderboard import new_run_folder, rows, write_run
-    from autoplan.search.run import run_search
-    from autoplan.search.space import enumerate_plans, load_space
-    from autoplan.specs import get_model, load_cluster
+    from autoplan.report.leaderboard import new_run_folder, rows, write_atomic, write_run
+    from autoplan.report.live import Progress, progress_console
+    from autoplan.search.run import SearchInterrupted, choose_sampler, run_search
+    from autoplan.search.space import enumerate_plans
 
-    for name in ("tp", "pp", "cp", "micro_batch", "virtual_stages"):
-        if fixed[name] is not None and fixed[name] < 1:
-            raise SpecError(f"--{name.replace('_', '-')} must be a positive integer, got {fixed[name]}")
-    if global_batch < 1:
-        raise SpecError(f"--global-batch must be a positive integer, got {global_batch}")
-    model = get_model(model_name)
-    spec = load_cluster(cluster, gpus)
-    sp = load_space(space, {k: v for k, v in fixed.items() if k in _FIXABLE})
+    model, spec, sp = load_search_inputs(model_name, gpus, cluster, global_batch, space, fixed)
     plans, rejected = enumerate_plans(model, gpus, sp, global_batch)
     if not plans:
-        reasons = "; ".join(f"{r} ({n}×)" for r, n in rejected.most_common(4))
-        raise SpecError(f"no valid plan in the space of {sp.raw_size()} combinations: {reasons}")
-    if resume:
-        folder = Path(resume).resolve()
-        if not (folder / "inputs.json").exists():
-            raise SpecError(f"--resume {resume!r} is not a run folder (no inputs.json)")
-    else:
-        run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{model.name}-{gpus}gpu"
-        folder = new_run_folder(Path(out).resolve(), run_id)
-    err = _console_err()
-    with err.status(f"searching {len(plans)} valid plans…") if err.is_terminal else contextlib.nullcontext():
-        result = run_search(model, spec, plans, folder, sampler=sampler, budget=budget, seed=seed, top_k=top,
-                            workers=workers, ray_address=ray_address, storage=storage)
-    result.rejected, result.raw = rejected, sp.raw_size()
+        from autoplan.search.space import explain_no_plan
+        raise SpecError(explain_no_plan(model, gpus, sp, global_batch, rejected, spec.gpus_per_node))
+    chosen = choose_sampler(sampler, len(plans), budget)
     inputs = {"model": model.name, "cluster": spec.name, "gpu": spec.gpu.name, "gpus": gpus,
               "global_batch": global_batch, "space": {k: list(v) for k, v in sp.axes.items()}, "top": top,
-              "sampler": result.sampler, "budget": budget, "seed": seed}
-    write_run(folder, inputs, result)
+              "sampler": chosen, "budget": budget, "seed": seed}
+    if resume:
+        folder = Path(resume).resolve()
+        _check_resumable(folder, inputs)
+    else:
+        run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{model.name}-{gpus}gpu"
+        try:
+            folder = new_run_folder(Path(out).resolve(), run_id)
+        except OSError as err:
+            raise SpecError(f"--out {out!r}: cannot create a run folder there ({err.strerror or err})") from None
+        write_atomic(folder / "inputs.json", json.dumps(inputs, indent=2))
+    progress = Progress(progress_console(), len(plans), "plans" if chosen == "exhaustive" else "of budget")
+    interrupted = False
+    with progress:
+        try:
+            result = run_search(model, spec, plans, folder, sampler=sampler, budget=budget, seed=seed, top_k=top,
+                                workers=workers, ray_address=ray_address, storage=storage, progress=progress)
+        except SearchInterrupted as stop:
+            result, interrupted = stop.partial, True
+    result.rejected, result.raw = rejected, sp.raw_size()
+    write_run(folder, {**inputs, "interrupted": True} if interrupted else inputs, result, model=model, cluster=spec)
+    if interrupted:
+        click.echo(f"autoplan: interrupted after {len(result.evaluations) + result.reused} plans; partial "
+                   f"leaderboard in {folder}; continue with --resume {folder}", err=True)
+        sys.exit(130)
     table = rows(result.leaderboard)
     if as_json:
         click.echo(json.dumps({"run": str(folder), "leaderboard": table}, indent=2))
@@ -338,7 +392,76 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
         sys.exit(1)
 
 
-def _console_err() -> Any:
-    from rich.console import Console
-    return Console(stderr=True)
+_SAME_ON_RESUME = ("model", "cluster", "gpus", "global_batch", "space")
 
+
+def _check_resumable(folder: Any, inputs: dict) -> None:
+    """A run folder whose recorded inputs are those of this search (else its evaluations would not apply)."""
+    path = folder / "inputs.json"
+    if not path.exists():
+        raise SpecError(f"--resume {str(folder)!r} is not a run folder (no inputs.json)")
+    try:
+        recorded = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise SpecError(f"--resume {str(folder)!r}: inputs.json is unreadable ({err})") from None
+    differ = [f"{k} {recorded.get(k)!r} in the run, {inputs[k]!r} here" for k in _SAME_ON_RESUME
+              if recorded.get(k) != inputs[k]]
+    if differ:
+        raise SpecError(f"--resume {str(folder)!r} was a different search: " + "; ".join(differ)
+                        + " (repeat the run's flags)")
+
+
+@main.command("report")
+@click.argument("run")
+@friendly
+def report_cmd(run: str) -> None:
+    """Rebuild a run folder's report.html, best_plan.json and traces of its best plans."""
+    from autoplan.report.html import write_report
+    from autoplan.report.runs import load_run
+
+    for path in write_report(load_run(run)):
+        click.echo(str(path))
+
+
+@main.command("show")
+@click.argument("run")
+@click.option("--top", type=click.IntRange(1), default=None, help="Plans to list [default: the run's top k].")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@friendly
+def show_cmd(run: str, top: int | None, as_json: bool) -> None:
+    """Print the leaderboard of a run folder."""
+    from autoplan.report.leaderboard import rows
+    from autoplan.report.runs import load_run
+
+    r = load_run(run)
+    table = rows(r.ranked[:top or r.top_k])
+    if as_json:
+        click.echo(json.dumps({"run": str(r.folder), "leaderboard": table}, indent=2))
+        return
+    from autoplan.report.terminal import leaderboard_table
+    _console().print(leaderboard_table(table, f"Best plans: {r.title}"))
+    if not table:
+        click.echo("no plan of this run fits in memory")
+    elif (top or 0) > r.top_k and r.inputs.get("sampler") == "exhaustive":
+        click.echo(f"ranks after {r.top_k} are the best of the plans simulated, not an exact ranking "
+                   f"(the search stopped once no other plan could enter its top {r.top_k})")
+
+
+@main.command("export")
+@click.argument("run")
+@click.option("--rank", type=int, default=1, show_default=True, help="Which plan of the leaderboard (1 = best).")
+@click.option("--format", "fmt", type=click.Choice(["megatron", "torchtitan"]), default="megatron",
+              show_default=True, help="Megatron-LM arguments or a torchtitan job-config fragment.")
+@friendly
+def export_cmd(run: str, rank: int, fmt: str) -> None:
+    """Print the launch settings of a plan of a run folder."""
+    from autoplan.report.export import export_text
+    from autoplan.report.runs import load_run
+
+    r = load_run(run)
+    e = r.plan(rank)
+    m = e.metrics
+    header = (f"rank {rank} of {r.folder.name}: {e.strategy.short()} ({m.step_time:.3f} s/step, "
+              f"{m.tokens_per_s:,.0f} tokens/s, {e.peak_memory / 2**30:.1f} GiB peak)\n{r.title}")
+    flash = r.cluster.flash_attention if r.cluster is not None else True
+    click.echo(export_text(fmt, e.strategy, r.model, flash, header), nl=False)

@@ -93,3 +93,37 @@ def test_help_is_fast_and_imports_nothing_heavy():
     code = "import sys, autoplan.cli; print(sorted(m for m in ('ray','optuna','networkx','numpy') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_space_counts_add_up():
+    r = run("space", "--model", "gpt-1.7b", "--gpus", "16", "--global-batch", "64", "--json")
+    assert r.exit_code == 0, r.output
+    c = json.loads(r.output)
+    assert c["raw"] == c["valid"] + c["rejected"] and c["valid"] == c["distinct"] + c["equivalent"]
+    assert c["distinct"] == c["fit"] + c["out_of_memory"]
+    assert max(c["reasons"].values()) <= c["rejected"] <= sum(c["reasons"].values())
+    r = run("space", "--model", "gpt-1.7b", "--gpus", "16", "--global-batch", "64", "--tp", "2")
+    assert r.exit_code == 0 and "What reaches the simulator" in r.output and "tp  " in r.output
+
+
+def test_search_reports_progress_on_stderr_and_keeps_stdout_json(tmp_path):
+    r = CliRunner().invoke(main, ["search", "--model", "gpt-1.7b", "--gpus", "16", "--global-batch",
+                                                  "64", "--sampler", "random", "--budget", "40", "--workers", "0",
+                                                  "--out", str(tmp_path), "--json"])
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["leaderboard"]
+
+
+def test_resume_refuses_a_different_search_and_out_must_be_writable(tmp_path):
+    args = ["search", "--model", "gpt-1.7b", "--gpus", "16", "--global-batch", "64", "--tp", "2", "--workers", "0",
+            "--out", str(tmp_path)]
+    assert run(*args).exit_code == 0
+    [folder] = tmp_path.iterdir()
+    assert json.loads((folder / "inputs.json").read_text())["gpus"] == 16
+    r = run(*[a if a != "64" else "128" for a in args], "--resume", str(folder))
+    assert r.exit_code == 2 and "global_batch 64 in the run, 128 here" in r.output
+    r = run(*args, "--resume", str(folder))
+    assert r.exit_code == 0 and "reused" in r.output
+    (tmp_path / "file").write_text("")
+    r = run(*args[:-1], str(tmp_path / "file" / "sub"))
+    assert r.exit_code == 2 and "cannot create a run folder" in r.output

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -52,8 +53,10 @@ def new_run_folder(root: Path, name: str) -> Path:
     raise RuntimeError(f"no free run folder name under {root}")
 
 
-def write_run(folder: Path, inputs: dict, result: Any) -> None:
-    """leaderboard.json/.csv/.md and inputs.json in ``folder``."""
+def write_run(folder: Path, inputs: dict, result: Any, model: Any = None, cluster: Any = None) -> None:
+    """leaderboard.json/.csv/.md and inputs.json in ``folder``, then the report (report.html, best_plan.json,
+    traces of the best plans). ``model`` and ``cluster``, if given, are kept so the report can be rebuilt for
+    models and clusters given as files; a failing report never costs the leaderboard files."""
     table = rows(result.leaderboard)
     write_atomic(folder / "inputs.json", json.dumps(inputs, indent=2))
     summary = {"raw": result.raw, "valid": result.valid, "equivalent": result.equivalent,
@@ -75,3 +78,16 @@ def write_run(folder: Path, inputs: dict, result: Any) -> None:
           "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     md += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in table]
     write_atomic(folder / "leaderboard.md", "\n".join(md) + "\n")
+    write_report_safely(folder, model, cluster)
+
+
+def write_report_safely(folder: Path, model: Any = None, cluster: Any = None) -> None:
+    """The run's report files (and its model and cluster, if given); a failure is a warning on stderr."""
+    try:
+        from autoplan.report.html import write_report
+        from autoplan.report.runs import load_run, save_specs
+        if model is not None and cluster is not None:
+            save_specs(folder, model, cluster)
+        write_report(load_run(folder))
+    except Exception as err:  # noqa: BLE001 — the leaderboard files are already written and must stay the result
+        print(f"autoplan: warning: report not written: {type(err).__name__}: {err}", file=sys.stderr)

@@ -16,15 +16,23 @@ from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
 
 
+def failed(s: Strategy, what: str, err: BaseException) -> Evaluation:
+    """The record of a plan whose evaluation raised: no metrics, and the error as its violation."""
+    message = (str(err).strip().splitlines() or [""])[0]
+    return Evaluation(strategy=s, metrics=None, violations=(f"{what}: {type(err).__name__}: {message}",))
+
+
+def evaluate_one(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Evaluation:
+    """``evaluate``, with an unexpected exception recorded against the plan instead of raised."""
+    try:
+        return evaluate(model, cluster, s)
+    except Exception as err:  # noqa: BLE001 - one broken trial must not end a search
+        return failed(s, "simulator error", err)
+
+
 def evaluate_batch(model: ModelSpec, cluster: ClusterSpec, plans: Sequence[Strategy]) -> list[Evaluation]:
     """Evaluate plans one after another; an exception inside one becomes that plan's violation."""
-    out = []
-    for s in plans:
-        try:
-            out.append(evaluate(model, cluster, s))
-        except Exception as err:  # noqa: BLE001 - one broken trial must not end a search
-            out.append(Evaluation(strategy=s, metrics=None, violations=(f"evaluation failed: {err!r}",)))
-    return out
+    return [evaluate_one(model, cluster, s) for s in plans]
 
 
 class Executor(Protocol):
@@ -55,6 +63,9 @@ class SerialExecutor:
 class RayExecutor:
     """Batches as Ray tasks: an embedded local Ray with ``workers`` CPUs, or an existing cluster at ``address``."""
 
+    RETRIES = 3
+    """Times a batch whose worker died is run again before its plans are recorded as failed."""
+
     def __init__(self, workers: int | None = None, address: str | None = None) -> None:
         import ray
 
@@ -74,7 +85,9 @@ class RayExecutor:
             except (ConnectionError, RuntimeError, ValueError) as err:
                 raise SpecError(f"cannot reach the Ray cluster at {address!r}: {err}") from None
         self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        self._task = ray.remote(max_retries=3, retry_exceptions=False)(evaluate_batch)
+        # a worker process that dies (killed, out of memory, a node lost) takes its batch with it: Ray runs the
+        # batch again elsewhere, up to RETRIES times; exceptions inside a plan never reach Ray (evaluate_one)
+        self._task = ray.remote(max_retries=self.RETRIES, retry_exceptions=False)(evaluate_batch)
 
     def map(self, model: ModelSpec, cluster: ClusterSpec,
             batches: Iterable[Sequence[Strategy]]) -> Iterator[list[Evaluation]]:
@@ -83,6 +96,7 @@ class RayExecutor:
         pending: list = []
         done: dict = {}
         order: list = []
+        plans: dict = {}
         it = iter(batches)
         exhausted = False
         while True:
@@ -94,13 +108,20 @@ class RayExecutor:
                 ref = self._task.remote(model_ref, cluster_ref, list(batch))
                 pending.append(ref)
                 order.append(ref)
+                plans[ref] = list(batch)
             if not order:
                 return
             ready, pending = ray.wait(pending, num_returns=1) if pending else ([], pending)
             for ref in ready:
-                done[ref] = ray.get(ref)
+                try:
+                    done[ref] = ray.get(ref)
+                except ray.exceptions.RayError as err:
+                    # retries exhausted: every plan of the batch is recorded as failed and the search goes on
+                    done[ref] = [failed(s, "worker failed", err) for s in plans[ref]]
             while order and order[0] in done:
-                yield done.pop(order.pop(0))
+                ref = order.pop(0)
+                del plans[ref]
+                yield done.pop(ref)
 
     def close(self) -> None:
         if self._owned and self._ray.is_initialized():

@@ -57,6 +57,22 @@ def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
     return worst
 
 
+def _bound_or_zero(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
+    """The bound; 0 if computing it raises, so the plan is simulated first and its error recorded."""
+    try:
+        return lower_bound(model, cluster, s)
+    except Exception:  # noqa: BLE001 - the evaluation records the error against the plan
+        return 0.0
+
+
+def _may_fit(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> bool:
+    """Peak memory within capacity; True if computing it raises, so the evaluation records the error."""
+    try:
+        return peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes
+    except Exception:  # noqa: BLE001
+        return True
+
+
 def rank_key(e: Evaluation) -> tuple:
     """Fastest first; equal times ordered by the plan's label (deterministic)."""
     return (e.metrics.step_time, e.strategy.short())
@@ -85,8 +101,8 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
     known = known or {}
     valid = len(plans)
     plans = distinct_plans(cluster, plans)
-    fitting = [s for s in plans if peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes]
-    order = sorted(((lower_bound(model, cluster, s), s.short(), s) for s in fitting), key=lambda x: (x[0], x[1]))
+    fitting = [s for s in plans if _may_fit(model, cluster, s)]
+    order = sorted(((_bound_or_zero(model, cluster, s), s.short(), s) for s in fitting), key=lambda x: (x[0], x[1]))
     board: list[Evaluation] = sorted((e for e in known.values() if e.feasible), key=rank_key)[:top_k]
     evaluations: list[Evaluation] = []
     state = {"next": 0, "reused": 0}

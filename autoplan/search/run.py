@@ -45,9 +45,15 @@ def load_known(folder: Path) -> dict[Strategy, Evaluation]:
 class Recorder:
     """Appends each new evaluation to the run's record and to ``evaluations.jsonl`` (for people)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, known: dict[Strategy, Evaluation] | None = None) -> None:
         self._bin = (folder / RECORD).open("ab")
-        self._text = (folder / "evaluations.jsonl").open("a+")
+        text = folder / "evaluations.jsonl"
+        if known is not None:
+            # the record is the truth: a kill can tear the last line, or land between a record and its line
+            tmp = text.with_name(f".{text.name}.{os.getpid()}")
+            tmp.write_text("".join(_line(e) for e in known.values()))
+            os.replace(tmp, text)
+        self._text = text.open("a+")
         if self._text.tell() > 0:
             self._text.seek(self._text.tell() - 1)
             if self._text.read(1) != "\n":
@@ -56,17 +62,19 @@ class Recorder:
     def __call__(self, e: Evaluation) -> None:
         pickle.dump(e, self._bin)
         self._bin.flush()
-        m = e.metrics
-        self._text.write(json.dumps({"plan": e.strategy.short(), "feasible": e.feasible,
-                                     "step_time_s": m.step_time if m else None,
-                                     "tokens_per_s": m.tokens_per_s if m else None,
-                                     "peak_memory_gib": e.peak_memory / 2**30,
-                                     "violations": list(e.violations)}) + "\n")
+        self._text.write(_line(e))
         self._text.flush()
 
     def close(self) -> None:
         self._bin.close()
         self._text.close()
+
+
+def _line(e: Evaluation) -> str:
+    m = e.metrics
+    return json.dumps({"plan": e.strategy.short(), "feasible": e.feasible,
+                       "step_time_s": m.step_time if m else None, "tokens_per_s": m.tokens_per_s if m else None,
+                       "peak_memory_gib": e.peak_memory / 2**30, "violations": list(e.violations)}) + "\n"
 
 
 class SearchInterrupted(Exception):
@@ -157,7 +165,7 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
     t0 = time.perf_counter()
     known = load_known(folder)
     chosen = choose_sampler(sampler, len(plans), budget)
-    recorder = Recorder(folder)
+    recorder = Recorder(folder, known)
     new: list[Evaluation] = []
 
     def on_result(e: Evaluation) -> None:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import difflib
+import functools
 import itertools
+import math
 import re
-import tomllib
 from collections import Counter
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from autoplan.errors import SpecError
-from autoplan.specs.model import ModelSpec
+from autoplan.specs.model import MAX_SIZE, ModelSpec
 from autoplan.specs.strategy import RECOMPUTE, SCHEDULES, Strategy, violations
 
 AXES = ("tp", "pp", "cp", "micro_batch", "schedule", "virtual_stages", "sequence_parallel", "recompute", "zero",
@@ -44,50 +46,68 @@ def spaces_dir() -> Path:
 
 def load_space(name_or_path: str = "default", fixed: dict[str, Any] | None = None) -> Space:
     """A space from ``search_spaces/NAME.toml`` or a file, with ``fixed`` axes pinned to one value."""
+    from autoplan.specs.catalog import read_toml
+
     path = Path(name_or_path)
     if not (name_or_path.endswith(".toml") or path.is_file()):
         path = spaces_dir() / f"{name_or_path}.toml"
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        known = ", ".join(sorted(p.stem for p in spaces_dir().glob("*.toml")))
-        raise SpecError(f"search space {name_or_path!r} not found (built-in: {known}; or pass a .toml file)") from None
-    except tomllib.TOMLDecodeError as err:
-        raise SpecError(f"search space {str(path)!r} is not valid TOML: {err}") from None
+        if "/" in name_or_path or not path.is_file():
+            known = ", ".join(sorted(p.stem for p in spaces_dir().glob("*.toml")))
+            raise SpecError(f"search space {name_or_path!r} not found (built-in: {known}; or pass a .toml file)")
+    data = read_toml(path, "search space")
     unknown = sorted(set(data) - set(AXES))
     if unknown:
-        raise SpecError(f"search space {str(path)!r}: unknown axis {', '.join(unknown)}; axes are {', '.join(AXES)}")
+        near = {u: difflib.get_close_matches(u, AXES, n=1) for u in unknown}
+        hint = "".join(f" (did you mean {near[u][0]}?)" for u in unknown if near[u])
+        raise SpecError(f"search space {str(path)!r}: unknown axis {', '.join(unknown)}{hint}; "
+                        f"axes are {', '.join(AXES)}")
     axes: dict[str, tuple] = {}
     defaults = {f.name: f.default for f in fields(Strategy)}
     for name in AXES:
         values = data.get(name, [defaults[name]])
         if fixed and fixed.get(name) is not None:
             values = [fixed[name]]
-        if not isinstance(values, list) or not values:
-            values = [values] if not isinstance(values, list) else values
+        if not isinstance(values, list):
+            values = [values]
         if not values:
-            raise SpecError(f"search space axis {name!r} has no values")
-        _check_values(name, values)
-        axes[name] = tuple(values)
+            raise SpecError(f"search space {str(path)!r}: axis {name} has no values; give at least one "
+                            f"(e.g. {name} = [{_toml(defaults[name])}])")
+        pinned = bool(fixed and fixed.get(name) is not None)
+        where = f"--{name.replace('_', '-')}" if pinned else f"search space {str(path)!r}: axis {name}"
+        _check_values(name, values, where)
+        axes[name] = tuple(dict.fromkeys(values))       # a repeated value would repeat plans
     return Space(axes)
 
 
-def _check_values(name: str, values: list) -> None:
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return f'"{value}"' if isinstance(value, str) else str(value)
+
+
+def _check_values(name: str, values: list, where: str) -> None:
     allowed = _ALLOWED.get(name)
     for v in values:
-        if allowed is not None and v not in allowed:
-            raise SpecError(f"axis {name}: value {v!r} is not one of {', '.join(map(str, allowed))}")
-        if allowed is None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
-            raise SpecError(f"axis {name}: value {v!r} must be a positive integer")
+        if allowed is not None:
+            # type as well as value: TOML's 1 is not true, and 1.0 is not the ZeRO stage 1
+            if not any(type(v) is type(a) and v == a for a in allowed):
+                raise SpecError(f"{where}: value {v!r} is not one of {', '.join(_toml(a) for a in allowed)}")
+        elif not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise SpecError(f"{where}: value {v!r} must be a positive integer")
+        elif v > MAX_SIZE:
+            raise SpecError(f"{where}: value {v} is larger than {MAX_SIZE:,} (a typo?)")
 
 
+@functools.lru_cache(maxsize=4096)
 def reason_key(reason: str) -> str:
-    """A rejection reason without its numbers, to count reasons of one kind together."""
-    return re.sub(r"\d+", "N", reason)
+    """A rejection reason without its numbers (but with its thresholds: "pp > 1"), to count reasons of one kind."""
+    return re.sub(r"(?<![>≥] )\d+", "N", reason)
 
 
-def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int) -> tuple[list[Strategy], Counter]:
-    """Every valid plan of ``space`` (deterministic order) and the count of each rejection reason."""
+def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int,
+                    limit: int | None = None) -> tuple[list[Strategy], Counter]:
+    """Every valid plan of ``space`` (deterministic order) and the count of each rejection reason; with ``limit``,
+    stop after that many valid plans."""
     a = space.axes
     plans: list[Strategy] = []
     rejected: Counter = Counter()
@@ -109,6 +129,8 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
                         rejected[reason_key(r)] += 1
                 else:
                     plans.append(s)
+                    if limit is not None and len(plans) >= limit:
+                        return plans, rejected
     return plans, rejected
 
 
@@ -120,3 +142,151 @@ def _rest(space: Space) -> int:
                  "overlap_param_gather"):
         n *= len(a[name])
     return n
+
+
+# ------------------------------------------------------------------------------------ a space with no valid plan
+
+_RELAXABLE = ("tp", "pp", "cp", "micro_batch", "schedule", "virtual_stages", "sequence_parallel", "zero")
+"""Axes the validity rules read (recompute and the overlap flags never make a plan invalid)."""
+_TRIES = 8
+"""Nearest values tried per axis (and GPU counts tried), so that explaining stays well under a second."""
+
+
+@dataclass(frozen=True)
+class Relaxation:
+    """One change to the search inputs, and how many valid plans the space then holds."""
+
+    flags: str
+    """The change as command-line flags, e.g. ``--tp 4`` or ``--global-batch 1024``."""
+    plans: int
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def _flag(name: str, value: object) -> str:
+    flag = "--" + name.replace("_", "-")
+    if isinstance(value, bool):
+        return flag if value else flag.replace("--", "--no-", 1)
+    return f"{flag} {value}"
+
+
+def _distance(value: object, current: tuple) -> float:
+    """How far a new axis value is from the current ones: the log of the ratio for numbers, 1 for a category."""
+    ints = [c for c in current if isinstance(c, int) and not isinstance(c, bool) and c > 0]
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or not ints:
+        return 1.0
+    return min(abs(math.log(value / c)) for c in ints)
+
+
+def _axis_changes(model: ModelSpec, gpus: int, space: Space, global_batch: int) -> list[tuple[float, dict]]:
+    """Single-value changes to each axis, nearest first (with the virtual stages the interleaved schedule needs)."""
+    a = space.axes
+    pools = {"tp": _divisors(gpus), "pp": _divisors(gpus), "cp": _divisors(gpus),
+             "micro_batch": _divisors(global_batch), "virtual_stages": [v for v in _divisors(model.layers) if v > 1]}
+    changes: list[tuple[float, dict]] = []
+    for name in _RELAXABLE:
+        pool = pools[name] if name in pools else list(_ALLOWED[name])
+        fresh = sorted((v for v in pool if v not in a[name] and (isinstance(v, str) or v <= MAX_SIZE)),
+                       key=lambda v: (_distance(v, a[name]), str(v)))[:_TRIES]
+        for v in fresh:
+            change = {name: (v,)}
+            if (name == "schedule" and v == "interleaved" and max(a["virtual_stages"]) < 2) or (
+                    name == "virtual_stages" and "interleaved" not in a["schedule"]):
+                change = {"schedule": ("interleaved",), "virtual_stages": change.get("virtual_stages", (2,))}
+            changes.append((_distance(v, a[name]), change))
+    return changes
+
+
+def _count(model: ModelSpec, gpus: int, space: Space, global_batch: int, limit: int | None = None) -> int:
+    return len(enumerate_plans(model, gpus, space, global_batch, limit)[0])
+
+
+def _probe(space: Space) -> tuple[Space, int]:
+    """``space`` with the axes no rule reads cut to one value, and how many plans each of its plans stands for."""
+    cut = [k for k in space.axes if k not in _RELAXABLE]
+    probe = Space({k: v[:1] if k in cut else v for k, v in space.axes.items()})
+    return probe, math.prod(len(space.axes[k]) for k in cut)
+
+
+def _admits(model: ModelSpec, gpus: int, space: Space, global_batch: int) -> bool:
+    """Whether ``space`` holds a valid plan."""
+    return _count(model, gpus, _probe(space)[0], global_batch, limit=1) > 0
+
+
+def _valid(model: ModelSpec, gpus: int, space: Space, global_batch: int) -> int:
+    """How many valid plans ``space`` holds."""
+    probe, weight = _probe(space)
+    return _count(model, gpus, probe, global_batch) * weight
+
+
+def _batch_quanta(model: ModelSpec, gpus: int, space: Space) -> set[int]:
+    """Every q such that a global batch of q (and so of any multiple of q) makes some plan of ``space`` valid."""
+    quanta = set()
+    a = space.axes
+    for tp, pp, cp in itertools.product(a["tp"], a["pp"], a["cp"]):
+        if gpus % (tp * pp * cp):
+            continue
+        dp = gpus // (tp * pp * cp)
+        for mb, schedule in itertools.product(a["micro_batch"], a["schedule"]):
+            q = dp * mb * (pp if schedule == "interleaved" else 1)
+            if q in quanta or q > MAX_SIZE:
+                continue
+            one = Space({**a, "tp": (tp,), "pp": (pp,), "cp": (cp,), "micro_batch": (mb,), "schedule": (schedule,)})
+            if _admits(model, gpus, one, q):
+                quanta.add(q)
+    return quanta
+
+
+def _nearest_batch(model: ModelSpec, gpus: int, space: Space, global_batch: int) -> int | None:
+    candidates = set()
+    for q in _batch_quanta(model, gpus, space):
+        below = global_batch // q * q
+        candidates.update(c for c in (below, below + q) if 0 < c <= MAX_SIZE)
+    return min(candidates, key=lambda c: (abs(c - global_batch), c), default=None)
+
+
+def relaxations(model: ModelSpec, gpus: int, space: Space, global_batch: int,
+                gpus_per_node: int = 1, keep: int = 3) -> list[Relaxation]:
+    """The ``keep`` smallest single changes that give an empty space valid plans: one value of one axis, the
+    global batch, or the GPU count in whole nodes; nearest first (log ratio of the values; 1 for a category),
+    then most plans."""
+    found: list[tuple[float, str, int, Space, int]] = []     # distance, flags, gpus, space, global batch
+    done: set[str] = set()
+    for dist, change in _axis_changes(model, gpus, space, global_batch):
+        axis = next(iter(change))
+        changed = Space({**space.axes, **change})
+        if axis not in done and _admits(model, gpus, changed, global_batch):
+            done.add(axis)
+            found.append((dist, " ".join(_flag(k, v[0]) for k, v in change.items()), gpus, changed, global_batch))
+    batch = _nearest_batch(model, gpus, space, global_batch)
+    if batch is not None:
+        found.append((abs(math.log(batch / global_batch)), _flag("global_batch", batch), gpus, space, batch))
+    step = max(1, gpus_per_node)
+    tries = sorted((g for k in range(1, _TRIES + 1) for g in (gpus + k * step, gpus - k * step) if 0 < g <= MAX_SIZE),
+                   key=lambda g: (abs(g - gpus), -g))
+    for g in tries:
+        if _admits(model, g, space, global_batch):
+            found.append((abs(math.log(g / gpus)), _flag("gpus", g), g, space, global_batch))
+            break
+    found.sort(key=lambda f: f[0])
+    counted = [(d, flags, _valid(model, g, sp, gb)) for d, flags, g, sp, gb in found[:keep]]
+    return [Relaxation(flags, n) for _, flags, n in sorted(counted, key=lambda c: (round(c[0], 9), -c[2]))]
+
+
+def explain_no_plan(model: ModelSpec, gpus: int, space: Space, global_batch: int, rejected: Counter,
+                    gpus_per_node: int = 1) -> str:
+    """One line for an empty space: how often each rule rejected a combination, and the smallest change that
+    would admit plans (with alternatives of other kinds)."""
+    reasons = "; ".join(f"{r} ({n}×)" for r, n in sorted(rejected.items(), key=lambda x: (-x[1], x[0])))
+    found = relaxations(model, gpus, space, global_batch, gpus_per_node)
+    if not found:
+        hint = "no single change of an axis, the global batch or the GPU count admits a plan"
+    else:
+        best, *others = found
+        hint = f"smallest change that admits plans: {best.flags} ({best.plans} valid)"
+        if others:
+            hint += "; or " + ", or ".join(f"{r.flags} ({r.plans})" for r in others)
+    return f"no valid plan in the space of {space.raw_size()} combinations: {reasons}. {hint}"

@@ -85,12 +85,28 @@ def record(study: optuna.Study, evaluations: Iterable[Evaluation], cluster: Clus
 
 
 def make_sampler(name: str, seed: int, multi: bool) -> optuna.samplers.BaseSampler:
-    """TPE, NSGA-II (throughput vs memory) or random; constraints come with each trial (``set_constraint``)."""
+    """TPE, NSGA-II (throughput vs memory) or random; constraints come with each trial (``set_constraint``).
+
+    Any integer seeds a sampler: numpy takes 0 … 2³²−1, so others are taken modulo 2³².
+    """
+    seed %= 2**32
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=10)
     if name == "nsga2":
         return optuna.samplers.NSGAIISampler(seed=seed, population_size=24)
     return optuna.samplers.RandomSampler(seed=seed)
+
+
+ASK_BATCH = 8
+"""Plans asked of the sampler before it is told their results. A constant, not the number of workers, so that
+a seed gives the same trials, and the same leaderboard, serial or on Ray. TPE with a tenth of GPT-3's plans
+finds the exhaustive best at batches of 1, 4, 8 and 16 alike (seeds 0-2, within 1.3 %)."""
+
+
+def _share(todo: list[Strategy], executor: object) -> list[list[Strategy]]:
+    """``todo`` in contiguous pieces, one per worker (results come back in this order)."""
+    n = -(-len(todo) // max(1, getattr(executor, "workers", 1)))
+    return [todo[i:i + n] for i in range(0, len(todo), n)] if todo else []
 
 
 def sampled_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], study: optuna.Study,
@@ -107,18 +123,17 @@ def sampled_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]
     study.sampler = make_sampler(sampler_name, seed, multi)
     seen: dict[Strategy, Evaluation] = dict(known)
     evaluations: list[Evaluation] = []
-    batch_size = max(1, getattr(executor, "workers", 1))
     stale = 0
     budget = min(budget, len(plans))
     while len(seen) < budget + len(known) and stale < 20 * max(budget, 10):
         trials, todo = [], []
-        for _ in range(batch_size):
+        for _ in range(min(ASK_BATCH, budget + len(known) - len(seen))):
             trial = study.ask(dists)
             plan = by_params.get(tuple(trial.params[k] for k in PARAMS))
             trials.append((trial, plan))
             if plan is not None and plan not in seen and plan not in todo:
                 todo.append(plan)
-        results = {e.strategy: e for batch in executor.map(model, cluster, [todo]) for e in batch} if todo else {}
+        results = {e.strategy: e for batch in executor.map(model, cluster, _share(todo, executor)) for e in batch}
         for plan, e in results.items():
             seen[plan] = e
             evaluations.append(e)

@@ -2,6 +2,7 @@
 
 Each resource (stream) runs its tasks one at a time in the order they were added, like a CUDA stream;
 a task starts when its stream is free and every dependency has finished. Knows nothing about training.
+``plan_of`` orders a graph once; ``run`` times it, for these durations or another copy's (``with_durations``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,15 @@ class Tasks:
         self.label.append(label)
         return len(self.duration) - 1
 
+    def with_durations(self, duration: list[float]) -> Tasks:
+        """A copy of this graph whose task i takes ``duration[i]``: build a graph once, run it for many costs."""
+        if len(duration) != len(self.duration):
+            raise ValueError(f"{len(duration)} durations for {len(self.duration)} tasks")
+        if min(duration, default=0.0) < 0:
+            raise ValueError(f"negative duration {min(duration)}")
+        return Tasks(list(self.resources), list(self.resource), duration, list(self.deps), list(self.kind),
+                     list(self.label), dict(self._resource_ids))
+
     def __len__(self) -> int:
         return len(self.duration)
 
@@ -70,73 +80,97 @@ class Timeline:
         return sum(t.duration[i] for i in range(len(t)) if t.resource[i] == rid and (kind is None or t.kind[i] == kind))
 
 
-def run(tasks: Tasks) -> Timeline:
-    """Start and end times of every task: the longest path through dependencies and per-stream order.
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How to visit a graph: an order with every task after its dependencies and its stream's previous task.
 
-    Tasks are visited in the order they were added; one whose dependency has not run yet parks its stream
-    until that dependency ends. Deterministic; raises CycleError naming the tasks left waiting.
+    Depends only on the graph's structure, not on durations, so one plan serves many runs of one structure.
     """
-    duration, deps, resource = tasks.duration, tasks.deps, tasks.resource
-    n = len(duration)
-    start = [0.0] * n
-    end = [-1.0] * n
-    free = [0.0] * len(tasks.resources)
+
+    order: list[int]
+    prev: list[int]
+    """The previous task on each task's stream, -1 for the first."""
+
+
+def plan_of(tasks: Tasks) -> Plan:
+    """The visiting order of ``tasks``: in the order they were added; one whose dependency is not placed yet parks
+    its stream until that dependency is placed. Deterministic; raises CycleError naming the tasks left waiting."""
+    deps, resource = tasks.deps, tasks.resource
+    prev = [-1] * len(deps)
+    last = [-1] * len(tasks.resources)                 # last task seen on each stream
+    placed = [False] * len(deps)
     queue: list[deque[int] | None] = [None] * len(tasks.resources)
-    parked: dict[int, list[int]] = {}
+    parked: dict[int, list[int]] = {}                  # task -> streams whose next task waits for it
+    order: list[int] = []
+
+    def blocker(j: int) -> int:
+        for d in deps[j]:
+            if not placed[d]:
+                return d
+        return -1
 
     def wake(first: int) -> None:
+        """Place the queued tasks of the streams waiting on ``first``, and of those waiting on these, …"""
         work = [first]
         while work:
-            for r in parked.pop(work.pop(), ()):
-                q = queue[r]
+            for w in parked.pop(work.pop(), ()):
+                q = queue[w]
                 while q:
-                    j = q[0]
-                    t = free[r]
-                    b = -1
-                    for d in deps[j]:
-                        e = end[d]
-                        if e < 0.0:
-                            b = d
-                            break
-                        if e > t:
-                            t = e
+                    b = blocker(q[0])
                     if b >= 0:
-                        parked.setdefault(b, []).append(r)
+                        parked.setdefault(b, []).append(w)
                         break
-                    q.popleft()
-                    start[j] = t
-                    end[j] = free[r] = t + duration[j]
+                    j = q.popleft()
+                    order.append(j)
+                    placed[j] = True
                     if j in parked:
                         work.append(j)
                 if not q:
-                    queue[r] = None
+                    queue[w] = None
 
-    for i in range(n):
+    for i in range(len(deps)):
         r = resource[i]
-        q = queue[r]
-        if q is not None:
-            q.append(i)
+        prev[i] = last[r]
+        last[r] = i
+        if queue[r] is not None:
+            queue[r].append(i)
             continue
-        t = free[r]
-        b = -1
-        for d in deps[i]:
-            e = end[d]
-            if e < 0.0:
-                b = d
+        for d in deps[i]:                               # blocker(i), inlined: most tasks are ready
+            if not placed[d]:
+                queue[r] = deque((i,))
+                parked.setdefault(d, []).append(r)
                 break
-            if e > t:
-                t = e
-        if b >= 0:
-            queue[r] = deque((i,))
-            parked.setdefault(b, []).append(r)
-            continue
-        start[i] = t
-        end[i] = free[r] = t + duration[i]
-        if parked and i in parked:
-            wake(i)
+        else:
+            order.append(i)
+            placed[i] = True
+            if i in parked:
+                wake(i)
     stuck = [j for q in queue if q for j in q]
     if stuck:
         names = [str(tasks.label[j] or j) for j in stuck[:5]]
         raise CycleError(f"{len(stuck)} tasks wait on each other in a cycle (dependencies or stream order), "
                          f"e.g. {names}")
+    return Plan(order, prev)
+
+
+def run(tasks: Tasks, plan: Plan | None = None) -> Timeline:
+    """Start and end times of every task: the longest path through dependencies and per-stream order.
+
+    ``plan`` is ``plan_of(tasks)``, or of a graph with the same structure (computed here if not given).
+    """
+    plan = plan or plan_of(tasks)
+    duration, deps, prev = tasks.duration, tasks.deps, plan.prev
+    if len(prev) != len(duration):
+        raise ValueError(f"a plan for {len(prev)} tasks given for {len(duration)}")
+    start = [0.0] * len(duration)
+    end = [0.0] * (len(duration) + 1)                  # end[-1] = 0: where prev is -1 (a stream's first task)
+    for j in plan.order:
+        t = end[prev[j]]
+        for d in deps[j]:
+            e = end[d]
+            if e > t:
+                t = e
+        start[j] = t
+        end[j] = t + duration[j]
+    end.pop()
     return Timeline(tasks, start, end)

@@ -58,29 +58,30 @@ class Metrics:
 
 def stage_breakdowns(lowered: Lowered, timeline: Timeline) -> list[dict[str, float]]:
     """Per stage: compute-stream time by kind, exposed PP/DP waits, and the rest as bubble."""
-    tasks, start, end = lowered.tasks, timeline.start, timeline.end
-    kind, deps = tasks.kind, tasks.deps
+    start, end = timeline.start, timeline.end
+    kind, deps = lowered.tasks.kind, lowered.tasks.deps
     makespan = timeline.makespan
-    by_stream: dict[int, list[int]] = {r: [] for r in lowered.compute_streams}
-    resource = tasks.resource
-    for i in lowered.parts:                      # inserted in id order
-        by_stream[resource[i]].append(i)
     out = []
-    for r in lowered.compute_streams:
+    for ids, parts in zip(lowered.compute_tasks, lowered.stage_parts()):
         acc = dict.fromkeys(BREAKDOWN_KINDS, 0.0)
+        acc.update(parts)
         prev_end = 0.0
-        for i in by_stream[r]:
-            for k, sec in lowered.parts.get(i, ()):
-                acc[k] += sec
-            gap = start[i] - prev_end
+        for i in ids:
+            t = start[i]
+            gap = t - prev_end
             if gap > 0:
-                waited = 0.0
-                if deps[i]:
-                    d = max(deps[i], key=end.__getitem__)
-                    if kind[d] in ("pp", "dp"):
-                        waited = min(gap, end[d] - max(prev_end, start[d]))
-                        acc[kind[d]] += waited
-                acc["bubble"] += gap - waited
+                # an idle gap, ended by the first dependency to end at t (a task starts at the latest end of its
+                # stream's previous task and its dependencies): exposed communication if a PP/DP transfer
+                for d in deps[i]:
+                    if end[d] == t:
+                        break
+                k = kind[d]
+                if k == "pp" or k == "dp":
+                    waited = min(gap, t - max(prev_end, start[d]))
+                    acc[k] += waited
+                    acc["bubble"] += gap - waited
+                else:
+                    acc["bubble"] += gap
             prev_end = end[i]
         acc["bubble"] += makespan - prev_end
         out.append(acc)
@@ -89,12 +90,8 @@ def stage_breakdowns(lowered: Lowered, timeline: Timeline) -> list[dict[str, flo
 
 def activities(lowered: Lowered, timeline: Timeline) -> list[dict[str, float]]:
     """Busy seconds per stream of each stage device."""
-    tasks = lowered.tasks
-    busy = [0.0] * len(tasks.resources)
-    for i, r in enumerate(tasks.resource):
-        busy[r] += tasks.duration[i]
     out: list[dict[str, float]] = [{} for _ in range(lowered.stages)]
-    for rid, name in enumerate(tasks.resources):
+    for name, busy in zip(lowered.tasks.resources, lowered.busy()):
         stage, stream = name.split(".", 1)
-        out[int(stage.removeprefix("stage"))][stream] = busy[rid]
+        out[int(stage.removeprefix("stage"))][stream] = busy
     return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from autoplan.cost.memory import memory_per_stage
+from autoplan.cost.memory import StageMemory, memory_per_stage
 from autoplan.sim import metrics as met
 from autoplan.sim.engine import Timeline, run
 from autoplan.sim.workload import Lowered, lower
@@ -41,7 +41,7 @@ class Simulation:
 def simulate_step(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Simulation:
     """Every event of one step of plan ``s`` (all micro-batches; for traces and tests)."""
     lowered = lower(model, cluster, s)
-    return Simulation(lowered, run(lowered.tasks), s.micro_batches)
+    return Simulation(lowered, run(lowered.tasks, lowered.plan), s.micro_batches)
 
 
 def _steady_state_points(s: Strategy) -> tuple[int, int, int] | None:
@@ -64,13 +64,14 @@ def _with_micro_batches(s: Strategy, m: int) -> Strategy:
     return replace(s, global_batch=m * s.dp * s.micro_batch)
 
 
-def score(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> met.Metrics:
+def score(model: ModelSpec, cluster: ClusterSpec, s: Strategy,
+          memory: tuple[StageMemory, ...] | None = None) -> met.Metrics:
     """Metrics of plan ``s`` (assumed valid) from its simulated step.
 
     Long steps are simulated at two micro-batch counts in the steady state and extended linearly: a pipeline
     schedule is a max-plus linear system, periodic after a transient (Baccelli et al. 1992, cyclicity
     theorem), so time and every breakdown term grow by the same amount per period. Tests check this
-    against simulating every micro-batch.
+    against simulating every micro-batch. ``memory`` is ``memory_per_stage``'s answer, if already known.
     """
     points = _steady_state_points(s)
     if points is None:
@@ -87,7 +88,8 @@ def score(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> met.Metrics:
         stages = _extend_dicts(met.stage_breakdowns(sa.lowered, sa.timeline),
                                met.stage_breakdowns(sb.lowered, sb.timeline), k)
         acts = _extend_dicts(met.activities(sa.lowered, sa.timeline), met.activities(sb.lowered, sb.timeline), k)
-    return _metrics(model, cluster, s, step, stages, acts)
+    mem = tuple(memory_per_stage(model, cluster, s)) if memory is None else memory
+    return _metrics(model, cluster, s, step, stages, acts, mem)
 
 
 def _extend(a: float, b: float, k: float) -> float:
@@ -99,12 +101,11 @@ def _extend_dicts(a: list[dict[str, float]], b: list[dict[str, float]], k: float
 
 
 def _metrics(model: ModelSpec, cluster: ClusterSpec, s: Strategy, step: float, stages: list[dict[str, float]],
-             acts: list[dict[str, float]]) -> met.Metrics:
+             acts: list[dict[str, float]], mem: tuple[StageMemory, ...]) -> met.Metrics:
     tokens = s.global_batch * model.seq_len
     model_flops = model.model_flops_per_iteration(s.global_batch)
     hw_flops = model.hardware_flops_per_iteration(s.global_batch, s.recompute)
     per_gpu = step * cluster.gpus
-    mem = tuple(memory_per_stage(model, cluster, s))
     peak = max(m.total for m in mem)
     mean = {k: sum(st[k] for st in stages) / len(stages) for k in met.BREAKDOWN_KINDS}
     return met.Metrics(
@@ -121,12 +122,12 @@ def evaluate(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Evaluation:
     reasons = violations(model, cluster.gpus, s)
     if reasons:
         return Evaluation(strategy=s, metrics=None, violations=tuple(reasons))
-    mem = memory_per_stage(model, cluster, s)
+    mem = tuple(memory_per_stage(model, cluster, s))
     worst = max(mem, key=lambda m: m.total)
     if worst.total > cluster.gpu.hbm_bytes:
         gib = 1024**3
         return Evaluation(strategy=s, metrics=None, peak_memory=worst.total, violations=(
             f"needs {worst.total / gib:.1f} GiB per GPU on stage {worst.stage}, more than the "
             f"{cluster.gpu.hbm_bytes / gib:.0f} GiB of a {cluster.gpu.name}",))
-    m = score(model, cluster, s)
+    m = score(model, cluster, s, mem)
     return Evaluation(strategy=s, metrics=m, peak_memory=m.peak_memory)

@@ -5,18 +5,25 @@ let each collective carry its group's cost: the cost of a simulation does not gr
 Layers compose hierarchically (DistSim): a layer's kernels and TP collectives form a layer event, a chunk's
 layers form one pass on the stage's compute stream; PP transfers and DP reductions are separate events on
 their own streams, overlapping with compute where Megatron-LM overlaps them.
+
+The graph's structure depends only on a plan's shape (schedule, pp, micro-batches, chunks and how DP
+communication is arranged), so ``_graph`` builds it once per shape with symbolic durations (slots) and
+``lower`` gives each slot a plan's seconds: a search's plans that differ in TP, CP, sequence parallelism,
+recompute or micro-batch size but not in shape share one graph and one engine plan.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from autoplan.cost import compute, network
 from autoplan.cost.compute import Collective, LayerCompute
-from autoplan.sim.engine import Tasks
-from autoplan.sim.schedule import stage_order
+from autoplan.sim.engine import Plan, Tasks, plan_of
+from autoplan.sim.schedule import Step, stage_order
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
@@ -42,10 +49,88 @@ class Lowered:
     tasks: Tasks
     stages: int
     compute_streams: list[int]
-    parts: dict[int, tuple[tuple[str, float], ...]]
-    """Breakdown of compute-stream tasks by kind (compute, recompute, tp, cp, optimizer)."""
-    meta: dict[int, tuple]
-    """(stage, forward, micro_batch, chunk) of each pass task."""
+    _graph: _Graph
+    _costs: list[PassCost]
+    """Seconds and parts of each slot of the graph."""
+    _parts: dict[int, tuple[tuple[str, float], ...]] | None = None
+    _meta: dict[int, tuple[int, bool, int, int]] | None = None
+
+    @property
+    def meta(self) -> dict[int, tuple[int, bool, int, int]]:
+        """(stage, forward, micro_batch, chunk) of each pass task."""
+        if self._meta is None:
+            self._meta = dict(sorted((j, (i, *st)) for i, steps in enumerate(self._graph.passes)
+                                     for j, st in steps.items()))
+        return self._meta
+
+    @property
+    def compute_tasks(self) -> tuple[tuple[int, ...], ...]:
+        """Per stage, the tasks of its compute stream (passes, then the optimizer step) in stream order."""
+        return self._graph.compute_tasks
+
+    @property
+    def plan(self) -> Plan:
+        """The engine's visiting order of ``tasks``, shared by every plan of this shape: ``run(tasks, plan)``."""
+        return self._graph.plan
+
+    @property
+    def parts(self) -> dict[int, tuple[tuple[str, float], ...]]:
+        """Breakdown of compute-stream tasks by kind (compute, recompute, tp, cp, optimizer)."""
+        if self._parts is None:
+            slot, costs = self._graph.tasks.duration, self._costs
+            self._parts = {i: costs[slot[i]].parts for i in sorted(i for ids in self.compute_tasks for i in ids)}
+        return self._parts
+
+    def stage_parts(self) -> list[dict[str, float]]:
+        """Seconds of each stage's compute stream by kind: the sum of its tasks' parts (as count × seconds)."""
+        out = []
+        for r in self.compute_streams:
+            acc: dict[str, float] = {}
+            for slot, n in self._graph.stream_slots[r]:
+                for k, sec in self._costs[slot].parts:
+                    acc[k] = acc.get(k, 0.0) + n * sec
+            out.append(acc)
+        return out
+
+    def busy(self) -> list[float]:
+        """Seconds each stream spends running tasks: the sum of their durations (as count × seconds)."""
+        costs = self._costs
+        return [sum(n * costs[slot].seconds for slot, n in counts) for counts in self._graph.stream_slots]
+
+
+class _Shape(NamedTuple):
+    """All a step's task graph depends on besides durations: the plans of one shape share one graph."""
+
+    schedule: str
+    stages: int
+    micro_batches: int
+    chunks: int
+    segments: int           # pieces of a chunk's last backward, each reducing its gradients as it ends (0: none)
+    segment_reduce: bool    # those pieces each start a DP reduction (ZeRO < 2)
+    param_gather: bool      # overlapped all-gather of a chunk's weights before its first forward
+    shard_gather: bool      # ZeRO-3 all-gather before every pass
+    shard_reduce: bool      # ZeRO-2/3 reduce-scatter after every backward
+    reduce_all: bool        # one gradient reduction after the whole backward (no overlap)
+    tied: bool              # the first and last stage all-reduce the tied embedding's gradient
+    final_gather: bool      # all-gather of the updated weights after the optimizer (no overlap)
+
+
+@dataclass(frozen=True, slots=True)
+class _Graph:
+    """The task graph of a shape with durations left symbolic: each task's duration is a slot, named by a key."""
+
+    tasks: Tasks
+    """The graph; ``duration`` holds each task's slot, an index into ``keys``."""
+    keys: tuple
+    """What each slot's duration is: (stage, forward, chunk) for a pass, or a collective's name."""
+    passes: tuple[dict[int, Step], ...]
+    """Per stage, the schedule step of each of its pass tasks."""
+    compute_tasks: tuple[tuple[int, ...], ...]
+    """Per stage, its compute-stream tasks in stream order."""
+    stream_slots: tuple[tuple[tuple[int, int], ...], ...]
+    """Per stream, (slot, count) over its tasks: sums over a stream's tasks without visiting them."""
+    plan: Plan
+    """The engine's visiting order, the same for every duration."""
 
 
 def _collectives_time(cluster: ClusterSpec, shape: network.GroupShape, colls: tuple[Collective, ...]) -> float:
@@ -106,42 +191,105 @@ def stage_params(model: ModelSpec, s: Strategy, stage: int) -> float:
 
 
 def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
-    """The tasks of one training step of plan ``s`` (which must be valid)."""
-    p, v, m = s.pp, s.chunks, s.micro_batches
+    """The tasks of one training step of plan ``s`` (which must be valid).
+
+    The graph's structure comes from ``_graph`` (cached per shape); here each of its slots gets its seconds.
+    """
+    p, v = s.pp, s.chunks
+    group = s.dp * s.cp
+    grad_shape = network.group_shape(cluster.gpus_per_node, group, network.stride(s, "cp"))
+    chunk_params = model.layers // (p * v) * model.layer_params() / s.tp
+    shard_reduce = _grad_reduce_time(cluster, grad_shape, s, chunk_params) if s.zero >= 2 else 0.0
+    shard_gather = network.all_gather(cluster, grad_shape, PARAM_BYTES * chunk_params) if s.zero == 3 else 0.0
+    segments = _grad_segments(model, s) if (group > 1 and s.overlap_grad_reduce) else 0
+    shape = _Shape(s.schedule, p, s.micro_batches, v, segments, segment_reduce=s.zero < 2,
+                   param_gather=s.zero >= 1 and s.overlap_param_gather and group > 1,
+                   shard_gather=bool(shard_gather), shard_reduce=bool(shard_reduce),
+                   reduce_all=not segments and s.zero < 2 and group > 1, tied=model.tied_embeddings and p > 1,
+                   final_gather=s.zero >= 1 and group > 1 and not s.overlap_param_gather)
+    g = _graph(shape)
     costs = pass_costs(model, cluster, s)
+    last_vs = p * v - 1
+    cost: dict[object, PassCost] = {}
+    for i in range(p):
+        for c in range(v):
+            for fwd in (True, False):
+                cost[(i, fwd, c)] = costs[(fwd, c * p + i == 0, c * p + i == last_vs)]
+            if segments:
+                b = cost[(i, False, c)]
+                cost[("segment", i, c)] = PassCost(b.seconds / segments, tuple((k, x / segments) for k, x in b.parts))
+        params = stage_params(model, s, i)
+        sharded = params / group if s.zero >= 1 else params
+        opt = compute.optimizer_time(cluster.gpu, params, sharded)
+        cost[("optimizer", i)] = PassCost(opt, (("optimizer", opt),))
+        if shape.reduce_all:
+            # gradient reduction after the whole backward (no overlap): one collective per DDP bucket
+            n = max(1, math.ceil(params / max(BUCKET_PARAMS, 1e6 * group)))
+            cost[("reduce_all", i)] = _comm(_grad_reduce_time(cluster, grad_shape, s, params / n) * n)
+        if shape.final_gather:
+            cost[("final_gather", i)] = _comm(network.all_gather(cluster, grad_shape, PARAM_BYTES * params))
+    pp_shape = network.shape_of(cluster, s, "pp")
+    act_bytes = compute.BF16 * s.micro_batch * (model.seq_len // s.cp) * model.hidden / s.tp   # scatter/gather
+    cost["hop"] = _comm(network.send_recv(cluster, pp_shape.nodes == 1, act_bytes) if p > 1 else 0.0)
+    cost["shard_gather"], cost["shard_reduce"] = _comm(shard_gather), _comm(shard_reduce)
+    if segments:
+        # the gradients of one piece of a chunk's last backward
+        cost["segment_reduce"] = _comm(_grad_reduce_time(cluster, grad_shape, s, chunk_params / segments))
+    if shape.param_gather:
+        # overlapped all-gather of a chunk's sharded weights before its first forward (ZeRO >= 1)
+        cost["param_gather"] = _comm(network.all_gather(cluster, grad_shape, PARAM_BYTES * chunk_params))
+    if shape.tied:
+        # the first and last stage hold the tied embedding and all-reduce its gradient (Megatron-LM)
+        emb_grad = GRAD_BYTES * model.vocab * model.hidden / s.tp
+        cost["tied"] = _comm(network.all_reduce(
+            cluster, network.group_shape(cluster.gpus_per_node, 2, network.stride(s, "pp") * (p - 1)), emb_grad))
+    slot_costs = [cost[k] for k in g.keys]
+    seconds = [c.seconds for c in slot_costs]
+    tasks = g.tasks.with_durations(list(map(seconds.__getitem__, g.tasks.duration)))
+    comp = [tasks.stream(f"stage{i}.compute") for i in range(p)]
+    return Lowered(tasks, p, comp, g, slot_costs)
+
+
+def _comm(seconds: float) -> PassCost:
+    return PassCost(seconds, ())
+
+
+@lru_cache(maxsize=128)   # a search meets ~100 shapes; a graph takes ~250 bytes per task
+def _graph(shape: _Shape) -> _Graph:
+    """The task graph of one step of ``shape``; plans of one shape (say, differing in TP or recompute) share it."""
+    p, m, v = shape.stages, shape.micro_batches, shape.chunks
     tasks = Tasks()
-    orders = [stage_order(s.schedule, i, p, m, v) for i in range(p)]
+    slots: dict[object, int] = {}
+
+    def slot(key: object) -> int:
+        return slots.setdefault(key, len(slots))
+
+    orders = [stage_order(shape.schedule, i, p, m, v) for i in range(p)]
     comp = [tasks.stream(f"stage{i}.compute") for i in range(p)]
     fwd_link = [tasks.stream(f"stage{i}.pp_send_fwd") for i in range(p)]
     bwd_link = [tasks.stream(f"stage{i}.pp_send_bwd") for i in range(p)]
     dp_stream = [tasks.stream(f"stage{i}.dp") for i in range(p)]
-    pp_shape = network.shape_of(cluster, s, "pp")
-    act_bytes = compute.BF16 * s.micro_batch * (model.seq_len // s.cp) * model.hidden / s.tp   # scatter/gather
-    hop = network.send_recv(cluster, pp_shape.nodes == 1, act_bytes) if p > 1 else 0.0
-    grad_shape = network.group_shape(cluster.gpus_per_node, s.dp * s.cp, network.stride(s, "cp"))
+    add = tasks.add
     last_vs = p * v - 1
-    parts: dict[int, tuple] = {}
-    meta: dict[int, tuple] = {}
-    split: dict[int, int] = _grad_segments(model, s) if (s.dp * s.cp > 1 and s.overlap_grad_reduce) else {}
-    last_backward = _last_backward_steps(orders) if split else {}
+    passes: tuple[dict[int, Step], ...] = tuple({} for _ in range(p))
+    on_compute: list[list[int]] = [[] for _ in range(p)]   # each stage's compute-stream tasks
+    last_backward = _last_backward_steps(orders) if shape.segments else {}
     dp_tasks: list[list[int]] = [[] for _ in range(p)]
-    gather_first: dict[tuple[int, int], int] = _param_gathers(model, cluster, s, tasks, dp_stream, grad_shape,
-                                                              dp_tasks)
-    chunk_params = model.layers // (p * v) * model.layer_params() / s.tp
-    shard_reduce = _grad_reduce_time(cluster, grad_shape, s, chunk_params) if s.zero >= 2 else 0.0
-    shard_gather = network.all_gather(cluster, grad_shape, PARAM_BYTES * chunk_params) if s.zero == 3 else 0.0
+    gather_first: dict[tuple[int, int], int] = {}
+    if shape.param_gather:
+        for i in range(p):
+            for c in range(v):
+                gather_first[(i, c)] = add(dp_stream[i], slot("param_gather"), (), "dp", None)
+    hop, shard_gather, shard_reduce = slot("hop"), slot("shard_gather"), slot("shard_reduce")
+    pass_slot = {(i, fwd, c): slot((i, fwd, c)) for i in range(p) for fwd in (True, False) for c in range(v)}
     sent: dict[tuple[bool, int, int], int] = {}          # (forward, micro-batch, virtual stage) -> arriving send
     waiting: dict[tuple[bool, int, int], list[int]] = {}  # the same key -> deps of a pass created before its send
-    add, last_task = tasks.add, [0] * p
+    last_task = [0] * p
     t_res, t_dur, t_deps, t_kind, t_label = tasks.resource, tasks.duration, tasks.deps, tasks.kind, tasks.label
-    tables = [{(fwd, c): costs[(fwd, c * p + i == 0, c * p + i == last_vs)] for fwd in (True, False)
-               for c in range(v)} for i in range(p)]
     # stages take turns step by step, so most dependencies already exist when a task is added (engine fast path)
     for st, i in _round_robin(orders):
-        stream, dp_i, table = comp[i], dp_stream[i], tables[i]
         fwd, mb, chunk = st
         vs = chunk * p + i
-        cost = table[(fwd, chunk)]
         key = (fwd, mb, vs)
         arrived = sent.pop(key, None)
         if arrived is None:
@@ -149,26 +297,32 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
             waiting[key] = d
         else:
             d = [arrived]
-        if fwd and mb == 0 and (i, chunk) in gather_first:
+        if fwd and mb == 0 and shape.param_gather:
             d.append(gather_first[(i, chunk)])
-        if shard_gather:
+        if shape.shard_gather:
             # ZeRO-3 gathers a chunk's weights before every pass (Rajbhandari et al. 2020, §5.3)
-            d.append(add(dp_i, shard_gather, (), "dp", None))
-        if not fwd and split and last_backward[(i, chunk)] == mb:
-            last = _segmented_backward(tasks, stream, dp_i, cost, split[chunk], d, grad_shape, cluster, model, s,
-                                       parts, dp_tasks[i], meta, (i, False, mb, chunk))
+            d.append(add(dp_stream[i], shard_gather, (), "dp", None))
+        if not fwd and shape.segments and last_backward[(i, chunk)] == mb:
+            # the last backward of a chunk, in bucket-sized pieces; each piece's gradients reduce as it ends
+            piece = slot(("segment", i, chunk))
+            for j in range(shape.segments):
+                last = add(comp[i], piece, d if j == 0 else (), "pass", None)
+                passes[i][last] = st
+                on_compute[i].append(last)
+                if shape.segment_reduce:
+                    dp_tasks[i].append(add(dp_stream[i], slot("segment_reduce"), (last,), "dp", None))
         else:
-            last = len(t_dur)
-            t_res.append(stream)
-            t_dur.append(cost.seconds)
+            last = len(t_dur)                          # add(comp[i], ..., d, "pass", None), inlined
+            t_res.append(comp[i])
+            t_dur.append(pass_slot[(i, fwd, chunk)])
             t_deps.append(d)
             t_kind.append("pass")
             t_label.append(None)
-            parts[last] = cost.parts
-            meta[last] = (i, fwd, mb, chunk)
-            if shard_reduce and not fwd:
+            passes[i][last] = st
+            on_compute[i].append(last)
+            if shape.shard_reduce and not fwd:
                 # ZeRO-2/3 reduce-scatter gradients after every micro-batch (Rajbhandari et al. 2020, §5.2)
-                dp_tasks[i].append(add(dp_i, shard_reduce, (last,), "dp", None))
+                dp_tasks[i].append(add(dp_stream[i], shard_reduce, (last,), "dp", None))
         last_task[i] = last
         if fwd and vs < last_vs:
             target = (True, mb, vs + 1)
@@ -178,7 +332,7 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
             t_res.append(bwd_link[i])
         else:
             continue
-        send = len(t_dur)
+        send = len(t_dur)                              # add(link, hop, (last,), "pp", None), inlined
         t_dur.append(hop)
         t_deps.append((last,))
         t_kind.append("pp")
@@ -190,22 +344,20 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
             consumer.append(send)
     for i in range(p):
         last_pass = last_task[i]
-        if not split and s.zero < 2 and s.dp * s.cp > 1:
-            _reduce_all(tasks, dp_stream[i], last_pass, stage_params(model, s, i), grad_shape, cluster, s,
-                        dp_tasks[i])
-        if model.tied_embeddings and p > 1 and i in (0, p - 1):
-            emb_grad = GRAD_BYTES * model.vocab * model.hidden / s.tp
-            t = network.all_reduce(cluster, network.group_shape(cluster.gpus_per_node, 2, network.stride(s, "pp")
-                                                                * (p - 1)), emb_grad)
-            dp_tasks[i].append(tasks.add(dp_stream[i], t, (last_pass,), "dp", None))
-        params = stage_params(model, s, i)
-        sharded = params / (s.dp * s.cp) if s.zero >= 1 else params
-        opt = tasks.add(comp[i], compute.optimizer_time(cluster.gpu, params, sharded), tuple(dp_tasks[i]) + (last_pass,),
-                        "optimizer", None)
-        parts[opt] = (("optimizer", tasks.duration[opt]),)
-        if s.zero >= 1 and s.dp * s.cp > 1 and not s.overlap_param_gather:
-            tasks.add(dp_stream[i], network.all_gather(cluster, grad_shape, PARAM_BYTES * params), (opt,), "dp", None)
-    return Lowered(tasks, p, comp, parts, meta)
+        if shape.reduce_all:
+            dp_tasks[i].append(add(dp_stream[i], slot(("reduce_all", i)), (last_pass,), "dp", None))
+        if shape.tied and i in (0, p - 1):
+            dp_tasks[i].append(add(dp_stream[i], slot("tied"), (last_pass,), "dp", None))
+        opt = add(comp[i], slot(("optimizer", i)), tuple(dp_tasks[i]) + (last_pass,), "optimizer", None)
+        on_compute[i].append(opt)
+        if shape.final_gather:
+            add(dp_stream[i], slot(("final_gather", i)), (opt,), "dp", None)
+    tasks.deps[:] = [tuple(d) for d in tasks.deps]
+    counts: list[list[tuple[int, int]]] = [[] for _ in tasks.resources]
+    for (r, k), n in Counter(zip(tasks.resource, tasks.duration)).items():
+        counts[r].append((k, n))
+    stream_slots = tuple(map(tuple, counts))
+    return _Graph(tasks, tuple(slots), passes, tuple(map(tuple, on_compute)), stream_slots, plan_of(tasks))
 
 
 def _round_robin(orders: list) -> list[tuple]:
@@ -214,11 +366,11 @@ def _round_robin(orders: list) -> list[tuple]:
     return [(o[k], i) for k in range(longest) for i, o in enumerate(orders) if k < len(o)]
 
 
-def _grad_segments(model: ModelSpec, s: Strategy) -> dict[int, int]:
+def _grad_segments(model: ModelSpec, s: Strategy) -> int:
+    """Pieces of a chunk's last backward: one per DDP bucket of its gradients, at most MAX_BUCKETS."""
     per_chunk = model.layers // (s.pp * s.chunks) * model.layer_params() / s.tp
     bucket = max(BUCKET_PARAMS, 1e6 * s.dp * s.cp)
-    n = min(MAX_BUCKETS, max(1, math.ceil(per_chunk / bucket)))
-    return {c: n for c in range(s.chunks)}
+    return min(MAX_BUCKETS, max(1, math.ceil(per_chunk / bucket)))
 
 
 def _last_backward_steps(orders: list) -> dict[tuple[int, int], int]:
@@ -237,40 +389,3 @@ def _grad_reduce_time(cluster: ClusterSpec, shape: network.GroupShape, s: Strate
     return network.all_reduce(cluster, shape, nbytes)
 
 
-def _segmented_backward(tasks: Tasks, comp: int, dp: int, cost: PassCost, nseg: int, deps: list[int],
-                        shape: network.GroupShape, cluster: ClusterSpec, model: ModelSpec, s: Strategy,
-                        parts: dict, dp_tasks: list[int], meta: dict, key: tuple) -> int:
-    """The last backward of a chunk, in bucket-sized pieces; each piece's gradients reduce as it ends."""
-    params = model.layers // (s.pp * s.chunks) * model.layer_params() / s.tp / nseg
-    reduce = _grad_reduce_time(cluster, shape, s, params)
-    share = tuple((k, v / nseg) for k, v in cost.parts)
-    last = -1
-    for j in range(nseg):
-        last = tasks.add(comp, cost.seconds / nseg, deps if j == 0 else (), "pass")
-        parts[last] = share
-        meta[last] = key
-        if s.zero < 2:
-            dp_tasks.append(tasks.add(dp, reduce, (last,), "dp", None))
-    return last
-
-
-def _reduce_all(tasks: Tasks, dp: int, after: int, params: float, shape: network.GroupShape, cluster: ClusterSpec,
-                s: Strategy, dp_tasks: list[int]) -> None:
-    """Gradient reduction after the whole backward (no overlap): one collective per bucket."""
-    n = max(1, math.ceil(params / max(BUCKET_PARAMS, 1e6 * s.dp * s.cp)))
-    t = _grad_reduce_time(cluster, shape, s, params / n) * n
-    dp_tasks.append(tasks.add(dp, t, (after,), "dp", None))
-
-
-def _param_gathers(model: ModelSpec, cluster: ClusterSpec, s: Strategy, tasks: Tasks, dp_stream: list[int],
-                   shape: network.GroupShape, dp_tasks: list[list[int]]) -> dict[tuple[int, int], int]:
-    """Overlapped all-gather of sharded parameters before each chunk's first forward (ZeRO ≥ 1)."""
-    if not (s.zero >= 1 and s.overlap_param_gather and s.dp * s.cp > 1):
-        return {}
-    out = {}
-    per_chunk = model.layers // (s.pp * s.chunks) * model.layer_params() / s.tp
-    t = network.all_gather(cluster, shape, PARAM_BYTES * per_chunk)
-    for i in range(s.pp):
-        for c in range(s.chunks):
-            out[(i, c)] = tasks.add(dp_stream[i], t, (), "dp", None)
-    return out

@@ -8,7 +8,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from autoplan.errors import SpecError
-from autoplan.specs.model import ModelSpec
+from autoplan.specs.model import SIZES, ModelSpec
 
 _GPT = dict(vocab=51200, seq_len=2048, activation="gelu", position="learned", norm="layernorm", bias=True,
             tied_embeddings=True)
@@ -88,25 +88,44 @@ def get_model(name_or_path: str) -> ModelSpec:
     raise SpecError(f"unknown model {name_or_path!r}{hint} (or pass a .toml file)")
 
 
+def read_toml(path: Path, what: str) -> dict:
+    """The tables of a TOML file; a missing, unreadable or malformed file is a SpecError naming it (and the line)."""
+    try:
+        text = Path(path).read_text()
+        return tomllib.loads(text)
+    except FileNotFoundError:
+        raise SpecError(f"{what} file {str(path)!r} does not exist") from None
+    except tomllib.TOMLDecodeError as err:
+        # tomllib's message ends with "(at line L, column C)", or "(at end of document)"
+        where = f"(at the end of the file, after line {len(text.rstrip().splitlines())})"
+        message = str(err).replace("(at end of document)", where)
+        raise SpecError(f"{what} file {str(path)!r} is not valid TOML: {message}") from None
+    except UnicodeDecodeError as err:
+        raise SpecError(f"{what} file {str(path)!r} is not UTF-8 text (byte {err.start}); TOML is text") from None
+    except (OSError, ValueError) as err:
+        raise SpecError(f"cannot read {what} file {str(path)!r}: {err}") from None
+
+
 def load_model(path: Path) -> ModelSpec:
     """A model from a TOML file whose keys are ModelSpec's fields (at top level or under ``[model]``)."""
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise SpecError(f"model file {str(path)!r} does not exist") from None
-    except tomllib.TOMLDecodeError as err:
-        raise SpecError(f"model file {str(path)!r} is not valid TOML: {err}") from None
+    data = read_toml(path, "model")
     data = data.get("model", data)
+    if not isinstance(data, dict):
+        raise SpecError(f"model file {str(path)!r}: [model] must be a table of ModelSpec fields, got {data!r}")
     allowed = {f.name for f in fields(ModelSpec)}
     unknown = sorted(set(data) - allowed)
     if unknown:
-        raise SpecError(f"model file {str(path)!r}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+        raise SpecError(f"model file {str(path)!r}: unknown key(s) {', '.join(unknown)}; "
+                        f"allowed: {', '.join(sorted(allowed))}")
     data.setdefault("name", Path(path).stem)
-    required = ("layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len")
-    missing = [k for k in required if k not in data]
+    missing = [k for k in SIZES if k not in data]
     if missing:
-        raise SpecError(f"model file {str(path)!r}: missing key(s) {', '.join(missing)}")
-    for key in required + ("kv_heads", "head_dim"):
+        raise SpecError(f"model file {str(path)!r}: missing key(s) {', '.join(missing)} "
+                        f"(required: {', '.join(SIZES)})")
+    for key in SIZES + ("kv_heads", "head_dim"):
         if key in data and (not isinstance(data[key], int) or isinstance(data[key], bool)):
             raise SpecError(f"model file {str(path)!r}: {key} must be an integer, got {data[key]!r}")
-    return ModelSpec(**data)
+    try:
+        return ModelSpec(**data)
+    except SpecError as err:
+        raise SpecError(f"model file {str(path)!r}: {err}") from None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-import tomllib
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -84,8 +84,10 @@ class ClusterSpec:
 
     def with_gpus(self, gpus: int) -> "ClusterSpec":
         """The same cluster with ``gpus`` GPUs; they must fill whole nodes."""
-        if gpus <= 0:
-            raise SpecError(f"--gpus must be positive, got {gpus}")
+        if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus <= 0:
+            raise SpecError(f"--gpus must be a positive integer, got {gpus!r}")
+        if gpus > MAX_GPUS:
+            raise SpecError(f"--gpus {gpus} is more than the {MAX_GPUS:,} GPUs autoplan plans for")
         if gpus % self.gpus_per_node:
             lo = gpus // self.gpus_per_node * self.gpus_per_node
             options = [str(n) for n in (lo, lo + self.gpus_per_node) if n > 0]
@@ -111,12 +113,16 @@ def list_clusters() -> list[str]:
     return sorted(p.stem for p in specs_dir().glob("*.toml"))
 
 
+MAX_GPUS = 2**24
+"""Largest accepted GPU count (16.7 million)."""
+
+
 def load_cluster(name_or_path: str, gpus: int | None = None) -> ClusterSpec:
     """A cluster spec by built-in name or TOML path, sized to ``gpus`` GPUs when given."""
     path = Path(name_or_path)
     if not (name_or_path.endswith(".toml") or path.is_file()):
         path = specs_dir() / f"{name_or_path}.toml"
-        if not path.is_file():
+        if "/" in name_or_path or not path.is_file():
             near = difflib.get_close_matches(name_or_path, list_clusters(), n=3, cutoff=0.4)
             hint = f"did you mean {', '.join(near)}?" if near else f"known clusters: {', '.join(list_clusters())}"
             raise SpecError(f"unknown cluster {name_or_path!r}; {hint} (or pass a .toml file)")
@@ -124,46 +130,112 @@ def load_cluster(name_or_path: str, gpus: int | None = None) -> ClusterSpec:
     return spec.with_gpus(gpus) if gpus is not None else spec
 
 
+class _Table:
+    """One TOML table of a cluster file: typed reads whose errors name the file, the table and the key."""
+
+    def __init__(self, data: object, where: str, path: Path) -> None:
+        self.where, self.path = where, path
+        if not isinstance(data, dict):
+            self.fail(f"{where} must be a table, got {data!r}")
+        self.data: dict = data
+
+    def fail(self, message: str) -> None:
+        raise SpecError(f"cluster file {str(self.path)!r}: {message}")
+
+    def _get(self, key: str, default: object) -> object:
+        if key not in self.data:
+            if default is None:
+                self.fail(f"missing key {key!r} in {self.where}")
+            return default
+        return self.data[key]
+
+    def number(self, key: str, default: float | None = None, *, low: float = 0.0, open_low: bool = True,
+               high: float = math.inf) -> float:
+        """A finite number in (low, high] (or [low, high] when ``open_low`` is False)."""
+        value = self._get(key, default)
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not ok or value < low or (open_low and value == low) or value > high:
+            lo = f"({low:g}" if open_low else f"[{low:g}"
+            hi = "∞)" if high == math.inf else f"{high:g}]"
+            kind = "a positive number" if (low, open_low, high) == (0.0, True, math.inf) else f"a number in {lo}, {hi}"
+            self.fail(f"{key} in {self.where} must be {kind}, got {value!r}")
+        return float(value)
+
+    def integer(self, key: str, default: int | None = None, *, low: int = 1) -> int:
+        """An integer ≥ ``low``."""
+        value = self._get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < low or value > MAX_GPUS:
+            what = "a positive integer" if low == 1 else f"an integer ≥ {low}"
+            self.fail(f"{key} in {self.where} must be {what}, got {value!r}")
+        return value
+
+    def text(self, key: str, default: str | None = None) -> str:
+        value = self._get(key, default)
+        if not isinstance(value, str):
+            self.fail(f"{key} in {self.where} must be a string, got {value!r}")
+        return value
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self._get(key, default)
+        if not isinstance(value, bool):
+            self.fail(f"{key} in {self.where} must be true or false, got {value!r}")
+        return value
+
+    def pair(self, key: str, default: tuple[int, int]) -> tuple[int, int]:
+        value = self._get(key, default)
+        if (not isinstance(value, (list, tuple)) or len(value) != 2
+                or not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_GPUS for v in value)):
+            self.fail(f"{key} in {self.where} must be two positive integers, e.g. [128, 256], got {value!r}")
+        return (value[0], value[1])
+
+
+_CLUSTER_KEYS = {"name", "description", "source", "gpus_per_node", "nodes", "flash_attention", "gpu", "tiers"}
+_GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
+             "gemm_efficiency", "attention_efficiency", "memory_efficiency", "clock_ratio", "kernel_overhead_us",
+             "memory_reserve_gib"}
+_TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", "allreduce_busbw_gb_per_s",
+              "half_bandwidth_mib"}
+
+
+def _check_keys(t: _Table, allowed: set[str]) -> None:
+    unknown = sorted(set(t.data) - allowed)
+    if unknown:
+        t.fail(f"unknown key(s) {', '.join(unknown)} in {t.where}; allowed: {', '.join(sorted(allowed))}")
+
+
+def _gpu(g: _Table) -> GPUSpec:
+    _check_keys(g, _GPU_KEYS)
+    return GPUSpec(
+        name=g.text("name"), peak_flops=g.number("peak_tflops") * 1e12, hbm_bytes=g.number("hbm_gib") * GIB,
+        hbm_bandwidth=g.number("hbm_bandwidth_gb_per_s") * 1e9, sm_count=g.integer("sm_count"),
+        gemm_efficiency=g.number("gemm_efficiency", high=1.0), gemm_tile=g.pair("gemm_tile", (128, 256)),
+        gemm_half_k=g.number("gemm_half_k", 64.0, open_low=False),
+        attention_efficiency=g.number("attention_efficiency", high=1.0),
+        memory_efficiency=g.number("memory_efficiency", high=1.0),
+        kernel_overhead=g.number("kernel_overhead_us", open_low=False) * 1e-6,
+        memory_reserve_bytes=g.number("memory_reserve_gib", open_low=False) * GIB,
+        clock_ratio=g.number("clock_ratio", 1.0, high=1.0))
+
+
+def _tier(t: _Table) -> NetworkTier:
+    _check_keys(t, _TIER_KEYS)
+    return NetworkTier(
+        name=t.text("name"), gpus=t.integer("gpus", 0, low=0), bandwidth=t.number("bandwidth_gb_per_s") * 1e9,
+        efficiency=t.number("efficiency", high=1.0), latency=t.number("latency_us", open_low=False) * 1e-6,
+        allreduce_busbw=t.number("allreduce_busbw_gb_per_s", 0.0, open_low=False) * 1e9,
+        half_bandwidth_bytes=t.number("half_bandwidth_mib", 0.0, open_low=False) * 2**20)
+
+
 def _parse(path: Path) -> ClusterSpec:
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise SpecError(f"cluster file {str(path)!r} does not exist") from None
-    except tomllib.TOMLDecodeError as err:
-        raise SpecError(f"cluster file {str(path)!r} is not valid TOML: {err}") from None
-    try:
-        g = data["gpu"]
-        gpu = GPUSpec(
-            name=g["name"], peak_flops=_pos(g, "peak_tflops", path) * 1e12, hbm_bytes=_pos(g, "hbm_gib", path) * GIB,
-            hbm_bandwidth=_pos(g, "hbm_bandwidth_gb_per_s", path) * 1e9, sm_count=int(_pos(g, "sm_count", path)),
-            gemm_efficiency=_frac(g, "gemm_efficiency", path), gemm_tile=tuple(g.get("gemm_tile", (128, 256))),
-            gemm_half_k=float(g.get("gemm_half_k", 64.0)),
-            attention_efficiency=_frac(g, "attention_efficiency", path),
-            memory_efficiency=_frac(g, "memory_efficiency", path), kernel_overhead=g["kernel_overhead_us"] * 1e-6,
-            memory_reserve_bytes=g["memory_reserve_gib"] * GIB, clock_ratio=_frac(g, "clock_ratio", path)
-            if "clock_ratio" in g else 1.0)
-        tiers = tuple(NetworkTier(
-            name=t["name"], gpus=int(t.get("gpus", 0)), bandwidth=_pos(t, "bandwidth_gb_per_s", path) * 1e9,
-            efficiency=_frac(t, "efficiency", path), latency=t["latency_us"] * 1e-6,
-            allreduce_busbw=t.get("allreduce_busbw_gb_per_s", 0.0) * 1e9,
-            half_bandwidth_bytes=t.get("half_bandwidth_mib", 0.0) * 2**20) for t in data["tiers"])
-        return ClusterSpec(name=data.get("name", path.stem), description=data.get("description", ""), gpu=gpu,
-                           gpus_per_node=int(_pos(data, "gpus_per_node", path)), tiers=tiers,
-                           nodes=int(data.get("nodes", 1)), flash_attention=bool(data.get("flash_attention", True)),
-                           source=data.get("source", ""))
-    except KeyError as err:
-        raise SpecError(f"cluster file {str(path)!r}: missing key {err.args[0]!r}") from None
+    from autoplan.specs.catalog import read_toml
 
-
-def _pos(table: dict, key: str, path: Path) -> float:
-    value = table[key]
-    if not isinstance(value, (int, float)) or value <= 0:
-        raise SpecError(f"cluster file {str(path)!r}: {key} must be a positive number, got {value!r}")
-    return float(value)
-
-
-def _frac(table: dict, key: str, path: Path) -> float:
-    value = _pos(table, key, path)
-    if value > 1:
-        raise SpecError(f"cluster file {str(path)!r}: {key} is a fraction in (0, 1], got {value}")
-    return value
+    top = _Table(read_toml(path, "cluster"), "the top level", path)
+    _check_keys(top, _CLUSTER_KEYS)
+    gpu = _gpu(_Table(top._get("gpu", None), "[gpu]", path))
+    raw_tiers = top._get("tiers", None)
+    if not isinstance(raw_tiers, list) or not raw_tiers:
+        top.fail(f"tiers must be one or more [[tiers]] tables (innermost first), got {raw_tiers!r}")
+    tiers = tuple(_tier(_Table(t, f"[[tiers]] #{i + 1}", path)) for i, t in enumerate(raw_tiers))
+    return ClusterSpec(name=top.text("name", path.stem), description=top.text("description", ""), gpu=gpu,
+                       gpus_per_node=top.integer("gpus_per_node"), tiers=tiers, nodes=top.integer("nodes", 1),
+                       flash_attention=top.flag("flash_attention", True), source=top.text("source", ""))

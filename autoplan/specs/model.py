@@ -6,9 +6,18 @@ from dataclasses import dataclass, field
 
 from autoplan.errors import SpecError
 
+SIZES = ("layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len")
+"""The shape fields a model must give (positive integers)."""
+MAX_SIZE = 2**24
+"""Largest accepted value of a shape field (16.7 million): far beyond any model, small enough that every
+product of sizes the cost models form stays a finite float."""
 ACTIVATIONS = ("gelu", "swiglu", "relu2")
 POSITIONS = ("learned", "rope", "alibi")
 NORMS = ("layernorm", "rmsnorm")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,16 +58,31 @@ class ModelSpec:
     """Where the numbers come from."""
 
     def __post_init__(self) -> None:
-        for name in ("layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len"):
-            if getattr(self, name) <= 0:
-                raise SpecError(f"model {self.name!r}: {name} must be positive, got {getattr(self, name)}")
+        if not isinstance(self.name, str) or not self.name:
+            raise SpecError(f"model name must be a non-empty string, got {self.name!r}")
+        for name in SIZES:
+            value = getattr(self, name)
+            if not _is_int(value) or value <= 0:
+                raise SpecError(f"model {self.name!r}: {name} must be a positive integer, got {value!r}")
+            if value > MAX_SIZE:
+                raise SpecError(f"model {self.name!r}: {name} {value} is larger than {MAX_SIZE:,} (a typo?)")
+        for name in ("kv_heads", "head_dim"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 0 or value > MAX_SIZE:
+                raise SpecError(f"model {self.name!r}: {name} must be a positive integer (or 0 for the default), "
+                                f"got {value!r}")
+        for name in ("bias", "tied_embeddings", "dropout"):
+            if not isinstance(getattr(self, name), bool):
+                raise SpecError(f"model {self.name!r}: {name} must be true or false, got {getattr(self, name)!r}")
+        if not isinstance(self.source, str):
+            raise SpecError(f"model {self.name!r}: source must be a string, got {self.source!r}")
         if self.kv_heads == 0:
             object.__setattr__(self, "kv_heads", self.heads)
         if self.head_dim == 0:
             if self.hidden % self.heads:
                 raise SpecError(f"model {self.name!r}: hidden {self.hidden} is not divisible by heads {self.heads}; give head_dim")
             object.__setattr__(self, "head_dim", self.hidden // self.heads)
-        if self.kv_heads < 0 or self.heads % self.kv_heads:
+        if self.heads % self.kv_heads:
             raise SpecError(f"model {self.name!r}: heads {self.heads} must be a multiple of kv_heads {self.kv_heads}")
         for value, allowed, what in ((self.activation, ACTIVATIONS, "activation"),
                                      (self.position, POSITIONS, "position"), (self.norm, NORMS, "norm")):

@@ -5,12 +5,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from autoplan.errors import SpecError
-from autoplan.specs.model import ModelSpec
+from autoplan.specs.model import MAX_SIZE, ModelSpec
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 RECOMPUTE = ("none", "selective", "full")
 RANK_ORDER = ("tp", "cp", "dp", "pp")
 """Megatron's rank order, fastest-varying first: ranks of a TP group are consecutive, PP groups are farthest apart."""
+
+
+_COUNTS = ("dp", "tp", "pp", "cp", "micro_batch", "global_batch", "virtual_stages")
+_FLAGS = ("sequence_parallel", "overlap_grad_reduce", "overlap_param_gather")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,15 +49,20 @@ class Strategy:
     """Gather sharded parameters while the next step's forward runs (ZeRO ≥ 1)."""
 
     def __post_init__(self) -> None:
-        for name in ("dp", "tp", "pp", "cp", "micro_batch", "global_batch", "virtual_stages"):
+        for name in _COUNTS:
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            if type(value) is not int or not 0 < value <= MAX_SIZE:      # type(True) is bool, not int
+                if type(value) is int and value > MAX_SIZE:
+                    raise SpecError(f"{name.replace('_', '-')} {value} is larger than {MAX_SIZE:,} (a typo?)")
                 raise SpecError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        for name in _FLAGS:
+            if type(getattr(self, name)) is not bool:
+                raise SpecError(f"{name.replace('_', '-')} must be true or false, got {getattr(self, name)!r}")
         if self.schedule not in SCHEDULES:
             raise SpecError(f"schedule {self.schedule!r} is not one of {', '.join(SCHEDULES)}")
         if self.recompute not in RECOMPUTE:
             raise SpecError(f"recompute {self.recompute!r} is not one of {', '.join(RECOMPUTE)}")
-        if self.zero not in (0, 1, 2, 3):
+        if type(self.zero) is not int or self.zero not in (0, 1, 2, 3):
             raise SpecError(f"zero stage must be 0, 1, 2 or 3, got {self.zero!r}")
 
     @property

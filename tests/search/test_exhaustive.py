@@ -40,3 +40,76 @@ def test_search_is_deterministic():
     a = search(model, cluster, plans, top_k=8)
     b = search(model, cluster, list(reversed(plans)), top_k=8)
     assert [e.strategy for e in a.leaderboard] == [e.strategy for e in b.leaderboard]
+
+
+# ------------------------------------------------------------------------------- a failing trial ends nothing
+
+def _raising_for(monkeypatch, bad):
+    """Make ``evaluate`` raise for the plans ``bad`` picks (as a simulator bug would)."""
+    import autoplan.search.executors as ex
+
+    real = ex.evaluate
+
+    def flaky(model, cluster, s):
+        if bad(s):
+            raise ZeroDivisionError("boom\nsecond line")
+        return real(model, cluster, s)
+
+    monkeypatch.setattr(ex, "evaluate", flaky)
+
+
+def test_an_exception_in_one_trial_is_recorded_against_it_and_the_search_goes_on(monkeypatch):
+    model, cluster = get_model("gpt-1.7b"), load_cluster("dgx-a100-80g", 16)
+    plans, _ = enumerate_plans(model, 16, load_space(), 64)
+    clean = search(model, cluster, plans, top_k=5)
+    winner = clean.leaderboard[0].strategy
+    _raising_for(monkeypatch, lambda s: s == winner)
+    seen = []
+    result = search(model, cluster, plans, top_k=5, on_result=seen.append)
+    broken = [e for e in result.evaluations if e.strategy == winner]
+    assert len(broken) == 1 and broken[0].metrics is None and not broken[0].feasible
+    assert broken[0].violations == ("simulator error: ZeroDivisionError: boom",)
+    assert broken[0] in seen
+    full = [e for e in _full_ranking(model, cluster, plans) if e.strategy != winner]
+    assert [e.strategy for e in result.leaderboard] == [e.strategy for e in full[:5]]
+
+
+def test_a_failing_bound_or_memory_model_still_evaluates_the_plan(monkeypatch):
+    import autoplan.search.exhaustive as exh
+
+    model, cluster = get_model("gpt-1.7b"), load_cluster("dgx-a100-80g", 16)
+    plans, _ = enumerate_plans(model, 16, load_space(fixed={"cp": 1, "zero": 1}), 64)
+    clean = search(model, cluster, plans, top_k=5)
+    winner = clean.leaderboard[0].strategy
+    real_bound, real_peak = exh.lower_bound, exh.peak_memory
+
+    def bound(m, c, s):
+        if s == winner:
+            raise ValueError("no bound")
+        return real_bound(m, c, s)
+
+    def peak(m, c, s):
+        if s == winner:
+            raise ValueError("no memory model")
+        return real_peak(m, c, s)
+
+    monkeypatch.setattr(exh, "lower_bound", bound)
+    monkeypatch.setattr(exh, "peak_memory", peak)
+    result = search(model, cluster, plans, top_k=5)
+    assert [e.strategy for e in result.leaderboard] == [e.strategy for e in clean.leaderboard]
+    assert result.evaluations[0].strategy == winner       # bound 0: simulated first
+
+
+def test_a_failing_trial_under_a_sampler_is_recorded_too(tmp_path, monkeypatch):
+    import json
+
+    from autoplan.search.run import run_search
+
+    model, cluster = get_model("gpt-1.7b"), load_cluster("dgx-a100-80g", 16)
+    plans, _ = enumerate_plans(model, 16, load_space(fixed={"cp": 1}), 64)
+    _raising_for(monkeypatch, lambda s: s.tp == 2)
+    result = run_search(model, cluster, plans, tmp_path, sampler="random", budget=60, seed=3, top_k=5, workers=0)
+    records = [json.loads(line) for line in (tmp_path / "evaluations.jsonl").read_text().splitlines()]
+    failed = [r for r in records if r["plan"].startswith("tp2 ")]
+    assert failed and all(r["violations"] == ["simulator error: ZeroDivisionError: boom"] for r in failed)
+    assert len(records) == 60 and result.leaderboard and all(e.strategy.tp != 2 for e in result.leaderboard)

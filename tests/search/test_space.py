@@ -3,8 +3,8 @@
 import pytest
 
 from autoplan.errors import SpecError
-from autoplan.search.space import enumerate_plans, load_space, reason_key
-from autoplan.specs import get_model, violations
+from autoplan.search.space import enumerate_plans, explain_no_plan, load_space, reason_key, relaxations
+from autoplan.specs import ModelSpec, get_model, violations
 
 
 def test_default_space_enumerates_only_valid_plans():
@@ -51,3 +51,72 @@ def test_unknown_axis_and_bad_values_are_user_errors(tmp_path):
 def test_reason_key_drops_numbers():
     assert reason_key("global batch 1536 is not divisible by dp·micro_batch = 48·1") == \
         "global batch N is not divisible by dp·micro_batch = N·N"
+
+
+def test_values_are_checked_by_type_and_repeats_dropped(tmp_path):
+    f = tmp_path / "s.toml"
+    for text, match in [("sequence_parallel = [1]\n", "not one of false, true"), ("zero = [true]\n", "not one of 0"),
+                        ("zero = [1.0]\n", "not one of 0"), ("tp = [2.0]\n", "positive integer"),
+                        ("tp = []\n", "axis tp has no values"), ("tp = [33554432]\n", "larger than"),
+                        ("virtual_stage = [2]\n", "did you mean virtual_stages")]:
+        f.write_text(text)
+        with pytest.raises(SpecError, match=match):
+            load_space(str(f))
+    f.write_text("tp = [2, 4, 2]\nrecompute = 'full'\n")
+    space = load_space(str(f))
+    assert space.axes["tp"] == (2, 4) and space.axes["recompute"] == ("full",)
+    with pytest.raises(SpecError, match="^--tp: value 0"):
+        load_space(fixed={"tp": 0})
+
+
+def test_rejections_keep_their_thresholds():
+    assert reason_key("the interleaved schedule needs pp > 1") == "the interleaved schedule needs pp > 1"
+    assert reason_key("sequence length 100 is not divisible by 2·cp = 4") == \
+        "sequence length N is not divisible by N·cp = N"
+
+
+@pytest.mark.parametrize("name, gpus, batch, fixed, first", [
+    ("gpt3", 1024, 1536, {"tp": 5}, "--tp 4"),                               # heads and GPUs need a power of 2
+    ("gpt3", 1024, 1537, {}, "--global-batch 1536"),                          # a prime-ish batch
+    ("gpt3", 1024, 1536, {"sequence_parallel": True, "tp": 1}, "--tp 2"),    # SP needs TP
+    ("gpt3", 24, 1536, {"tp": 16}, "--gpus 32"),                              # 16 does not divide 24
+    ("gpt3", 1024, 1536, {"schedule": "interleaved", "virtual_stages": 5}, "--virtual-stages 6"),
+])
+def test_an_empty_space_names_the_smallest_change_that_admits_plans(name, gpus, batch, fixed, first):
+    model, space = get_model(name), load_space(fixed=fixed)
+    plans, rejected = enumerate_plans(model, gpus, space, batch)
+    assert not plans
+    found = relaxations(model, gpus, space, batch, gpus_per_node=8)
+    assert found[0].flags == first and found[0].plans > 0
+    message = explain_no_plan(model, gpus, space, batch, rejected, gpus_per_node=8)
+    assert f"smallest change that admits plans: {first} ({found[0].plans} valid)" in message
+    for reason, n in rejected.items():
+        assert f"{reason} ({n}×)" in message
+    # the suggestion holds: applying it gives exactly that many valid plans
+    kind, _, value = first.removeprefix("--").partition(" ")
+    if kind == "global-batch":
+        assert len(enumerate_plans(model, gpus, space, int(value))[0]) == found[0].plans
+    elif kind == "gpus":
+        assert len(enumerate_plans(model, int(value), space, batch)[0]) == found[0].plans
+    else:
+        again = load_space(fixed={**fixed, kind.replace("-", "_"): int(value)})
+        assert len(enumerate_plans(model, gpus, again, batch)[0]) == found[0].plans
+
+
+def test_when_no_single_change_helps_it_says_so(tmp_path):
+    model = ModelSpec(name="one-head", layers=4, hidden=64, heads=1, ffn_hidden=256, vocab=100, seq_len=64)
+    space = load_space(fixed={"tp": 1, "sequence_parallel": True, "pp": 2, "zero": 2, "cp": 1})
+    plans, rejected = enumerate_plans(model, 8, space, 64)
+    assert not plans
+    assert relaxations(model, 8, space, 64, gpus_per_node=8) == []
+    assert "no single change" in explain_no_plan(model, 8, space, 64, rejected, gpus_per_node=8)
+
+
+def test_explaining_the_default_space_is_quick():
+    import time
+
+    model, space = get_model("gpt3"), load_space()
+    plans, rejected = enumerate_plans(model, 1024, space, 1537)
+    t0 = time.perf_counter()
+    explain_no_plan(model, 1024, space, 1537, rejected, gpus_per_node=8)
+    assert time.perf_counter() - t0 < 5

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoplan.sim.engine import CycleError, Tasks, Timeline, run
+from autoplan.sim.engine import CycleError, Tasks, Timeline, plan_of, run
 
 
 def _spans(tl: Timeline) -> list[tuple[float, float]]:
@@ -143,6 +143,18 @@ def test_same_graph_twice_gives_identical_times():
     assert one.start == two.start and one.end == two.end
     again = run(_example_graph())
     assert again.start == one.start and again.end == one.end
+
+
+def test_with_durations_copies_the_graph_and_checks_durations():
+    t = _example_graph()
+    doubled = t.with_durations([2 * d for d in t.duration])
+    assert doubled.deps == t.deps and doubled.resource == t.resource and doubled.duration != t.duration
+    doubled.add(doubled.stream("s0"), 1.0)
+    assert len(t) == 30 and len(doubled) == 31          # a copy: adding to it leaves the original alone
+    with pytest.raises(ValueError, match="durations for"):
+        t.with_durations([1.0])
+    with pytest.raises(ValueError, match="negative"):
+        t.with_durations([-1.0] * len(t))
 
 
 # --------------------------------------------------------------------------------------------------------- cycles
@@ -308,3 +320,19 @@ def test_random_graphs_with_forward_deps_run_or_raise_cycle_error(dag):
 def test_random_dags_are_deterministic(dag):
     a, b = run(_build(*dag)), run(_build(*dag))
     assert a.start == b.start and a.end == b.end
+
+
+@settings(max_examples=40, deadline=None)
+@given(_dags(forward_refs=True), st.randoms(use_true_random=False))
+def test_a_plan_serves_every_duration_of_its_graph(dag, rnd):
+    # workload builds one graph per shape and its plan once, then runs it with each plan's durations
+    resource, duration, deps = dag
+    tasks = _build(resource, duration, deps)
+    try:
+        plan = plan_of(tasks)
+    except CycleError:
+        return
+    other = [rnd.choice([0.0, 1.0, rnd.uniform(0.0, 10.0)]) for _ in duration]
+    fresh = run(_build(resource, other, deps))
+    reused = run(tasks.with_durations(other), plan)
+    assert reused.start == fresh.start and reused.end == fresh.end

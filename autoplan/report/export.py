@@ -1,0 +1,159 @@
+"""Launch settings for a plan: Megatron-LM command-line arguments and a torchtitan job-config fragment.
+
+Pure functions from specs to text; names follow Megatron-LM's ``megatron/training/arguments.py`` and
+torchtitan's ``torchtitan/config/job_config.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from autoplan.errors import SpecError
+from autoplan.report.serialize import metrics_dict
+from autoplan.specs import ModelSpec, Strategy
+
+FORMATS = ("megatron", "torchtitan")
+
+
+def megatron_parallel_args(s: Strategy, layers: int | None) -> list[str]:
+    """Megatron-LM's parallelism, batch, recompute and optimizer arguments for plan ``s`` (of ``layers`` layers,
+    when known)."""
+    if s.zero >= 2:
+        raise SpecError(f"ZeRO stage {s.zero} has no Megatron-LM equivalent: its distributed optimizer "
+                        "(--use-distributed-optimizer) shards only the optimizer state (ZeRO-1); export a plan "
+                        "with zero ≤ 1, or use --format torchtitan (FSDP)")
+    args = [f"--tensor-model-parallel-size {s.tp}", f"--pipeline-model-parallel-size {s.pp}",
+            f"--context-parallel-size {s.cp}"]
+    if s.schedule == "interleaved" and layers:
+        args.append(f"--num-layers-per-virtual-pipeline-stage {layers // (s.pp * s.virtual_stages)}")
+    elif s.schedule == "interleaved":
+        args.append(f"--num-virtual-stages-per-pipeline-rank {s.virtual_stages}")
+    if s.sequence_parallel:
+        args.append("--sequence-parallel")
+    if s.recompute == "selective":
+        args.append("--recompute-granularity selective")
+    elif s.recompute == "full":
+        args += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
+    if s.zero == 1:
+        args.append("--use-distributed-optimizer")
+    if s.overlap_grad_reduce:
+        args.append("--overlap-grad-reduce")
+    if s.zero == 1 and s.overlap_param_gather:
+        args.append("--overlap-param-gather")
+    args += [f"--micro-batch-size {s.micro_batch}", f"--global-batch-size {s.global_batch}"]
+    return args
+
+
+def megatron_model_args(model: ModelSpec, flash_attention: bool) -> list[str]:
+    """Megatron-LM's arguments for the model's shape (the vocabulary comes from the tokenizer)."""
+    args = [f"--num-layers {model.layers}", f"--hidden-size {model.hidden}", f"--ffn-hidden-size {model.ffn_hidden}",
+            f"--num-attention-heads {model.heads}"]
+    if model.kv_heads < model.heads:
+        args += ["--group-query-attention", f"--num-query-groups {model.kv_heads}"]
+    if model.head_dim != model.hidden // model.heads:
+        args.append(f"--kv-channels {model.head_dim}")
+    args += [f"--seq-length {model.seq_len}", f"--max-position-embeddings {model.seq_len}"]
+    args += {"swiglu": ["--swiglu"], "relu2": ["--squared-relu"]}.get(model.activation, [])
+    if model.norm == "rmsnorm":
+        args.append("--normalization RMSNorm")
+    if model.position == "rope":
+        args.append("--position-embedding-type rope")
+    if not model.bias:
+        args.append("--disable-bias-linear")
+    if not model.tied_embeddings:
+        args.append("--untie-embeddings-and-output-weights")
+    if not model.dropout:
+        args += ["--attention-dropout 0.0", "--hidden-dropout 0.0"]
+    if flash_attention:
+        args.append("--use-flash-attn")
+    return args + ["--bf16"]
+
+
+def megatron_notes(s: Strategy, model: ModelSpec | None) -> list[str]:
+    """What the arguments do not say, as comment lines."""
+    notes = [f"data-parallel size {s.dp} follows from the world size: {s.gpus} GPUs / "
+             f"(tp {s.tp} · pp {s.pp} · cp {s.cp})"]
+    if s.schedule == "gpipe" and s.pp > 1:
+        notes.append("Megatron-LM has no GPipe schedule: it runs this plan with 1F1B (same bubble, less memory)")
+    if model is None:
+        notes.append("model shape arguments left out: the run's model could not be rebuilt")
+    else:
+        notes.append(f"vocabulary {model.vocab} comes from the tokenizer (--tokenizer-type, --vocab-file)")
+        if model.position == "alibi":
+            notes.append("ALiBi positions are not in Megatron-LM (Megatron-DeepSpeed has them)")
+    return notes
+
+
+def megatron_args(s: Strategy, model: ModelSpec | None, flash_attention: bool = True) -> list[str]:
+    """Every Megatron-LM argument for plan ``s`` (model shape too when ``model`` is known)."""
+    args = megatron_parallel_args(s, model.layers if model is not None else None)
+    return args + (megatron_model_args(model, flash_attention) if model is not None else [])
+
+
+def megatron_text(s: Strategy, model: ModelSpec | None, flash_attention: bool = True, header: str = "") -> str:
+    """The arguments as lines to paste after ``pretrain_gpt.py``, with comment lines above them."""
+    args = megatron_args(s, model, flash_attention)
+    lines = [f"# {line}" for line in header.splitlines() + megatron_notes(s, model)]
+    lines += [a + " \\" for a in args[:-1]] + args[-1:]
+    return "\n".join(lines) + "\n"
+
+
+_TITAN_SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}
+
+
+def torchtitan_toml(s: Strategy, model: ModelSpec | None, header: str = "") -> str:
+    """A torchtitan job-config fragment ([parallelism], [activation_checkpoint], [training]) for plan ``s``."""
+    lines = [f"# {line}" for line in header.splitlines()]
+    lines.append("# merge into a torchtitan train config whose [model] name and flavor describe "
+                 f"{model.name if model else 'the model'}")
+    if s.zero == 3:
+        dp = ["data_parallel_replicate_degree = 1", f"data_parallel_shard_degree = {s.dp}"]
+    else:
+        lines.append(f"# approximate: torchtitan shards with FSDP (ZeRO-3); ZeRO-{s.zero} has no exact equivalent, "
+                     "so the data-parallel ranks replicate the model here (DDP)")
+        dp = [f"data_parallel_replicate_degree = {s.dp}", "data_parallel_shard_degree = 1"]
+    if s.tp > 1 and not s.sequence_parallel:
+        lines.append("# torchtitan's tensor parallelism always shards norms along the sequence (sequence parallel)")
+    lines += ["", "[parallelism]", *dp, f"tensor_parallel_degree = {s.tp}", f"context_parallel_degree = {s.cp}",
+              f"pipeline_parallel_degree = {s.pp}"]
+    if s.pp > 1:
+        lines += [f'pipeline_parallel_schedule = "{_TITAN_SCHEDULES[s.schedule]}"',
+                  f"pipeline_parallel_microbatch_size = {s.micro_batch}"]
+        if s.schedule == "interleaved" and model is not None:
+            lines.append(f"pipeline_parallel_layers_per_stage = {model.layers // (s.pp * s.virtual_stages)}")
+    lines += ["", "[activation_checkpoint]", f'mode = "{s.recompute}"']
+    if s.recompute == "selective":
+        lines.append('selective_ac_option = "op"  # approximate: per-op selective checkpointing, not Megatron\'s '
+                     "attention-core recompute")
+    lines += ["", "[training]", f"local_batch_size = {s.global_batch // s.dp}  # sequences per data-parallel rank",
+              f"global_batch_size = {s.global_batch}"]
+    if model is not None:
+        lines.append(f"seq_len = {model.seq_len}")
+    return "\n".join(lines) + "\n"
+
+
+def export_text(fmt: str, s: Strategy, model: ModelSpec | None, flash_attention: bool = True,
+                header: str = "") -> str:
+    """The plan in format ``fmt`` (megatron or torchtitan)."""
+    if fmt == "megatron":
+        return megatron_text(s, model, flash_attention, header)
+    if fmt == "torchtitan":
+        return torchtitan_toml(s, model, header)
+    raise SpecError(f"unknown export format {fmt!r}; formats are {', '.join(FORMATS)}")
+
+
+def best_plan(e: Any, model: ModelSpec | None, flash_attention: bool = True) -> dict:
+    """best_plan.json: the plan's fields, its metrics and its launch settings."""
+    s = e.strategy
+    try:
+        megatron: dict = {"args": megatron_args(s, model, flash_attention), "notes": megatron_notes(s, model)}
+    except SpecError as err:
+        megatron = {"args": None, "notes": [str(err)]}
+    return {"plan": s.short(), "strategy": s.to_dict(), "metrics": metrics_dict(e.metrics), "megatron": megatron,
+            "torchtitan_toml": torchtitan_toml(s, model)}
+
+
+def best_plan_json(e: Any, model: ModelSpec | None, flash_attention: bool = True) -> str:
+    """best_plan.json's text."""
+    return json.dumps(best_plan(e, model, flash_attention), indent=2)

@@ -1,0 +1,384 @@
+"""report.html: one self-contained page about a search run (plotly.js inlined once, nothing from the network),
+and the files written beside it (best_plan.json, the best plans' Chrome traces)."""
+
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+from string import Template
+
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
+from autoplan.errors import SpecError
+from autoplan.report import runs
+from autoplan.report.export import best_plan_json, megatron_text
+from autoplan.report.leaderboard import rows, write_atomic
+from autoplan.sim.metrics import BREAKDOWN_KINDS
+from autoplan.sim.simulate import Evaluation, Simulation
+
+GIB = 1024**3
+MAX_BARS = 3000
+"""Timeline bars drawn at most; a longer step shows its beginning (the trace file has all of it)."""
+CONFIG = {"displaylogo": False, "responsive": True}
+KIND_LABELS = {"compute": "compute", "recompute": "recompute", "tp": "exposed TP comm", "cp": "exposed CP comm",
+               "pp": "exposed PP comm", "dp": "exposed DP comm", "optimizer": "optimizer", "bubble": "bubble / idle"}
+KIND_COLORS = {"compute": "#2ca02c", "recompute": "#98df8a", "tp": "#17becf", "cp": "#1f77b4", "pp": "#9467bd",
+               "dp": "#bcbd22", "optimizer": "#7f7f7f", "bubble": "#d62728"}
+TASK_COLORS = {"forward": "#1f77b4", "backward": "#ff7f0e", "PP send": "#9467bd", "DP collective": "#bcbd22",
+               "optimizer": "#7f7f7f"}
+STREAM_ORDER = ("compute", "pp_send_fwd", "pp_send_bwd", "dp")
+
+
+def _layout(fig: go.Figure, height: int, **kw: object) -> go.Figure:
+    fig.update_layout(template="plotly_white", height=height, margin={"l": 60, "r": 20, "t": 40, "b": 50},
+                      legend={"orientation": "h", "y": -0.18}, **kw)
+    return fig
+
+
+def pareto_figure(run: runs.Run) -> go.Figure:
+    """Throughput against peak memory of every evaluated plan, the Pareto front and the HBM capacity."""
+    feasible = run.ranked
+    top = set(id(e) for e in run.leaderboard)
+    fig = go.Figure()
+
+    def points(evals: list[Evaluation], name: str, **marker: object) -> None:
+        fig.add_trace(go.Scatter(
+            x=[e.peak_memory / GIB for e in evals], y=[e.metrics.tokens_per_s for e in evals], mode="markers",
+            name=name, marker=marker,
+            customdata=[[e.strategy.short(), e.metrics.step_time, 100 * e.metrics.mfu] for e in evals],
+            hovertemplate="%{customdata[0]}<br>%{y:,.0f} tokens/s, %{customdata[1]:.3f} s/step, "
+                          "MFU %{customdata[2]:.1f} %<br>peak %{x:.1f} GiB<extra></extra>"))
+
+    points([e for e in feasible if id(e) not in top], "evaluated plans", color="#9fb3d9", size=7)
+    points(run.leaderboard[1:], f"top {run.top_k}", color="#1f77b4", size=9)
+    front = runs.pareto_front(feasible)
+    fig.add_trace(go.Scatter(x=[e.peak_memory / GIB for e in front], y=[e.metrics.tokens_per_s for e in front],
+                             mode="lines", line={"shape": "hv", "color": "#ff7f0e"}, name="Pareto front",
+                             hoverinfo="skip"))
+    points(run.leaderboard[:1], "best", color="#d62728", size=16, symbol="star")
+    oom = [e for e in run.evaluations if not e.feasible and e.peak_memory > 0]
+    if oom:
+        fig.add_trace(go.Scatter(x=[e.peak_memory / GIB for e in oom], y=[0] * len(oom), mode="markers",
+                                 name="does not fit", marker={"symbol": "x", "color": "#7f7f7f", "size": 7},
+                                 customdata=[[e.strategy.short(), "; ".join(e.violations)] for e in oom],
+                                 hovertemplate="%{customdata[0]}<br>%{customdata[1]}<extra></extra>"))
+    capacity = (feasible[0].metrics.memory_capacity if feasible else
+                run.cluster.gpu.hbm_bytes if run.cluster else 0.0) / GIB
+    xs = [e.peak_memory / GIB for e in run.evaluations if e.peak_memory > 0]
+    if capacity:
+        fig.add_vline(x=capacity, line_dash="dash", line_color="#d62728",
+                      annotation_text=f"HBM {capacity:.0f} GiB", annotation_position="top left")
+        xs.append(capacity)
+    span = (max(xs) - min(xs)) if xs else 1.0
+    xrange = [min(xs) - 0.05 * span, max(xs) + 0.05 * span] if xs else None
+    return _layout(fig, 460, xaxis={"title": {"text": "peak memory per GPU (GiB)"}, "range": xrange},
+                   yaxis={"title": {"text": "tokens/s"}, "rangemode": "tozero"})
+
+
+def _rank_labels(board: list[Evaluation]) -> list[str]:
+    return [f"#{i} {e.strategy.short()}" for i, e in enumerate(board, 1)]
+
+
+def breakdown_figure(board: list[Evaluation]) -> go.Figure:
+    """Where each top plan's step goes: compute, exposed communication per kind, bubble."""
+    labels = _rank_labels(board)
+    fig = go.Figure()
+    for kind in BREAKDOWN_KINDS:
+        sec = [e.metrics.breakdown.get(kind, 0.0) for e in board]
+        if any(sec):
+            fig.add_trace(go.Bar(y=labels, x=sec, orientation="h", name=KIND_LABELS[kind],
+                                 marker_color=KIND_COLORS[kind],
+                                 hovertemplate=f"%{{y}}<br>{KIND_LABELS[kind]}: %{{x:.3f}} s<extra></extra>"))
+    return _layout(fig, 120 + 28 * len(board), barmode="stack", xaxis_title="seconds per step (mean over stages)",
+                   yaxis={"autorange": "reversed", "automargin": True})
+
+
+def _task_kind(sim: Simulation, i: int) -> tuple[str, str]:
+    meta = sim.lowered.meta.get(i)
+    if meta is not None:
+        _, forward, mb, chunk = meta
+        label = f"{'F' if forward else 'B'}{mb}" + (f".c{chunk}" if chunk else "")
+        return ("forward" if forward else "backward"), label
+    kind = sim.lowered.tasks.kind[i]
+    name = {"pp": "PP send", "dp": "DP collective", "optimizer": "optimizer"}.get(kind, kind)
+    return name, name
+
+
+def _row(resource: str) -> tuple[int, int, str]:
+    stage, stream = resource.split(".", 1)
+    n = int(stage.removeprefix("stage"))
+    order = STREAM_ORDER.index(stream) if stream in STREAM_ORDER else len(STREAM_ORDER)
+    return n, order, f"stage {n} · {stream}"
+
+
+def timeline_figure(sim: Simulation, title: str) -> tuple[go.Figure, str]:
+    """The best plan's step: one row per (stage, stream), one bar per task; and a caption."""
+    tasks, tl = sim.lowered.tasks, sim.timeline
+    shown = sorted((i for i, d in enumerate(tasks.duration) if d > 0), key=lambda i: (tl.start[i], i))
+    total = len(shown)
+    caption = f"{title}: the whole step, {total} events, {tl.makespan:.3f} s."
+    if total > MAX_BARS:
+        shown = shown[:MAX_BARS]
+        cut = tl.start[shown[-1]]
+        caption = (f"{title}: the first {cut:.3f} s of the {tl.makespan:.3f} s step ({MAX_BARS} of {total} events); "
+                   "trace_rank1.json holds every event (open it in https://ui.perfetto.dev).")
+    rows_ = sorted({_row(r) for r in tasks.resources})
+    by_kind: dict[str, tuple[list, list, list, list]] = {}
+    for i in shown:
+        kind, label = _task_kind(sim, i)
+        b, x, y, c = by_kind.setdefault(kind, ([], [], [], []))
+        b.append(tl.start[i])
+        x.append(tasks.duration[i])
+        y.append(_row(tasks.resources[tasks.resource[i]])[2])
+        c.append(label)
+    fig = go.Figure()
+    for kind in sorted(by_kind, key=lambda k: list(TASK_COLORS).index(k) if k in TASK_COLORS else 99):
+        b, x, y, c = by_kind[kind]
+        fig.add_trace(go.Bar(base=b, x=x, y=y, customdata=c, orientation="h", name=kind,
+                             marker={"color": TASK_COLORS.get(kind, "#333"), "line": {"width": 0}},
+                             hovertemplate="%{customdata} (%{y})<br>start %{base:.4f} s, %{x:.5f} s<extra></extra>"))
+    fig = _layout(fig, max(320, 110 + 16 * len(rows_)), barmode="overlay", bargap=0.15, xaxis_title="seconds")
+    fig.update_yaxes(categoryorder="array", categoryarray=[r[2] for r in rows_], autorange="reversed",
+                     automargin=True)
+    return fig, caption
+
+
+def sensitivity_figure(nbrs: dict[str, list[runs.Neighbour]], best: Evaluation) -> go.Figure:
+    """Throughput of the best plan with one axis changed at a time; missing values carry the reason on hover."""
+    axes = list(nbrs)
+    cols = min(4, len(axes))
+    nrows = math.ceil(len(axes) / cols)
+    fig = make_subplots(rows=nrows, cols=cols, subplot_titles=[a.replace("_", " ") for a in axes],
+                        horizontal_spacing=0.05, vertical_spacing=0.16)
+    lines: list[dict] = []
+    ref = best.metrics.tokens_per_s
+    top = max([n.evaluation.metrics.tokens_per_s for row in nbrs.values() for n in row
+               if n.evaluation is not None and n.evaluation.feasible] + [ref])
+    for k, axis in enumerate(axes):
+        r, c = k // cols + 1, k % cols + 1
+        ok = [n for n in nbrs[axis] if n.evaluation is not None and n.evaluation.feasible]
+        bad = [n for n in nbrs[axis] if n not in ok]
+        fig.add_trace(go.Bar(
+            x=[n.value for n in ok], y=[n.evaluation.metrics.tokens_per_s for n in ok], showlegend=False,
+            marker_color=["#d62728" if n.best else "#2ca02c" if n.evaluation.metrics.tokens_per_s > ref
+                          else "#9fb3d9" for n in ok],
+            customdata=[[n.evaluation.strategy.short(), n.evaluation.metrics.step_time,
+                         n.evaluation.peak_memory / GIB, 100 * (n.evaluation.metrics.tokens_per_s / ref - 1)]
+                        for n in ok],
+            hovertemplate="%{customdata[0]}<br>%{y:,.0f} tokens/s (%{customdata[3]:+.1f} %), "
+                          "%{customdata[1]:.3f} s/step<br>peak %{customdata[2]:.1f} GiB<extra></extra>"),
+            row=r, col=c)
+        if bad:
+            fig.add_trace(go.Scatter(
+                x=[n.value for n in bad], y=[0] * len(bad), mode="markers", showlegend=False,
+                marker={"symbol": "x", "size": 10, "color": "#7f7f7f"},
+                customdata=[_wrap(n.reason) for n in bad], hovertemplate="not run: %{customdata}<extra></extra>"),
+                row=r, col=c)
+        fig.update_xaxes(type="category", categoryorder="array", categoryarray=[n.value for n in nbrs[axis]],
+                         row=r, col=c)
+        fig.update_yaxes(range=[0, 1.08 * top], showticklabels=c == 1, row=r, col=c)
+        suffix = "" if k == 0 else str(k + 1)
+        lines.append({"type": "line", "xref": f"x{suffix} domain", "yref": f"y{suffix}", "x0": 0, "x1": 1,
+                      "y0": ref, "y1": ref, "line": {"dash": "dot", "color": "#d62728", "width": 1}})
+    fig.update_yaxes(title_text="tokens/s", col=1)
+    return _layout(fig, 70 + 250 * nrows, shapes=lines)
+
+
+def _wrap(text: str, width: int = 70) -> str:
+    words, lines, line = text.split(), [], ""
+    for w in words:
+        if line and len(line) + len(w) > width:
+            lines.append(line)
+            line = ""
+        line = f"{line} {w}".strip()
+    return "<br>".join(lines + [line])
+
+
+def importance_figure(values: dict[str, float]) -> go.Figure:
+    """Optuna's parameter importances, largest on top."""
+    items = sorted(values.items(), key=lambda kv: kv[1])
+    fig = go.Figure(go.Bar(x=[v for _, v in items], y=[k for k, _ in items], orientation="h",
+                           marker_color="#1f77b4", hovertemplate="%{y}: %{x:.3f}<extra></extra>"))
+    return _layout(fig, 80 + 30 * len(items), xaxis_title="importance (sums to 1)", yaxis={"automargin": True})
+
+
+def _div(fig: go.Figure, div_id: str) -> str:
+    return pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div_id, config=CONFIG)
+
+
+def _note(text: str) -> str:
+    return f'<p class="note">{html.escape(text)}</p>'
+
+
+def top_table(run: runs.Run) -> str:
+    """The leaderboard as an HTML table."""
+    if not run.leaderboard:
+        return _note("No plan fits in memory: try more GPUs, recompute, ZeRO or a smaller micro-batch.")
+    ref = run.leaderboard[0].metrics.tokens_per_s
+    head = ("#", "plan", "step s", "tokens/s", "vs best", "MFU %", "bubble %", "exposed comm %", "peak GiB")
+    body = []
+    for r, e in zip(rows(run.leaderboard), run.leaderboard):
+        cells = (r["rank"], r["plan"], f"{r['step_s']:.3f}", f"{r['tokens_per_s']:,}",
+                 f"{100 * (e.metrics.tokens_per_s / ref - 1):+.1f} %", f"{r['mfu_pct']:.1f}", f"{r['bubble_pct']:.1f}",
+                 f"{r['exposed_comm_pct']:.1f}", f"{r['peak_gib']:.1f} / {r['capacity_gib']:.0f}")
+        body.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
+    return ("<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
+            + "".join(body) + "</tbody></table>")
+
+
+def inputs_table(run: runs.Run) -> str:
+    """The run's inputs, its search counts and the model's shape."""
+    i = run.inputs
+    items = [(k, i[k]) for k in ("model", "cluster", "gpu", "gpus", "global_batch", "sampler", "budget", "seed", "top")
+             if k in i]
+    items += [(f"space: {k}", ", ".join(map(str, v))) for k, v in i.get("space", {}).items()]
+    items += [(f"search: {k}", v) for k, v in run.summary.items() if k != "rejected"]
+    if run.model is not None:
+        m = run.model
+        items.append(("model shape", f"{m.layers} layers, hidden {m.hidden}, {m.heads} heads ({m.kv_heads} kv), "
+                                     f"ffn {m.ffn_hidden}, vocab {m.vocab}, sequence {m.seq_len}, {m.activation}"))
+    items.append(("run folder", str(run.folder)))
+    return "<table class=\"kv\">" + "".join(
+        f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in items) + "</table>"
+
+
+PAGE = Template("""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>autoplan: $title</title>
+<script>
+window.jsErrors = [];
+function showJsErrors() {
+  var box = document.getElementById("js-errors");
+  if (box && window.jsErrors.length) { box.textContent = window.jsErrors.join("\\n"); box.hidden = false; }
+}
+function noteJsError(message) { window.jsErrors.push(String(message)); showJsErrors(); }
+window.addEventListener("error", function (e) {
+  noteJsError("Uncaught " + (e.message || e.type) + " (" + (e.filename || "") + ":" + (e.lineno || "") + ")");
+}, true);
+window.addEventListener("unhandledrejection", function (e) {
+  noteJsError("Unhandled rejection: " + ((e.reason && e.reason.message) || e.reason));
+});
+document.addEventListener("DOMContentLoaded", showJsErrors);
+</script>
+<style>
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; padding: 0 24px 40px;
+       max-width: 1500px; color: #222; }
+h1 { font-size: 22px; margin: 18px 0 4px; } h2 { font-size: 17px; margin: 0 0 6px; }
+.sub { color: #555; margin: 0 0 12px; }
+nav a { margin-right: 14px; color: #1f77b4; text-decoration: none; }
+.grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(640px, 1fr)); gap: 16px; }
+section { border: 1px solid #e3e3e3; border-radius: 6px; padding: 12px 14px; margin: 14px 0 0; }
+.grid section { margin: 0; }
+table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
+th, td { padding: 3px 10px; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
+th { background: #f6f6f6; } td:nth-child(2) { text-align: left; font-family: ui-monospace, monospace; }
+tbody tr:first-child { background: #fff4e5; font-weight: 600; }
+table.kv th { text-align: left; background: none; font-weight: 600; }
+table.kv td { text-align: left; white-space: normal; }
+table.kv tbody tr:first-child { background: none; font-weight: normal; }
+.note { color: #555; font-size: 13px; margin: 4px 0; }
+pre { background: #f6f6f6; padding: 10px; overflow-x: auto; font-size: 12.5px; }
+#js-errors { color: #b00; background: #fee; }
+</style>
+<script>$plotlyjs</script>
+</head>
+<body>
+<pre id="js-errors" hidden></pre>
+<h1>$title</h1>
+<p class="sub">$subtitle</p>
+<nav><a href="#top-plans">top plans</a><a href="#pareto">throughput vs memory</a><a href="#breakdown">time breakdown</a>
+<a href="#timeline">timeline</a><a href="#sensitivity">around the best plan</a><a href="#importance">importances</a>
+<a href="#launch">launch</a><a href="#inputs">inputs</a></nav>
+<section id="top-plans"><h2>Top plans</h2>$table</section>
+<div class="grid">
+<section id="pareto"><h2>Throughput vs peak memory</h2>$pareto
+<p class="note">Every plan the search simulated; the Pareto front keeps the plans no other beats on both throughput
+and memory. The dashed line is the GPU's memory.</p></section>
+<section id="breakdown"><h2>Where the step goes (top plans)</h2>$breakdown</section>
+</div>
+<section id="timeline"><h2>Timeline of the best plan</h2>$timeline</section>
+<section id="sensitivity"><h2>Around the best plan: one axis at a time</h2>$sensitivity
+<p class="note">The best plan (red) with one axis changed to each other value of the run's space
+(dp = GPUs / (tp·pp·cp)); green beats it, × did not run (hover for why); the dotted line is the best plan's
+throughput.</p></section>
+<section id="importance"><h2>Parameter importances</h2>$importance</section>
+<section id="launch"><h2>Launch the best plan (Megatron-LM)</h2>$launch</section>
+<section id="inputs"><h2>Inputs</h2>$inputs</section>
+</body>
+</html>
+""")
+
+
+def _subtitle(run: runs.Run) -> str:
+    s = run.summary
+    parts = [f"{len(run.evaluations)} plans evaluated, {len(run.ranked)} fit in memory"]
+    if s:
+        parts.append(f"{s.get('valid', '?')} valid plans in the space, {s.get('out_of_memory', '?')} do not fit, "
+                     f"{s.get('pruned_by_bound', '?')} skipped by the search, {s.get('seconds', 0):.1f} s")
+    if run.leaderboard:
+        m = run.leaderboard[0].metrics
+        parts.append(f"best: {run.leaderboard[0].strategy.short()}, {m.step_time:.3f} s/step, "
+                     f"{m.tokens_per_s:,.0f} tokens/s, MFU {100 * m.mfu:.1f} %")
+    return "; ".join(parts) + "."
+
+
+def _timeline_html(run: runs.Run, sim: Simulation | None) -> str:
+    if sim is None or not run.leaderboard:
+        return _note(run.missing or "No plan fits in memory, so there is no step to show.")
+    fig, caption = timeline_figure(sim, run.leaderboard[0].strategy.short())
+    return _div(fig, "fig-timeline") + _note(caption)
+
+
+def _sensitivity_html(run: runs.Run) -> str:
+    if not run.leaderboard:
+        return _note("No plan fits in memory.")
+    nbrs = runs.neighbours(run, run.leaderboard[0])
+    if not nbrs:
+        return _note(run.missing or "Every axis of the run's space has one value: there is no neighbour to show.")
+    return _div(sensitivity_figure(nbrs, run.leaderboard[0]), "fig-sensitivity")
+
+
+def _importance_html(run: runs.Run) -> str:
+    values, note = runs.importances(run)
+    return (_div(importance_figure(values), "fig-importance") if values else "") + _note(note)
+
+
+def _launch_html(run: runs.Run) -> str:
+    if not run.leaderboard:
+        return _note("No plan fits in memory.")
+    flash = run.cluster.flash_attention if run.cluster else True
+    try:
+        text = megatron_text(run.leaderboard[0].strategy, run.model, flash)
+    except SpecError as err:
+        return _note(str(err))
+    return (f"<pre>{html.escape(text)}</pre>" + _note(f"autoplan export {run.folder} --rank 1 --format megatron "
+                                                     "(or --format torchtitan) prints these for any rank."))
+
+
+def page(run: runs.Run, sim: Simulation | None) -> str:
+    """The whole report page."""
+    board = run.leaderboard
+    return PAGE.substitute(
+        title=html.escape(run.title), subtitle=html.escape(_subtitle(run)), plotlyjs=get_plotlyjs(),
+        table=top_table(run), pareto=_div(pareto_figure(run), "fig-pareto"),
+        breakdown=_div(breakdown_figure(board), "fig-breakdown") if board else _note("No plan fits in memory."),
+        timeline=_timeline_html(run, sim), sensitivity=_sensitivity_html(run), importance=_importance_html(run),
+        launch=_launch_html(run), inputs=inputs_table(run))
+
+
+def write_report(run: runs.Run) -> list[Path]:
+    """report.html, best_plan.json and trace_rank1.json… in the run folder; the paths written."""
+    sims = runs.simulate_top(run)
+    paths = runs.write_traces(run, sims)
+    if run.leaderboard:
+        flash = run.cluster.flash_attention if run.cluster else True
+        write_atomic(run.folder / "best_plan.json", best_plan_json(run.leaderboard[0], run.model, flash))
+        paths.insert(0, run.folder / "best_plan.json")
+    write_atomic(run.folder / "report.html", page(run, sims[0] if sims else None))
+    return [run.folder / "report.html"] + paths

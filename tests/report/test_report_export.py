@@ -1,0 +1,121 @@
+"""Launch settings: Megatron-LM arguments and torchtitan TOML, checked against closed forms."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from autoplan.errors import SpecError
+from autoplan.report.export import export_text, megatron_args, megatron_text, torchtitan_toml
+from autoplan.specs import Strategy, get_model
+
+GPT3 = get_model("gpt3")
+LLAMA = get_model("llama3-8b")
+
+
+def flags(args: list[str]) -> dict[str, str | None]:
+    """``--name value`` lines as {name: value} (None for switches)."""
+    out = {}
+    for a in args:
+        name, _, value = a.partition(" ")
+        out[name] = value or None
+    return out
+
+
+@pytest.mark.parametrize("pp,v", [(2, 2), (4, 3), (8, 6), (8, 12), (16, 3)])
+def test_virtual_stage_layers_is_layers_over_pp_times_v(pp, v):
+    s = Strategy(dp=1024 // (4 * pp), tp=4, pp=pp, micro_batch=1, global_batch=1536, schedule="interleaved",
+                 virtual_stages=v, zero=1)
+    f = flags(megatron_args(s, GPT3))
+    assert int(f["--num-layers-per-virtual-pipeline-stage"]) == GPT3.layers // (pp * v)
+    assert int(f["--pipeline-model-parallel-size"]) == pp and int(f["--tensor-model-parallel-size"]) == 4
+    assert (int(f["--micro-batch-size"]), int(f["--global-batch-size"])) == (1, 1536)
+
+
+def test_plain_1f1b_plan():
+    s = Strategy(dp=16, tp=8, pp=8, micro_batch=2, global_batch=1536, sequence_parallel=True)
+    f = flags(megatron_args(s, GPT3))
+    assert f["--tensor-model-parallel-size"] == "8" and f["--pipeline-model-parallel-size"] == "8"
+    assert "--sequence-parallel" in f and "--num-layers-per-virtual-pipeline-stage" not in f
+    assert "--use-distributed-optimizer" not in f and "--overlap-param-gather" not in f
+    assert "--recompute-granularity" not in f
+    assert (f["--num-layers"], f["--hidden-size"], f["--num-attention-heads"]) == ("96", "12288", "96")
+    assert f["--seq-length"] == "2048" and f["--ffn-hidden-size"] == str(4 * 12288)
+    assert "--group-query-attention" not in f
+
+
+def test_recompute_and_distributed_optimizer():
+    full = flags(megatron_args(Strategy(dp=128, tp=8, global_batch=1536, recompute="full", zero=1), GPT3))
+    assert full["--recompute-granularity"] == "full" and full["--recompute-method"] == "uniform"
+    assert full["--recompute-num-layers"] == "1"
+    assert "--use-distributed-optimizer" in full and "--overlap-param-gather" in full
+    sel = flags(megatron_args(Strategy(dp=128, tp=8, global_batch=1536, recompute="selective"), GPT3))
+    assert sel["--recompute-granularity"] == "selective" and "--recompute-method" not in sel
+
+
+def test_grouped_query_attention_model_shape():
+    f = flags(megatron_args(Strategy(dp=8, tp=2, global_batch=64), LLAMA, flash_attention=False))
+    assert "--group-query-attention" in f and f["--num-query-groups"] == str(LLAMA.kv_heads)
+    assert {"--swiglu", "--disable-bias-linear", "--untie-embeddings-and-output-weights"} <= set(f)
+    assert f["--normalization"] == "RMSNorm" and f["--position-embedding-type"] == "rope"
+    assert "--use-flash-attn" not in f
+
+
+@pytest.mark.parametrize("zero", [2, 3])
+def test_zero_2_and_3_have_no_megatron_equivalent(zero):
+    s = Strategy(dp=16, global_batch=64, zero=zero)
+    with pytest.raises(SpecError, match=f"ZeRO stage {zero} has no Megatron-LM equivalent"):
+        megatron_args(s, GPT3)
+    with pytest.raises(SpecError, match="--format torchtitan"):
+        export_text("megatron", s, GPT3)
+
+
+def test_megatron_text_is_pasteable():
+    s = Strategy(dp=32, tp=4, pp=8, global_batch=1536, schedule="interleaved", virtual_stages=6, zero=1)
+    lines = megatron_text(s, GPT3, header="rank 1").splitlines()
+    comments = [x for x in lines if x.startswith("#")]
+    args = [x for x in lines if not x.startswith("#")]
+    assert comments[0] == "# rank 1" and any("data-parallel size 32" in c for c in comments)
+    assert all(a.startswith("--") for a in args)
+    assert all(a.endswith(" \\") for a in args[:-1]) and not args[-1].endswith("\\")
+
+
+def test_unknown_model_leaves_shape_out():
+    s = Strategy(dp=32, tp=4, pp=8, global_batch=1536, schedule="interleaved", virtual_stages=6)
+    f = flags(megatron_args(s, None))
+    assert "--num-layers" not in f and f["--num-virtual-stages-per-pipeline-rank"] == "6"
+
+
+def test_torchtitan_interleaved_replicated():
+    s = Strategy(dp=16, tp=2, pp=16, cp=2, micro_batch=1, global_batch=1536, schedule="interleaved",
+                 virtual_stages=6, sequence_parallel=True, zero=1)
+    text = torchtitan_toml(s, GPT3, header="rank 3")
+    cfg = tomllib.loads(text)
+    p = cfg["parallelism"]
+    assert (p["data_parallel_replicate_degree"], p["data_parallel_shard_degree"]) == (16, 1)
+    assert (p["tensor_parallel_degree"], p["pipeline_parallel_degree"], p["context_parallel_degree"]) == (2, 16, 2)
+    assert p["pipeline_parallel_schedule"] == "Interleaved1F1B"
+    assert p["pipeline_parallel_layers_per_stage"] == GPT3.layers // (16 * 6)
+    assert p["pipeline_parallel_microbatch_size"] == 1
+    assert cfg["activation_checkpoint"]["mode"] == "none"
+    assert cfg["training"] == {"local_batch_size": 1536 // 16, "global_batch_size": 1536, "seq_len": 2048}
+    assert "approximate" in text
+
+
+@pytest.mark.parametrize("schedule,name", [("gpipe", "GPipe"), ("1f1b", "1F1B")])
+def test_torchtitan_schedules_and_fsdp(schedule, name):
+    s = Strategy(dp=16, pp=4, global_batch=64, schedule=schedule, recompute="full")
+    cfg = tomllib.loads(torchtitan_toml(s, GPT3))
+    assert cfg["parallelism"]["pipeline_parallel_schedule"] == name
+    assert cfg["activation_checkpoint"]["mode"] == "full"
+    z3 = tomllib.loads(torchtitan_toml(Strategy(dp=64, global_batch=64, zero=3, recompute="selective"), GPT3))
+    assert (z3["parallelism"]["data_parallel_shard_degree"], z3["parallelism"]["data_parallel_replicate_degree"]) \
+        == (64, 1)
+    assert z3["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "op"}
+    assert "pipeline_parallel_schedule" not in z3["parallelism"]
+
+
+def test_unknown_format():
+    with pytest.raises(SpecError, match="megatron, torchtitan"):
+        export_text("deepspeed", Strategy(), GPT3)

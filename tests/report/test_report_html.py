@@ -1,0 +1,81 @@
+"""The files a search run leaves: report.html (every section, plotly.js once, nothing fetched), best_plan.json
+and the best plans' traces."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+
+from autoplan.report.html import MAX_BARS, timeline_figure, write_report
+from autoplan.report.runs import load_run
+from autoplan.sim.simulate import simulate_step
+from autoplan.specs import Strategy, get_model, load_cluster
+
+SECTIONS = ("top-plans", "pareto", "breakdown", "timeline", "sensitivity", "importance", "launch", "inputs")
+PLOTS = ("fig-pareto", "fig-breakdown", "fig-timeline", "fig-sensitivity", "fig-importance")
+
+
+def test_search_leaves_every_artefact(small_run):
+    names = {p.name for p in small_run.iterdir()}
+    assert names >= {"leaderboard.md", "leaderboard.csv", "leaderboard.json", "report.html", "best_plan.json",
+                     "trace_rank1.json", "trace_rank2.json", "trace_rank3.json", "inputs.json", "study.journal"}
+
+
+def test_report_has_every_section_and_no_network(small_run):
+    page = (small_run / "report.html").read_text()
+    for sid in SECTIONS:
+        assert f'<section id="{sid}">' in page
+    for div in PLOTS:
+        assert f'id="{div}"' in page
+    assert len(re.findall(r"\* plotly\.js v\d", page)) == 1
+    assert '<pre id="js-errors" hidden></pre>' in page
+    assert not re.search(r"<script[^>]+src=|<link |@import|<img ", page)
+    run = load_run(small_run)
+    assert run.leaderboard[0].strategy.short() in page and "--tensor-model-parallel-size" in page
+
+
+def test_best_plan_json(small_run):
+    best = json.loads((small_run / "best_plan.json").read_text())
+    board = json.loads((small_run / "leaderboard.json").read_text())["leaderboard"]
+    assert best["strategy"] == board[0]["strategy"]
+    assert best["metrics"]["step_time_s"] == board[0]["metrics"]["step_time_s"]
+    args = best["megatron"]["args"]
+    s = best["strategy"]
+    assert f"--tensor-model-parallel-size {s['tp']}" in args and f"--global-batch-size {s['global_batch']}" in args
+    assert "[parallelism]" in best["torchtitan_toml"]
+
+
+def test_traces_are_chrome_trace_json(small_run):
+    run = load_run(small_run)
+    for rank in (1, 2, 3):
+        events = json.loads((small_run / f"trace_rank{rank}.json").read_text())["traceEvents"]
+        spans = [e for e in events if e["ph"] == "X"]
+        assert spans and all(e["dur"] > 0 for e in spans)
+        stages = {e["pid"] for e in spans}
+        assert len(stages) == run.ranked[rank - 1].strategy.pp
+
+
+def test_report_regenerates(small_run, tmp_path):
+    folder = tmp_path / "copy"
+    shutil.copytree(small_run, folder)
+    for name in ("report.html", "best_plan.json", "trace_rank1.json"):
+        (folder / name).unlink()
+    t0 = time.perf_counter()
+    paths = write_report(load_run(folder))
+    assert time.perf_counter() - t0 < 10
+    assert {p.name for p in paths} >= {"report.html", "best_plan.json", "trace_rank1.json"}
+    assert (folder / "report.html").read_text().count('class="plotly-graph-div"') == len(PLOTS)
+
+
+def test_long_timeline_shows_its_beginning():
+    model, cluster = get_model("gpt3"), load_cluster("dgx-h100-80g", 1024)
+    s = Strategy(dp=32, tp=4, pp=8, micro_batch=1, global_batch=1536, schedule="interleaved", virtual_stages=6,
+                 sequence_parallel=True, zero=1)
+    sim = simulate_step(model, cluster, s)
+    fig, caption = timeline_figure(sim, s.short())
+    assert sum(len(t.x) for t in fig.data) == MAX_BARS
+    assert "the first" in caption and "trace_rank1.json" in caption
+    rows = {y for t in fig.data for y in t.y}
+    assert "stage 0 · compute" in rows and "stage 7 · compute" in rows

@@ -1,0 +1,111 @@
+"""Reading a run folder back, the Pareto front, one-axis neighbours of the best plan, parameter importances."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from autoplan.errors import SpecError
+from autoplan.report.leaderboard import write_report_safely
+from autoplan.report.runs import SPECS, Run, importances, load_run, neighbours, pareto_front, save_specs
+from autoplan.sim.simulate import evaluate
+from autoplan.specs import get_model, load_cluster
+
+
+def test_load_run(small_run):
+    run = load_run(small_run)
+    assert run.model is not None and run.model.name == "llama3-8b" and run.cluster.gpus == 16 and not run.missing
+    assert run.top_k == 5 and len(run.leaderboard) == 5
+    board = json.loads((small_run / "leaderboard.json").read_text())["leaderboard"]
+    assert [e.strategy.to_dict() for e in run.leaderboard] == [row["strategy"] for row in board]
+    assert run.summary["simulated"] == len(run.evaluations)
+    assert run.plan(1) is run.leaderboard[0]
+
+
+@pytest.mark.parametrize("rank", [0, -1, 10_000])
+def test_rank_out_of_range(small_run, rank):
+    with pytest.raises(SpecError, match="out of range"):
+        load_run(small_run).plan(rank)
+
+
+def test_not_a_run_folder(tmp_path):
+    with pytest.raises(SpecError, match="does not exist"):
+        load_run(tmp_path / "nope")
+    with pytest.raises(SpecError, match="not a run folder"):
+        load_run(tmp_path)
+
+
+def test_pareto_front_is_exactly_the_undominated_plans(small_run):
+    run = load_run(small_run)
+    front = pareto_front(list(run.evaluations))
+    feasible = run.ranked
+
+    def dominates(a, b):
+        return (a.peak_memory <= b.peak_memory and a.metrics.tokens_per_s >= b.metrics.tokens_per_s
+                and (a.peak_memory < b.peak_memory or a.metrics.tokens_per_s > b.metrics.tokens_per_s))
+
+    assert front and run.ranked[0] in front
+    for e in front:
+        assert not any(dominates(o, e) for o in feasible)
+    for e in feasible:
+        if e not in front:
+            assert any(dominates(f, e) or (f.peak_memory <= e.peak_memory and
+                                           f.metrics.tokens_per_s >= e.metrics.tokens_per_s) for f in front)
+    mems = [e.peak_memory for e in front]
+    assert mems == sorted(mems)
+
+
+def test_neighbours_change_one_axis(small_run):
+    run = load_run(small_run)
+    best = run.leaderboard[0]
+    nbrs = neighbours(run, best)
+    space = run.inputs["space"]
+    assert set(nbrs) == {k for k, v in space.items() if len(v) > 1 and k not in ("schedule", "virtual_stages")} | (
+        {"schedule"} if len(space["schedule"]) > 1 or len(space["virtual_stages"]) > 1 else set())
+    for axis, row in nbrs.items():
+        assert sum(n.best for n in row) == 1
+        for n in row:
+            if n.evaluation is None:
+                assert n.reason
+                continue
+            s = n.evaluation.strategy
+            assert s.dp * s.tp * s.pp * s.cp == 16
+            if not n.best:
+                assert n.evaluation.feasible or n.reason
+            if n.evaluation.feasible and not n.best:
+                fresh = evaluate(run.model, run.cluster, s)
+                assert fresh.metrics.step_time == pytest.approx(n.evaluation.metrics.step_time, rel=1e-12)
+
+
+def test_importances_or_a_note(small_run):
+    values, note = importances(load_run(small_run))
+    assert note
+    if values:
+        assert sum(values.values()) == pytest.approx(1.0) and len(values) >= 2
+
+
+def test_importances_note_without_a_study(small_run, tmp_path):
+    folder = tmp_path / "copy"
+    shutil.copytree(small_run, folder)
+    (folder / "study.journal").unlink()
+    values, note = importances(load_run(folder))
+    assert values == {} and "no Optuna study" in note
+
+
+def test_unknown_model_is_noted_and_saved_specs_fix_it(small_run, tmp_path):
+    folder = tmp_path / "copy"
+    shutil.copytree(small_run, folder)
+    inputs = json.loads((folder / "inputs.json").read_text())
+    (folder / "inputs.json").write_text(json.dumps(inputs | {"model": "my-model-from-a-file"}))
+    (folder / SPECS).unlink(missing_ok=True)
+    run = load_run(folder)
+    assert run.model is None and "unknown model" in run.missing
+    save_specs(folder, get_model("llama3-8b"), load_cluster("dgx-h100-80g", 16))
+    assert isinstance(load_run(folder), Run) and load_run(folder).model.name == "llama3-8b"
+
+
+def test_report_failure_is_a_warning(tmp_path, capsys):
+    write_report_safely(tmp_path)
+    assert "warning: report not written" in capsys.readouterr().err

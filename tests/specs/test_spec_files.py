@@ -1,0 +1,130 @@
+"""Model and cluster files: every malformed value is a SpecError that names the file, the table and the key."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from autoplan.errors import SpecError
+from autoplan.specs.catalog import load_model
+from autoplan.specs.cluster import list_clusters, load_cluster, specs_dir
+from autoplan.specs.model import MAX_SIZE, ModelSpec
+
+SHAPE = dict(name="m", layers=2, hidden=256, heads=8, ffn_hidden=1024, vocab=100, seq_len=64)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(bias="yes"), "bias must be true or false"), (dict(dropout=1), "dropout must be true or false"),
+    (dict(name=3), "name must be a non-empty string"), (dict(name=""), "non-empty"),
+    (dict(kv_heads=-2), "kv_heads must be a positive integer"), (dict(head_dim=-1), "head_dim"),
+    (dict(layers=MAX_SIZE + 1), "larger than"), (dict(hidden=1.5), "positive integer"),
+    (dict(vocab=True), "positive integer"), (dict(source=["a"]), "source must be a string"),
+])
+def test_model_fields_are_checked(bad, match):
+    with pytest.raises(SpecError, match=match):
+        ModelSpec(**(SHAPE | bad))
+
+
+@pytest.mark.parametrize("text, match", [
+    ("model = 3\n", r"\[model\] must be a table"),
+    ("layers = 2\nhidden = 256\nheads = 8\nffn_hidden = 1024\nvocab = 100\nseq_len = 64\nactivation = 'tanh'\n",
+     r"m\.toml': model 'm': activation 'tanh' is not one of gelu, swiglu, relu2"),
+    ("layers = 2\n", "missing key.*hidden.*required: layers, hidden"),
+    ("layers = [2,\n", r"not valid TOML: .*after line 1"),
+])
+def test_model_files_name_file_and_key(tmp_path, text, match):
+    path = tmp_path / "m.toml"
+    path.write_text(text)
+    with pytest.raises(SpecError, match=match):
+        load_model(path)
+
+
+def test_unreadable_model_files(tmp_path):
+    binary = tmp_path / "b.toml"
+    binary.write_bytes(b"\x00\xff\xfe")
+    with pytest.raises(SpecError, match="not UTF-8"):
+        load_model(binary)
+    folder = tmp_path / "d.toml"
+    folder.mkdir()
+    with pytest.raises(SpecError, match="cannot read model file"):
+        load_model(folder)
+
+
+def _cluster_text(edit) -> str:
+    data = tomllib.loads((specs_dir() / "dgx-a100-80g.toml").read_text())
+    edit(data)
+    lines = []
+    for k, v in data.items():
+        if not isinstance(v, (dict, list)):
+            lines.append(f"{k} = {_value(v)}")
+    lines.append("[gpu]")
+    lines += [f"{k} = {_value(v)}" for k, v in data["gpu"].items()]
+    for tier in data["tiers"] if isinstance(data["tiers"], list) else ():
+        lines.append("[[tiers]]")
+        lines += [f"{k} = {_value(v)}" for k, v in tier.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace('"', '\\"') + '"'
+    if isinstance(v, float) and v != v:
+        return "nan"
+    if v == float("inf"):
+        return "inf"
+    return str(list(v)) if isinstance(v, (list, tuple)) else str(v)
+
+
+def _set(table: str, key: str, value: object):
+    def edit(data: dict) -> None:
+        target = data if table == "top" else data["gpu"] if table == "gpu" else data["tiers"][int(table)]
+        if value is KeyError:
+            del target[key]
+        else:
+            target[key] = value
+    return edit
+
+
+@pytest.mark.parametrize("edit, match", [
+    (_set("gpu", "sm_count", KeyError), r"missing key 'sm_count' in \[gpu\]"),
+    (_set("1", "bandwidth_gb_per_s", KeyError), r"missing key 'bandwidth_gb_per_s' in \[\[tiers\]\] #2"),
+    (_set("gpu", "peak_tflops", float("nan")), "peak_tflops in .gpu. must be a positive number, got nan"),
+    (_set("gpu", "hbm_gib", float("inf")), "hbm_gib in .gpu. must be a positive number, got inf"),
+    (_set("gpu", "gemm_efficiency", 1.2), r"gemm_efficiency in \[gpu\] must be a number in \(0, 1\]"),
+    (_set("gpu", "kernel_overhead_us", "4"), "kernel_overhead_us in .gpu. must be a number in .0, ∞"),
+    (_set("gpu", "memory_reserve_gib", -1), "memory_reserve_gib"),
+    (_set("gpu", "gemm_tile", [128]), "gemm_tile in .gpu. must be two positive integers"),
+    (_set("gpu", "sm_count", 107.5), "sm_count in .gpu. must be a positive integer"),
+    (_set("gpu", "name", 7), "name in .gpu. must be a string"),
+    (_set("top", "gpus_per_node", 0), "gpus_per_node in the top level must be a positive integer"),
+    (_set("top", "flash_attention", "yes"), "flash_attention in the top level must be true or false"),
+    (_set("top", "tiers", 3), "tiers must be one or more"),
+    (_set("top", "nvlink_gbps", 3), "unknown key.*nvlink_gbps in the top level"),
+    (_set("0", "efficency", 0.8), r"unknown key.*efficency in \[\[tiers\]\] #1"),
+    (_set("0", "gpus", -8), r"gpus in \[\[tiers\]\] #1 must be an integer ≥ 0"),
+    (_set("0", "latency_us", -1.0), "latency_us"),
+])
+def test_cluster_files_name_file_table_and_key(tmp_path, edit, match):
+    path = tmp_path / "c.toml"
+    path.write_text(_cluster_text(edit))
+    with pytest.raises(SpecError, match=match) as err:
+        load_cluster(str(path), 8)
+    assert "c.toml" in str(err.value)
+
+
+def test_builtin_clusters_still_load():
+    for name in list_clusters():
+        assert load_cluster(name, 16).gpus == 16
+
+
+def test_gpu_counts_are_whole_and_bounded():
+    cluster = load_cluster("dgx-a100-80g")
+    with pytest.raises(SpecError, match="more than"):
+        cluster.with_gpus(8 * 2**30)
+    with pytest.raises(SpecError, match="positive integer"):
+        cluster.with_gpus(True)
+    with pytest.raises(SpecError, match="unknown cluster"):
+        load_cluster("../cluster_specs/dgx-a100-80g")

@@ -1,0 +1,460 @@
+"""Fuzzing the command line: random and malformed flag values and spec files never give a traceback.
+
+Every input is built from parts that are either well formed or certainly malformed (a non-positive or
+non-integer size, an unknown name, a missing or unknown key, a value of the wrong type, text that is not TOML).
+Certainly malformed input must exit with code 2 and one ``autoplan: error:`` line (or click's usage error);
+well-formed input exits 0 or 1, or 2 when the plan or space it describes has no valid plan, never with a
+traceback. ``FUZZED`` counts the inputs each test fed (``-s`` prints them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+import tomllib
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from autoplan.cli import main
+from autoplan.search.space import AXES
+from autoplan.specs.catalog import aliases, list_models
+from autoplan.specs.cluster import list_clusters, specs_dir
+from autoplan.specs.model import MAX_SIZE
+
+FUZZED: Counter = Counter()
+SETTINGS = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+KNOWN_NAMES = {m.name for m in list_models()} | set(aliases()) | set(list_clusters())
+TINY_MODEL = {"layers": 4, "hidden": 256, "heads": 8, "ffn_hidden": 1024, "vocab": 1000, "seq_len": 256}
+WORK = Path(tempfile.mkdtemp(prefix="autoplan-fuzz-"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report_counts():
+    yield
+    print("\nfuzzed inputs:", ", ".join(f"{k}: {n}" for k, n in sorted(FUZZED.items())),
+          f"(total {sum(FUZZED.values())})")
+    shutil.rmtree(WORK, ignore_errors=True)
+
+
+def invoke(args: list[str]):
+    return CliRunner().invoke(main, args)
+
+
+def assert_clean(r, args: list[str], *, codes: set[int]) -> None:
+    """No traceback, an exit code in ``codes``, and a failure says why in one line."""
+    where = f"autoplan {' '.join(map(repr, args))}\n{r.output}"
+    assert r.exception is None or isinstance(r.exception, SystemExit), where + f"\n{r.exc_info!r}"
+    assert "Traceback" not in r.output, where
+    assert r.exit_code in codes, where
+    if r.exit_code == 2:
+        errors = [line for line in r.output.splitlines() if line.startswith(("autoplan: error:", "Error:"))]
+        assert len(errors) == 1, where
+
+
+# ------------------------------------------------------------------------------------------------ flag values
+
+def _int_or_none(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+@st.composite
+def count_value(draw: st.DrawFn, good: list[int], bad: bool = False) -> tuple[str, bool]:
+    """A value for a count flag (malformed if ``bad``), and whether it is certainly malformed."""
+    if not bad:
+        return str(draw(st.sampled_from(good))), False
+    kind = draw(st.sampled_from(["nonpositive", "huge", "text", "float"]))
+    if kind == "nonpositive":
+        return str(draw(st.integers(-10**6, 0))), True
+    if kind == "huge":
+        return str(draw(st.integers(MAX_SIZE + 1, 10**40))), True
+    if kind == "float":
+        return draw(st.sampled_from(["1.5", "2e3", "8.0", "nan", "inf", "-0.5"])), True
+    text = draw(st.text(max_size=8))
+    n = _int_or_none(text)                     # int() takes " 8", "1_6" and "８": then it is no longer malformed
+    return text, n is None or not 0 < n <= MAX_SIZE
+
+
+@st.composite
+def name_value(draw: st.DrawFn, good: list[str], bad: bool = False) -> tuple[str, bool]:
+    if not bad:
+        return draw(st.sampled_from(good)), False
+    text = draw(st.one_of(st.text(max_size=12), st.sampled_from(["gpt5", "gpt-3", "llama", "dgx-a1000", "h100",
+                                                                 "x.toml", "/nonexistent", ""])))
+    return text, text not in KNOWN_NAMES
+
+
+PLAN_COUNTS = (("--tp", [1, 2, 4, 8]), ("--pp", [1, 2, 4]), ("--cp", [1, 2]), ("--micro-batch", [1, 2, 4]),
+               ("--global-batch", [16, 64, 256]), ("--virtual-stages", [1, 2, 3]), ("--dp", [1, 2, 8]))
+PLAN_CHOICES = (("--schedule", ["gpipe", "1f1b", "interleaved"], ["zigzag", ""]),
+                ("--recompute", ["none", "selective", "full"], ["some", "FULL"]),
+                ("--zero", ["0", "1", "3"], ["4", "-1", "z"]))
+
+
+@st.composite
+def plan_flags(draw: st.DrawFn) -> tuple[list[str], bool, bool]:
+    """Flags of check/simulate, whether one is certainly malformed, and whether dp = gpus/(tp·pp·cp) is whole.
+
+    Half the cases are well formed; the others spoil one part (a name, a count or a choice)."""
+    counts = [(f, g) for f, g in PLAN_COUNTS if draw(st.booleans())]
+    choices = [c for c in PLAN_CHOICES if draw(st.booleans())]
+    spoil = draw(st.one_of(st.none(), st.integers(0, 2 + len(counts) + len(choices))))
+    model, bad_m = draw(name_value(["gpt-1.7b", "gpt-7.5b", "llama3-8b", "gpt3"], bad=spoil == 0))
+    cluster, bad_c = draw(name_value(["dgx-a100-80g", "dgx-h100-80g"], bad=spoil == 1))
+    gpus, bad_g = draw(count_value([8, 16, 64], bad=spoil == 2))
+    if not bad_g and draw(st.integers(0, 9)) == 0:
+        gpus, bad_g = str(8 * int(gpus) + 4), True                 # not whole nodes
+    args, bad = ["--model", model, "--cluster", cluster, "--gpus", gpus], bad_m or bad_c or bad_g
+    sizes = {}
+    for i, (flag, good) in enumerate(counts):
+        value, b = draw(count_value(good, bad=spoil == 3 + i))
+        args += [flag, value]
+        bad |= b
+        sizes[flag] = value
+    for i, (flag, good, wrong) in enumerate(choices):
+        spoilt = spoil == 3 + len(counts) + i
+        args += [flag, draw(st.sampled_from(wrong if spoilt else good))]
+        bad |= spoilt
+    args += draw(st.lists(st.sampled_from(["--sequence-parallel", "--no-overlap-grad-reduce", "--json"]),
+                          max_size=2, unique=True))
+    degrees = [_int_or_none(sizes.get(f, "1")) or 1 for f in ("--tp", "--pp", "--cp")]
+    whole = "--dp" not in sizes and not bad and int(gpus) % math.prod(degrees) == 0
+    return args, bad, whole
+
+
+@st.composite
+def coherent_plan(draw: st.DrawFn) -> tuple[list[str], bool, bool]:
+    """Well-formed flags of a plan that is valid more often than not (so the simulator itself runs)."""
+    gpus = draw(st.sampled_from([8, 16, 64]))
+    tp, pp, cp = draw(st.sampled_from([1, 2, 4, 8])), draw(st.sampled_from([1, 2, 4])), draw(st.sampled_from([1, 2]))
+    dp = max(1, gpus // (tp * pp * cp))
+    mb = draw(st.sampled_from([1, 2]))
+    v = draw(st.sampled_from([1, 1, 2, 3])) if pp > 1 else 1
+    batch = dp * mb * pp * draw(st.integers(1, 8))
+    args = ["--model", draw(st.sampled_from(["gpt-1.7b", "llama3-8b", "gpt3"])), "--gpus", str(gpus), "--tp", str(tp),
+            "--pp", str(pp), "--cp", str(cp), "--micro-batch", str(mb), "--global-batch", str(batch),
+            "--virtual-stages", str(v), "--recompute", draw(st.sampled_from(["none", "selective", "full"])),
+            "--zero", draw(st.sampled_from(["0", "1"])), "--json"]
+    return args + (["--sequence-parallel"] if tp > 1 and draw(st.booleans()) else []), False, gpus % (tp * pp * cp) == 0
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(st.one_of(plan_flags(), coherent_plan()))
+def test_check_flags(case):
+    args, bad, whole = case
+    args = ["check", *args]
+    r = invoke(args)
+    FUZZED[f"check flags, exit {r.exit_code}"] += 1
+    assert_clean(r, args, codes={2} if bad else ({0, 1} if whole else {0, 1, 2}))
+
+
+@settings(max_examples=80, **SETTINGS)
+@given(st.one_of(plan_flags(), coherent_plan()), st.sampled_from(["", "", "", "ok", "no folder", "a folder"]))
+def test_simulate_flags(case, trace):
+    args, bad, _ = case
+    args = ["simulate", *args]
+    if trace:
+        path = {"ok": WORK / "trace.json", "no folder": WORK / "nowhere" / "t.json", "a folder": WORK}[trace]
+        args += ["--trace", str(path)]
+        bad |= trace != "ok"
+    r = invoke(args)
+    FUZZED[f"simulate flags, exit {r.exit_code}"] += 1
+    assert_clean(r, args, codes={2} if bad else {0, 2})
+
+
+SEARCH_COUNTS = (("--tp", [1, 2, 8]), ("--pp", [1, 2]), ("--micro-batch", [1, 4]), ("--global-batch", [32, 64]),
+                 ("--top", [1, 3]), ("--budget", [5, 50]), ("--seed", [0, 7, -3, 2**40]))
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(st.data())
+def test_search_flags(data):
+    counts = [(f, g) for f, g in SEARCH_COUNTS if f in ("--tp", "--pp", "--global-batch") or data.draw(st.booleans())]
+    spoil = data.draw(st.one_of(st.none(), st.integers(0, 1 + len(counts))))
+    model, bad = data.draw(name_value(["gpt-1.7b", "llama3-8b"], bad=spoil == 0))
+    gpus, b = data.draw(count_value([8, 16], bad=spoil == 1))
+    bad |= b
+    args = ["search", "--model", model, "--gpus", gpus, "--workers", "0", "--out", str(WORK / "search"), "--json",
+            "--recompute", "none", "--zero", "1", "--cp", "1"]
+    for i, (flag, good) in enumerate(counts):
+        value, b = data.draw(count_value(good, bad=spoil == 2 + i))
+        n = _int_or_none(value)
+        if flag == "--seed":
+            b = n is None                                     # any integer seeds a sampler
+        elif flag == "--budget":
+            b = n is None or n < 1                            # no upper limit
+        elif flag == "--top":
+            b = n is None or not 1 <= n <= 1000
+        args += [flag, value]
+        bad |= b
+    args += ["--sampler", data.draw(st.sampled_from(["exhaustive", "random", "tpe", "auto"]))]
+    r = invoke(args)
+    FUZZED[f"search flags, exit {r.exit_code}"] += 1
+    assert_clean(r, args, codes={2} if bad else {0, 1, 2})
+
+
+# ------------------------------------------------------------------------------------------------ spec files
+
+def toml_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v)                                    # a TOML basic string
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else ("inf" if v == math.inf else "-inf" if v == -math.inf else repr(v))
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(x)}" for k, x in v.items()) + "}"
+    return str(v)
+
+
+def toml_text(data: dict) -> str:
+    """Top-level keys, then [tables], then [[arrays of tables]]."""
+    lines = [f"{json.dumps(k)} = {toml_value(v)}" for k, v in data.items()
+             if not isinstance(v, dict) and not (isinstance(v, list) and v and all(isinstance(x, dict) for x in v))]
+    for k, v in data.items():
+        if isinstance(v, dict):
+            lines += [f"[{json.dumps(k)}]"] + [f"{json.dumps(a)} = {toml_value(b)}" for a, b in v.items()]
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            for table in v:
+                lines += [f"[[{json.dumps(k)}]]"] + [f"{json.dumps(a)} = {toml_value(b)}" for a, b in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+WRONG_TYPES = st.one_of(st.text(max_size=6), st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
+                        st.lists(st.integers(-3, 3), max_size=2), st.just({"a": 1}))
+NON_POSITIVE = st.one_of(st.integers(-10**18, 0), st.floats(max_value=0.0), st.just(float("nan")))
+
+
+@st.composite
+def text_damage(draw: st.DrawFn, text: str) -> tuple[str, str]:
+    """Text cut short or with bytes inserted (valid or not: unknown), or random text."""
+    kind = draw(st.sampled_from(["cut", "insert", "random"]))
+    if kind == "random":
+        return draw(st.text(max_size=60)), kind
+    at = draw(st.integers(0, len(text)))
+    if kind == "cut":
+        return text[:at], kind
+    return text[:at] + draw(st.text(min_size=1, max_size=5)) + text[at:], kind
+
+
+@st.composite
+def model_file(draw: st.DrawFn) -> tuple[str, bool | None]:
+    """A model TOML and whether it is valid (True), certainly malformed (False) or unknown (None)."""
+    data: dict = dict(TINY_MODEL)
+    valid: bool | None = True
+    for _ in range(draw(st.sampled_from([0, 0, 1, 1, 2]))):
+        op = draw(st.sampled_from(["drop", "unknown", "nonpositive", "wrong type", "choice", "fine", "table"]))
+        key = draw(st.sampled_from(sorted(TINY_MODEL)))
+        if op == "drop":
+            data.pop(key, None)
+            valid = False
+        elif op == "unknown":
+            data[draw(st.sampled_from(["width", "layer", "Layers", "moe", ""]))] = 1
+            valid = False
+        elif op == "nonpositive":
+            data[key] = draw(st.one_of(NON_POSITIVE, st.integers(MAX_SIZE + 1, 2**63 - 1)))
+            valid = False
+        elif op == "wrong type":
+            data[key] = draw(WRONG_TYPES)
+            valid = False
+        elif op == "choice":
+            name = draw(st.sampled_from(["activation", "position", "norm", "bias", "dropout", "kv_heads", "head_dim"]))
+            data[name] = draw(st.one_of(st.text(max_size=6), st.integers(-5, 5), st.booleans()))
+            valid = valid and None
+        elif op == "fine" and valid is not False:             # (not over a spoilt key)
+            data[key] = draw(st.sampled_from([1, 2, 8, 16])) * (8 if key in ("hidden", "ffn_hidden") else 1)
+            valid = valid and None
+        elif op == "table":
+            data["[model]"] = True
+    text = toml_text({"model": data} if data.pop("[model]", False) else data)
+    if draw(st.integers(0, 4)) == 0:
+        text, _ = draw(text_damage(text))
+        valid = None
+    return text, valid
+
+
+def _builtin_cluster() -> dict:
+    return tomllib.loads((specs_dir() / "dgx-a100-80g.toml").read_text())
+
+
+@st.composite
+def cluster_file(draw: st.DrawFn) -> tuple[str, bool | None]:
+    data = _builtin_cluster()
+    valid: bool | None = True
+    for _ in range(draw(st.sampled_from([0, 0, 1, 1, 2]))):
+        where = draw(st.sampled_from(["top", "gpu", "tier"]))
+        tiers = data.get("tiers")
+        first_tier = tiers[0] if isinstance(tiers, list) and tiers else None
+        table = {"top": data, "gpu": data.get("gpu"), "tier": first_tier}[where]
+        if not isinstance(table, dict):
+            continue
+        keys = sorted(k for k, v in table.items()
+                      if (not isinstance(v, (dict, list)) or k == "gemm_tile") and k != "bandwith_gb_per_s")
+        op = draw(st.sampled_from(["drop", "unknown", "nonpositive", "wrong type", "tiers", "fine", "fine"]))
+        key = draw(st.sampled_from(keys))
+        required = key not in ("name", "description", "source", "nodes", "flash_attention", "gemm_tile",
+                               "gemm_half_k", "clock_ratio", "gpus", "allreduce_busbw_gb_per_s", "half_bandwidth_mib")
+        if op == "drop":
+            del table[key]
+            valid = valid and (None if not required else False)
+            if required:
+                valid = False
+        elif op == "unknown":
+            table["bandwith_gb_per_s"] = 1
+            valid = False
+        elif op == "nonpositive":
+            table[key] = draw(NON_POSITIVE)
+            valid = valid and None                # some keys (latency, overhead) may be 0
+        elif op == "wrong type":
+            table[key] = draw(WRONG_TYPES)
+            valid = valid and None
+        elif op == "tiers":
+            data["tiers"] = draw(st.sampled_from([[], 3, "nvlink", [1, 2]]))
+            valid = False
+        elif isinstance(table.get(key), (int, float)) and not isinstance(table.get(key), bool):
+            table[key] = table[key] * draw(st.sampled_from([0.5, 0.9, 1]))      # another plausible cluster
+            valid = valid and None
+    text = toml_text(data)
+    if draw(st.integers(0, 4)) == 0:
+        text, _ = draw(text_damage(text))
+        valid = None
+    return text, valid
+
+
+@st.composite
+def space_file(draw: st.DrawFn) -> tuple[str, bool | None]:
+    good = {"tp": [1, 2, 4], "pp": [1, 2], "cp": [1, 2], "micro_batch": [1, 2, 4],
+            "schedule": ["1f1b", "gpipe", "interleaved"],
+            "virtual_stages": [1, 2], "sequence_parallel": [False, True], "recompute": ["none", "full"],
+            "zero": [0, 1, 2], "overlap_grad_reduce": [True, False], "overlap_param_gather": [True]}
+    data: dict = {}
+    valid: bool | None = True
+    for axis in draw(st.lists(st.sampled_from(AXES), max_size=4, unique=True)):
+        op = draw(st.sampled_from(["good", "good", "good", "scalar", "empty", "bad value"]))
+        if op == "good":
+            data[axis] = draw(st.lists(st.sampled_from(good[axis]), min_size=1, max_size=3))
+        elif op == "scalar":
+            data[axis] = good[axis][0]
+        elif op == "empty":
+            data[axis] = []
+            valid = False
+        else:
+            bad = {"schedule": "zigzag", "recompute": "some", "zero": 4, "sequence_parallel": 1,
+                   "overlap_grad_reduce": "yes", "overlap_param_gather": 0}.get(axis)
+            data[axis] = [draw(st.one_of(NON_POSITIVE, st.just(1.5), st.just("2"), st.just(True)))] if bad is None \
+                else [bad]
+            valid = False
+    if draw(st.integers(0, 6)) == 0:
+        data[draw(st.sampled_from(["warp", "tensor_parallel", "dp", "Tp"]))] = [1]
+        valid = False
+    text = toml_text(data)
+    if draw(st.integers(0, 5)) == 0:
+        text, _ = draw(text_damage(text))
+        valid = None
+    return text, valid
+
+
+def _write(text: str, name: str) -> str:
+    path = Path(tempfile.mkdtemp(dir=WORK)) / name
+    path.write_text(text)
+    return str(path)
+
+
+def _codes(valid: bool | None, ok: set[int]) -> set[int]:
+    return {2} if valid is False else (ok if valid else ok | {2})
+
+
+@settings(max_examples=120, **SETTINGS)
+@given(model_file(), st.sampled_from(["check", "simulate"]))
+def test_model_files(case, command):
+    text, valid = case
+    args = [command, "--model", _write(text, "m.toml"), "--gpus", "8", "--tp", "2", "--pp", "2",
+            "--global-batch", "16", "--json"]
+    r = invoke(args)
+    FUZZED[f"model files, exit {r.exit_code}"] += 1
+    assert_clean(r, args, codes=_codes(valid, {0, 1} if command == "check" else {0}))
+
+
+@settings(max_examples=120, **SETTINGS)
+@given(cluster_file(), st.sampled_from(["check", "simulate"]))
+def test_cluster_files(case, command):
+    text, valid = case
+    args = [command, "--model", "gpt-1.7b", "--cluster", _write(text, "c.toml"), "--gpus", "16", "--tp", "2",
+            "--pp", "2", "--global-batch", "64", "--json"]
+    r = invoke(args)
+    FUZZED[f"cluster files, exit {r.exit_code}"] += 1
+    assert_clean(r, args, codes=_codes(valid, {0, 1} if command == "check" else {0}))
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(space_file())
+def test_space_files(case):
+    text, valid = case
+    args = ["search", "--model", _write(toml_text(TINY_MODEL), "tiny.toml"), "--gpus", "8", "--global-batch", "32",
+            "--space", _write(text, "s.toml"), "--workers", "0", "--sampler", "exhaustive", "--top", "3",
+            "--out", str(WORK / "spaces"), "--json"]
+    r = invoke(args)
+    FUZZED[f"space files, exit {r.exit_code}"] += 1
+    assert_clean(r, args, codes=_codes(valid, {0, 1}) | ({2} if valid else set()))
+
+
+def test_a_space_without_valid_plans_names_reasons_and_the_smallest_fix(tmp_path):
+    r = invoke(["search", "--model", "gpt3", "--gpus", "1024", "--tp", "5", "--out", str(tmp_path), "--workers", "0"])
+    assert r.exit_code == 2 and "tp·pp·cp does not divide the GPU count 1024" in r.output
+    assert "smallest change that admits plans: --tp 4" in r.output
+    r = invoke(["search", "--model", "gpt3", "--gpus", "1024", "--global-batch", "1537", "--out", str(tmp_path),
+                "--workers", "0"])
+    assert r.exit_code == 2 and "global batch N is not divisible" in r.output and "--global-batch 1536" in r.output
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["check", "--gpus", "1024", "--model", "gpt-3"], "did you mean gpt3"),
+    (["check", "--gpus", "1024", "--cluster", "dgx-h10-80g"], "did you mean dgx-h100-80g"),
+    (["check", "--gpus", "1020"], "use a multiple of 8 (e.g. 1016 or 1024)"),
+    (["check", "--gpus", "99999999999"], "more than"),
+    (["check", "--gpus", "8", "--global-batch", "0"], "positive integer"),
+    (["check", "--gpus", "8", "--dp", "-8"], "positive integer"),
+    (["search", "--gpus", "8", "--zero", "1", "--tp", "3000000000"], "larger than"),
+])
+def test_named_errors(args, needle):
+    r = invoke(args)
+    assert r.exit_code == 2 and needle in r.output, r.output
+
+
+def test_malformed_files_name_the_file_line_and_key(tmp_path):
+    f = tmp_path / "m.toml"
+    f.write_text("layers = 4\nhidden = 256\nheads = [8,\n")
+    r = invoke(["check", "--model", str(f), "--gpus", "8"])
+    assert r.exit_code == 2 and "m.toml" in r.output and "after line 3" in r.output
+    f.write_text("layers = 4\nhidden = = 256\n")
+    r = invoke(["check", "--model", str(f), "--gpus", "8"])
+    assert r.exit_code == 2 and "m.toml" in r.output and "line 2, column 10" in r.output
+    c = tmp_path / "c.toml"
+    data = _builtin_cluster()
+    del data["gpu"]["sm_count"]
+    c.write_text(toml_text(data))
+    r = invoke(["check", "--cluster", str(c), "--gpus", "8"])
+    assert r.exit_code == 2 and "missing key 'sm_count' in [gpu]" in r.output and "c.toml" in r.output
+    data = _builtin_cluster()
+    data["tiers"][1]["efficiency"] = 1.5
+    c.write_text(toml_text(data))
+    r = invoke(["check", "--cluster", str(c), "--gpus", "8"])
+    assert r.exit_code == 2 and "efficiency in [[tiers]] #2 must be a number in (0, 1]" in r.output
+    s = tmp_path / "s.toml"
+    s.write_text('schedule = ["1f1b", "zigzag"]\n')
+    r = invoke(["search", "--space", str(s), "--gpus", "8", "--model", "gpt-1.7b"])
+    assert r.exit_code == 2 and "axis schedule: value 'zigzag' is not one of \"gpipe\", \"1f1b\", \"interleaved\"" \
+        in r.output
+    s.write_bytes(b"\xff\xfe tp = [1]")
+    r = invoke(["search", "--space", str(s), "--gpus", "8", "--model", "gpt-1.7b"])
+    assert r.exit_code == 2 and "not UTF-8" in r.output
