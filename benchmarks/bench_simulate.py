@@ -53,6 +53,26 @@ def main() -> None:
             print(f"{gpus:>6} {schedule + (f' v={v}' if v > 1 else ''):<14} {e.metrics.step_time:9.3f} "
                   f"{100 * e.metrics.mfu:5.1f}% {warm[0]:10.2f} /{warm[1]:6.2f} {cold[0]:10.2f} /{cold[1]:6.2f}")
     print("warm: op/collective and task-graph caches filled (as inside a search); cold: all cleared before each call")
+    whole_space(model)
+
+
+def whole_space(model) -> None:
+    """Every distinct plan of the default space that fits (GPT-3, 1024 H100s), simulated once each from cold
+    caches, in the exhaustive search's order: the rate a search without bound pruning would see."""
+    from autoplan.cost.memory import peak_memory
+    from autoplan.search.exhaustive import distinct_plans
+    from autoplan.search.space import enumerate_plans, load_space
+
+    cluster = load_cluster("dgx-h100-80g", 1024)
+    plans, _ = enumerate_plans(model, 1024, load_space(), 1536)
+    fitting = [s for s in distinct_plans(cluster, plans) if peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes]
+    clear_caches()
+    t0 = time.perf_counter()
+    for s in fitting:
+        evaluate(model, cluster, s)
+    wall = time.perf_counter() - t0
+    print(f"whole default space, GPT-3 on 1024 H100s: {len(fitting)} fitting plans in {wall:.1f} s, "
+          f"{1e3 * wall / len(fitting):.1f} ms per plan, {len(fitting) / wall:.0f} plans/s")
 
 
 if __name__ == "__main__":
