@@ -371,10 +371,12 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
         except SearchInterrupted as stop:
             result, interrupted = stop.partial, True
     result.rejected, result.raw = rejected, sp.raw_size()
-    write_run(folder, {**inputs, "interrupted": True} if interrupted else inputs, result, model=model, cluster=spec)
+    write_run(folder, {**inputs, "interrupted": True} if interrupted else inputs, result, model=model, cluster=spec,
+              report=not interrupted)
     if interrupted:
         click.echo(f"autoplan: interrupted after {len(result.evaluations) + result.reused} plans; partial "
-                   f"leaderboard in {folder}; continue with --resume {folder}", err=True)
+                   f"leaderboard in {folder} (`autoplan report {folder}` draws it); continue with --resume {folder}",
+                   err=True)
         sys.exit(130)
     table = rows(result.leaderboard)
     if as_json:

@@ -53,7 +53,8 @@ def new_run_folder(root: Path, name: str) -> Path:
     raise RuntimeError(f"no free run folder name under {root}")
 
 
-def write_run(folder: Path, inputs: dict, result: Any, model: Any = None, cluster: Any = None) -> None:
+def write_run(folder: Path, inputs: dict, result: Any, model: Any = None, cluster: Any = None,
+              report: bool = True) -> None:
     """leaderboard.json/.csv/.md and inputs.json in ``folder``, then the report (report.html, best_plan.json,
     traces of the best plans). ``model`` and ``cluster``, if given, are kept so the report can be rebuilt for
     models and clusters given as files; a failing report never costs the leaderboard files."""
@@ -78,7 +79,8 @@ def write_run(folder: Path, inputs: dict, result: Any, model: Any = None, cluste
           "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     md += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in table]
     write_atomic(folder / "leaderboard.md", "\n".join(md) + "\n")
-    write_report_safely(folder, model, cluster)
+    if report:
+        write_report_safely(folder, model, cluster)
 
 
 def write_report_safely(folder: Path, model: Any = None, cluster: Any = None) -> None:

@@ -6,6 +6,8 @@ import itertools
 import json
 import os
 import pickle
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
@@ -152,6 +154,37 @@ def choose_sampler(sampler: str, fitting: int, budget: int) -> str:
     return "exhaustive" if fitting <= budget else "tpe"
 
 
+class StopBetweenBatches:
+    """Ctrl-C ends the search after the batch in flight, at a point where no store is half-written (a
+    KeyboardInterrupt inside Optuna's journal lock surfaces as another error); a second Ctrl-C stops at once.
+    Wraps the progress callback, which the search calls after every batch."""
+
+    def __init__(self, progress: Callable[[int, int, list[Evaluation]], None] | None) -> None:
+        self._progress = progress
+        self.requested = False
+        self._previous: object = None
+
+    def __call__(self, done: int, total: int, board: list[Evaluation]) -> None:
+        if self._progress:
+            self._progress(done, total, board)
+        if self.requested:
+            raise KeyboardInterrupt
+
+    def _on_sigint(self, signum: int, frame: object) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __enter__(self) -> "StopBetweenBatches":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
 def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], folder: Path, *, sampler: str = "auto",
                budget: int = 20000, seed: int = 0, top_k: int = 10, workers: int | None = None,
                ray_address: str | None = None, storage: str | None = None,
@@ -173,16 +206,18 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
         new.append(e)
 
     executor = resolve_executor(workers, ray_address)
+    stop = StopBetweenBatches(progress)
     try:
-        study = st.open_study(folder, storage, folder.name, multi_objective=chosen == "nsga2")
-        dists = st.distributions(plans)
-        if chosen == "exhaustive":
-            result = search(model, cluster, plans, top_k, executor=executor, known=known, on_result=on_result,
-                            progress=progress)
-            st.record(study, result.evaluations, cluster, dists, multi=False)
-        else:
-            result = st.sampled_search(model, cluster, plans, study, chosen, budget, seed, executor, top_k, known,
-                                       on_result=on_result, progress=progress)
+        with stop:
+            study = st.open_study(folder, storage, folder.name, multi_objective=chosen == "nsga2")
+            dists = st.distributions(plans)
+            if chosen == "exhaustive":
+                result = search(model, cluster, plans, top_k, executor=executor, known=known, on_result=on_result,
+                                progress=stop)
+                st.record(study, result.evaluations, cluster, dists, multi=False)
+            else:
+                result = st.sampled_search(model, cluster, plans, study, chosen, budget, seed, executor, top_k,
+                                           known, on_result=on_result, progress=stop)
     except KeyboardInterrupt:
         raise SearchInterrupted(_partial(known, new, len(plans), top_k, chosen, time.perf_counter() - t0)) from None
     finally:

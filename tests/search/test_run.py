@@ -150,6 +150,23 @@ def test_ctrl_c_stops_in_seconds_and_writes_the_partial_leaderboard(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert time.monotonic() - sent < 3.0
-    assert proc.returncode == 130 and "Traceback" not in err and "--resume" in err
+    assert proc.returncode == 130 and "Traceback" not in err and "--resume" in err, err[-3000:]
     board = json.loads(next(tmp_path.glob("*/leaderboard.json")).read_text())
     assert board["inputs"]["interrupted"] is True and board["leaderboard"]
+
+
+def test_first_ctrl_c_stops_after_the_batch_in_flight_second_at_once():
+    import os
+    import signal
+
+    seen = []
+    stop = run.StopBetweenBatches(lambda done, total, board: seen.append(done))
+    with stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.requested
+        with pytest.raises(KeyboardInterrupt):
+            stop(3, 10, [])
+        assert seen == [3]
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
