@@ -338,7 +338,8 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
     import time
     from pathlib import Path
 
-    from autoplan.report.leaderboard import new_run_folder, rows, write_atomic, write_run
+    from autoplan.files import write_atomic
+    from autoplan.report.leaderboard import new_run_folder, rows, write_run
     from autoplan.report.live import Progress, progress_console
     from autoplan.search.run import SearchInterrupted, choose_sampler, run_search
     from autoplan.search.space import enumerate_plans

@@ -16,7 +16,8 @@ from plotly.subplots import make_subplots
 from autoplan.errors import SpecError
 from autoplan.report import runs
 from autoplan.report.export import best_plan_json, megatron_text
-from autoplan.report.leaderboard import rows, write_atomic
+from autoplan.files import write_atomic
+from autoplan.report.leaderboard import rows
 from autoplan.sim.metrics import BREAKDOWN_KINDS
 from autoplan.sim.simulate import Evaluation, Simulation
 

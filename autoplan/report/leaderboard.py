@@ -5,12 +5,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from autoplan.files import write_atomic
 from autoplan.report.serialize import evaluation_dict
 
 GIB = 1024**3
@@ -29,15 +28,6 @@ def rows(board: list[Any]) -> list[dict]:
                     "exposed_comm_pct": round(100 * m.exposed_comm_fraction, 2),
                     "peak_gib": round(m.peak_memory / GIB, 1), "capacity_gib": round(m.memory_capacity / GIB, 1)})
     return out
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename, so no reader sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def new_run_folder(root: Path, name: str) -> Path:

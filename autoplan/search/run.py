@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
+from autoplan.files import write_atomic
 from autoplan.search.exhaustive import SearchResult, rank_key, search
 from autoplan.sim.simulate import Evaluation
 from autoplan.specs.cluster import ClusterSpec
@@ -48,18 +49,13 @@ class Recorder:
     """Appends each new evaluation to the run's record and to ``evaluations.jsonl`` (for people)."""
 
     def __init__(self, folder: Path, known: dict[Strategy, Evaluation] | None = None) -> None:
+        """``known``: the record as ``load_known`` read it (read here if not given)."""
+        known = load_known(folder) if known is None else known
         self._bin = (folder / RECORD).open("ab")
         text = folder / "evaluations.jsonl"
-        if known is not None:
-            # the record is the truth: a kill can tear the last line, or land between a record and its line
-            tmp = text.with_name(f".{text.name}.{os.getpid()}")
-            tmp.write_text("".join(_line(e) for e in known.values()))
-            os.replace(tmp, text)
-        self._text = text.open("a+")
-        if self._text.tell() > 0:
-            self._text.seek(self._text.tell() - 1)
-            if self._text.read(1) != "\n":
-                self._text.write("\n")
+        # the record is the truth: a kill can tear the last line, or land between a record and its line
+        write_atomic(text, "".join(_line(e) for e in known.values()))
+        self._text = text.open("a")
 
     def __call__(self, e: Evaluation) -> None:
         pickle.dump(e, self._bin)

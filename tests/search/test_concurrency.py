@@ -92,7 +92,7 @@ def test_killed_writers_never_leave_half_a_file(tmp_path):
     script = textwrap.dedent(f"""
         import json, sys
         from pathlib import Path
-        from autoplan.report.leaderboard import write_atomic
+        from autoplan.files import write_atomic
         rows = [{{"rank": i, "plan": "tp8 pp8 dp16 mb1 int3 sp z1", "step_s": i / 7}} for i in range(40000)]
         n = 0
         while True:
