@@ -87,6 +87,10 @@ def plan_options(fn: Callable) -> Callable:
                      help="Optimizer sharding: 1 = Megatron distributed optimizer, 2 = +grads, 3 = +weights."),
         click.option("--overlap-grad-reduce/--no-overlap-grad-reduce", default=True, show_default=True),
         click.option("--overlap-param-gather/--no-overlap-param-gather", default=True, show_default=True),
+        click.option("--overlap-p2p-comm/--no-overlap-p2p-comm", default=True, show_default=True,
+                     help="Overlap PP sends with compute (interleaved schedule only; 1F1B's are synchronous)."),
+        click.option("--grad-reduce-in-fp32/--grad-reduce-in-16bit", default=True, show_default=True,
+                     help="Dtype of the DP gradient reduction."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
@@ -112,7 +116,8 @@ def build_plan(model_name: str, cluster: str, gpus: int, **kw: Any) -> tuple[Any
     s = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, micro_batch=kw["micro_batch"], global_batch=kw["global_batch"],
                  schedule=schedule, virtual_stages=kw["virtual_stages"], sequence_parallel=kw["sequence_parallel"],
                  recompute=kw["recompute"], zero=kw["zero"], overlap_grad_reduce=kw["overlap_grad_reduce"],
-                 overlap_param_gather=kw["overlap_param_gather"])
+                 overlap_param_gather=kw["overlap_param_gather"], overlap_p2p_comm=kw["overlap_p2p_comm"],
+                 grad_reduce_in_fp32=kw["grad_reduce_in_fp32"])
     return model, spec, s
 
 

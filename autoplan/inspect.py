@@ -5,7 +5,7 @@ from __future__ import annotations
 from autoplan.cost import compute, network
 from autoplan.cost.compute import LayerCompute
 from autoplan.cost.memory import memory_per_stage
-from autoplan.sim.workload import BUCKET_PARAMS, GRAD_BYTES, PARAM_BYTES, stage_params
+from autoplan.sim.workload import BUCKET_PARAMS, PARAM_BYTES, grad_bytes, stage_params
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy, violations
@@ -64,14 +64,20 @@ def _collectives(model: ModelSpec, cluster: ClusterSpec, s: Strategy, layer: Lay
     if s.pp > 1:
         pp = network.shape_of(cluster, s, "pp")
         act = compute.BF16 * s.micro_batch * (model.seq_len // s.cp) * model.hidden / s.tp
+        overlap = s.overlap_p2p_comm and s.schedule == "interleaved"
         out.append(_entry("pp", "send_recv", pp, act, network.send_recv(cluster, pp.nodes == 1, act),
-                          "per micro-batch and chunk"))
+                          "per micro-batch and chunk" + ("" if overlap else ", blocks the sender's compute")))
+        if s.tp > 1 and not s.sequence_parallel:
+            tp = network.shape_of(cluster, s, "tp")
+            out.append(_entry("tp", "all_gather", tp, act * s.tp, network.all_gather(cluster, tp, act * s.tp),
+                              "after each PP receive (scatter/gather)"))
     if s.dp * s.cp > 1:
         grads = network.group_shape(cluster.gpus_per_node, s.dp * s.cp, network.stride(s, "cp"))
         params = max(stage_params(model, s, i) for i in (0, s.pp - 1))
         bucket = min(params, max(BUCKET_PARAMS, 1e6 * s.dp * s.cp))
         op = "reduce_scatter" if s.zero >= 1 else "all_reduce"
-        out.append(_entry("dp", op, grads, GRAD_BYTES * bucket, _OPS[op](cluster, grads, GRAD_BYTES * bucket),
+        nbytes = grad_bytes(s) * bucket
+        out.append(_entry("dp", op, grads, nbytes, _OPS[op](cluster, grads, nbytes),
                           f"per bucket, {params / bucket:.0f} buckets"))
         if s.zero >= 1:
             out.append(_entry("dp", "all_gather", grads, PARAM_BYTES * bucket,

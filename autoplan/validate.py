@@ -25,9 +25,10 @@ from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy, violations
 
 GIB = 1024**3
-# Megatron-LM of 2021-22 (the SC'21 and 2022 papers' code) all-reduced gradients after the backward pass;
-# overlapping bucket reduction with the backward came with Megatron-Core's DDP in 2023.
-_NO_GRAD_OVERLAP_SOURCES = ("2104.04473", "2205.05198")
+# Megatron-LM of 2021-22 (the SC'21 and 2022 papers' code) all-reduced gradients after the backward pass
+# (overlap came with Megatron-Core's DDP in 2023), and its p2p_communication.py waited on every pipeline
+# transfer (batch_isend_irecv, req.wait(), torch.cuda.synchronize()): no overlap of either with compute.
+_SYNCHRONOUS_MEGATRON_SOURCES = ("2104.04473", "2205.05198")
 _GPU_CLUSTERS = {"A100": "dgx-a100-80g", "H100": "dgx-h100-80g", "H800": "dgx-h800-80g"}
 
 
@@ -174,10 +175,12 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
     axes["zero"] = [0] if not _known(dist) or str(dist).lower().startswith("false") else [1]
     if not _known(dist) and "H100" in str(case.get("hardware", {}).get("gpu", "")):
         axes["zero"] = [0, 1]
-    overlap = st.get("overlap_grad_reduce")
     source = str(case.get("source", "")) + str(case.get("group", ""))
-    axes["overlap_grad_reduce"] = [bool(overlap)] if _known(overlap) else [
-        not any(src in source for src in _NO_GRAD_OVERLAP_SOURCES)]
+    modern = not any(src in source for src in _SYNCHRONOUS_MEGATRON_SOURCES)
+    for knob in ("overlap_grad_reduce", "overlap_p2p_comm"):
+        axes[knob] = [bool(st[knob])] if _known(st.get(knob)) else [modern]
+    fp32 = st.get("grad_reduce_in_fp32")
+    axes["grad_reduce_in_fp32"] = [bool(fp32)] if _known(fp32) else [True]
     searched = tuple(k for k, vals in axes.items() if len(vals) > 1)
     plans = []
     for combo in itertools.product(*axes.values()):

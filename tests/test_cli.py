@@ -127,3 +127,17 @@ def test_resume_refuses_a_different_search_and_out_must_be_writable(tmp_path):
     (tmp_path / "file").write_text("")
     r = run(*args[:-1], str(tmp_path / "file" / "sub"))
     assert r.exit_code == 2 and "cannot create a run folder" in r.output
+
+
+def test_synchronous_p2p_and_16bit_gradients_from_the_command_line(tmp_path):
+    trace = tmp_path / "t.json"
+    common = ("simulate", "--model", "gpt-1.7b", "--gpus", "16", "--tp", "2", "--pp", "2", "--global-batch", "64",
+              "--virtual-stages", "2", "--json")
+    r = run(*common, "--no-overlap-p2p-comm", "--grad-reduce-in-16bit", "--trace", str(trace))
+    assert r.exit_code == 0, r.output
+    blocking = json.loads(r.output)
+    assert blocking["strategy"]["overlap_p2p_comm"] is False and blocking["strategy"]["grad_reduce_in_fp32"] is False
+    assert blocking["metrics"]["breakdown_s"]["pp"] > 0
+    overlapped = json.loads(run(*common).output)
+    assert blocking["metrics"]["step_time_s"] >= overlapped["metrics"]["step_time_s"]
+    assert any(e.get("cat") == "pp" for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X")

@@ -41,10 +41,25 @@ def test_overall_mean_error(report):
 
 
 def test_sc21_regression_guard(report):
-    # the 2021 runs are 8-13 % slower than the 2022 stack this A100 calibration follows (issue 4 target: 10 %)
+    # the SC'21 runs with NVIDIA's reproduction-script knobs: mean 6.9 %, max 10.3 % (76.1B) when this was written
     s = _group(report, "Megatron SC'21")
-    assert s["mean_abs_pct"] <= 9.0
-    assert s["max_abs_pct"] <= 14.0
+    assert s["mean_abs_pct"] <= 7.5
+    assert s["max_abs_pct"] <= 11.0
+
+
+def test_overall_max_error(report):
+    assert Report.summary(report.cases)["max_abs_pct"] <= 11.0
+
+
+def test_sc21_cases_use_the_reproduction_scripts_knobs(report):
+    # micro-batch, virtual stages, DDP and gradient dtype come from the file, not from a search
+    sc21 = [c for c in report.cases if c.group.startswith("Megatron SC'21")]
+    assert len(sc21) == 10 and all(c.searched == () for c in sc21)
+    by_size = {c.id.rsplit("-", 1)[-1]: c.plan for c in sc21}
+    assert by_size["1.7b"].micro_batch == 16 and by_size["1.7b"].overlap_grad_reduce
+    assert by_size["76.1b"].virtual_stages == 3 and not by_size["76.1b"].overlap_grad_reduce
+    assert by_size["1008.0b"].schedule == "1f1b"
+    assert not any(p.grad_reduce_in_fp32 or p.overlap_p2p_comm for p in by_size.values())
 
 
 def test_memory_and_bandwidth_within_ten_percent(report):

@@ -77,9 +77,10 @@ def gemm_time(gpu: GPUSpec, m: int, n: int, k: int, batch: int = 1) -> float:
     return max(best, traffic / (gpu.hbm_bandwidth * gpu.memory_efficiency)) + gpu.kernel_overhead
 
 
-def memory_time(gpu: GPUSpec, nbytes: float, kernels: int = 1) -> float:
-    """Seconds for memory-bound kernels moving ``nbytes`` at the achievable HBM bandwidth."""
-    return nbytes / (gpu.hbm_bandwidth * gpu.memory_efficiency) + kernels * gpu.kernel_overhead
+def memory_time(gpu: GPUSpec, nbytes: float, kernels: int = 1, efficiency: float = 0.0) -> float:
+    """Seconds for memory-bound kernels moving ``nbytes`` at the achievable HBM bandwidth (``efficiency`` of
+    peak, the GPU's ``memory_efficiency`` unless given)."""
+    return nbytes / (gpu.hbm_bandwidth * (efficiency or gpu.memory_efficiency)) + kernels * gpu.kernel_overhead
 
 
 def _gemm(gpu: GPUSpec, name: str, m: int, n: int, k: int, batch: int = 1) -> Op:
@@ -112,8 +113,10 @@ def _attention(cluster: ClusterSpec, model: ModelSpec, b: int, s_q: int, s_kv: i
     elementwise_fwd = scores * (2 + 2 + (2 + 2 + 1 if dropout else 0))   # softmax r/w, dropout r/w + mask
     elementwise_bwd = scores * (2 + 2 + 2 + (2 + 1 + 2 if dropout else 0))
     gemm_fwd = flops / rate + 2 * gpu.kernel_overhead
-    fwd = Op("attention.core", flops, elementwise_fwd, gemm_fwd + memory_time(gpu, elementwise_fwd, 2))
-    bwd = Op("attention.core.bwd", 2 * flops, elementwise_bwd, 2 * gemm_fwd + memory_time(gpu, elementwise_bwd, 2))
+    eff = gpu.attention_memory_efficiency
+    fwd = Op("attention.core", flops, elementwise_fwd, gemm_fwd + memory_time(gpu, elementwise_fwd, 2, eff))
+    bwd = Op("attention.core.bwd", 2 * flops, elementwise_bwd,
+             2 * gemm_fwd + memory_time(gpu, elementwise_bwd, 2, eff))
     return fwd, bwd
 
 

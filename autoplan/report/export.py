@@ -41,6 +41,10 @@ def megatron_parallel_args(s: Strategy, layers: int | None) -> list[str]:
         args.append("--overlap-grad-reduce")
     if s.zero == 1 and s.overlap_param_gather:
         args.append("--overlap-param-gather")
+    if s.schedule == "interleaved" and not s.overlap_p2p_comm:
+        args.append("--no-overlap-p2p-communication")
+    if s.grad_reduce_in_fp32:
+        args.append("--accumulate-allreduce-grads-in-fp32")
     args += [f"--micro-batch-size {s.micro_batch}", f"--global-batch-size {s.global_batch}"]
     return args
 

@@ -28,7 +28,6 @@ from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
 
-GRAD_BYTES = 4          # Megatron-LM reduces bf16 models' gradients in fp32 (accumulate_allreduce_grads_in_fp32)
 PARAM_BYTES = 2         # bf16 weights, all-gathered after a sharded optimizer step
 BUCKET_PARAMS = 40e6    # Megatron-LM DDP bucket size: max(40M, 1M·dp) parameters
 MAX_BUCKETS = 8         # finer buckets change the overlap by less than a bucket's reduce time
@@ -113,6 +112,8 @@ class _Shape(NamedTuple):
     reduce_all: bool        # one gradient reduction after the whole backward (no overlap)
     tied: bool              # the first and last stage all-reduce the tied embedding's gradient
     final_gather: bool      # all-gather of the updated weights after the optimizer (no overlap)
+    blocking_p2p: bool      # PP sends occupy the sender's compute stream (synchronous p2p; Megatron-Core
+                            # overlaps them only in the interleaved schedule)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +207,8 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
                    param_gather=s.zero >= 1 and s.overlap_param_gather and group > 1,
                    shard_gather=bool(shard_gather), shard_reduce=bool(shard_reduce),
                    reduce_all=not segments and s.zero < 2 and group > 1, tied=model.tied_embeddings and p > 1,
-                   final_gather=s.zero >= 1 and group > 1 and not s.overlap_param_gather)
+                   final_gather=s.zero >= 1 and group > 1 and not s.overlap_param_gather,
+                   blocking_p2p=p > 1 and not (s.overlap_p2p_comm and s.schedule == "interleaved"))
     g = _graph(shape)
     costs = pass_costs(model, cluster, s)
     last_vs = p * v - 1
@@ -229,8 +231,8 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
         if shape.final_gather:
             cost[("final_gather", i)] = _comm(network.all_gather(cluster, grad_shape, PARAM_BYTES * params))
     pp_shape = network.shape_of(cluster, s, "pp")
-    act_bytes = compute.BF16 * s.micro_batch * (model.seq_len // s.cp) * model.hidden / s.tp   # scatter/gather
-    cost["hop"] = _comm(network.send_recv(cluster, pp_shape.nodes == 1, act_bytes) if p > 1 else 0.0)
+    hop = _pp_hop_time(model, cluster, s, pp_shape.nodes == 1) if p > 1 else 0.0
+    cost["hop"] = PassCost(hop, (("pp", hop),)) if shape.blocking_p2p else _comm(hop)
     cost["shard_gather"], cost["shard_reduce"] = _comm(shard_gather), _comm(shard_reduce)
     if segments:
         # the gradients of one piece of a chunk's last backward
@@ -240,7 +242,7 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
         cost["param_gather"] = _comm(network.all_gather(cluster, grad_shape, PARAM_BYTES * chunk_params))
     if shape.tied:
         # the first and last stage hold the tied embedding and all-reduce its gradient (Megatron-LM)
-        emb_grad = GRAD_BYTES * model.vocab * model.hidden / s.tp
+        emb_grad = grad_bytes(s) * model.vocab * model.hidden / s.tp
         cost["tied"] = _comm(network.all_reduce(
             cluster, network.group_shape(cluster.gpus_per_node, 2, network.stride(s, "pp") * (p - 1)), emb_grad))
     slot_costs = [cost[k] for k in g.keys]
@@ -332,6 +334,10 @@ def _graph(shape: _Shape) -> _Graph:
             t_res.append(bwd_link[i])
         else:
             continue
+        if shape.blocking_p2p:
+            # synchronous p2p (Megatron-LM's batch_isend_irecv + cuda synchronize): the sender's compute waits
+            t_res[-1] = comp[i]
+            on_compute[i].append(len(t_dur))
         send = len(t_dur)                              # add(link, hop, (last,), "pp", None), inlined
         t_dur.append(hop)
         t_deps.append((last,))
@@ -382,8 +388,24 @@ def _last_backward_steps(orders: list) -> dict[tuple[int, int], int]:
     return last
 
 
+def _pp_hop_time(model: ModelSpec, cluster: ClusterSpec, s: Strategy, same_node: bool) -> float:
+    """Seconds to pass one micro-batch's activations (or their gradients) to the next stage."""
+    full = compute.BF16 * s.micro_batch * (model.seq_len // s.cp) * model.hidden
+    # each TP rank sends its 1/tp share; without SP the receiver all-gathers it over NVLink to the replicated
+    # tensor (Narayanan et al. SC'21 §4.1, scatter/gather); with SP the tensor is already sequence-sharded
+    seconds = network.send_recv(cluster, same_node, full / s.tp)
+    if s.tp > 1 and not s.sequence_parallel:
+        seconds += network.all_gather(cluster, network.shape_of(cluster, s, "tp"), full)
+    return seconds
+
+
+def grad_bytes(s: Strategy) -> int:
+    """Bytes per gradient in the DP reduction: fp32 (Megatron's default for bf16) or the 16-bit type."""
+    return 4 if s.grad_reduce_in_fp32 else 2
+
+
 def _grad_reduce_time(cluster: ClusterSpec, shape: network.GroupShape, s: Strategy, params: float) -> float:
-    nbytes = GRAD_BYTES * params
+    nbytes = grad_bytes(s) * params
     if s.zero >= 1:
         return network.reduce_scatter(cluster, shape, nbytes)
     return network.all_reduce(cluster, shape, nbytes)

@@ -39,6 +39,9 @@ class GPUSpec:
     """Seconds of fixed cost per kernel (launch and tail)."""
     memory_reserve_bytes: float
     """Bytes per GPU not available to tensors (CUDA context, NCCL buffers, allocator fragmentation)."""
+    attention_memory_efficiency: float = 0.0
+    """Fraction of HBM bandwidth reached by the unfused attention's softmax and dropout over the s×s scores
+    (0: as ``memory_efficiency``)."""
     clock_ratio: float = 1.0
     """Sustained tensor-core clock under training load over the clock the peak is quoted at (power capping)."""
 
@@ -191,7 +194,7 @@ class _Table:
 
 _CLUSTER_KEYS = {"name", "description", "source", "gpus_per_node", "nodes", "flash_attention", "gpu", "tiers"}
 _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
-             "gemm_efficiency", "attention_efficiency", "memory_efficiency", "clock_ratio", "kernel_overhead_us",
+             "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency", "clock_ratio", "kernel_overhead_us",
              "memory_reserve_gib"}
 _TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", "allreduce_busbw_gb_per_s",
               "half_bandwidth_mib"}
@@ -212,6 +215,7 @@ def _gpu(g: _Table) -> GPUSpec:
         gemm_half_k=g.number("gemm_half_k", 64.0, open_low=False),
         attention_efficiency=g.number("attention_efficiency", high=1.0),
         memory_efficiency=g.number("memory_efficiency", high=1.0),
+        attention_memory_efficiency=g.number("attention_memory_efficiency", 0.0, high=1.0, open_low=False),
         kernel_overhead=g.number("kernel_overhead_us", open_low=False) * 1e-6,
         memory_reserve_bytes=g.number("memory_reserve_gib", open_low=False) * GIB,
         clock_ratio=g.number("clock_ratio", 1.0, high=1.0))

@@ -14,7 +14,8 @@ RANK_ORDER = ("tp", "cp", "dp", "pp")
 
 
 _COUNTS = ("dp", "tp", "pp", "cp", "micro_batch", "global_batch", "virtual_stages")
-_FLAGS = ("sequence_parallel", "overlap_grad_reduce", "overlap_param_gather")
+_FLAGS = ("sequence_parallel", "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p_comm",
+          "grad_reduce_in_fp32")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +48,12 @@ class Strategy:
     """Reduce gradient buckets during the backward pass instead of after it."""
     overlap_param_gather: bool = True
     """Gather sharded parameters while the next step's forward runs (ZeRO ≥ 1)."""
+    overlap_p2p_comm: bool = True
+    """Run pipeline sends and receives beside compute (Megatron-Core ``overlap_p2p_comm``, interleaved schedule
+    only); otherwise the sending stage's compute waits for each transfer (synchronous p2p)."""
+    grad_reduce_in_fp32: bool = True
+    """Reduce gradients across DP in fp32 (Megatron ``--accumulate-allreduce-grads-in-fp32``, forced for bf16);
+    false: in the 16-bit training type (fp16 runs without that flag)."""
 
     def __post_init__(self) -> None:
         for name in _COUNTS:

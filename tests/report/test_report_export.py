@@ -119,3 +119,12 @@ def test_torchtitan_schedules_and_fsdp(schedule, name):
 def test_unknown_format():
     with pytest.raises(SpecError, match="megatron, torchtitan"):
         export_text("deepspeed", Strategy(), GPT3)
+
+
+def test_p2p_overlap_and_gradient_dtype_flags():
+    s = Strategy(dp=32, tp=4, pp=8, global_batch=1536, schedule="interleaved", virtual_stages=3)
+    f = flags(megatron_args(s, GPT3))
+    assert "--no-overlap-p2p-communication" not in f and "--accumulate-allreduce-grads-in-fp32" in f
+    f = flags(megatron_args(Strategy(**{**s.to_dict(), "overlap_p2p_comm": False, "grad_reduce_in_fp32": False}),
+                            GPT3))
+    assert "--no-overlap-p2p-communication" in f and "--accumulate-allreduce-grads-in-fp32" not in f

@@ -1,0 +1,85 @@
+"""Lowering details with closed forms: pipeline transfers (scatter/gather, synchronous p2p) and the DP
+gradient reduction's dtype."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from autoplan.cost import network
+from autoplan.sim.simulate import evaluate, simulate_step
+from autoplan.sim.workload import _pp_hop_time, lower
+from autoplan.specs.strategy import Strategy
+
+_SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+def _interleaved(**kw) -> Strategy:
+    base = dict(tp=2, pp=4, dp=8, micro_batch=1, global_batch=64, schedule="interleaved", virtual_stages=2)
+    return Strategy(**{**base, **kw})
+
+
+def test_hop_is_a_send_of_one_tp_share_plus_the_receivers_all_gather(tiny_gpt, a100_64):
+    s = _interleaved()
+    full = 2 * s.micro_batch * tiny_gpt.seq_len * tiny_gpt.hidden
+    same_node = network.shape_of(a100_64, s, "pp").nodes == 1
+    expected = (network.send_recv(a100_64, same_node, full / s.tp)
+                + network.all_gather(a100_64, network.shape_of(a100_64, s, "tp"), full))
+    assert _pp_hop_time(tiny_gpt, a100_64, s, same_node) == pytest.approx(expected, rel=1e-12)
+
+
+def test_sequence_parallel_sends_its_shard_without_a_gather(tiny_gpt, a100_64):
+    s = _interleaved(sequence_parallel=True)
+    full = 2 * s.micro_batch * tiny_gpt.seq_len * tiny_gpt.hidden
+    assert _pp_hop_time(tiny_gpt, a100_64, s, False) == pytest.approx(network.send_recv(a100_64, False, full / s.tp))
+
+
+def _pp_tasks_on_compute(model, cluster, s: Strategy) -> int:
+    low = lower(model, cluster, s)
+    compute = set(low.compute_streams)
+    return sum(1 for r, k in zip(low.tasks.resource, low.tasks.kind) if k == "pp" and r in compute)
+
+
+def test_synchronous_p2p_puts_every_send_on_the_senders_compute_stream(tiny_gpt, a100_64):
+    s = _interleaved(overlap_p2p_comm=False)
+    p, v, m = s.pp, s.chunks, s.micro_batches
+    # every pass sends once, except the forwards of the last virtual stage and the backwards of the first
+    assert _pp_tasks_on_compute(tiny_gpt, a100_64, s) == 2 * m * (p * v - 1)
+    assert _pp_tasks_on_compute(tiny_gpt, a100_64, replace(s, overlap_p2p_comm=True)) == 0
+
+
+def test_1f1b_transfers_are_synchronous_whatever_the_flag(tiny_gpt, a100_64):
+    # Megatron-Core overlaps p2p only in the interleaved schedule (validate_args turns it off otherwise)
+    s = Strategy(tp=2, pp=4, dp=8, micro_batch=1, global_batch=64, overlap_p2p_comm=True)
+    assert _pp_tasks_on_compute(tiny_gpt, a100_64, s) == 2 * s.micro_batches * (s.pp - 1)
+
+
+@settings(max_examples=25, **_SETTINGS)
+@given(pp=st.sampled_from([2, 4]), m=st.integers(1, 12), tp=st.sampled_from([1, 2]), sp=st.booleans())
+def test_synchronous_p2p_is_never_faster_and_its_time_shows_as_pp(tiny_gpt, a100_64, pp, m, tp, sp):
+    dp = 64 // (tp * pp)
+    s = _interleaved(tp=tp, pp=pp, dp=dp, global_batch=pp * m * dp, sequence_parallel=sp and tp > 1)
+    overlapped = evaluate(tiny_gpt, a100_64, s).metrics
+    blocking = evaluate(tiny_gpt, a100_64, replace(s, overlap_p2p_comm=False)).metrics
+    assert blocking.step_time >= overlapped.step_time * (1 - 1e-12)
+    assert blocking.breakdown["pp"] > 0
+    assert sum(blocking.breakdown.values()) == pytest.approx(blocking.step_time, rel=1e-9)
+
+
+def test_synchronous_p2p_costs_nothing_when_transfers_are_free(tiny_gpt, a100_64):
+    free = replace(a100_64, tiers=tuple(replace(t, bandwidth=1e30, latency=0.0, half_bandwidth_bytes=0.0)
+                                        for t in a100_64.tiers))
+    s = _interleaved(tp=1, dp=16)
+    a = simulate_step(tiny_gpt, free, s).timeline.makespan
+    b = simulate_step(tiny_gpt, free, replace(s, overlap_p2p_comm=False)).timeline.makespan
+    assert b == pytest.approx(a, rel=1e-9)
+
+
+def test_16bit_gradient_reduction_moves_half_the_bytes(tiny_gpt, a100_64):
+    s = Strategy(tp=1, pp=1, dp=64, micro_batch=1, global_batch=64, overlap_grad_reduce=False)
+    fp32 = evaluate(tiny_gpt, a100_64, s).metrics.breakdown["dp"]
+    half = evaluate(tiny_gpt, a100_64, replace(s, grad_reduce_in_fp32=False)).metrics.breakdown["dp"]
+    assert 0 < half < fp32
