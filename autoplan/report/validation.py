@@ -16,6 +16,18 @@ def _err(pct: float | None) -> Text:
     return Text(f"{pct:+.1f} %", style=style)
 
 
+def plan_label(plan: Any) -> str:
+    """The plan's short label, plus the software behaviour modelled where it differs from today's defaults."""
+    extra = []
+    if plan.dp * plan.cp > 1 and not plan.overlap_grad_reduce:
+        extra.append("grad-reduce-after-bwd")
+    if plan.pp > 1 and not (plan.overlap_p2p_comm and plan.schedule == "interleaved"):
+        extra.append("sync-p2p")
+    if plan.dp * plan.cp > 1 and not plan.grad_reduce_in_fp32:
+        extra.append("fp16-grads")
+    return " ".join([plan.short(), *extra])
+
+
 def validation_view(report: Any) -> Group:
     """Every table, then the overall summary."""
     parts: list = []
@@ -28,7 +40,7 @@ def validation_view(report: Any) -> Group:
         for c in rows:
             t.add_row(c.id, "s/iter" if c.metric == "iteration_time_s" else "TFLOP/s/GPU (eq. 3)", f"{c.measured:g}",
                       f"{c.predicted:.2f}" if c.predicted is not None else "—", _err(c.error_pct),
-                      c.plan.short() if c.plan else c.note, ", ".join(c.searched) or "—")
+                      plan_label(c.plan) if c.plan else c.note, ", ".join(c.searched) or "—")
         parts.append(t)
     for title, rows in (("Memory per GPU (arXiv 2205.05198 Figs. 1/7)", report.memory),
                         ("NCCL bus bandwidth (nccl-tests)", report.bandwidth)):
