@@ -64,9 +64,8 @@ def _collectives(model: ModelSpec, cluster: ClusterSpec, s: Strategy, layer: Lay
     if s.pp > 1:
         pp = network.shape_of(cluster, s, "pp")
         act = compute.BF16 * s.micro_batch * (model.seq_len // s.cp) * model.hidden / s.tp
-        overlap = s.overlap_p2p_comm and s.schedule == "interleaved"
         out.append(_entry("pp", "send_recv", pp, act, network.send_recv(cluster, pp.nodes == 1, act),
-                          "per micro-batch and chunk" + ("" if overlap else ", blocks the sender's compute")))
+                          "per micro-batch and chunk" + (", blocks the sender's compute" if s.synchronous_p2p else "")))
         if s.tp > 1 and not s.sequence_parallel:
             tp = network.shape_of(cluster, s, "tp")
             out.append(_entry("tp", "all_gather", tp, act * s.tp, network.all_gather(cluster, tp, act * s.tp),

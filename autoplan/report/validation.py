@@ -21,7 +21,7 @@ def plan_label(plan: Any) -> str:
     extra = []
     if plan.dp * plan.cp > 1 and not plan.overlap_grad_reduce:
         extra.append("grad-reduce-after-bwd")
-    if plan.pp > 1 and not (plan.overlap_p2p_comm and plan.schedule == "interleaved"):
+    if plan.synchronous_p2p:
         extra.append("sync-p2p")
     if plan.dp * plan.cp > 1 and not plan.grad_reduce_in_fp32:
         extra.append("fp16-grads")

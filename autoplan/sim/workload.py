@@ -112,8 +112,7 @@ class _Shape(NamedTuple):
     reduce_all: bool        # one gradient reduction after the whole backward (no overlap)
     tied: bool              # the first and last stage all-reduce the tied embedding's gradient
     final_gather: bool      # all-gather of the updated weights after the optimizer (no overlap)
-    blocking_p2p: bool      # PP sends occupy the sender's compute stream (synchronous p2p; Megatron-Core
-                            # overlaps them only in the interleaved schedule)
+    blocking_p2p: bool      # PP sends occupy the sender's compute stream (Strategy.synchronous_p2p)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +207,7 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
                    shard_gather=bool(shard_gather), shard_reduce=bool(shard_reduce),
                    reduce_all=not segments and s.zero < 2 and group > 1, tied=model.tied_embeddings and p > 1,
                    final_gather=s.zero >= 1 and group > 1 and not s.overlap_param_gather,
-                   blocking_p2p=p > 1 and not (s.overlap_p2p_comm and s.schedule == "interleaved"))
+                   blocking_p2p=s.synchronous_p2p)
     g = _graph(shape)
     costs = pass_costs(model, cluster, s)
     last_vs = p * v - 1

@@ -194,8 +194,8 @@ class _Table:
 
 _CLUSTER_KEYS = {"name", "description", "source", "gpus_per_node", "nodes", "flash_attention", "gpu", "tiers"}
 _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
-             "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency", "clock_ratio", "kernel_overhead_us",
-             "memory_reserve_gib"}
+             "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
+             "clock_ratio", "kernel_overhead_us", "memory_reserve_gib"}
 _TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", "allreduce_busbw_gb_per_s",
               "half_bandwidth_mib"}
 

@@ -83,6 +83,11 @@ class Strategy:
         return max(1, self.global_batch // (self.dp * self.micro_batch))
 
     @property
+    def synchronous_p2p(self) -> bool:
+        """Pipeline transfers block the sender's compute: Megatron-Core overlaps them only when interleaved."""
+        return self.pp > 1 and not (self.overlap_p2p_comm and self.schedule == "interleaved")
+
+    @property
     def chunks(self) -> int:
         """Model chunks per pipeline rank (virtual stages when interleaved, else 1)."""
         return self.virtual_stages if self.schedule == "interleaved" else 1
