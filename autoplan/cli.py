@@ -91,6 +91,9 @@ def plan_options(fn: Callable) -> Callable:
                      help="Overlap PP sends with compute (interleaved schedule only; 1F1B's are synchronous)."),
         click.option("--grad-reduce-in-fp32/--grad-reduce-in-16bit", default=True, show_default=True,
                      help="Dtype of the DP gradient reduction."),
+        click.option("--gradient-accumulation-fusion/--no-gradient-accumulation-fusion", default=True,
+                     show_default=True, help="Weight-gradient GEMMs accumulate in place (else a separate add per "
+                                             "micro-batch)."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
@@ -117,7 +120,8 @@ def build_plan(model_name: str, cluster: str, gpus: int, **kw: Any) -> tuple[Any
                  schedule=schedule, virtual_stages=kw["virtual_stages"], sequence_parallel=kw["sequence_parallel"],
                  recompute=kw["recompute"], zero=kw["zero"], overlap_grad_reduce=kw["overlap_grad_reduce"],
                  overlap_param_gather=kw["overlap_param_gather"], overlap_p2p_comm=kw["overlap_p2p_comm"],
-                 grad_reduce_in_fp32=kw["grad_reduce_in_fp32"])
+                 grad_reduce_in_fp32=kw["grad_reduce_in_fp32"],
+                 gradient_accumulation_fusion=kw["gradient_accumulation_fusion"])
     return model, spec, s
 
 

@@ -34,11 +34,15 @@ def plan_report(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict:
         report["valid"] = False
         report["violations"] = [f"needs {peak / GIB:.1f} GiB per GPU, more than {cluster.gpu.hbm_bytes / GIB:.0f} GiB"]
     layer = compute.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute)
+    backward = layer.backward
+    if not s.gradient_accumulation_fusion:
+        backward += (compute.grad_accumulation(cluster.gpu, model.layer_params() / s.tp, grad_bytes(s),
+                                               compute.layer_tensors(model)),)
     report["layer_ms"] = {
-        "forward": 1e3 * LayerCompute.seconds(layer.forward), "backward": 1e3 * LayerCompute.seconds(layer.backward),
+        "forward": 1e3 * LayerCompute.seconds(layer.forward), "backward": 1e3 * LayerCompute.seconds(backward),
         "recompute": 1e3 * LayerCompute.seconds(layer.recompute),
         "ops": [{"pass": name, "op": op.name, "gflop": op.flops / 1e9, "mb": op.bytes / 1e6, "us": op.seconds * 1e6}
-                for name, ops in (("forward", layer.forward), ("backward", layer.backward)) for op in ops]}
+                for name, ops in (("forward", layer.forward), ("backward", backward)) for op in ops]}
     report["collectives"] = _collectives(model, cluster, s, layer)
     return report
 

@@ -181,6 +181,8 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
         axes[knob] = [bool(st[knob])] if _known(st.get(knob)) else [modern]
     fp32 = st.get("grad_reduce_in_fp32")
     axes["grad_reduce_in_fp32"] = [bool(fp32)] if _known(fp32) else [True]
+    fused = st.get("gradient_accumulation_fusion")
+    axes["gradient_accumulation_fusion"] = [bool(fused)] if _known(fused) else [True]
     searched = tuple(k for k, vals in axes.items() if len(vals) > 1)
     plans = []
     for combo in itertools.product(*axes.values()):

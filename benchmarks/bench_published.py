@@ -30,7 +30,8 @@ def published_best(case: dict, model, cluster, overlap: bool):
     """The fastest feasible variant of the published plan (over the knobs the source did not publish)."""
     plans, _ = plan_space(case, model, cluster.gpus)
     evals = [evaluate(model, cluster, replace(p, overlap_grad_reduce=overlap, overlap_p2p_comm=True,
-                                              grad_reduce_in_fp32=True)) for p in plans]
+                                              grad_reduce_in_fp32=True, gradient_accumulation_fusion=True))
+             for p in plans]
     feasible = [e for e in evals if e.feasible]
     return min(feasible, key=lambda e: e.metrics.step_time) if feasible else None
 

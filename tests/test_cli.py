@@ -141,3 +141,15 @@ def test_synchronous_p2p_and_16bit_gradients_from_the_command_line(tmp_path):
     overlapped = json.loads(run(*common).output)
     assert blocking["metrics"]["step_time_s"] >= overlapped["metrics"]["step_time_s"]
     assert any(e.get("cat") == "pp" for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X")
+
+
+def test_unfused_gradient_accumulation_from_the_command_line():
+    common = ("simulate", "--model", "gpt-1.7b", "--gpus", "16", "--tp", "2", "--global-batch", "64", "--json")
+    fused = json.loads(run(*common).output)
+    r = run(*common, "--no-gradient-accumulation-fusion")
+    assert r.exit_code == 0, r.output
+    unfused = json.loads(r.output)
+    assert unfused["strategy"]["gradient_accumulation_fusion"] is False
+    assert unfused["metrics"]["step_time_s"] > fused["metrics"]["step_time_s"]
+    r = run("check", "--model", "gpt-1.7b", "--gpus", "16", "--tp", "2", "--no-gradient-accumulation-fusion")
+    assert r.exit_code == 0 and "grad_accumulation" in r.output

@@ -41,14 +41,15 @@ def test_overall_mean_error(report):
 
 
 def test_sc21_regression_guard(report):
-    # the SC'21 runs with NVIDIA's reproduction-script knobs: mean 6.9 %, max 10.3 % (76.1B) when this was written
+    # the SC'21 runs with NVIDIA's reproduction-script knobs: mean 4.9 %, max 8.8 % (1.7B) when this was written
     s = _group(report, "Megatron SC'21")
-    assert s["mean_abs_pct"] <= 7.5
-    assert s["max_abs_pct"] <= 11.0
+    assert s["mean_abs_pct"] <= 5.5
+    assert s["max_abs_pct"] <= 9.5
 
 
 def test_overall_max_error(report):
-    assert Report.summary(report.cases)["max_abs_pct"] <= 11.0
+    # the issue's target on all 25 runs
+    assert Report.summary(report.cases)["max_abs_pct"] <= 10.0
 
 
 def test_sc21_cases_use_the_reproduction_scripts_knobs(report):
@@ -59,7 +60,13 @@ def test_sc21_cases_use_the_reproduction_scripts_knobs(report):
     assert by_size["1.7b"].micro_batch == 16 and by_size["1.7b"].overlap_grad_reduce
     assert by_size["76.1b"].virtual_stages == 3 and not by_size["76.1b"].overlap_grad_reduce
     assert by_size["1008.0b"].schedule == "1f1b"
-    assert not any(p.grad_reduce_in_fp32 or p.overlap_p2p_comm for p in by_size.values())
+    assert not any(p.grad_reduce_in_fp32 or p.overlap_p2p_comm or p.gradient_accumulation_fusion
+                   for p in by_size.values())
+
+
+def test_only_the_2021_runs_accumulate_gradients_unfused(report):
+    unfused = {c.group for c in report.cases if not c.plan.gradient_accumulation_fusion}
+    assert unfused == {"Megatron SC'21 (A100)"}
 
 
 def test_memory_and_bandwidth_within_ten_percent(report):

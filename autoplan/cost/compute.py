@@ -204,6 +204,20 @@ def output_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp:
     return fwd, bwd, coll
 
 
+def layer_tensors(model: ModelSpec) -> int:
+    """Parameter tensors of one layer: QKV, projection and two MLP matrices (and their biases), two norms."""
+    return 4 * (2 if model.bias else 1) + 2 * (2 if model.norm == "layernorm" else 1)
+
+
+def grad_accumulation(gpu: GPUSpec, params: float, main_grad_bytes: int, tensors: int) -> Op:
+    """Adding one micro-batch's weight gradients to the accumulated ones without gradient-accumulation fusion:
+    the wgrad GEMM writes a 16-bit gradient, then one add per tensor reads it and the buffer and writes the
+    buffer (Megatron-LM DDP's ``main_grad.add_`` hook, or autograd's in-place accumulation)."""
+    # read the buffer and the new gradient, write the buffer: 2·g + 2 bytes per parameter
+    nbytes = (2 * main_grad_bytes + BF16) * params
+    return Op("grad_accumulation", 0.0, nbytes, memory_time(gpu, nbytes, kernels=tensors))
+
+
 def optimizer_time(gpu: GPUSpec, local_params: float, sharded_params: float) -> float:
     """Seconds of the Adam step: fp32 master, m, v read and written, fp32 grad read, bf16 weight written.
 

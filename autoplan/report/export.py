@@ -45,6 +45,8 @@ def megatron_parallel_args(s: Strategy, layers: int | None) -> list[str]:
         args.append("--no-overlap-p2p-communication")
     if s.grad_reduce_in_fp32:
         args.append("--accumulate-allreduce-grads-in-fp32")
+    if not s.gradient_accumulation_fusion:
+        args.append("--no-gradient-accumulation-fusion")
     args += [f"--micro-batch-size {s.micro_batch}", f"--global-batch-size {s.global_batch}"]
     return args
 

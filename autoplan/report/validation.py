@@ -25,6 +25,8 @@ def plan_label(plan: Any) -> str:
         extra.append("sync-p2p")
     if plan.dp * plan.cp > 1 and not plan.grad_reduce_in_fp32:
         extra.append("fp16-grads")
+    if not plan.gradient_accumulation_fusion:
+        extra.append("unfused-grad-acc")
     return " ".join([plan.short(), *extra])
 
 

@@ -167,10 +167,26 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[tupl
             f_tp = n * fwd_tp + first * emb_tp + last * out_tp
             costs[(True, first, last)] = _pass(("compute", f_comp), ("tp", f_tp), ("cp", n * cp_fwd))
             b_comp = n * bwd + first * LayerCompute.seconds(emb_b) + last * LayerCompute.seconds(out_b)
+            if not s.gradient_accumulation_fusion:
+                b_comp += _grad_accumulation(model, cluster, s, n, first, last)
             b_tp = n * (bwd_tp + rec_tp) + last * out_tp
             costs[(False, first, last)] = _pass(("compute", b_comp), ("recompute", n * rec), ("tp", b_tp),
                                                 ("cp", n * (cp_bwd + (cp_fwd if s.recompute == "full" else 0))))
     return costs
+
+
+def _grad_accumulation(model: ModelSpec, cluster: ClusterSpec, s: Strategy, layers: int, first: bool,
+                       last: bool) -> float:
+    """Seconds to add a backward pass's weight gradients to the accumulated ones (no gradient-accumulation fusion)."""
+    params = layers * model.layer_params()
+    tensors = layers * compute.layer_tensors(model)
+    if first:
+        params, tensors = params + model.embedding_params(), tensors + 1 + (model.position == "learned")
+    if last:
+        params, tensors = params + model.output_params(), tensors + 2 + (not model.tied_embeddings)
+        if model.tied_embeddings and not first:
+            params += model.vocab * model.hidden      # the last stage's copy of the tied embedding
+    return compute.grad_accumulation(cluster.gpu, params / s.tp, grad_bytes(s), tensors).seconds
 
 
 def _pass(*parts: tuple[str, float]) -> PassCost:

@@ -15,7 +15,7 @@ RANK_ORDER = ("tp", "cp", "dp", "pp")
 
 _COUNTS = ("dp", "tp", "pp", "cp", "micro_batch", "global_batch", "virtual_stages")
 _FLAGS = ("sequence_parallel", "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p_comm",
-          "grad_reduce_in_fp32")
+          "grad_reduce_in_fp32", "gradient_accumulation_fusion")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +54,9 @@ class Strategy:
     grad_reduce_in_fp32: bool = True
     """Reduce gradients across DP in fp32 (Megatron ``--accumulate-allreduce-grads-in-fp32``, forced for bf16);
     false: in the 16-bit training type (fp16 runs without that flag)."""
+    gradient_accumulation_fusion: bool = True
+    """The weight-gradient GEMMs accumulate straight into the gradient buffer (Megatron-LM's default;
+    ``--no-gradient-accumulation-fusion``); false: each backward adds its weight gradients to it in a separate pass."""
 
     def __post_init__(self) -> None:
         for name in _COUNTS:

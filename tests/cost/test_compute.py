@@ -214,3 +214,18 @@ def test_a100_attention_core_matches_its_calibration_source():
     # arXiv 2205.05198 Table 4: selective recompute adds 1.3 ms to a 22B layer's backward (TP 8, micro-batch 4)
     recompute = layer_compute(get_model("gpt-22b"), A100, 8, 1, False, 4, "selective").recompute
     assert LayerCompute.seconds(recompute) == pytest.approx(1.3e-3, abs=0.05e-3)
+
+
+@pytest.mark.parametrize("name, tensors", [("gpt3", 12), ("llama3-8b", 6)])
+def test_layer_tensors_count_matrices_biases_and_norms(name, tensors):
+    # GPT: 4 matrices + 4 biases + 2 layernorms × (scale, bias); Llama: 4 matrices + 2 RMSNorm scales
+    assert compute.layer_tensors(get_model(name)) == tensors
+
+
+@pytest.mark.parametrize("main_grad_bytes", [2, 4])
+def test_unfused_grad_accumulation_reads_both_and_writes_the_buffer(main_grad_bytes):
+    gpu = load_cluster("dgx-a100-80g", 8).gpu
+    op = compute.grad_accumulation(gpu, 1e9, main_grad_bytes, tensors=12)
+    assert op.bytes == (2 * main_grad_bytes + 2) * 1e9
+    expected = op.bytes / (gpu.hbm_bandwidth * gpu.memory_efficiency) + 12 * gpu.kernel_overhead
+    assert op.seconds == pytest.approx(expected, rel=1e-12)

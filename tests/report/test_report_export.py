@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from dataclasses import replace
 
 import pytest
 
@@ -128,3 +129,6 @@ def test_p2p_overlap_and_gradient_dtype_flags():
     f = flags(megatron_args(Strategy(**{**s.to_dict(), "overlap_p2p_comm": False, "grad_reduce_in_fp32": False}),
                             GPT3))
     assert "--no-overlap-p2p-communication" in f and "--accumulate-allreduce-grads-in-fp32" not in f
+    assert "--no-gradient-accumulation-fusion" not in f
+    f = flags(megatron_args(replace(s, gradient_accumulation_fusion=False), GPT3))
+    assert "--no-gradient-accumulation-fusion" in f

@@ -45,7 +45,8 @@ def _plans(draw, layers: int = 8, interleaved: bool = True):
                  virtual_stages=v, sequence_parallel=tp > 1 and draw(st.booleans()),
                  recompute=draw(st.sampled_from(["none", "selective", "full"])), zero=zero,
                  overlap_grad_reduce=draw(st.booleans()), overlap_param_gather=draw(st.booleans()),
-                 overlap_p2p_comm=draw(st.booleans()), grad_reduce_in_fp32=draw(st.booleans()))
+                 overlap_p2p_comm=draw(st.booleans()), grad_reduce_in_fp32=draw(st.booleans()),
+                 gradient_accumulation_fusion=draw(st.booleans()))
     return gpus, s
 
 

@@ -1,5 +1,5 @@
-"""Lowering details with closed forms: pipeline transfers (scatter/gather, synchronous p2p) and the DP
-gradient reduction's dtype."""
+"""Lowering details with closed forms: pipeline transfers (scatter/gather, synchronous p2p), the DP
+gradient reduction's dtype and unfused gradient accumulation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autoplan.cost import network
+from autoplan.cost import compute, network
 from autoplan.sim.simulate import evaluate, simulate_step
 from autoplan.sim.workload import _pp_hop_time, lower
 from autoplan.specs.strategy import Strategy
@@ -83,3 +83,25 @@ def test_16bit_gradient_reduction_moves_half_the_bytes(tiny_gpt, a100_64):
     fp32 = evaluate(tiny_gpt, a100_64, s).metrics.breakdown["dp"]
     half = evaluate(tiny_gpt, a100_64, replace(s, grad_reduce_in_fp32=False)).metrics.breakdown["dp"]
     assert 0 < half < fp32
+
+
+@pytest.mark.parametrize("fp32", [True, False])
+def test_unfused_accumulation_adds_one_pass_over_the_gradients_per_micro_batch(tiny_gpt, a100_8, fp32):
+    s = Strategy(tp=2, pp=1, dp=1, micro_batch=1, global_batch=6, grad_reduce_in_fp32=fp32)
+    fused = simulate_step(tiny_gpt, a100_8, s).timeline.makespan
+    unfused = simulate_step(tiny_gpt, a100_8, replace(s, gradient_accumulation_fusion=False)).timeline.makespan
+    m = tiny_gpt
+    params = (m.layers * m.layer_params() + m.embedding_params() + m.output_params()) / s.tp
+    tensors = m.layers * compute.layer_tensors(m) + 2 + 2     # word + position embedding; final norm (tied output)
+    per_micro_batch = compute.grad_accumulation(a100_8.gpu, params, 4 if fp32 else 2, tensors).seconds
+    assert unfused - fused == pytest.approx(s.micro_batches * per_micro_batch, rel=1e-9)
+
+
+def test_unfused_accumulation_counts_the_last_stages_tied_embedding_copy(tiny_gpt, a100_64):
+    s = Strategy(tp=1, pp=4, dp=16, micro_batch=1, global_batch=64, gradient_accumulation_fusion=False)
+    fused = lower(tiny_gpt, a100_64, replace(s, gradient_accumulation_fusion=True)).stage_parts()
+    extra = [u["compute"] - f["compute"] for u, f in zip(lower(tiny_gpt, a100_64, s).stage_parts(), fused)]
+    assert extra[1] == pytest.approx(extra[2], rel=1e-12) and min(extra) > 0
+    copy = tiny_gpt.vocab * tiny_gpt.hidden
+    gpu = a100_64.gpu
+    assert extra[3] - extra[1] > s.micro_batches * compute.memory_time(gpu, 10 * copy, kernels=0)
