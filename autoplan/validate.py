@@ -177,12 +177,10 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
         axes["zero"] = [0, 1]
     source = str(case.get("source", "")) + str(case.get("group", ""))
     modern = not any(src in source for src in _SYNCHRONOUS_MEGATRON_SOURCES)
-    for knob in ("overlap_grad_reduce", "overlap_p2p_comm"):
-        axes[knob] = [bool(st[knob])] if _known(st.get(knob)) else [modern]
-    fp32 = st.get("grad_reduce_in_fp32")
-    axes["grad_reduce_in_fp32"] = [bool(fp32)] if _known(fp32) else [True]
-    fused = st.get("gradient_accumulation_fusion")
-    axes["gradient_accumulation_fusion"] = [bool(fused)] if _known(fused) else [True]
+    defaults = {"overlap_grad_reduce": modern, "overlap_p2p_comm": modern, "grad_reduce_in_fp32": True,
+                "gradient_accumulation_fusion": True}
+    for knob, default in defaults.items():
+        axes[knob] = [bool(st[knob])] if _known(st.get(knob)) else [default]
     searched = tuple(k for k, vals in axes.items() if len(vals) > 1)
     plans = []
     for combo in itertools.product(*axes.values()):
