@@ -12,6 +12,10 @@ PassKey = tuple[bool, bool, bool]
 """(forward, holds the embedding, holds the output layer): the kinds of chunk pass."""
 
 
+PART_KINDS = ("compute", "recompute", "tp", "cp", "pp", "dp", "optimizer")
+"""What a compute-stream task's seconds may be spent on (the simulator's breakdown adds ``bubble``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class PassCost:
     """Seconds of one chunk pass on the compute stream, and how they split by kind."""
