@@ -75,7 +75,8 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pass
             b_comp = n * bwd + first * LayerCompute.seconds(emb_b) + last * LayerCompute.seconds(out_b)
             if not s.gradient_accumulation_fusion:
                 b_comp += grad_accumulation(model, cluster, s, n, first, last).seconds
-            # Korthikanti et al. 2022 §4.2: the backward repeats the forward's TP collectives and a full recompute's
+            # Shoeybi et al. 2019 §3 (conjugate f and g): the backward has the forward's TP collectives; a full
+            # recompute repeats the forward's too (Korthikanti et al. 2022 §4.2)
             b_tp = n * (bwd_tp + rec_tp) + last * out_tp
             costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", n * rec), ("tp", b_tp),
                                                     ("cp", n * (cp_bwd + (cp_fwd if s.recompute == "full" else 0))))

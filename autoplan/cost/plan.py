@@ -15,7 +15,7 @@ from autoplan.specs.strategy import Strategy
 
 PARAM_BYTES = 2         # bf16 weights, all-gathered after a sharded optimizer step (Megatron-LM distributed optimizer)
 BUCKET_PARAMS = 40e6    # Megatron-LM DDP bucket size: max(40M, 1M·dp) parameters (distributed_data_parallel.py)
-MAX_BUCKETS = 8         # finer buckets change the overlap by less than a bucket's reduce time
+MAX_BUCKETS = 8         # this model's simplification: finer buckets change the overlap by less than one's reduce
 
 
 def stage_params(model: ModelSpec, s: Strategy, stage: int) -> float:
@@ -43,6 +43,7 @@ def bucket_params(s: Strategy) -> float:
 
 def grad_segments(model: ModelSpec, s: Strategy) -> int:
     """Pieces of a chunk's last backward: one per DDP bucket of its gradients, at most MAX_BUCKETS."""
+    # a bucket's reduction starts as soon as its gradients are ready (Li et al. 2020 §3.2.3, overlap)
     return min(MAX_BUCKETS, max(1, math.ceil(chunk_params(model, s) / bucket_params(s))))
 
 
@@ -88,14 +89,17 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
     params = [stage_params(model, s, i) for i in range(p)]
     reduce_all = final_gather = None
     if not segments and s.zero < 2 and group > 1:
-        # gradient reduction after the whole backward (no overlap): one collective per DDP bucket
+        # gradient reduction after the whole backward (no overlap): one collective per DDP bucket (Li et al.
+        # 2020, PyTorch Distributed, VLDB 13(12) §3.2.3 bucketing; Megatron-LM DDP)
         counts = [max(1, math.ceil(x / bucket_params(s))) for x in params]
         reduce_all = tuple(grad_reduce_time(cluster, grads, s, x / n) * n for x, n in zip(params, counts))
     if s.zero >= 1 and group > 1 and not s.overlap_param_gather:
+        # Megatron-LM distributed optimizer docs: the updated bf16 shards are all-gathered after the step
         final_gather = tuple(network.all_gather(cluster, grads, PARAM_BYTES * x) for x in params)
     tied = None
     if model.tied_embeddings and p > 1:
-        # the first and last stage hold the tied embedding and all-reduce its gradient (Megatron-LM)
+        # the first and last stage hold the tied embedding and all-reduce its gradient (Megatron-LM
+        # finalize_model_grads, _allreduce_word_embedding_grads)
         pair = network.group_shape(cluster.gpus_per_node, 2, network.stride(s, "pp") * (p - 1))
         tied = network.all_reduce(cluster, pair, grad_bytes(s) * model.vocab * model.hidden / s.tp)
     return StepCosts(
@@ -104,7 +108,8 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
         hop=pp_hop_time(model, cluster, s, network.shape_of(cluster, s, "pp").nodes == 1) if p > 1 else 0.0,
         segments=segments,
         segment_reduce=grad_reduce_time(cluster, grads, s, chunk / segments) if segments and s.zero < 2 else None,
-        # overlapped all-gather of a chunk's sharded weights before its first forward (ZeRO >= 1)
+        # overlapped all-gather of a chunk's sharded weights before its first forward (ZeRO >= 1; Megatron-Core
+        # --overlap-param-gather)
         param_gather=(network.all_gather(cluster, grads, PARAM_BYTES * chunk)
                       if s.zero >= 1 and s.overlap_param_gather and group > 1 else None),
         # Rajbhandari et al. 2020 (ZeRO) §5.2-5.3: stage 2/3 reduce-scatter after every backward, 3 gathers weights
@@ -115,6 +120,7 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
 
 def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
     """Seconds the busiest stage's compute stream needs (its passes and optimizer): never above the step time."""
+    # a stream's busy time bounds the critical path from below (Graham 1969, list-scheduling bounds)
     costs = pass_costs(model, cluster, s)
     p, v, m = s.pp, s.chunks, s.micro_batches
     last = p * v - 1
