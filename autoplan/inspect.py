@@ -44,6 +44,7 @@ def plan_report(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict:
 
 def _entry(c: CommNeed) -> dict:
     shape = c.shape
-    busbw = network.bus_bandwidth(c.op, shape.size, c.nbytes, c.seconds) if c.seconds > 0 and c.op != "send_recv" else 0.0
+    measurable = c.seconds > 0 and c.op != "send_recv"
+    busbw = network.bus_bandwidth(c.op, shape.size, c.nbytes, c.seconds) if measurable else 0.0
     return {"group": c.group, "op": c.op, "when": c.when, "size": shape.size, "per_node": shape.per_node,
             "nodes": shape.nodes, "mb": c.nbytes / 1e6, "ms": c.seconds * 1e3, "busbw_gb_per_s": busbw / 1e9}

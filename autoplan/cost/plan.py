@@ -148,7 +148,8 @@ def collectives(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[Com
         cp = network.shape_of(cluster, s, "cp")
         kv = cp_kv_bytes(model, s)
         out.append(CommNeed(group="cp", op="send_recv", shape=cp, nbytes=kv,
-                            seconds=network.send_recv(cluster, cp.nodes == 1, kv), when=f"{s.cp - 1}× per layer (ring K/V)"))
+                            seconds=network.send_recv(cluster, cp.nodes == 1, kv),
+                            when=f"{s.cp - 1}× per layer (ring K/V)"))
     if s.pp > 1:
         out += _pp_needs(model, cluster, s)
     if s.dp * s.cp > 1:
@@ -181,5 +182,6 @@ def _dp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommN
                     when=f"per bucket, {params / bucket:.0f} buckets")]
     if s.zero >= 1:
         out.append(CommNeed(group="dp", op="all_gather", shape=grads, nbytes=PARAM_BYTES * bucket,
-                            seconds=network.all_gather(cluster, grads, PARAM_BYTES * bucket), when="per bucket, params"))
+                            seconds=network.all_gather(cluster, grads, PARAM_BYTES * bucket),
+                            when="per bucket, params"))
     return out

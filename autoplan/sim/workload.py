@@ -8,7 +8,8 @@ their own streams, overlapping with compute where Megatron-LM overlaps them.
 
 The graph's structure depends only on a plan's shape (schedule, pp, micro-batches, chunks and how DP
 communication is arranged), so ``_graph`` builds it once per shape with symbolic durations (slots) and
-``lower`` gives each slot a plan's seconds: a search's plans that differ in TP, CP, sequence parallelism,
+``lower`` gives each slot a plan's seconds, as the model's family prices them (``autoplan.cost.families``;
+no cost formula lives here): a search's plans that differ in TP, CP, sequence parallelism,
 recompute or micro-batch size but not in shape share one graph and one engine plan.
 """
 
@@ -26,6 +27,7 @@ from autoplan.sim.schedule import Step, stage_order
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
+
 
 @dataclass(slots=True)
 class Lowered:

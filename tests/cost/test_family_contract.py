@@ -38,8 +38,9 @@ class ToyFamily:
         return out + [f"{k} must be 1" for k in ("tp", "cp") if getattr(s, k) != 1]
 
     def step_costs(self, model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts:
+        times = ((True, self.forward), (False, self.backward))
         passes = {(f, a, b): PassCost(t / s.pp, (("compute", t / s.pp),))
-                  for f, t in ((True, self.forward), (False, self.backward)) for a in (False, True) for b in (False, True)}
+                  for f, t in times for a in (False, True) for b in (False, True)}
         return StepCosts(passes=passes, optimizer=(self.optimizer,) * s.pp, hop=1e-5 if s.pp > 1 else 0.0, segments=0,
                          segment_reduce=None, param_gather=None, shard_gather=0.0, shard_reduce=0.0,
                          reduce_all=(self.reduce,) * s.pp if s.dp > 1 else None, final_gather=None, tied=None)

@@ -78,6 +78,6 @@ def test_data_parallel_is_what_the_model_parallel_degrees_leave(gpus, tp, pp, cp
 def test_check_lists_one_entry_per_group_that_communicates(tiny_gpt, a100_64):
     s = Strategy(tp=2, pp=2, cp=2, dp=8, global_batch=64, zero=1)
     groups = [(c.group, c.op) for c in plan.collectives(tiny_gpt, a100_64, s)]
-    assert groups == [("tp", "all_reduce"), ("tp", "all_reduce"), ("cp", "send_recv"), ("pp", "send_recv"), ("tp", "all_gather"),
-                      ("dp", "reduce_scatter"), ("dp", "all_gather")]
+    assert groups == [("tp", "all_reduce"), ("tp", "all_reduce"), ("cp", "send_recv"), ("pp", "send_recv"),
+                      ("tp", "all_gather"), ("dp", "reduce_scatter"), ("dp", "all_gather")]
     assert plan.collectives(tiny_gpt, a100_64, Strategy(dp=64, global_batch=64))[0].op == "all_reduce"
