@@ -139,8 +139,10 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
     gpu, h, t, b = cluster.gpu, model.hidden, tp, micro_batch
     s = model.seq_len // cp
     tokens = b * s
+    # Korthikanti et al. 2022 §4.2.2: with SP, norms and dropout see 1/t of the tokens
     norm_tokens = tokens // t if sp else tokens
     act = BF16 * norm_tokens * h
+    # Shoeybi et al. 2019 §3: QKV and fc1 are column-parallel (n/t), proj and fc2 row-parallel (k/t), heads/t
     qkv_n = (model.q_dim + 2 * model.kv_dim) // t
     fc1_n = (2 if model.gated else 1) * model.ffn_hidden // t
     fc2_k = model.ffn_hidden // t
@@ -213,7 +215,7 @@ def output_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp:
     gpu, h = cluster.gpu, model.hidden
     tokens = micro_batch * model.seq_len // cp
     vocab = math.ceil(model.vocab / (128 * tp)) * 128          # Megatron pads the vocabulary to 128·tp
-    norm_bytes = BF16 * (tokens // tp if sp else tokens) * h * 2
+    norm_bytes = BF16 * (tokens // tp if sp else tokens) * h * 2   # as the layer's norms (Korthikanti §4.2.2 with SP)
     # Megatron-LM vocab_parallel_cross_entropy: three passes over fp32 logits (max, exp-sum, gradient)
     loss_bytes = 4 * tokens * vocab * 3
     fwd = (_mem(gpu, "final_norm", norm_bytes), _gemm(gpu, "logits", tokens, vocab, h),
