@@ -20,7 +20,11 @@ MAX_BUCKETS = 8         # this model's simplification: finer buckets change the 
 
 def stage_params(model: ModelSpec, s: Strategy, stage: int) -> float:
     """Parameters one GPU of ``stage`` holds (its share of the TP-sharded layers, embedding and output)."""
-    params = model.layers // s.pp * model.layer_params() / s.tp
+    return _stage_params(model, s, stage, model.layer_params())
+
+
+def _stage_params(model: ModelSpec, s: Strategy, stage: int, layer_params: int) -> float:
+    params = model.layers // s.pp * layer_params / s.tp
     if stage == 0:
         params += model.embedding_params() / s.tp
     if stage == s.pp - 1:
@@ -43,8 +47,12 @@ def bucket_params(s: Strategy) -> float:
 
 def grad_segments(model: ModelSpec, s: Strategy) -> int:
     """Pieces of a chunk's last backward: one per DDP bucket of its gradients, at most MAX_BUCKETS."""
+    return _segments(chunk_params(model, s), s)
+
+
+def _segments(chunk: float, s: Strategy) -> int:
     # a bucket's reduction starts as soon as its gradients are ready (Li et al. 2020 §3.2.3, overlap)
-    return min(MAX_BUCKETS, max(1, math.ceil(chunk_params(model, s) / bucket_params(s))))
+    return min(MAX_BUCKETS, max(1, math.ceil(chunk / bucket_params(s))))
 
 
 def pp_activation_bytes(model: ModelSpec, s: Strategy) -> int:
@@ -75,7 +83,10 @@ def grad_reduce_time(cluster: ClusterSpec, shape: network.GroupShape, s: Strateg
 
 def optimizer_seconds(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int) -> float:
     """Seconds of ``stage``'s optimizer step (its parameters' share under ZeRO ≥ 1)."""
-    params = stage_params(model, s, stage)
+    return _optimizer(cluster, s, stage_params(model, s, stage))
+
+
+def _optimizer(cluster: ClusterSpec, s: Strategy, params: float) -> float:
     # Rajbhandari et al. 2020 (ZeRO) §5.1: stage ≥ 1 updates 1/(dp·cp) of the parameters
     return compute.optimizer_time(cluster.gpu, params, params / (s.dp * s.cp) if s.zero >= 1 else params)
 
@@ -85,8 +96,9 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
     p, group = s.pp, s.dp * s.cp
     grads = network.group_shape(cluster.gpus_per_node, group, network.stride(s, "cp"))
     chunk = chunk_params(model, s)
-    segments = grad_segments(model, s) if (group > 1 and s.overlap_grad_reduce) else 0
-    params = [stage_params(model, s, i) for i in range(p)]
+    segments = _segments(chunk, s) if (group > 1 and s.overlap_grad_reduce) else 0
+    per_layer = model.layer_params()
+    params = [_stage_params(model, s, i, per_layer) for i in range(p)]
     reduce_all = final_gather = None
     if not segments and s.zero < 2 and group > 1:
         # gradient reduction after the whole backward (no overlap): one collective per DDP bucket (Li et al.
@@ -104,7 +116,7 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
         tied = network.all_reduce(cluster, pair, grad_bytes(s) * model.vocab * model.hidden / s.tp)
     return StepCosts(
         passes=pass_costs(model, cluster, s),
-        optimizer=tuple(optimizer_seconds(model, cluster, s, i) for i in range(p)),
+        optimizer=tuple(_optimizer(cluster, s, x) for x in params),
         hop=pp_hop_time(model, cluster, s, network.shape_of(cluster, s, "pp").nodes == 1) if p > 1 else 0.0,
         segments=segments,
         segment_reduce=grad_reduce_time(cluster, grads, s, chunk / segments) if segments and s.zero < 2 else None,
