@@ -103,6 +103,7 @@ def plan_options(fn: Callable) -> Callable:
 def build_plan(model_name: str, cluster: str, gpus: int, **kw: Any) -> tuple[Any, Any, Any]:
     """Model, sized cluster and Strategy from the command-line flags."""
     from autoplan.specs import Strategy, get_model, load_cluster
+    from autoplan.specs.strategy import data_parallel
 
     model = get_model(model_name)
     spec = load_cluster(cluster, gpus)
@@ -114,7 +115,7 @@ def build_plan(model_name: str, cluster: str, gpus: int, **kw: Any) -> tuple[Any
     if dp is None:
         if gpus % (tp * pp * cp):
             raise SpecError(f"--gpus {gpus} is not divisible by tp·pp·cp = {tp}·{pp}·{cp} = {tp * pp * cp}")
-        dp = gpus // (tp * pp * cp)
+        dp = data_parallel(gpus, tp, pp, cp)
     schedule = kw["schedule"] or ("interleaved" if kw["virtual_stages"] > 1 else "1f1b")
     s = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, micro_batch=kw["micro_batch"], global_batch=kw["global_batch"],
                  schedule=schedule, virtual_stages=kw["virtual_stages"], sequence_parallel=kw["sequence_parallel"],

@@ -22,7 +22,7 @@ from autoplan.sim.simulate import evaluate
 from autoplan.specs.catalog import list_models
 from autoplan.specs.cluster import ClusterSpec, load_cluster
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy, violations
+from autoplan.specs.strategy import Strategy, data_parallel, violations
 
 GIB = 1024**3
 # Megatron-LM of 2021-22 (the SC'21 and 2022 papers' code) all-reduced gradients after the backward pass
@@ -157,7 +157,7 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
     """The published plan, or every plan over the knobs the source left out."""
     st = case["strategy"]
     tp, pp, cp = st.get("tp") or 1, st.get("pp") or 1, st.get("cp") or 1
-    dp = st.get("dp") or gpus // (tp * pp * cp)
+    dp = st.get("dp") or data_parallel(gpus, tp, pp, cp)
     axes: dict[str, list] = {}
     axes["micro_batch"] = [st["microbatch"]] if _known(st.get("microbatch")) else [1, 2, 4, 8]
     vstages = st.get("virtual_stages_per_rank")

@@ -27,10 +27,10 @@ def timings_ms(fn, repeat: int) -> tuple[float, float]:
 
 
 def clear_caches() -> None:
-    from autoplan.cost import compute, network
+    from autoplan.cost import compute, network, passes
     from autoplan.sim import workload
     for f in (compute.gemm_time, compute.layer_compute, compute.embedding_compute, compute.output_compute,
-              network.all_reduce, network.reduce_scatter, network.all_to_all, network.send_recv, workload.pass_costs,
+              network.all_reduce, network.reduce_scatter, network.all_to_all, network.send_recv, passes.pass_costs,
               workload._graph):
         f.cache_clear()
 

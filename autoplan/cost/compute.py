@@ -14,8 +14,11 @@ from autoplan.specs.cluster import ClusterSpec, GPUSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
 
-BF16 = 2
-# cuBLAS picks among tile shapes to limit wave quantization; smaller tiles reuse less data per load.
+BF16 = 2                # bytes per bfloat16 value (Kalamkar et al. 2019, arXiv 1905.12322)
+# cuBLAS picks among tile shapes to limit wave quantization (NVIDIA "Matrix Multiplication Background" guide,
+# tile and wave quantization); the shapes are CUTLASS's BF16 threadblock tiles from the cluster's gemm_tile
+# down to a quarter of it; their efficiencies (smaller tiles reuse less data per load) are this model's own
+# calibration constants, with no published source.
 _TILE_CHOICES = ((1.0, 1.0), (1.0, 0.5), (0.5, 1.0), (0.5, 0.5), (0.25, 0.5))
 _TILE_EFFICIENCY = (1.0, 0.92, 0.92, 0.85, 0.70)
 
@@ -73,6 +76,7 @@ def gemm_time(gpu: GPUSpec, m: int, n: int, k: int, batch: int = 1) -> float:
         rows, cols = tm * fm, tn * fn
         waves = math.ceil(math.ceil(m / rows) * math.ceil(n / cols) * batch / gpu.sm_count)
         best = min(best, waves * 2.0 * rows * cols * k / (per_sm * tile_eff))
+    # roofline (Williams et al. 2009, CACM 52(4)): never faster than reading A, B and writing C once
     traffic = BF16 * batch * (m * k + k * n + m * n)
     return max(best, traffic / (gpu.hbm_bandwidth * gpu.memory_efficiency)) + gpu.kernel_overhead
 
@@ -80,10 +84,12 @@ def gemm_time(gpu: GPUSpec, m: int, n: int, k: int, batch: int = 1) -> float:
 def memory_time(gpu: GPUSpec, nbytes: float, kernels: int = 1, efficiency: float = 0.0) -> float:
     """Seconds for memory-bound kernels moving ``nbytes`` at the achievable HBM bandwidth (``efficiency`` of
     peak, the GPU's ``memory_efficiency`` unless given)."""
+    # roofline's memory-bound side (Williams et al. 2009): bytes over achievable bandwidth, plus launch overhead
     return nbytes / (gpu.hbm_bandwidth * (efficiency or gpu.memory_efficiency)) + kernels * gpu.kernel_overhead
 
 
 def _gemm(gpu: GPUSpec, name: str, m: int, n: int, k: int, batch: int = 1) -> Op:
+    # 2mnk FLOPs (one multiply-add per term of each output) and one pass over A, B, C (Williams et al. 2009)
     return Op(name, 2.0 * m * n * k * batch, BF16 * batch * (m * k + k * n + m * n), gemm_time(gpu, m, n, k, batch))
 
 
@@ -104,15 +110,21 @@ def _attention(cluster: ClusterSpec, model: ModelSpec, b: int, s_q: int, s_kv: i
     if cluster.flash_attention:
         # fused causal kernel: 4·b·s_q·s_kv·d·a/2 FLOPs; backward recomputes scores, 2.5× forward (Dao 2023, FA2 §3)
         flops = 4.0 * b * s_q * s_kv * d * heads * 0.5
+        # Dao et al. 2022 (FlashAttention, arXiv 2205.14135) §3.2: Q and O of s_q rows, K and V of s_kv rows
         io = BF16 * b * heads * d * (2 * s_q + 2 * s_kv)
         fwd = Op("attention.flash", flops, io, flops / rate + gpu.kernel_overhead)
         return fwd, Op("attention.flash.bwd", 2.5 * flops, 2 * io, 2.5 * flops / rate + gpu.kernel_overhead)
-    # Megatron 2022: batched QK^T and AV over the full s×s block, fused scale-mask-softmax, then dropout
+    # Korthikanti et al. 2022 §4.1 (Megatron-LM's unfused core): batched QK^T and AV over the full s×s block,
+    # fused scale-mask-softmax, then dropout; 4·b·s²·h FLOPs forward (Narayanan et al. SC'21 App. A)
     flops = 4.0 * b * s_q * s_kv * d * heads
     scores = b * heads * s_q * s_kv
-    elementwise_fwd = scores * (2 + 2 + (2 + 2 + 1 if dropout else 0))   # softmax r/w, dropout r/w + mask
+    # bf16 bytes per score (Korthikanti et al. 2022 §4.1 sizes: 2as²b softmax, as²b mask, 2as²b dropout output):
+    # forward softmax reads and writes, dropout reads, writes and its mask; the backward reads the softmax
+    # output and gradient and writes a gradient, and reverses dropout (gradient in, mask, gradient out)
+    elementwise_fwd = scores * (2 + 2 + (2 + 2 + 1 if dropout else 0))
     elementwise_bwd = scores * (2 + 2 + 2 + (2 + 1 + 2 if dropout else 0))
     gemm_fwd = flops / rate + 2 * gpu.kernel_overhead
+    # two GEMMs each for dgrad and wgrad: the backward's GEMMs are 2× the forward's (Narayanan et al. SC'21 §5.1)
     eff = gpu.attention_memory_efficiency
     fwd = Op("attention.core", flops, elementwise_fwd, gemm_fwd + memory_time(gpu, elementwise_fwd, 2, eff))
     bwd = Op("attention.core.bwd", 2 * flops, elementwise_bwd,
@@ -127,17 +139,22 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
     gpu, h, t, b = cluster.gpu, model.hidden, tp, micro_batch
     s = model.seq_len // cp
     tokens = b * s
+    # Korthikanti et al. 2022 §4.2.2: with SP, norms and dropout see 1/t of the tokens
     norm_tokens = tokens // t if sp else tokens
     act = BF16 * norm_tokens * h
+    # Shoeybi et al. 2019 §3: QKV and fc1 are column-parallel (n/t), proj and fc2 row-parallel (k/t), heads/t
     qkv_n = (model.q_dim + 2 * model.kv_dim) // t
     fc1_n = (2 if model.gated else 1) * model.ffn_hidden // t
     fc2_k = model.ffn_hidden // t
     heads = model.heads // t
     drop = model.dropout
-    residual = act * (3 + (0.5 if drop else 0))          # bias-dropout-add: read x, residual; write; mask
-    norm = act * 2                                        # fused layernorm: read and write
+    # Megatron-LM fused bias-dropout-add: read x and the residual, write the sum, a 1-byte mask per 2-byte value
+    residual = act * (3 + (0.5 if drop else 0))
+    norm = act * 2                                        # Apex fused layer norm (Megatron-LM): one read, one write
+    # GeLU reads fc1's output and writes its own; SwiGLU reads gate and up, writes one (Shazeer 2020, arXiv 2002.05202)
     mlp_act_bytes = BF16 * tokens * fc2_k * (3 if model.gated else 2)
-    # with CP each GPU's s/cp queries meet all s keys over the ring; causal balancing halves the work evenly
+    # with CP each GPU's s/cp queries meet all s keys over the ring (Liu et al. 2023, Ring Attention); causal
+    # balancing halves the work evenly (Megatron-Core context parallelism: two mirrored chunks per rank)
     attn_f, attn_b = _attention(cluster, model, b, s, model.seq_len, heads, drop)
     forward = (
         _mem(gpu, "norm1", norm), _gemm(gpu, "qkv", tokens, qkv_n, h), attn_f,
@@ -145,6 +162,8 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
         _mem(gpu, "norm2", norm), _gemm(gpu, "fc1", tokens, fc1_n, h), _mem(gpu, "activation", mlp_act_bytes),
         _gemm(gpu, "fc2", tokens, h, fc2_k), _mem(gpu, "dropout_add2", residual),
     )
+    # element-wise backwards read a saved input (those Korthikanti et al. 2022 §4.1 lists) and the incoming
+    # gradient and write one: 1.5× the activation's forward bytes, 2× a norm's
     backward = (
         _mem(gpu, "dropout_add2.bwd", residual), *_linear_backward(gpu, "fc2", tokens, h, fc2_k),
         _mem(gpu, "activation.bwd", 1.5 * mlp_act_bytes), *_linear_backward(gpu, "fc1", tokens, fc1_n, h),
@@ -153,6 +172,8 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
         *_linear_backward(gpu, "qkv", tokens, qkv_n, h), _mem(gpu, "norm1.bwd", 2 * norm),
     )
     full_buffer = BF16 * tokens * h
+    # Shoeybi et al. 2019 (Megatron-LM, arXiv 1909.08053) §3, Fig. 3: two all-reduces of b·s·h per layer and pass;
+    # with SP each becomes an all-gather and a reduce-scatter (Korthikanti et al. 2022 §4.2.2, Fig. 5)
     if t == 1:
         fwd_coll: tuple[Collective, ...] = ()
     elif sp:
@@ -178,8 +199,11 @@ def embedding_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, 
     gpu = cluster.gpu
     tokens = micro_batch * model.seq_len // cp
     out = BF16 * tokens * model.hidden
+    # gather rows (read and write b·s·h), plus the learned position rows; the backward scatters the gradient back
     fwd = (_mem(gpu, "embedding", 2 * out + (out if model.position == "learned" else 0), 2),)
     bwd = (_mem(gpu, "embedding.bwd", 2 * out * 2, 2),)
+    # Shoeybi et al. 2019 §3: the vocab-parallel embedding all-reduces its output (reduce-scatter with SP,
+    # Korthikanti et al. 2022 §4.2.2)
     coll = () if tp == 1 else ((Collective("reduce_scatter" if sp else "all_reduce", out),))
     return fwd, bwd, coll
 
@@ -191,21 +215,25 @@ def output_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp:
     gpu, h = cluster.gpu, model.hidden
     tokens = micro_batch * model.seq_len // cp
     vocab = math.ceil(model.vocab / (128 * tp)) * 128          # Megatron pads the vocabulary to 128·tp
-    norm_bytes = BF16 * (tokens // tp if sp else tokens) * h * 2
-    loss_bytes = 4 * tokens * vocab * 3                          # fp32 logits: max, exp-sum, gradient passes
+    norm_bytes = BF16 * (tokens // tp if sp else tokens) * h * 2   # as the layer's norms (Korthikanti §4.2.2 with SP)
+    # Megatron-LM vocab_parallel_cross_entropy: three passes over fp32 logits (max, exp-sum, gradient)
+    loss_bytes = 4 * tokens * vocab * 3
     fwd = (_mem(gpu, "final_norm", norm_bytes), _gemm(gpu, "logits", tokens, vocab, h),
            _mem(gpu, "cross_entropy", loss_bytes, 3))
     bwd = (*_linear_backward(gpu, "logits", tokens, vocab, h), _mem(gpu, "cross_entropy.bwd", loss_bytes, 2),
            _mem(gpu, "final_norm.bwd", 2 * norm_bytes))
     coll: tuple[Collective, ...] = ()
     if tp > 1:
+        # Korthikanti et al. 2022 §4.2.2: SP gathers the sequence before the vocab-parallel logits
         coll = (Collective("all_gather", BF16 * tokens * h),) if sp else ()
-        coll += (Collective("all_reduce", 4 * tokens * 3),)   # vocab-parallel cross-entropy: max, sum, target
+        # Shoeybi et al. 2019 §3: the fused cross-entropy all-reduces b·s fp32 scalars (max, sum, target logit)
+        coll += (Collective("all_reduce", 4 * tokens * 3),)
     return fwd, bwd, coll
 
 
 def layer_tensors(model: ModelSpec) -> int:
     """Parameter tensors of one layer: QKV, projection and two MLP matrices (and their biases), two norms."""
+    # Megatron-LM ParallelTransformerLayer: fused QKV, dense, fc1 (gate and up fused), fc2; two norms
     return 4 * (2 if model.bias else 1) + 2 * (2 if model.norm == "layernorm" else 1)
 
 
@@ -223,4 +251,5 @@ def optimizer_time(gpu: GPUSpec, local_params: float, sharded_params: float) -> 
 
     26 bytes per updated parameter (Megatron-LM fused Adam), plus a grad-norm pass over the local grads (4 B).
     """
+    # Kingma & Ba 2015 (Adam, Alg. 1) state in fp32 per Micikevicius et al. 2018 (mixed precision §3.1)
     return memory_time(gpu, 26.0 * sharded_params + 4.0 * local_params, kernels=4)

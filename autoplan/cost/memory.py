@@ -20,7 +20,7 @@ GRADIENT_BYTES = 4
 """fp32 ``main_grad`` per parameter."""
 OPTIMIZER_BYTES = 12
 """fp32 master weight plus Adam's first and second moments per parameter."""
-ZERO3_GATHERED_LAYERS = 2
+ZERO3_GATHERED_LAYERS = 2   # Rajbhandari et al. 2020 (ZeRO) §5.3, with DeepSpeed stage-3 prefetching one ahead
 """Layers whose full bf16 weights a ZeRO-3 rank holds at once: the one computing and the one prefetched."""
 
 
@@ -99,6 +99,7 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int, per_
     t, p, n = s.tp, s.pp, s.dp * s.cp
     layers = model.layers // p
     first, last = stage == 0, stage == p - 1
+    # Shoeybi et al. 2019 §3: layers, embedding and output are all split over the TP group
     params = layers * model.layer_params() / t
     if first:
         params += model.embedding_params() / t
@@ -107,6 +108,7 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int, per_
         params += model.output_params() / t
         if model.tied_embeddings and p > 1:
             params += model.vocab * model.hidden / t
+    # Megatron-LM distributed optimizer docs (the WEIGHT/GRADIENT/OPTIMIZER_BYTES above): bytes per parameter
     weights = WEIGHT_BYTES * params
     gradients = GRADIENT_BYTES * params
     optimizer = OPTIMIZER_BYTES * params
@@ -121,6 +123,7 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int, per_
         buffers = ZERO3_GATHERED_LAYERS * WEIGHT_BYTES * model.layer_params() / t
 
     chunks = inflight_layer_chunks(s, stage)
+    # Narayanan et al. SC'21 §2.2: each in-flight chunk-forward holds its layers' activations until its backward
     activations = chunks * (layers / s.chunks) * per_layer
 
     seq = model.seq_len / s.cp
@@ -128,6 +131,7 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int, per_
     sp = t if s.sequence_parallel else 1
     embedding = 0.0
     if first:
+        # the embedding belongs to the first chunk: one activation per in-flight micro-batch (ceil of chunks / v)
         micro_batches = -(-chunks // s.chunks)
         # Korthikanti §4.3: embedding dropout mask sbh (÷t with SP), here with the 2sbh embedding output too
         embedding += micro_batches * (2 + (1 if model.dropout else 0)) * sbh / sp

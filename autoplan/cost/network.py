@@ -41,6 +41,7 @@ def stride(s: Strategy, kind: str) -> int:
 
 def group_shape(gpus_per_node: int, size: int, step: int) -> GroupShape:
     """Shape of a group of ``size`` ranks ``step`` apart on nodes of ``gpus_per_node`` GPUs."""
+    # Megatron-LM parallel_state: ranks numbered node by node, a group's members ``step`` ranks apart
     per_node = max(1, min(size, gpus_per_node // step)) if step < gpus_per_node else 1
     return GroupShape(size=size, per_node=per_node, nodes=math.ceil(size / per_node), span=step * (size - 1) + 1)
 
@@ -83,6 +84,7 @@ def all_reduce(cluster: ClusterSpec, g: GroupShape, nbytes: float) -> float:
 
 def _ring(nvl: NetworkTier, outer: NetworkTier, g: GroupShape, traffic: float, steps: int, nbytes: float) -> float:
     # a ring over N nodes of k members crosses each node boundary once per channel: the node's k rails share it
+    # (NCCL's rings, one per NIC on rail-optimized nodes: NVIDIA DGX SuperPOD reference architecture)
     busbw = g.per_node * _rate(outer, nbytes)
     if g.per_node > 1:
         busbw = min(busbw, _rate(nvl, nbytes) * g.per_node / (g.per_node - 1))
@@ -92,6 +94,7 @@ def _ring(nvl: NetworkTier, outer: NetworkTier, g: GroupShape, traffic: float, s
 @lru_cache(maxsize=65536)
 def reduce_scatter(cluster: ClusterSpec, g: GroupShape, nbytes: float) -> float:
     """Seconds for a ring reduce-scatter of an ``nbytes`` buffer: (n-1)/n·S over the bottleneck tier."""
+    # ring reduce-scatter: n−1 steps of S/n each (Thakur et al. 2005, IJHPCA 19(1); nccl-tests busbw)
     n = g.size
     if n <= 1 or nbytes <= 0:
         return 0.0
@@ -103,6 +106,7 @@ def reduce_scatter(cluster: ClusterSpec, g: GroupShape, nbytes: float) -> float:
 
 def all_gather(cluster: ClusterSpec, g: GroupShape, nbytes: float) -> float:
     """Seconds for a ring all-gather producing an ``nbytes`` buffer (the mirror of reduce-scatter)."""
+    # the same n−1 steps of S/n as reduce-scatter, without the reduction (Thakur et al. 2005)
     return reduce_scatter(cluster, g, nbytes)
 
 
@@ -113,6 +117,7 @@ def all_to_all(cluster: ClusterSpec, g: GroupShape, nbytes: float) -> float:
     if n <= 1 or nbytes <= 0:
         return 0.0
     nvl = cluster.tiers[0]
+    # pairwise exchange (Thakur et al. 2005): S/n to each peer, (k−1)/n over NVLink and the rest across nodes
     intra = (g.per_node - 1) / n * nbytes / _rate(nvl, nbytes)
     if g.nodes == 1:
         return intra + (n - 1) * nvl.latency
@@ -127,6 +132,7 @@ def send_recv(cluster: ClusterSpec, same_node: bool, nbytes: float) -> float:
     if nbytes <= 0:
         return 0.0
     tier = cluster.tiers[0] if same_node or len(cluster.tiers) == 1 else cluster.tiers[-1]
+    # Hockney's α-β model (Hockney 1994, Parallel Computing 20(3)): latency plus bytes over bandwidth
     return nbytes / _rate(tier, nbytes) + tier.latency
 
 
@@ -136,6 +142,7 @@ COLLECTIVES = {"all_reduce": all_reduce, "reduce_scatter": reduce_scatter, "all_
 
 def bus_bandwidth(op: str, n: int, nbytes: float, seconds: float) -> float:
     """nccl-tests bus bandwidth (B/s) of a collective: algorithm bandwidth × its per-rank traffic factor."""
+    # nccl-tests doc/PERFORMANCE.md: busbw = algbw · 2(n−1)/n for all-reduce, (n−1)/n for the others
     factor = {"all_reduce": 2 * (n - 1) / n, "reduce_scatter": (n - 1) / n, "all_gather": (n - 1) / n,
               "all_to_all": (n - 1) / n}[op]
     return nbytes / seconds * factor

@@ -16,6 +16,7 @@ from autoplan.search.run import load_known
 from autoplan.sim.simulate import Evaluation, Simulation, evaluate, simulate_step
 from autoplan.sim.trace import write_trace
 from autoplan.specs import ClusterSpec, ModelSpec, Strategy, get_model, load_cluster
+from autoplan.specs.strategy import data_parallel
 
 SPECS = "specs.pkl"
 """The model and cluster of the run (pickled), for models and clusters given as files."""
@@ -180,7 +181,7 @@ def _changed(s: Strategy, axis: str, value: Any, gpus: int) -> Strategy:
         model_parallel = degrees["tp"] * degrees["pp"] * degrees["cp"]
         if gpus % model_parallel:
             raise SpecError(f"tp·pp·cp = {model_parallel} does not divide the {gpus} GPUs")
-        return replace(s, dp=gpus // model_parallel, **{axis: value})
+        return replace(s, dp=data_parallel(gpus, **degrees), **{axis: value})
     return replace(s, **{axis: value})
 
 

@@ -8,10 +8,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
-from autoplan.cost.compute import optimizer_time
-from autoplan.cost.memory import peak_memory
+from autoplan.cost.families import lower_bound, peak_memory
 from autoplan.sim.simulate import Evaluation
-from autoplan.sim.workload import pass_costs, stage_params
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
@@ -40,21 +38,6 @@ class SearchResult:
     raw: int = 0
     seconds: float = 0.0
     sampler: str = "exhaustive"
-
-
-def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
-    """Seconds the busiest stage's compute stream needs (its passes and optimizer): never above the step time."""
-    costs = pass_costs(model, cluster, s)
-    p, v, m = s.pp, s.chunks, s.micro_batches
-    last = p * v - 1
-    worst = 0.0
-    for i in (0, p - 1) if p > 1 else (0,):
-        busy = sum(costs[(True, c * p + i == 0, c * p + i == last)].seconds
-                   + costs[(False, c * p + i == 0, c * p + i == last)].seconds for c in range(v)) * m
-        params = stage_params(model, s, i)
-        busy += optimizer_time(cluster.gpu, params, params / (s.dp * s.cp) if s.zero >= 1 else params)
-        worst = max(worst, busy)
-    return worst
 
 
 def _bound_or_zero(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:

@@ -14,7 +14,7 @@ from typing import Any
 
 from autoplan.errors import SpecError
 from autoplan.specs.model import MAX_SIZE, ModelSpec
-from autoplan.specs.strategy import RECOMPUTE, SCHEDULES, Strategy, violations
+from autoplan.specs.strategy import RECOMPUTE, SCHEDULES, Strategy, data_parallel, violations
 
 AXES = ("tp", "pp", "cp", "micro_batch", "schedule", "virtual_stages", "sequence_parallel", "recompute", "zero",
         "overlap_grad_reduce", "overlap_param_gather")
@@ -115,7 +115,7 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
         if gpus % (tp * pp * cp):
             rejected[f"tp·pp·cp does not divide the GPU count {gpus}"] += _rest(space)
             continue
-        dp = gpus // (tp * pp * cp)
+        dp = data_parallel(gpus, tp, pp, cp)
         for mb, schedule, sp, rc, zero, ogr, opg in itertools.product(
                 a["micro_batch"], a["schedule"], a["sequence_parallel"], a["recompute"], a["zero"],
                 a["overlap_grad_reduce"], a["overlap_param_gather"]):
@@ -229,7 +229,7 @@ def _batch_quanta(model: ModelSpec, gpus: int, space: Space) -> set[int]:
     for tp, pp, cp in itertools.product(a["tp"], a["pp"], a["cp"]):
         if gpus % (tp * pp * cp):
             continue
-        dp = gpus // (tp * pp * cp)
+        dp = data_parallel(gpus, tp, pp, cp)
         for mb, schedule in itertools.product(a["micro_batch"], a["schedule"]):
             q = dp * mb * (pp if schedule == "interleaved" else 1)
             if q in quanta or q > MAX_SIZE:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from autoplan.cost.memory import StageMemory, memory_per_stage
+from autoplan.cost.families import memory_per_stage, violations
+from autoplan.cost.memory import StageMemory
 from autoplan.sim import metrics as met
 from autoplan.sim.engine import Timeline, run
 from autoplan.sim.workload import Lowered, lower
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy, violations
+from autoplan.specs.strategy import Strategy
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,37 +8,25 @@ their own streams, overlapping with compute where Megatron-LM overlaps them.
 
 The graph's structure depends only on a plan's shape (schedule, pp, micro-batches, chunks and how DP
 communication is arranged), so ``_graph`` builds it once per shape with symbolic durations (slots) and
-``lower`` gives each slot a plan's seconds: a search's plans that differ in TP, CP, sequence parallelism,
+``lower`` gives each slot a plan's seconds, as the model's family prices them (``autoplan.cost.families``;
+no cost formula lives here): a search's plans that differ in TP, CP, sequence parallelism,
 recompute or micro-batch size but not in shape share one graph and one engine plan.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from autoplan.cost import compute, network
-from autoplan.cost.compute import Collective, LayerCompute
+from autoplan.cost.costs import PassCost
+from autoplan.cost.families import step_costs
 from autoplan.sim.engine import Plan, Tasks, plan_of
 from autoplan.sim.schedule import Step, stage_order
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
-
-PARAM_BYTES = 2         # bf16 weights, all-gathered after a sharded optimizer step
-BUCKET_PARAMS = 40e6    # Megatron-LM DDP bucket size: max(40M, 1M·dp) parameters
-MAX_BUCKETS = 8         # finer buckets change the overlap by less than a bucket's reduce time
-
-
-@dataclass(frozen=True, slots=True)
-class PassCost:
-    """Seconds of one chunk pass on the compute stream, and how they split by kind."""
-
-    seconds: float
-    parts: tuple[tuple[str, float], ...]
 
 
 @dataclass(slots=True)
@@ -133,135 +121,45 @@ class _Graph:
     """The engine's visiting order, the same for every duration."""
 
 
-def _collectives_time(cluster: ClusterSpec, shape: network.GroupShape, colls: tuple[Collective, ...]) -> float:
-    return sum(network.COLLECTIVES[c.kind](cluster, shape, c.nbytes) for c in colls)
-
-
-@lru_cache(maxsize=4096)
-def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[tuple[bool, bool, bool], PassCost]:
-    """Cost of a forward / backward chunk pass, keyed by (forward, holds embedding, holds output layer)."""
-    layer = compute.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute)
-    tp = network.shape_of(cluster, s, "tp")
-    cp_fwd = cp_bwd = 0.0
-    if s.cp > 1:
-        # ring attention (Liu et al. 2023): cp−1 K/V block exchanges overlap the blockwise attention compute
-        kv = 2 * compute.BF16 * s.micro_batch * (model.seq_len // s.cp) * model.kv_dim // s.tp
-        same_node = network.shape_of(cluster, s, "cp").nodes == 1
-        hop = network.send_recv(cluster, same_node, kv)
-        cp_fwd = max(0.0, (s.cp - 1) * hop - layer.attention_forward * (s.cp - 1) / s.cp) + hop / s.cp
-        cp_bwd = max(0.0, 2 * (s.cp - 1) * hop - 2.5 * layer.attention_forward * (s.cp - 1) / s.cp) + hop / s.cp
-    n = model.layers // (s.pp * s.chunks)
-    fwd = LayerCompute.seconds(layer.forward)
-    fwd_tp = _collectives_time(cluster, tp, layer.forward_collectives)
-    bwd = LayerCompute.seconds(layer.backward)
-    bwd_tp = _collectives_time(cluster, tp, layer.backward_collectives)
-    rec = LayerCompute.seconds(layer.recompute)
-    rec_tp = _collectives_time(cluster, tp, layer.recompute_collectives)
-    emb_f, emb_b, emb_c = compute.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
-    out_f, out_b, out_c = compute.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
-    emb_tp, out_tp = _collectives_time(cluster, tp, emb_c), _collectives_time(cluster, tp, out_c)
-    costs = {}
-    for first in (False, True):
-        for last in (False, True):
-            f_comp = n * fwd + first * LayerCompute.seconds(emb_f) + last * LayerCompute.seconds(out_f)
-            f_tp = n * fwd_tp + first * emb_tp + last * out_tp
-            costs[(True, first, last)] = _pass(("compute", f_comp), ("tp", f_tp), ("cp", n * cp_fwd))
-            b_comp = n * bwd + first * LayerCompute.seconds(emb_b) + last * LayerCompute.seconds(out_b)
-            if not s.gradient_accumulation_fusion:
-                b_comp += _grad_accumulation(model, cluster, s, n, first, last)
-            b_tp = n * (bwd_tp + rec_tp) + last * out_tp
-            costs[(False, first, last)] = _pass(("compute", b_comp), ("recompute", n * rec), ("tp", b_tp),
-                                                ("cp", n * (cp_bwd + (cp_fwd if s.recompute == "full" else 0))))
-    return costs
-
-
-def _grad_accumulation(model: ModelSpec, cluster: ClusterSpec, s: Strategy, layers: int, first: bool,
-                       last: bool) -> float:
-    """Seconds to add a backward pass's weight gradients to the accumulated ones (no gradient-accumulation fusion)."""
-    params = layers * model.layer_params()
-    tensors = layers * compute.layer_tensors(model)
-    if first:
-        params, tensors = params + model.embedding_params(), tensors + 1 + (model.position == "learned")
-    if last:
-        params, tensors = params + model.output_params(), tensors + 2 + (not model.tied_embeddings)
-        if model.tied_embeddings and not first:
-            params += model.vocab * model.hidden      # the last stage's copy of the tied embedding
-    return compute.grad_accumulation(cluster.gpu, params / s.tp, grad_bytes(s), tensors).seconds
-
-
-def _pass(*parts: tuple[str, float]) -> PassCost:
-    kept = tuple(p for p in parts if p[1] > 0)
-    return PassCost(sum(p[1] for p in kept), kept)
-
-
-def stage_params(model: ModelSpec, s: Strategy, stage: int) -> float:
-    """Parameters one GPU of ``stage`` holds (its share of the TP-sharded layers, embedding and output)."""
-    params = model.layers // s.pp * model.layer_params() / s.tp
-    if stage == 0:
-        params += model.embedding_params() / s.tp
-    if stage == s.pp - 1:
-        params += model.output_params() / s.tp
-        if model.tied_embeddings and s.pp > 1:
-            params += model.vocab * model.hidden / s.tp
-    return params
-
-
 def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
     """The tasks of one training step of plan ``s`` (which must be valid).
 
-    The graph's structure comes from ``_graph`` (cached per shape); here each of its slots gets its seconds.
+    The graph's structure comes from ``_graph`` (cached per shape); here each of its slots gets the seconds
+    the model's family gives it (``autoplan.cost.families``).
     """
     p, v = s.pp, s.chunks
-    group = s.dp * s.cp
-    grad_shape = network.group_shape(cluster.gpus_per_node, group, network.stride(s, "cp"))
-    chunk_params = model.layers // (p * v) * model.layer_params() / s.tp
-    shard_reduce = _grad_reduce_time(cluster, grad_shape, s, chunk_params) if s.zero >= 2 else 0.0
-    shard_gather = network.all_gather(cluster, grad_shape, PARAM_BYTES * chunk_params) if s.zero == 3 else 0.0
-    segments = _grad_segments(model, s) if (group > 1 and s.overlap_grad_reduce) else 0
-    shape = _Shape(s.schedule, p, s.micro_batches, v, segments, segment_reduce=s.zero < 2,
-                   param_gather=s.zero >= 1 and s.overlap_param_gather and group > 1,
-                   shard_gather=bool(shard_gather), shard_reduce=bool(shard_reduce),
-                   reduce_all=not segments and s.zero < 2 and group > 1, tied=model.tied_embeddings and p > 1,
-                   final_gather=s.zero >= 1 and group > 1 and not s.overlap_param_gather,
-                   blocking_p2p=s.synchronous_p2p)
+    c = step_costs(model, cluster, s)
+    segments = c.segments
+    shape = _Shape(s.schedule, p, s.micro_batches, v, segments, segment_reduce=c.segment_reduce is not None,
+                   param_gather=c.param_gather is not None, shard_gather=bool(c.shard_gather),
+                   shard_reduce=bool(c.shard_reduce), reduce_all=c.reduce_all is not None, tied=c.tied is not None,
+                   final_gather=c.final_gather is not None, blocking_p2p=s.synchronous_p2p)
     g = _graph(shape)
-    costs = pass_costs(model, cluster, s)
+    costs = c.passes
     last_vs = p * v - 1
     cost: dict[object, PassCost] = {}
     for i in range(p):
-        for c in range(v):
+        for ch in range(v):
             for fwd in (True, False):
-                cost[(i, fwd, c)] = costs[(fwd, c * p + i == 0, c * p + i == last_vs)]
+                cost[(i, fwd, ch)] = costs[(fwd, ch * p + i == 0, ch * p + i == last_vs)]
             if segments:
-                b = cost[(i, False, c)]
-                cost[("segment", i, c)] = PassCost(b.seconds / segments, tuple((k, x / segments) for k, x in b.parts))
-        params = stage_params(model, s, i)
-        sharded = params / group if s.zero >= 1 else params
-        opt = compute.optimizer_time(cluster.gpu, params, sharded)
-        cost[("optimizer", i)] = PassCost(opt, (("optimizer", opt),))
-        if shape.reduce_all:
-            # gradient reduction after the whole backward (no overlap): one collective per DDP bucket
-            n = max(1, math.ceil(params / max(BUCKET_PARAMS, 1e6 * group)))
-            cost[("reduce_all", i)] = _comm(_grad_reduce_time(cluster, grad_shape, s, params / n) * n)
-        if shape.final_gather:
-            cost[("final_gather", i)] = _comm(network.all_gather(cluster, grad_shape, PARAM_BYTES * params))
-    pp_shape = network.shape_of(cluster, s, "pp")
-    hop = _pp_hop_time(model, cluster, s, pp_shape.nodes == 1) if p > 1 else 0.0
-    cost["hop"] = PassCost(hop, (("pp", hop),)) if shape.blocking_p2p else _comm(hop)
-    cost["shard_gather"], cost["shard_reduce"] = _comm(shard_gather), _comm(shard_reduce)
-    if segments:
-        # the gradients of one piece of a chunk's last backward
-        cost["segment_reduce"] = _comm(_grad_reduce_time(cluster, grad_shape, s, chunk_params / segments))
-    if shape.param_gather:
-        # overlapped all-gather of a chunk's sharded weights before its first forward (ZeRO >= 1)
-        cost["param_gather"] = _comm(network.all_gather(cluster, grad_shape, PARAM_BYTES * chunk_params))
-    if shape.tied:
-        # the first and last stage hold the tied embedding and all-reduce its gradient (Megatron-LM)
-        emb_grad = grad_bytes(s) * model.vocab * model.hidden / s.tp
-        cost["tied"] = _comm(network.all_reduce(
-            cluster, network.group_shape(cluster.gpus_per_node, 2, network.stride(s, "pp") * (p - 1)), emb_grad))
+                b = cost[(i, False, ch)]
+                cost[("segment", i, ch)] = PassCost(b.seconds / segments, tuple((k, x / segments) for k, x in b.parts))
+        cost[("optimizer", i)] = PassCost(c.optimizer[i], (("optimizer", c.optimizer[i]),))
+        if c.reduce_all is not None:
+            cost[("reduce_all", i)] = _comm(c.reduce_all[i])
+        if c.final_gather is not None:
+            cost[("final_gather", i)] = _comm(c.final_gather[i])
+    cost["hop"] = PassCost(c.hop, (("pp", c.hop),)) if shape.blocking_p2p else _comm(c.hop)
+    cost["shard_gather"], cost["shard_reduce"] = _comm(c.shard_gather), _comm(c.shard_reduce)
+    if c.segment_reduce is not None:
+        cost["segment_reduce"] = _comm(c.segment_reduce)
+    if c.param_gather is not None:
+        cost["param_gather"] = _comm(c.param_gather)
+    if c.tied is not None:
+        cost["tied"] = _comm(c.tied)
     slot_costs = [cost[k] for k in g.keys]
-    seconds = [c.seconds for c in slot_costs]
+    seconds = [x.seconds for x in slot_costs]
     tasks = g.tasks.with_durations(list(map(seconds.__getitem__, g.tasks.duration)))
     comp = [tasks.stream(f"stage{i}.compute") for i in range(p)]
     return Lowered(tasks, p, comp, g, slot_costs)
@@ -387,13 +285,6 @@ def _round_robin(orders: list) -> list[tuple]:
     return [(o[k], i) for k in range(longest) for i, o in enumerate(orders) if k < len(o)]
 
 
-def _grad_segments(model: ModelSpec, s: Strategy) -> int:
-    """Pieces of a chunk's last backward: one per DDP bucket of its gradients, at most MAX_BUCKETS."""
-    per_chunk = model.layers // (s.pp * s.chunks) * model.layer_params() / s.tp
-    bucket = max(BUCKET_PARAMS, 1e6 * s.dp * s.cp)
-    return min(MAX_BUCKETS, max(1, math.ceil(per_chunk / bucket)))
-
-
 def _last_backward_steps(orders: list) -> dict[tuple[int, int], int]:
     last: dict[tuple[int, int], int] = {}
     for i, order in enumerate(orders):
@@ -401,28 +292,3 @@ def _last_backward_steps(orders: list) -> dict[tuple[int, int], int]:
             if not st.forward:
                 last[(i, st.chunk)] = st.micro_batch
     return last
-
-
-def _pp_hop_time(model: ModelSpec, cluster: ClusterSpec, s: Strategy, same_node: bool) -> float:
-    """Seconds to pass one micro-batch's activations (or their gradients) to the next stage."""
-    full = compute.BF16 * s.micro_batch * (model.seq_len // s.cp) * model.hidden
-    # each TP rank sends its 1/tp share; without SP the receiver all-gathers it over NVLink to the replicated
-    # tensor (Narayanan et al. SC'21 §4.1, scatter/gather); with SP the tensor is already sequence-sharded
-    seconds = network.send_recv(cluster, same_node, full / s.tp)
-    if s.tp > 1 and not s.sequence_parallel:
-        seconds += network.all_gather(cluster, network.shape_of(cluster, s, "tp"), full)
-    return seconds
-
-
-def grad_bytes(s: Strategy) -> int:
-    """Bytes per gradient in the DP reduction: fp32 (Megatron's default for bf16) or the 16-bit type."""
-    return 4 if s.grad_reduce_in_fp32 else 2
-
-
-def _grad_reduce_time(cluster: ClusterSpec, shape: network.GroupShape, s: Strategy, params: float) -> float:
-    nbytes = grad_bytes(s) * params
-    if s.zero >= 1:
-        return network.reduce_scatter(cluster, shape, nbytes)
-    return network.all_reduce(cluster, shape, nbytes)
-
-

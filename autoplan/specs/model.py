@@ -56,6 +56,8 @@ class ModelSpec:
     """Training applies dropout (GPT-3, Megatron GPT) and so stores dropout masks; Llama and Nemotron do not."""
     source: str = ""
     """Where the numbers come from."""
+    family: str = "dense"
+    """The model family that costs it (``autoplan.cost.families``): ``dense`` for a dense transformer."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -74,6 +76,8 @@ class ModelSpec:
         for name in ("bias", "tied_embeddings", "dropout"):
             if not isinstance(getattr(self, name), bool):
                 raise SpecError(f"model {self.name!r}: {name} must be true or false, got {getattr(self, name)!r}")
+        if not isinstance(self.family, str) or not self.family:
+            raise SpecError(f"model {self.name!r}: family must be a non-empty string, got {self.family!r}")
         if not isinstance(self.source, str):
             raise SpecError(f"model {self.name!r}: source must be a string, got {self.source!r}")
         if self.kv_heads == 0:

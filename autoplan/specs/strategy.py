@@ -115,6 +115,11 @@ class Strategy:
         return " ".join(parts)
 
 
+def data_parallel(gpus: int, tp: int, pp: int, cp: int = 1) -> int:
+    """Data-parallel replicas of a plan with these model-parallel degrees on ``gpus`` GPUs (dp·tp·pp·cp = gpus)."""
+    return gpus // (tp * pp * cp)
+
+
 def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
     """Every reason ``s`` cannot run ``model`` on ``gpus`` GPUs, in words a person can act on; [] if valid."""
     out: list[str] = []

@@ -2,7 +2,8 @@
 
 from hypothesis import given, settings, strategies as st
 
-from autoplan.search.exhaustive import lower_bound, rank_key, search
+from autoplan.cost.families import lower_bound
+from autoplan.search.exhaustive import rank_key, search
 from autoplan.search.space import enumerate_plans, load_space
 from autoplan.sim.simulate import evaluate
 from autoplan.specs import get_model, load_cluster

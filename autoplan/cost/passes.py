@@ -1,0 +1,110 @@
+"""Seconds of one chunk pass of a dense transformer (its layers, embedding, output layer, TP collectives,
+context-parallel ring exchanges and unfused gradient accumulation) on one GPU."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from autoplan.cost import compute, network
+from autoplan.cost.compute import Collective, LayerCompute, Op
+from autoplan.cost.costs import PassCost, PassKey, pass_cost
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.strategy import Strategy
+
+CP_BACKWARD_FACTOR = 2.5
+"""Attention backward over forward that a CP ring's two backward exchanges overlap with (Dao 2023, FA2 §3)."""
+
+
+def grad_bytes(s: Strategy) -> int:
+    """Bytes per gradient in the DP reduction: fp32 (Megatron's default for bf16) or the 16-bit type."""
+    # Megatron-LM --accumulate-allreduce-grads-in-fp32: 4-byte main_grad, else the 2-byte training type
+    return 4 if s.grad_reduce_in_fp32 else 2
+
+
+def cp_kv_bytes(model: ModelSpec, s: Strategy) -> int:
+    """Bytes of one K/V block a CP rank passes around the ring per layer."""
+    # ring attention (Liu et al. 2023 §3): K and V of the rank's s/cp tokens, bf16, its tp share of kv heads
+    return 2 * compute.BF16 * s.micro_batch * (model.seq_len // s.cp) * model.kv_dim // s.tp
+
+
+def _cp_ring(model: ModelSpec, cluster: ClusterSpec, s: Strategy, attention_forward: float) -> tuple[float, float]:
+    """Exposed seconds of one layer's CP ring exchanges in the forward and the backward pass."""
+    if s.cp == 1:
+        return 0.0, 0.0
+    kv = cp_kv_bytes(model, s)
+    hop = network.send_recv(cluster, network.shape_of(cluster, s, "cp").nodes == 1, kv)
+    # ring attention (Liu et al. 2023): cp−1 K/V block exchanges overlap the blockwise attention compute;
+    # the backward sends K/V and their gradients (2×) beside a 2.5× attention backward (Dao 2023, FA2 §3)
+    fwd = max(0.0, (s.cp - 1) * hop - attention_forward * (s.cp - 1) / s.cp) + hop / s.cp
+    bwd = max(0.0, 2 * (s.cp - 1) * hop - CP_BACKWARD_FACTOR * attention_forward * (s.cp - 1) / s.cp) + hop / s.cp
+    return fwd, bwd
+
+
+def _collectives_time(cluster: ClusterSpec, shape: network.GroupShape, colls: tuple[Collective, ...]) -> float:
+    return sum(network.COLLECTIVES[c.kind](cluster, shape, c.nbytes) for c in colls)
+
+
+def layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> LayerCompute:
+    """Kernels and TP collectives of one transformer layer for one micro-batch of plan ``s``."""
+    return compute.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute)
+
+
+@lru_cache(maxsize=4096)
+def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[PassKey, PassCost]:
+    """Cost of a forward / backward chunk pass, keyed by (forward, holds embedding, holds output layer)."""
+    lay = layer(model, cluster, s)
+    tp = network.shape_of(cluster, s, "tp")
+    cp_fwd, cp_bwd = _cp_ring(model, cluster, s, lay.attention_forward)
+    n = model.layers // (s.pp * s.chunks)
+    fwd = LayerCompute.seconds(lay.forward)
+    fwd_tp = _collectives_time(cluster, tp, lay.forward_collectives)
+    bwd = LayerCompute.seconds(lay.backward)
+    bwd_tp = _collectives_time(cluster, tp, lay.backward_collectives)
+    rec = LayerCompute.seconds(lay.recompute)
+    rec_tp = _collectives_time(cluster, tp, lay.recompute_collectives)
+    emb_f, emb_b, emb_c = compute.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
+    out_f, out_b, out_c = compute.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
+    emb_tp, out_tp = _collectives_time(cluster, tp, emb_c), _collectives_time(cluster, tp, out_c)
+    costs = {}
+    for first in (False, True):
+        for last in (False, True):
+            f_comp = n * fwd + first * LayerCompute.seconds(emb_f) + last * LayerCompute.seconds(out_f)
+            f_tp = n * fwd_tp + first * emb_tp + last * out_tp
+            costs[(True, first, last)] = pass_cost(("compute", f_comp), ("tp", f_tp), ("cp", n * cp_fwd))
+            b_comp = n * bwd + first * LayerCompute.seconds(emb_b) + last * LayerCompute.seconds(out_b)
+            if not s.gradient_accumulation_fusion:
+                b_comp += grad_accumulation(model, cluster, s, n, first, last).seconds
+            # Shoeybi et al. 2019 §3 (conjugate f and g): the backward has the forward's TP collectives; a full
+            # recompute repeats the forward's too (Korthikanti et al. 2022 §4.2)
+            b_tp = n * (bwd_tp + rec_tp) + last * out_tp
+            costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", n * rec), ("tp", b_tp),
+                                                    ("cp", n * (cp_bwd + (cp_fwd if s.recompute == "full" else 0))))
+    return costs
+
+
+def grad_accumulation(model: ModelSpec, cluster: ClusterSpec, s: Strategy, layers: int, first: bool = False,
+                      last: bool = False) -> Op:
+    """Adding a backward pass's weight gradients (``layers`` layers, and the embedding or output layer if it
+    holds them) to the accumulated ones, without gradient-accumulation fusion."""
+    params = layers * model.layer_params()
+    tensors = layers * compute.layer_tensors(model)
+    if first:
+        # the word embedding, and the learned position table (Radford et al. 2019, GPT-2)
+        params, tensors = params + model.embedding_params(), tensors + 1 + (model.position == "learned")
+    if last:
+        # the final norm's scale and bias, and the output matrix unless tied (Press & Wolf 2017)
+        params, tensors = params + model.output_params(), tensors + 2 + (not model.tied_embeddings)
+        if model.tied_embeddings and not first:
+            params += model.vocab * model.hidden      # the last stage's copy of the tied embedding (Megatron-LM)
+    return compute.grad_accumulation(cluster.gpu, params / s.tp, grad_bytes(s), tensors)
+
+
+def layer_ops(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[str, tuple[Op, ...]]:
+    """One layer's kernels by pass (forward, backward, recompute); the backward includes an unfused
+    gradient accumulation when the plan has one."""
+    lay = layer(model, cluster, s)
+    backward = lay.backward
+    if not s.gradient_accumulation_fusion:
+        backward += (grad_accumulation(model, cluster, s, 1),)
+    return {"forward": lay.forward, "backward": backward, "recompute": lay.recompute}

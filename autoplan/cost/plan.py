@@ -1,0 +1,199 @@
+"""Step-level costs of a dense transformer plan beyond its passes: parameters per stage, pipeline transfers,
+the DP gradient reduction and parameter gathers (Megatron-LM DDP buckets, ZeRO), the tied embedding's
+all-reduce and the optimizer step; the search's optimistic bound; what ``autoplan check`` lists."""
+
+from __future__ import annotations
+
+import math
+
+from autoplan.cost import compute, network
+from autoplan.cost.costs import CommNeed, StepCosts
+from autoplan.cost.passes import cp_kv_bytes, grad_bytes, layer, pass_costs
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.strategy import Strategy
+
+PARAM_BYTES = 2         # bf16 weights, all-gathered after a sharded optimizer step (Megatron-LM distributed optimizer)
+BUCKET_PARAMS = 40e6    # Megatron-LM DDP bucket size: max(40M, 1M·dp) parameters (distributed_data_parallel.py)
+MAX_BUCKETS = 8         # this model's simplification: finer buckets change the overlap by less than one's reduce
+
+
+def stage_params(model: ModelSpec, s: Strategy, stage: int) -> float:
+    """Parameters one GPU of ``stage`` holds (its share of the TP-sharded layers, embedding and output)."""
+    return _stage_params(model, s, stage, model.layer_params())
+
+
+def _stage_params(model: ModelSpec, s: Strategy, stage: int, layer_params: int) -> float:
+    params = model.layers // s.pp * layer_params / s.tp
+    if stage == 0:
+        params += model.embedding_params() / s.tp
+    if stage == s.pp - 1:
+        params += model.output_params() / s.tp
+        if model.tied_embeddings and s.pp > 1:
+            # Megatron-LM: with pp > 1 the last stage holds a copy of the tied embedding
+            params += model.vocab * model.hidden / s.tp
+    return params
+
+
+def chunk_params(model: ModelSpec, s: Strategy) -> float:
+    """Parameters of one model chunk's layers on one GPU (its TP share)."""
+    return model.layers // (s.pp * s.chunks) * model.layer_params() / s.tp
+
+
+def bucket_params(s: Strategy) -> float:
+    """Parameters per DDP gradient bucket (Megatron-LM: max(40M, 1M·dp) over the dp·cp group)."""
+    return max(BUCKET_PARAMS, 1e6 * s.dp * s.cp)
+
+
+def grad_segments(model: ModelSpec, s: Strategy) -> int:
+    """Pieces of a chunk's last backward: one per DDP bucket of its gradients, at most MAX_BUCKETS."""
+    return _segments(chunk_params(model, s), s)
+
+
+def _segments(chunk: float, s: Strategy) -> int:
+    # a bucket's reduction starts as soon as its gradients are ready (Li et al. 2020 §3.2.3, overlap)
+    return min(MAX_BUCKETS, max(1, math.ceil(chunk / bucket_params(s))))
+
+
+def pp_activation_bytes(model: ModelSpec, s: Strategy) -> int:
+    """Bytes of one micro-batch's activations between stages (the full tensor, before any TP split)."""
+    # Narayanan et al. SC'21 §4.1: a b·s·h bf16 tensor (s/cp tokens per CP rank)
+    return compute.BF16 * s.micro_batch * (model.seq_len // s.cp) * model.hidden
+
+
+def pp_hop_time(model: ModelSpec, cluster: ClusterSpec, s: Strategy, same_node: bool) -> float:
+    """Seconds to pass one micro-batch's activations (or their gradients) to the next stage."""
+    full = pp_activation_bytes(model, s)
+    # each TP rank sends its 1/tp share; without SP the receiver all-gathers it over NVLink to the replicated
+    # tensor (Narayanan et al. SC'21 §4.1, scatter/gather); with SP the tensor is already sequence-sharded
+    seconds = network.send_recv(cluster, same_node, full / s.tp)
+    if s.tp > 1 and not s.sequence_parallel:
+        seconds += network.all_gather(cluster, network.shape_of(cluster, s, "tp"), full)
+    return seconds
+
+
+def grad_reduce_time(cluster: ClusterSpec, shape: network.GroupShape, s: Strategy, params: float) -> float:
+    """Seconds to reduce ``params`` gradients over the DP·CP group: reduce-scatter under ZeRO, else all-reduce."""
+    nbytes = grad_bytes(s) * params
+    if s.zero >= 1:
+        # Rajbhandari et al. 2020 (ZeRO) §5.1: each rank keeps only its shard's reduced gradients
+        return network.reduce_scatter(cluster, shape, nbytes)
+    return network.all_reduce(cluster, shape, nbytes)
+
+
+def optimizer_seconds(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int) -> float:
+    """Seconds of ``stage``'s optimizer step (its parameters' share under ZeRO ≥ 1)."""
+    return _optimizer(cluster, s, stage_params(model, s, stage))
+
+
+def _optimizer(cluster: ClusterSpec, s: Strategy, params: float) -> float:
+    # Rajbhandari et al. 2020 (ZeRO) §5.1: stage ≥ 1 updates 1/(dp·cp) of the parameters
+    return compute.optimizer_time(cluster.gpu, params, params / (s.dp * s.cp) if s.zero >= 1 else params)
+
+
+def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts:
+    """Seconds of every task kind of one step of plan ``s`` (which must be valid)."""
+    p, group = s.pp, s.dp * s.cp
+    grads = network.group_shape(cluster.gpus_per_node, group, network.stride(s, "cp"))
+    chunk = chunk_params(model, s)
+    segments = _segments(chunk, s) if (group > 1 and s.overlap_grad_reduce) else 0
+    per_layer = model.layer_params()
+    params = [_stage_params(model, s, i, per_layer) for i in range(p)]
+    reduce_all = final_gather = None
+    if not segments and s.zero < 2 and group > 1:
+        # gradient reduction after the whole backward (no overlap): one collective per DDP bucket (Li et al.
+        # 2020, PyTorch Distributed, VLDB 13(12) §3.2.3 bucketing; Megatron-LM DDP)
+        counts = [max(1, math.ceil(x / bucket_params(s))) for x in params]
+        reduce_all = tuple(grad_reduce_time(cluster, grads, s, x / n) * n for x, n in zip(params, counts))
+    if s.zero >= 1 and group > 1 and not s.overlap_param_gather:
+        # Megatron-LM distributed optimizer docs: the updated bf16 shards are all-gathered after the step
+        final_gather = tuple(network.all_gather(cluster, grads, PARAM_BYTES * x) for x in params)
+    tied = None
+    if model.tied_embeddings and p > 1:
+        # the first and last stage hold the tied embedding and all-reduce its gradient (Megatron-LM
+        # finalize_model_grads, _allreduce_word_embedding_grads)
+        pair = network.group_shape(cluster.gpus_per_node, 2, network.stride(s, "pp") * (p - 1))
+        tied = network.all_reduce(cluster, pair, grad_bytes(s) * model.vocab * model.hidden / s.tp)
+    return StepCosts(
+        passes=pass_costs(model, cluster, s),
+        optimizer=tuple(_optimizer(cluster, s, x) for x in params),
+        hop=pp_hop_time(model, cluster, s, network.shape_of(cluster, s, "pp").nodes == 1) if p > 1 else 0.0,
+        segments=segments,
+        segment_reduce=grad_reduce_time(cluster, grads, s, chunk / segments) if segments and s.zero < 2 else None,
+        # overlapped all-gather of a chunk's sharded weights before its first forward (ZeRO >= 1; Megatron-Core
+        # --overlap-param-gather)
+        param_gather=(network.all_gather(cluster, grads, PARAM_BYTES * chunk)
+                      if s.zero >= 1 and s.overlap_param_gather and group > 1 else None),
+        # Rajbhandari et al. 2020 (ZeRO) §5.2-5.3: stage 2/3 reduce-scatter after every backward, 3 gathers weights
+        shard_gather=network.all_gather(cluster, grads, PARAM_BYTES * chunk) if s.zero == 3 else 0.0,
+        shard_reduce=grad_reduce_time(cluster, grads, s, chunk) if s.zero >= 2 else 0.0,
+        reduce_all=reduce_all, final_gather=final_gather, tied=tied)
+
+
+def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
+    """Seconds the busiest stage's compute stream needs (its passes and optimizer): never above the step time."""
+    # a stream's busy time bounds the critical path from below (Graham 1969, list-scheduling bounds)
+    costs = pass_costs(model, cluster, s)
+    p, v, m = s.pp, s.chunks, s.micro_batches
+    last = p * v - 1
+    worst = 0.0
+    for i in (0, p - 1) if p > 1 else (0,):
+        busy = sum(costs[(True, c * p + i == 0, c * p + i == last)].seconds
+                   + costs[(False, c * p + i == 0, c * p + i == last)].seconds for c in range(v)) * m
+        busy += optimizer_seconds(model, cluster, s, i)
+        worst = max(worst, busy)
+    return worst
+
+
+def collectives(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommNeed]:
+    """The collectives and transfers of plan ``s``, one entry per kind, as ``autoplan check`` lists them."""
+    out = []
+    if s.tp > 1:
+        tp = network.shape_of(cluster, s, "tp")
+        coll = layer(model, cluster, s).forward_collectives
+        # Shoeybi et al. 2019 §3: two TP collectives per layer and pass (four with SP, Korthikanti et al. 2022 §4.2.2)
+        for c in coll[:2]:
+            out.append(CommNeed(group="tp", op=c.kind, shape=tp, nbytes=c.nbytes,
+                                seconds=network.COLLECTIVES[c.kind](cluster, tp, c.nbytes),
+                                when=f"{len(coll) // 2}× per layer and pass"))
+    if s.cp > 1:
+        cp = network.shape_of(cluster, s, "cp")
+        kv = cp_kv_bytes(model, s)
+        out.append(CommNeed(group="cp", op="send_recv", shape=cp, nbytes=kv,
+                            seconds=network.send_recv(cluster, cp.nodes == 1, kv),
+                            when=f"{s.cp - 1}× per layer (ring K/V)"))
+    if s.pp > 1:
+        out += _pp_needs(model, cluster, s)
+    if s.dp * s.cp > 1:
+        out += _dp_needs(model, cluster, s)
+    return out
+
+
+def _pp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommNeed]:
+    pp = network.shape_of(cluster, s, "pp")
+    act = pp_activation_bytes(model, s) / s.tp
+    out = [CommNeed(group="pp", op="send_recv", shape=pp, nbytes=act,
+                    seconds=network.send_recv(cluster, pp.nodes == 1, act),
+                    when="per micro-batch and chunk" + (", blocks the sender's compute" if s.synchronous_p2p else ""))]
+    if s.tp > 1 and not s.sequence_parallel:
+        tp = network.shape_of(cluster, s, "tp")
+        out.append(CommNeed(group="tp", op="all_gather", shape=tp, nbytes=act * s.tp,
+                            seconds=network.all_gather(cluster, tp, act * s.tp),
+                            when="after each PP receive (scatter/gather)"))
+    return out
+
+
+def _dp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommNeed]:
+    grads = network.group_shape(cluster.gpus_per_node, s.dp * s.cp, network.stride(s, "cp"))
+    params = max(stage_params(model, s, i) for i in (0, s.pp - 1))
+    bucket = min(params, bucket_params(s))
+    op = "reduce_scatter" if s.zero >= 1 else "all_reduce"
+    nbytes = grad_bytes(s) * bucket
+    out = [CommNeed(group="dp", op=op, shape=grads, nbytes=nbytes,
+                    seconds=network.COLLECTIVES[op](cluster, grads, nbytes),
+                    when=f"per bucket, {params / bucket:.0f} buckets")]
+    if s.zero >= 1:
+        out.append(CommNeed(group="dp", op="all_gather", shape=grads, nbytes=PARAM_BYTES * bucket,
+                            seconds=network.all_gather(cluster, grads, PARAM_BYTES * bucket),
+                            when="per bucket, params"))
+    return out
