@@ -39,18 +39,29 @@ def write_report_safely(folder: RunFolder, model: Any = None, cluster: Any = Non
         print(f"autoplan: warning: report not written: {type(err).__name__}: {err}", file=sys.stderr)
 
 
-def write_traces(run: Run, sims: list[Simulation]) -> list[Path]:
+TRACE_BYTES = 10 * 2**20
+"""Traces after the best plan's are written only while all of them stay within this many bytes (gzip'd), so a
+run folder stays small when steps have thousands of micro-batches (GPT-3 on 64 GPUs: 8 MB per trace)."""
+
+
+def write_traces(run: Run, sims: list[Simulation], budget: int = TRACE_BYTES) -> list[Path]:
     """``trace_rank1.json.gz``… (gzip'd Chrome Trace Event JSON, which Perfetto opens) for the simulated best
-    plans."""
+    plans: always the best plan's, the next ones while the traces fit in ``budget`` bytes."""
     folder = RunFolder(run.folder)
-    paths = []
+    paths: list[Path] = []
+    total = last = 0
     for rank, (e, sim) in enumerate(zip(run.ranked, sims), 1):
+        if rank > 1 and total + last > budget:
+            folder.file(trace_name(rank)).unlink(missing_ok=True)
+            continue
         s = e.strategy
         with tempfile.TemporaryDirectory() as tmp:
             plain = Path(tmp) / "trace.json"
             write_trace(plain, sim.lowered, sim.timeline, run.model.layers // (s.pp * s.chunks))
             data = gzip.compress(plain.read_bytes(), compresslevel=6, mtime=0)
         paths.append(folder.write(trace_name(rank), data))
+        last = len(data)
+        total += last
     return paths
 
 

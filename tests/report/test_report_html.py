@@ -83,3 +83,16 @@ def test_long_timeline_shows_its_beginning():
     assert "the first" in caption and "trace_rank1.json.gz" in caption
     rows = {y for t in fig.data for y in t.y}
     assert "stage 0 · compute" in rows and "stage 7 · compute" in rows
+
+
+def test_traces_after_the_best_stop_at_the_byte_budget(small_run, tmp_path):
+    from autoplan.report.write import write_traces
+    from autoplan.search.analysis import simulate_top
+
+    folder = tmp_path / "copy"
+    shutil.copytree(small_run, folder)
+    run = load_run(folder)
+    sims = simulate_top(run)
+    assert [p.name for p in write_traces(run, sims, budget=0)] == ["trace_rank1.json.gz"]
+    assert not (folder / "trace_rank2.json.gz").exists()
+    assert len(write_traces(run, sims)) == 3
