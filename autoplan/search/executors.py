@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 import time
-from typing import Callable, Iterable, Iterator, Protocol, Sequence
+from typing import Callable, Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
 from autoplan.errors import SpecError
 from autoplan.sim.simulate import Evaluation, evaluate
@@ -37,8 +37,11 @@ def evaluate_batch(model: ModelSpec, cluster: ClusterSpec, plans: Sequence[Strat
     return [evaluate_one(model, cluster, s) for s in plans]
 
 
+@runtime_checkable
 class Executor(Protocol):
-    """Evaluates batches of plans, yielding each batch's results in submission order."""
+    """Evaluates batches of plans, yielding each batch's results in submission order; a plan whose evaluation
+    raises comes back as a failed Evaluation (no metrics, the error as its violation), never as an exception.
+    Every implementation passes tests/search/test_executors.py."""
 
     workers: int
 
@@ -146,7 +149,7 @@ class AutoExecutor:
         self._ray_workers = workers
         self._switch_after = switch_after
         self._clock = clock
-        self._ray: object | None = None
+        self._ray: RayExecutor | None = None
         self.serial_seconds = 0.0
         """Time spent simulating in this process so far (what Ray could have shared out)."""
 
