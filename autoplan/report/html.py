@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import html
 import math
-from pathlib import Path
 from string import Template
 
 import plotly.graph_objects as go

@@ -10,6 +10,7 @@ from typing import Callable, Iterator, Sequence
 
 from autoplan.cost.compute import optimizer_time
 from autoplan.cost.memory import peak_memory
+from autoplan.search.executors import Executor, SerialExecutor
 from autoplan.sim.simulate import Evaluation
 from autoplan.sim.workload import pass_costs, stage_params
 from autoplan.specs.cluster import ClusterSpec
@@ -87,7 +88,7 @@ def distinct_plans(cluster: ClusterSpec, plans: list[Strategy]) -> list[Strategy
 
 
 def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k: int = 10,
-           executor: object | None = None, known: dict[Strategy, Evaluation] | None = None,
+           executor: Executor | None = None, known: dict[Strategy, Evaluation] | None = None,
            on_result: Callable[[Evaluation], None] | None = None,
            progress: Callable[[int, int, list[Evaluation]], None] | None = None, *,
            sampler: str = "exhaustive", budget: int | None = None, seed: int = 0,
@@ -98,8 +99,6 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
     The signature is every search's (``study.sampled_search``'s too); an exact search needs no sampler, budget,
     seed or study and ignores them.
     """
-    from autoplan.search.executors import SerialExecutor
-
     executor = executor or SerialExecutor()
     t0 = time.perf_counter()
     known = known or {}

@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from autoplan.errors import SpecError
 from autoplan.files import write_atomic

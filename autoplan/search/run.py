@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from autoplan.search.exhaustive import SearchResult, rank_key, search
-from autoplan.search.executors import SWITCH_TO_RAY_AFTER_S, AutoExecutor  # noqa: F401 - the executor of --workers auto
+from autoplan.search.executors import AutoExecutor, Executor
 from autoplan.search.folder import JOURNAL, RECORD, RunFolder
 from autoplan.sim.simulate import Evaluation
 from autoplan.specs.cluster import ClusterSpec
@@ -31,7 +31,7 @@ class SearchInterrupted(Exception):
         self.partial = partial
 
 
-def resolve_executor(workers: int | None, ray_address: str | None) -> object:
+def resolve_executor(workers: int | None, ray_address: str | None) -> Executor:
     """``None`` (auto): the CPU count, Ray only once the search is long enough to pay for it; ``0``: serial;
     ``N``: N Ray workers from the start; an address (or RAY_ADDRESS): that cluster."""
     from autoplan.search.executors import make_executor

@@ -14,6 +14,7 @@ import optuna
 
 from autoplan.errors import SpecError
 from autoplan.search.exhaustive import SearchResult, distinct_plans, rank_key
+from autoplan.search.executors import Executor, SerialExecutor
 from autoplan.sim.simulate import Evaluation
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
@@ -122,14 +123,14 @@ a seed gives the same trials, and the same leaderboard, serial or on Ray. TPE wi
 finds the exhaustive best at batches of 1, 4, 8 and 16 alike (seeds 0-2, within 1.3 %)."""
 
 
-def _share(todo: list[Strategy], executor: object) -> list[list[Strategy]]:
+def _share(todo: list[Strategy], executor: Executor) -> list[list[Strategy]]:
     """``todo`` in contiguous pieces, one per worker (results come back in this order)."""
     n = -(-len(todo) // max(1, getattr(executor, "workers", 1)))
     return [todo[i:i + n] for i in range(0, len(todo), n)] if todo else []
 
 
 def sampled_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k: int = 10,
-                   executor: object | None = None, known: dict[Strategy, Evaluation] | None = None,
+                   executor: Executor | None = None, known: dict[Strategy, Evaluation] | None = None,
                    on_result: Callable[[Evaluation], None] | None = None,
                    progress: Callable[[int, int, list[Evaluation]], None] | None = None, *,
                    sampler: str = "tpe", budget: int = 20000, seed: int = 0,
@@ -142,8 +143,6 @@ def sampled_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]
     the budget and the leaderboard of an uninterrupted one. ``study``: where trials go (``fresh`` for a replay);
     None, in memory.
     """
-    from autoplan.search.executors import SerialExecutor
-
     t0 = time.perf_counter()
     executor = executor or SerialExecutor()
     known = known or {}

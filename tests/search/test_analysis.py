@@ -110,3 +110,12 @@ def test_unknown_model_is_noted_and_saved_specs_fix_it(small_run, tmp_path):
 def test_report_failure_is_a_warning(tmp_path, capsys):
     write_report_safely(RunFolder(tmp_path))
     assert "warning: report not written" in capsys.readouterr().err
+
+
+def test_analyse_hands_the_report_plain_data(small_run):
+    run = load_run(small_run)
+    a = analyse(run, traces=2)
+    assert a.pareto == pareto_front(list(run.evaluations))
+    assert len(a.sims) == 2 and a.sims[0].timeline.makespan > 0
+    assert set(a.neighbours) == set(neighbours(run, run.leaderboard[0]))
+    assert (a.importances, a.importance_note) == importances(run)
