@@ -339,7 +339,8 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
 @click.option("--ray-address", default=None, help="Use an existing Ray cluster (also RAY_ADDRESS).")
 @click.option("--storage", default=None, help="Optuna storage URL (default: a journal file in the run folder).")
 @click.option("--resume", type=click.Path(file_okay=False), default=None,
-              help="Continue a run folder: finished plans are not evaluated again.")
+              help="Continue a run folder with its recorded settings (give it alone; flags that differ are "
+                   "refused): finished plans are not evaluated again, the original budget is kept.")
 @click.option("--json", "as_json", is_flag=True, help="Print the leaderboard as JSON.")
 @friendly
 def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: str, top: int, out: str,
