@@ -267,7 +267,7 @@ def space_options(fn: Callable) -> Callable:
     """--model, --gpus, --cluster, --global-batch, --space and a flag to fix each axis of the space."""
     opts = [
         click.option("--model", "model_name", default="gpt3", show_default=True, help="Model name or .toml file."),
-        click.option("--gpus", type=int, required=True, help="Number of GPUs (whole nodes)."),
+        click.option("--gpus", type=int, default=None, help="Number of GPUs (whole nodes). [required]"),
         click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True, help="Cluster spec name or .toml file."),
         click.option("--global-batch", type=int, default=DEFAULT_GLOBAL_BATCH, show_default=True),
         click.option("--space", default="default", show_default=True, help="Search space name or .toml file."),
@@ -292,6 +292,8 @@ def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: i
     from autoplan.search.space import load_space
     from autoplan.specs import get_model, load_cluster
 
+    if gpus is None:
+        raise SpecError("Missing option '--gpus'")
     for name in ("tp", "pp", "cp", "micro_batch", "virtual_stages"):
         if fixed[name] is not None and fixed[name] < 1:
             raise SpecError(f"--{name.replace('_', '-')} must be a positive integer, got {fixed[name]}")
@@ -338,7 +340,8 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
 @click.option("--ray-address", default=None, help="Use an existing Ray cluster (also RAY_ADDRESS).")
 @click.option("--storage", default=None, help="Optuna storage URL (default: a journal file in the run folder).")
 @click.option("--resume", type=click.Path(file_okay=False), default=None,
-              help="Continue a run folder: finished plans are not evaluated again.")
+              help="Continue a run folder with its recorded settings (give it alone; flags that differ are "
+                   "refused): finished plans are not evaluated again, the original budget is kept.")
 @click.option("--json", "as_json", is_flag=True, help="Print the leaderboard as JSON.")
 @friendly
 def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: str, top: int, out: str,
@@ -348,13 +351,17 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
     import time
     from pathlib import Path
 
-    from autoplan.files import write_atomic
-    from autoplan.report.leaderboard import new_run_folder, rows, write_run
-    from autoplan.report.live import Progress, progress_console
-    from autoplan.search.run import SearchInterrupted, choose_sampler, run_search
+    from autoplan.search.folder import RECORD, RunFolder
+    from autoplan.search.run import choose_sampler
     from autoplan.search.space import enumerate_plans
 
-    model, spec, sp = load_search_inputs(model_name, gpus, cluster, global_batch, space, fixed)
+    if resume is not None:
+        folder = RunFolder.existing(resume)
+        model, spec, sp, settings = _resume_inputs(folder, click.get_current_context())
+        gpus, global_batch, top, sampler, budget, seed = (settings[k] for k in (
+            "gpus", "global_batch", "top", "sampler", "budget", "seed"))
+    else:
+        model, spec, sp = load_search_inputs(model_name, gpus, cluster, global_batch, space, fixed)
     plans, rejected = enumerate_plans(model, gpus, sp, global_batch)
     if not plans:
         from autoplan.search.space import explain_no_plan
@@ -363,22 +370,44 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
     inputs = {"model": model.name, "cluster": spec.name, "gpu": spec.gpu.name, "gpus": gpus,
               "global_batch": global_batch, "space": {k: list(v) for k, v in sp.axes.items()}, "top": top,
               "sampler": chosen, "budget": budget, "seed": seed}
-    if resume:
-        folder = Path(resume).resolve()
-        _check_resumable(folder, inputs)
-    else:
+    fresh = resume is None
+    if fresh:
         run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{model.name}-{gpus}gpu"
         try:
-            folder = new_run_folder(Path(out).resolve(), run_id)
+            folder = RunFolder.create(Path(out).resolve(), run_id)
         except OSError as err:
             raise SpecError(f"--out {out!r}: cannot create a run folder there ({err.strerror or err})") from None
-        write_atomic(folder / "inputs.json", json.dumps(inputs, indent=2))
+    try:
+        with folder.lock():
+            if fresh:
+                folder.write_inputs(inputs)
+                folder.save_specs(model, spec)
+            _search_in(folder, model, spec, sp, plans, rejected, inputs, sampler, workers, ray_address, storage,
+                       as_json)
+    except SpecError:
+        record = folder.file(RECORD)
+        if fresh and not (record.exists() and record.stat().st_size):
+            folder.remove()             # a search that could not start leaves no run folder
+        raise
+
+
+def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejected: Any, inputs: dict,
+               sampler: str, workers: int | None, ray_address: str | None, storage: str | None,
+               as_json: bool) -> None:
+    """Run the search in ``folder`` (locked), write its results and print its leaderboard."""
+    from autoplan.report.leaderboard import rows
+    from autoplan.report.live import Progress, progress_console
+    from autoplan.report.write import write_run
+    from autoplan.search.run import SearchInterrupted, run_search
+
+    top, chosen, gpus = inputs["top"], inputs["sampler"], inputs["gpus"]
     progress = Progress(progress_console(), len(plans), "plans" if chosen == "exhaustive" else "of budget")
     interrupted = False
     with progress:
         try:
-            result = run_search(model, spec, plans, folder, sampler=sampler, budget=budget, seed=seed, top_k=top,
-                                workers=workers, ray_address=ray_address, storage=storage, progress=progress)
+            result = run_search(model, spec, plans, folder, sampler=sampler, budget=inputs["budget"],
+                                seed=inputs["seed"], top_k=top, workers=workers, ray_address=ray_address,
+                                storage=storage, progress=progress)
         except SearchInterrupted as stop:
             result, interrupted = stop.partial, True
     result.rejected, result.raw = rejected, sp.raw_size()
@@ -386,17 +415,17 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
               report=not interrupted)
     if interrupted:
         click.echo(f"autoplan: interrupted after {len(result.evaluations) + result.reused} plans; partial "
-                   f"leaderboard in {folder} (`autoplan report {folder}` draws it); continue with --resume {folder}",
-                   err=True)
+                   f"leaderboard in {folder.path} (`autoplan report {folder.path}` draws it); continue with "
+                   f"--resume {folder.path}", err=True)
         sys.exit(130)
     table = rows(result.leaderboard)
     if as_json:
-        click.echo(json.dumps({"run": str(folder), "leaderboard": table}, indent=2))
+        click.echo(json.dumps({"run": str(folder.path), "leaderboard": table}, indent=2))
         return
     from autoplan.report.terminal import leaderboard_table
     con = _console()
     con.print(leaderboard_table(table, f"Best plans: {model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
-                                       f"global batch {global_batch}"))
+                                       f"global batch {inputs['global_batch']}"))
     if not result.leaderboard:
         con.print("[bold red]no plan fits in memory[/]: try more GPUs, recompute, ZeRO or a smaller micro-batch")
     same = f" ({result.equivalent} same as another plan here)" if result.equivalent else ""
@@ -405,28 +434,56 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
     reused = f", {result.reused} reused from the resumed run" if result.reused else ""
     con.print(f"{sp.raw_size()} combinations, {result.valid} valid{same}, {result.out_of_memory} do not fit, "
               f"{len(result.evaluations)} simulated{reused}, {skipped}; {result.seconds:.1f} s.\n"
-              f"run folder: {folder}")
+              f"run folder: {folder.path}")
     if not result.leaderboard:
         sys.exit(1)
 
 
-_SAME_ON_RESUME = ("model", "cluster", "gpus", "global_batch", "space")
+_RESUMED = ("gpus", "global_batch", "top", "sampler", "budget", "seed")
+"""Search settings a resume takes from the run's inputs.json (with the model, cluster and space)."""
+_RESUME_MAY_CHANGE = ("resume", "out", "workers", "ray_address", "storage", "as_json")
+"""Flags that say how to run, not what to search: a resume may give them."""
 
 
-def _check_resumable(folder: Any, inputs: dict) -> None:
-    """A run folder whose recorded inputs are those of this search (else its evaluations would not apply)."""
-    path = folder / "inputs.json"
-    if not path.exists():
-        raise SpecError(f"--resume {str(folder)!r} is not a run folder (no inputs.json)")
-    try:
-        recorded = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise SpecError(f"--resume {str(folder)!r}: inputs.json is unreadable ({err})") from None
-    differ = [f"{k} {recorded.get(k)!r} in the run, {inputs[k]!r} here" for k in _SAME_ON_RESUME
-              if recorded.get(k) != inputs[k]]
+def _resume_inputs(folder: Any, ctx: click.Context) -> tuple[Any, Any, Any, dict]:
+    """Model, cluster, space and settings of the run in ``folder``; SpecError naming every flag given that
+    differs from the run's."""
+    from click.core import ParameterSource
+
+    from autoplan.search.space import load_space, space_from_axes
+    from autoplan.specs import get_model, load_cluster
+
+    recorded = folder.read_inputs()
+    where = f"--resume {str(folder.path)!r}"
+    missing = [k for k in ("model", "cluster", *_RESUMED, "space") if k not in recorded]
+    if missing:
+        raise SpecError(f"{where}: inputs.json lacks {', '.join(missing)}; this folder cannot be resumed")
+    specs = folder.load_specs()
+    model, spec = specs or (get_model(recorded["model"]), load_cluster(recorded["cluster"], recorded["gpus"]))
+    sp = space_from_axes(recorded["space"], f"{where}: inputs.json space")
+    given = {k: v for k, v in ctx.params.items() if k not in _RESUME_MAY_CHANGE
+             and ctx.get_parameter_source(k) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)}
+    differ = []
+    for k, v in given.items():
+        if k == "model_name":
+            ok, theirs = get_model(v).name == model.name, model.name
+        elif k == "cluster":
+            ok, theirs = load_cluster(v).name == spec.name, spec.name
+        elif k == "space":
+            axes = load_space(v, {a: given.get(a) for a in _FIXABLE}).axes
+            ok, theirs = {a: list(x) for a, x in axes.items()} == recorded["space"], "its recorded axes"
+        elif k == "sampler":
+            ok, theirs = v in ("auto", recorded["sampler"]), recorded["sampler"]
+        elif k in _FIXABLE:
+            ok, theirs = recorded["space"].get(k) == [v], recorded["space"].get(k)
+        else:
+            ok, theirs = recorded.get(k) == v, recorded.get(k)
+        if not ok:
+            differ.append(f"--{('model' if k == 'model_name' else k).replace('_', '-')} {v!r} (the run's: {theirs!r})")
     if differ:
-        raise SpecError(f"--resume {str(folder)!r} was a different search: " + "; ".join(differ)
-                        + " (repeat the run's flags)")
+        raise SpecError(f"{where}: flags differ from the run's inputs.json: {'; '.join(differ)}; give --resume "
+                        "alone to continue the run as it was")
+    return model, spec, sp, {k: recorded[k] for k in _RESUMED}
 
 
 @main.command("report")
@@ -434,8 +491,8 @@ def _check_resumable(folder: Any, inputs: dict) -> None:
 @friendly
 def report_cmd(run: str) -> None:
     """Rebuild a run folder's report.html, best_plan.json and traces of its best plans."""
-    from autoplan.report.html import write_report
-    from autoplan.report.runs import load_run
+    from autoplan.report.write import write_report
+    from autoplan.search.analysis import load_run
 
     for path in write_report(load_run(run)):
         click.echo(str(path))
@@ -449,7 +506,7 @@ def report_cmd(run: str) -> None:
 def show_cmd(run: str, top: int | None, as_json: bool) -> None:
     """Print the leaderboard of a run folder."""
     from autoplan.report.leaderboard import rows
-    from autoplan.report.runs import load_run
+    from autoplan.search.analysis import load_run
 
     r = load_run(run)
     table = rows(r.ranked[:top or r.top_k])
@@ -474,7 +531,7 @@ def show_cmd(run: str, top: int | None, as_json: bool) -> None:
 def export_cmd(run: str, rank: int, fmt: str) -> None:
     """Print the launch settings of a plan of a run folder."""
     from autoplan.report.export import export_text
-    from autoplan.report.runs import load_run
+    from autoplan.search.analysis import load_run
 
     r = load_run(run)
     e = r.plan(rank)

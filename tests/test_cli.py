@@ -121,7 +121,7 @@ def test_resume_refuses_a_different_search_and_out_must_be_writable(tmp_path):
     [folder] = tmp_path.iterdir()
     assert json.loads((folder / "inputs.json").read_text())["gpus"] == 16
     r = run(*[a if a != "64" else "128" for a in args], "--resume", str(folder))
-    assert r.exit_code == 2 and "global_batch 64 in the run, 128 here" in r.output
+    assert r.exit_code == 2 and "--global-batch 128 (the run's: 64)" in r.output
     r = run(*args, "--resume", str(folder))
     assert r.exit_code == 0 and "reused" in r.output
     (tmp_path / "file").write_text("")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import html
 import math
-from pathlib import Path
 from string import Template
 
 import plotly.graph_objects as go
@@ -14,10 +13,10 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from autoplan.errors import SpecError
-from autoplan.report import runs
-from autoplan.report.export import best_plan_json, megatron_text
-from autoplan.files import write_atomic
+from autoplan.report.export import megatron_text
 from autoplan.report.leaderboard import rows
+from autoplan.search.analysis import Analysis, Neighbour, Run
+from autoplan.search.folder import trace_name
 from autoplan.sim.metrics import BREAKDOWN_KINDS
 from autoplan.sim.simulate import Evaluation, Simulation
 
@@ -40,7 +39,7 @@ def _layout(fig: go.Figure, height: int, **kw: object) -> go.Figure:
     return fig
 
 
-def pareto_figure(run: runs.Run) -> go.Figure:
+def pareto_figure(run: Run, front: list[Evaluation]) -> go.Figure:
     """Throughput against peak memory of every evaluated plan, the Pareto front and the HBM capacity."""
     feasible = run.ranked
     top = set(id(e) for e in run.leaderboard)
@@ -56,7 +55,6 @@ def pareto_figure(run: runs.Run) -> go.Figure:
 
     points([e for e in feasible if id(e) not in top], "evaluated plans", color="#9fb3d9", size=7)
     points(run.leaderboard[1:], f"top {run.top_k}", color="#1f77b4", size=9)
-    front = runs.pareto_front(feasible)
     fig.add_trace(go.Scatter(x=[e.peak_memory / GIB for e in front], y=[e.metrics.tokens_per_s for e in front],
                              mode="lines", line={"shape": "hv", "color": "#ff7f0e"}, name="Pareto front",
                              hoverinfo="skip"))
@@ -126,7 +124,7 @@ def timeline_figure(sim: Simulation, title: str) -> tuple[go.Figure, str]:
         shown = shown[:MAX_BARS]
         cut = tl.start[shown[-1]]
         caption = (f"{title}: the first {cut:.3f} s of the {tl.makespan:.3f} s step ({MAX_BARS} of {total} events); "
-                   "trace_rank1.json holds every event (open it in https://ui.perfetto.dev).")
+                   f"{trace_name(1)} holds every event (open it in https://ui.perfetto.dev).")
     rows_ = sorted({_row(r) for r in tasks.resources})
     by_kind: dict[str, tuple[list, list, list, list]] = {}
     for i in shown:
@@ -148,7 +146,7 @@ def timeline_figure(sim: Simulation, title: str) -> tuple[go.Figure, str]:
     return fig, caption
 
 
-def sensitivity_figure(nbrs: dict[str, list[runs.Neighbour]], best: Evaluation) -> go.Figure:
+def sensitivity_figure(nbrs: dict[str, list[Neighbour]], best: Evaluation) -> go.Figure:
     """Throughput of the best plan with one axis changed at a time; missing values carry the reason on hover."""
     axes = list(nbrs)
     cols = min(4, len(axes))
@@ -215,7 +213,7 @@ def _note(text: str) -> str:
     return f'<p class="note">{html.escape(text)}</p>'
 
 
-def top_table(run: runs.Run) -> str:
+def top_table(run: Run) -> str:
     """The leaderboard as an HTML table."""
     if not run.leaderboard:
         return _note("No plan fits in memory: try more GPUs, recompute, ZeRO or a smaller micro-batch.")
@@ -231,7 +229,7 @@ def top_table(run: runs.Run) -> str:
             + "".join(body) + "</tbody></table>")
 
 
-def inputs_table(run: runs.Run) -> str:
+def inputs_table(run: Run) -> str:
     """The run's inputs, its search counts and the model's shape."""
     i = run.inputs
     items = [(k, i[k]) for k in ("model", "cluster", "gpu", "gpus", "global_batch", "sampler", "budget", "seed", "top")
@@ -316,7 +314,7 @@ throughput.</p></section>
 """)
 
 
-def _subtitle(run: runs.Run) -> str:
+def _subtitle(run: Run) -> str:
     s = run.summary
     parts = [f"{len(run.evaluations)} plans evaluated, {len(run.ranked)} fit in memory"]
     if s:
@@ -329,28 +327,26 @@ def _subtitle(run: runs.Run) -> str:
     return "; ".join(parts) + "."
 
 
-def _timeline_html(run: runs.Run, sim: Simulation | None) -> str:
+def _timeline_html(run: Run, sim: Simulation | None) -> str:
     if sim is None or not run.leaderboard:
         return _note(run.missing or "No plan fits in memory, so there is no step to show.")
     fig, caption = timeline_figure(sim, run.leaderboard[0].strategy.short())
     return _div(fig, "fig-timeline") + _note(caption)
 
 
-def _sensitivity_html(run: runs.Run) -> str:
+def _sensitivity_html(run: Run, nbrs: dict[str, list[Neighbour]]) -> str:
     if not run.leaderboard:
         return _note("No plan fits in memory.")
-    nbrs = runs.neighbours(run, run.leaderboard[0])
     if not nbrs:
         return _note(run.missing or "Every axis of the run's space has one value: there is no neighbour to show.")
     return _div(sensitivity_figure(nbrs, run.leaderboard[0]), "fig-sensitivity")
 
 
-def _importance_html(run: runs.Run) -> str:
-    values, note = runs.importances(run)
+def _importance_html(values: dict[str, float], note: str) -> str:
     return (_div(importance_figure(values), "fig-importance") if values else "") + _note(note)
 
 
-def _launch_html(run: runs.Run) -> str:
+def _launch_html(run: Run) -> str:
     if not run.leaderboard:
         return _note("No plan fits in memory.")
     flash = run.cluster.flash_attention if run.cluster else True
@@ -362,24 +358,14 @@ def _launch_html(run: runs.Run) -> str:
                                                      "(or --format torchtitan) prints these for any rank."))
 
 
-def page(run: runs.Run, sim: Simulation | None) -> str:
-    """The whole report page."""
+def page(run: Run, analysis: Analysis) -> str:
+    """The whole report page: ``run`` and what ``analysis`` derived from it."""
     board = run.leaderboard
+    sim = analysis.sims[0] if analysis.sims else None
     return PAGE.substitute(
         title=html.escape(run.title), subtitle=html.escape(_subtitle(run)), plotlyjs=get_plotlyjs(),
-        table=top_table(run), pareto=_div(pareto_figure(run), "fig-pareto"),
+        table=top_table(run), pareto=_div(pareto_figure(run, analysis.pareto), "fig-pareto"),
         breakdown=_div(breakdown_figure(board), "fig-breakdown") if board else _note("No plan fits in memory."),
-        timeline=_timeline_html(run, sim), sensitivity=_sensitivity_html(run), importance=_importance_html(run),
+        timeline=_timeline_html(run, sim), sensitivity=_sensitivity_html(run, analysis.neighbours),
+        importance=_importance_html(analysis.importances, analysis.importance_note),
         launch=_launch_html(run), inputs=inputs_table(run))
-
-
-def write_report(run: runs.Run) -> list[Path]:
-    """report.html, best_plan.json and trace_rank1.json… in the run folder; the paths written."""
-    sims = runs.simulate_top(run)
-    paths = runs.write_traces(run, sims)
-    if run.leaderboard:
-        flash = run.cluster.flash_attention if run.cluster else True
-        write_atomic(run.folder / "best_plan.json", best_plan_json(run.leaderboard[0], run.model, flash))
-        paths.insert(0, run.folder / "best_plan.json")
-    write_atomic(run.folder / "report.html", page(run, sims[0] if sims else None))
-    return [run.folder / "report.html"] + paths

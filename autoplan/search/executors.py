@@ -6,8 +6,10 @@ batches and several batches stay in flight (``ray.wait``) to keep every worker b
 
 from __future__ import annotations
 
+import itertools
 import os
-from typing import Iterable, Iterator, Protocol, Sequence
+import time
+from typing import Callable, Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
 from autoplan.errors import SpecError
 from autoplan.sim.simulate import Evaluation, evaluate
@@ -35,8 +37,11 @@ def evaluate_batch(model: ModelSpec, cluster: ClusterSpec, plans: Sequence[Strat
     return [evaluate_one(model, cluster, s) for s in plans]
 
 
+@runtime_checkable
 class Executor(Protocol):
-    """Evaluates batches of plans, yielding each batch's results in submission order."""
+    """Evaluates batches of plans, yielding each batch's results in submission order; a plan whose evaluation
+    raises comes back as a failed Evaluation (no metrics, the error as its violation), never as an exception.
+    Every implementation passes tests/search/test_executors.py."""
 
     workers: int
 
@@ -126,6 +131,54 @@ class RayExecutor:
     def close(self) -> None:
         if self._owned and self._ray.is_initialized():
             self._ray.shutdown()
+
+
+SWITCH_TO_RAY_AFTER_S = 10.0
+"""Serial seconds before ``--workers auto`` starts Ray: about what an embedded Ray takes to start on a 2-core
+machine (8.7 s measured, benchmarks/bench_search.py). Rent-or-buy: never more than twice the better choice's
+time spent before the switch (Karlin et al. 1988, ski rental)."""
+
+
+class AutoExecutor:
+    """Evaluates in this process, and moves the rest of the work to an embedded Ray with ``workers`` CPUs once
+    it has simulated serially for as long as Ray takes to start (short searches never pay for Ray)."""
+
+    def __init__(self, workers: int, switch_after: float = SWITCH_TO_RAY_AFTER_S,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.workers = 1
+        self._ray_workers = workers
+        self._switch_after = switch_after
+        self._clock = clock
+        self._ray: RayExecutor | None = None
+        self.serial_seconds = 0.0
+        """Time spent simulating in this process so far (what Ray could have shared out)."""
+
+    def map(self, model: ModelSpec, cluster: ClusterSpec,
+            batches: Iterable[Sequence[Strategy]]) -> Iterator[list[Evaluation]]:
+        if self._ray is not None:
+            yield from self._ray.map(model, cluster, batches)
+            return
+        it = iter(batches)
+        for batch in it:
+            t0 = self._clock()
+            results = evaluate_batch(model, cluster, batch)
+            self.serial_seconds += self._clock() - t0
+            yield results
+            if self._ray_workers > 1 and self.serial_seconds >= self._switch_after:
+                break
+        else:
+            return
+        following = next(it, None)
+        if following is None:
+            return
+        it = itertools.chain([following], it)
+        self._ray = RayExecutor(self._ray_workers)
+        self.workers = self._ray.workers
+        yield from self._ray.map(model, cluster, it)
+
+    def close(self) -> None:
+        if self._ray is not None:
+            self._ray.close()
 
 
 def _check_reachable(address: str, timeout: float = 3.0) -> None:

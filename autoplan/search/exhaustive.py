@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 from autoplan.cost.families import lower_bound, peak_memory
+from autoplan.search.executors import Executor, SerialExecutor
 from autoplan.sim.simulate import Evaluation
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
@@ -70,15 +71,17 @@ def distinct_plans(cluster: ClusterSpec, plans: list[Strategy]) -> list[Strategy
 
 
 def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k: int = 10,
-           executor: object | None = None, known: dict[Strategy, Evaluation] | None = None,
+           executor: Executor | None = None, known: dict[Strategy, Evaluation] | None = None,
            on_result: Callable[[Evaluation], None] | None = None,
-           progress: Callable[[int, int, list[Evaluation]], None] | None = None) -> SearchResult:
+           progress: Callable[[int, int, list[Evaluation]], None] | None = None, *,
+           sampler: str = "exhaustive", budget: int | None = None, seed: int = 0,
+           study: object | None = None) -> SearchResult:
     """Simulate plans in order of their bound until none left can enter the top ``top_k``.
 
     ``known`` holds results of a run being resumed (reused, not simulated again); ``on_result`` sees every new one.
+    The signature is every search's (``study.sampled_search``'s too); an exact search needs no sampler, budget,
+    seed or study and ignores them.
     """
-    from autoplan.search.executors import SerialExecutor
-
     executor = executor or SerialExecutor()
     t0 = time.perf_counter()
     known = known or {}

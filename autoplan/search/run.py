@@ -2,77 +2,25 @@
 
 from __future__ import annotations
 
-import itertools
-import json
 import os
-import pickle
 import signal
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable
 
-from autoplan.files import write_atomic
 from autoplan.search.exhaustive import SearchResult, rank_key, search
+from autoplan.search.executors import AutoExecutor, Executor
+from autoplan.search.folder import JOURNAL, RECORD, RunFolder
 from autoplan.sim.simulate import Evaluation
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
 
-RECORD = "evaluations.pkl"
-"""Every evaluation of the run, appended as it arrives (one pickle per record; a torn last record is ignored)."""
 
-
-def load_known(folder: Path) -> dict[Strategy, Evaluation]:
-    """Evaluations already made in ``folder`` (a run being resumed); a record torn by a kill is cut off, so
-    what is appended next can be read back."""
-    known: dict[Strategy, Evaluation] = {}
-    path = folder / RECORD
-    if not path.exists():
-        return known
-    with path.open("r+b") as f:
-        good = 0
-        while True:
-            try:
-                e = pickle.load(f)
-            except EOFError:
-                break
-            except (pickle.UnpicklingError, ValueError, AttributeError, IndexError, TypeError):
-                f.truncate(good)
-                break
-            known[e.strategy] = e
-            good = f.tell()
-    return known
-
-
-class Recorder:
-    """Appends each new evaluation to the run's record and to ``evaluations.jsonl`` (for people)."""
-
-    def __init__(self, folder: Path, known: dict[Strategy, Evaluation] | None = None) -> None:
-        """``known``: the record as ``load_known`` read it (read here if not given)."""
-        known = load_known(folder) if known is None else known
-        self._bin = (folder / RECORD).open("ab")
-        text = folder / "evaluations.jsonl"
-        # the record is the truth: a kill can tear the last line, or land between a record and its line
-        write_atomic(text, "".join(_line(e) for e in known.values()))
-        self._text = text.open("a")
-
-    def __call__(self, e: Evaluation) -> None:
-        pickle.dump(e, self._bin)
-        self._bin.flush()
-        self._text.write(_line(e))
-        self._text.flush()
-
-    def close(self) -> None:
-        self._bin.close()
-        self._text.close()
-
-
-def _line(e: Evaluation) -> str:
-    m = e.metrics
-    return json.dumps({"plan": e.strategy.short(), "feasible": e.feasible,
-                       "step_time_s": m.step_time if m else None, "tokens_per_s": m.tokens_per_s if m else None,
-                       "peak_memory_gib": e.peak_memory / 2**30, "violations": list(e.violations)}) + "\n"
+def load_known(folder: Path | RunFolder) -> dict[Strategy, Evaluation]:
+    """Evaluations already made in ``folder`` (a run being resumed); a line torn by a kill is cut off."""
+    return (folder if isinstance(folder, RunFolder) else RunFolder(folder)).load_evaluations()
 
 
 class SearchInterrupted(Exception):
@@ -83,57 +31,7 @@ class SearchInterrupted(Exception):
         self.partial = partial
 
 
-SWITCH_TO_RAY_AFTER_S = 10.0
-"""Serial seconds before ``--workers auto`` starts Ray: about what an embedded Ray takes to start on a 2-core
-machine (8.7 s measured, benchmarks/bench_search.py). Rent-or-buy: never more than twice the better choice's
-time spent before the switch (Karlin et al. 1988, ski rental)."""
-
-
-class AutoExecutor:
-    """Evaluates in this process, and moves the rest of the work to an embedded Ray with ``workers`` CPUs once
-    it has simulated serially for as long as Ray takes to start (short searches never pay for Ray)."""
-
-    def __init__(self, workers: int, switch_after: float = SWITCH_TO_RAY_AFTER_S,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
-        self.workers = 1
-        self._ray_workers = workers
-        self._switch_after = switch_after
-        self._clock = clock
-        self._ray: object | None = None
-        self.serial_seconds = 0.0
-        """Time spent simulating in this process so far (what Ray could have shared out)."""
-
-    def map(self, model: ModelSpec, cluster: ClusterSpec,
-            batches: Iterable[Sequence[Strategy]]) -> Iterator[list[Evaluation]]:
-        from autoplan.search.executors import RayExecutor, evaluate_batch
-
-        if self._ray is not None:
-            yield from self._ray.map(model, cluster, batches)
-            return
-        it = iter(batches)
-        for batch in it:
-            t0 = self._clock()
-            results = evaluate_batch(model, cluster, batch)
-            self.serial_seconds += self._clock() - t0
-            yield results
-            if self._ray_workers > 1 and self.serial_seconds >= self._switch_after:
-                break
-        else:
-            return
-        following = next(it, None)
-        if following is None:
-            return
-        it = itertools.chain([following], it)
-        self._ray = RayExecutor(self._ray_workers)
-        self.workers = self._ray.workers
-        yield from self._ray.map(model, cluster, it)
-
-    def close(self) -> None:
-        if self._ray is not None:
-            self._ray.close()
-
-
-def resolve_executor(workers: int | None, ray_address: str | None) -> object:
+def resolve_executor(workers: int | None, ray_address: str | None) -> Executor:
     """``None`` (auto): the CPU count, Ray only once the search is long enough to pay for it; ``0``: serial;
     ``N``: N Ray workers from the start; an address (or RAY_ADDRESS): that cluster."""
     from autoplan.search.executors import make_executor
@@ -181,39 +79,42 @@ class StopBetweenBatches:
             signal.signal(signal.SIGINT, self._previous)
 
 
-def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], folder: Path, *, sampler: str = "auto",
-               budget: int = 20000, seed: int = 0, top_k: int = 10, workers: int | None = None,
-               ray_address: str | None = None, storage: str | None = None,
+def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], folder: Path | RunFolder, *,
+               sampler: str = "auto", budget: int = 20000, seed: int = 0, top_k: int = 10,
+               workers: int | None = None, ray_address: str | None = None, storage: str | None = None,
                progress: Callable[[int, int, list[Evaluation]], None] | None = None) -> SearchResult:
-    """Search ``plans`` and record everything in ``folder`` (resuming what it already holds).
+    """Search ``plans`` and record everything in ``folder``, resuming what it already holds: the resumed run
+    replays the recorded evaluations (nothing is simulated twice) and ends as an uninterrupted run would.
 
-    Raises SearchInterrupted, carrying the ranking so far, on Ctrl-C.
+    Raises SearchInterrupted, carrying the ranking so far, on Ctrl-C; SpecError before any evaluation if the
+    storage or the Ray cluster cannot be reached.
     """
     from autoplan.search import study as st
 
     t0 = time.perf_counter()
-    known = load_known(folder)
+    folder = folder if isinstance(folder, RunFolder) else RunFolder(folder)
+    resuming = folder.file(RECORD).exists()
+    known = folder.load_evaluations()
     chosen = choose_sampler(sampler, len(plans), budget)
-    recorder = Recorder(folder, known)
+    study = st.open_study(folder.file(JOURNAL), storage, folder.name, multi_objective=chosen == "nsga2",
+                          fresh=resuming)
+    executor = resolve_executor(workers, ray_address)
+    recorder = folder.recorder()
     new: list[Evaluation] = []
 
     def on_result(e: Evaluation) -> None:
         recorder(e)
         new.append(e)
 
-    executor = resolve_executor(workers, ray_address)
+    run = search if chosen == "exhaustive" else st.sampled_search
     stop = StopBetweenBatches(progress)
     try:
         with stop:
-            study = st.open_study(folder, storage, folder.name, multi_objective=chosen == "nsga2")
-            dists = st.distributions(plans)
+            result = run(model, cluster, plans, top_k, executor, known, on_result, stop, sampler=chosen,
+                         budget=budget, seed=seed, study=study)
             if chosen == "exhaustive":
-                result = search(model, cluster, plans, top_k, executor=executor, known=known, on_result=on_result,
-                                progress=stop)
-                st.record(study, result.evaluations, cluster, dists, multi=False)
-            else:
-                result = st.sampled_search(model, cluster, plans, study, chosen, budget, seed, executor, top_k,
-                                           known, on_result=on_result, progress=stop)
+                st.record(study, [*known.values(), *result.evaluations], cluster, st.distributions(plans),
+                          multi=False)
     except KeyboardInterrupt:
         raise SearchInterrupted(_partial(known, new, len(plans), top_k, chosen, time.perf_counter() - t0)) from None
     finally:

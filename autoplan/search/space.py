@@ -79,6 +79,22 @@ def load_space(name_or_path: str = "default", fixed: dict[str, Any] | None = Non
     return Space(axes)
 
 
+def space_from_axes(axes: dict[str, list], where: str) -> Space:
+    """The space whose axes a run folder's inputs.json recorded (checked like a space file's)."""
+    unknown = sorted(set(axes) - set(AXES))
+    if unknown:
+        raise SpecError(f"{where}: unknown axis {', '.join(unknown)}; axes are {', '.join(AXES)}")
+    defaults = {f.name: f.default for f in fields(Strategy)}
+    out: dict[str, tuple] = {}
+    for name in AXES:
+        values = axes.get(name, [defaults[name]])
+        if not isinstance(values, list) or not values:
+            raise SpecError(f"{where}: axis {name} must be a non-empty list, got {values!r:.60}")
+        _check_values(name, values, f"{where}: axis {name}")
+        out[name] = tuple(dict.fromkeys(values))
+    return Space(out)
+
+
 def _toml(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"

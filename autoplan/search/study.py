@@ -12,7 +12,9 @@ from typing import Callable, Iterable
 
 import optuna
 
+from autoplan.errors import SpecError
 from autoplan.search.exhaustive import SearchResult, distinct_plans, rank_key
+from autoplan.search.executors import Executor, SerialExecutor
 from autoplan.sim.simulate import Evaluation
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
@@ -26,14 +28,32 @@ PARAMS = ("tp", "pp", "cp", "micro_batch", "schedule", "sequence_parallel", "rec
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def open_study(folder: Path, storage: str | None, name: str, multi_objective: bool) -> optuna.Study:
-    """The run's study: a journal file in ``folder`` by default (SQLite costs tens of ms per trial)."""
-    if storage is None:
-        from optuna.storages import JournalStorage
-        from optuna.storages.journal import JournalFileBackend
-        storage = JournalStorage(JournalFileBackend(str(folder / "study.journal")))
-    directions = ["maximize", "minimize"] if multi_objective else ["maximize"]
-    return optuna.create_study(study_name=name, storage=storage, directions=directions, load_if_exists=True)
+def _storage(journal: Path, storage: str | None) -> object:
+    if storage is not None:
+        return storage
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+    return JournalStorage(JournalFileBackend(str(journal)))
+
+
+def open_study(journal: Path, storage: str | None, name: str, multi_objective: bool,
+               fresh: bool = False) -> optuna.Study:
+    """The run's study: the journal file ``journal`` by default (SQLite costs tens of ms per trial), else the
+    ``--storage`` URL. ``fresh``: drop what the study holds first (a resume replays the run into it).
+    SpecError, one line, if the storage cannot be opened."""
+    try:
+        if fresh and storage is None:
+            journal.unlink(missing_ok=True)
+        backend = _storage(journal, storage)
+        if fresh and storage is not None and name in optuna.get_all_study_names(backend):
+            optuna.delete_study(study_name=name, storage=backend)
+        directions = ["maximize", "minimize"] if multi_objective else ["maximize"]
+        return optuna.create_study(study_name=name, storage=backend, directions=directions, load_if_exists=True)
+    except Exception as err:  # noqa: BLE001 - SQLAlchemy, drivers and Optuna raise many kinds
+        if storage is None:
+            raise
+        message = (str(err).strip().splitlines() or [""])[0]
+        raise SpecError(f"--storage {storage!r} cannot be opened: {type(err).__name__}: {message}") from None
 
 
 def _schedule_label(s: Strategy) -> str:
@@ -103,61 +123,117 @@ a seed gives the same trials, and the same leaderboard, serial or on Ray. TPE wi
 finds the exhaustive best at batches of 1, 4, 8 and 16 alike (seeds 0-2, within 1.3 %)."""
 
 
-def _share(todo: list[Strategy], executor: object) -> list[list[Strategy]]:
+def _share(todo: list[Strategy], executor: Executor) -> list[list[Strategy]]:
     """``todo`` in contiguous pieces, one per worker (results come back in this order)."""
     n = -(-len(todo) // max(1, getattr(executor, "workers", 1)))
     return [todo[i:i + n] for i in range(0, len(todo), n)] if todo else []
 
 
-def sampled_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], study: optuna.Study,
-                   sampler_name: str, budget: int, seed: int, executor: object, top_k: int,
-                   known: dict[Strategy, Evaluation], on_result: Callable[[Evaluation], None] | None = None,
-                   progress: Callable[[int, int, list[Evaluation]], None] | None = None) -> SearchResult:
-    """Ask the sampler for plans until ``budget`` distinct plans have been evaluated (repeats are free)."""
+def sampled_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k: int = 10,
+                   executor: Executor | None = None, known: dict[Strategy, Evaluation] | None = None,
+                   on_result: Callable[[Evaluation], None] | None = None,
+                   progress: Callable[[int, int, list[Evaluation]], None] | None = None, *,
+                   sampler: str = "tpe", budget: int = 20000, seed: int = 0,
+                   study: optuna.Study | None = None) -> SearchResult:
+    """Ask the sampler for plans until ``budget`` distinct plans have been evaluated (repeats are free), or
+    every plan has been.
+
+    ``known`` (a run being resumed) is replayed: the seeded sampler asks again the plans it asked before, their
+    recorded results are told without simulating, and it goes on where the run stopped; so a resumed run ends with
+    the budget and the leaderboard of an uninterrupted one. ``study``: where trials go (``fresh`` for a replay);
+    None, in memory.
+    """
     t0 = time.perf_counter()
-    multi = sampler_name == "nsga2"
+    executor = executor or SerialExecutor()
+    known = known or {}
+    multi = sampler == "nsga2"
+    study = study or optuna.create_study(directions=["maximize", "minimize"] if multi else ["maximize"])
     valid = len(plans)
     plans = distinct_plans(cluster, plans)
     by_params = {tuple(plan_params(s).values()): s for s in plans}
     dists = distributions(plans)
-    study.sampler = make_sampler(sampler_name, seed, multi)
-    seen: dict[Strategy, Evaluation] = dict(known)
+    study.sampler = make_sampler(sampler, seed, multi)
+    seen: dict[Strategy, Evaluation] = {}
     evaluations: list[Evaluation] = []
+    reused = 0
     stale = 0
-    budget = min(budget, len(plans))
-    while len(seen) < budget + len(known) and stale < 20 * max(budget, 10):
+    target = min(budget, len(plans))
+    while len(seen) < target and stale < 20 * max(target, 10):
         trials, todo = [], []
-        for _ in range(min(ASK_BATCH, budget + len(known) - len(seen))):
+        for _ in range(min(ASK_BATCH, target - len(seen))):
             trial = study.ask(dists)
             plan = by_params.get(tuple(trial.params[k] for k in PARAMS))
             trials.append((trial, plan))
             if plan is not None and plan not in seen and plan not in todo:
                 todo.append(plan)
-        results = {e.strategy: e for batch in executor.map(model, cluster, _share(todo, executor)) for e in batch}
-        for plan, e in results.items():
+        fresh = [p for p in todo if p not in known]
+        results = {e.strategy: e for batch in executor.map(model, cluster, _share(fresh, executor)) for e in batch}
+        for plan in todo:
+            if plan in known:
+                seen[plan] = known[plan]
+                reused += 1
+                continue
+            e = results[plan]
             seen[plan] = e
             evaluations.append(e)
             if on_result:
                 on_result(e)
-        stale = 0 if results else stale + len(trials)
+        stale = 0 if todo else stale + len(trials)
         for trial, plan in trials:
-            if plan is None:
-                trial.set_constraint(CONSTRAINT, 1.0)
-                trial.set_user_attr("feasible", False)
-                trial.set_user_attr("peak_memory_gib", None)
-                trial.set_user_attr("violations", ["not a valid plan for this model and cluster"])
-                study.tell(trial, [0.0, 1e6] if multi else [0.0])
-                continue
-            e = seen[plan]
-            trial.set_constraint(CONSTRAINT, _constraint(e, cluster))
-            for k, v in _attrs(e, cluster).items():
-                trial.set_user_attr(k, v)
-            study.tell(trial, _values(e, multi))
+            _tell(study, trial, plan, seen, cluster, multi)
         if progress:
-            progress(len(seen) - len(known), budget, sorted((x for x in seen.values() if x.feasible),
-                                                            key=rank_key)[:top_k])
+            progress(len(seen), target, sorted((x for x in seen.values() if x.feasible), key=rank_key)[:top_k])
     board = sorted((e for e in seen.values() if e.feasible), key=rank_key)[:top_k]
     oom = sum(1 for e in evaluations if not e.feasible)
     return SearchResult(leaderboard=board, evaluations=evaluations, valid=valid, equivalent=valid - len(plans),
-                        out_of_memory=oom, pruned=len(plans) - len(seen), reused=len(known),
-                        seconds=time.perf_counter() - t0, sampler=sampler_name)
+                        out_of_memory=oom, pruned=len(plans) - len(seen), reused=reused,
+                        seconds=time.perf_counter() - t0, sampler=sampler)
+
+
+def _tell(study: optuna.Study, trial: optuna.Trial, plan: Strategy | None, seen: dict[Strategy, Evaluation],
+          cluster: ClusterSpec, multi: bool) -> None:
+    if plan is None:
+        trial.set_constraint(CONSTRAINT, 1.0)
+        trial.set_user_attr("feasible", False)
+        trial.set_user_attr("peak_memory_gib", None)
+        trial.set_user_attr("violations", ["not a valid plan for this model and cluster"])
+        study.tell(trial, [0.0, 1e6] if multi else [0.0])
+        return
+    e = seen[plan]
+    trial.set_constraint(CONSTRAINT, _constraint(e, cluster))
+    for k, v in _attrs(e, cluster).items():
+        trial.set_user_attr(k, v)
+    study.tell(trial, _values(e, multi))
+
+
+MIN_TRIALS = 10
+"""Complete trials needed before parameter importances mean anything."""
+
+
+def importances(journal: Path, name: str, sampler: str = "?") -> tuple[dict[str, float], str]:
+    """Optuna's parameter importances for throughput (PED-ANOVA, needs no scikit-learn) from the run's journal,
+    or a note saying why there are none."""
+    if not journal.exists():
+        return {}, "no Optuna study in the run folder (an external --storage was used)"
+    try:
+        import warnings
+
+        storage = _storage(journal, None)
+        names = optuna.get_all_study_names(storage)
+        if not names:
+            return {}, "the run's Optuna study is empty"
+        study = optuna.load_study(study_name=name if name in names else names[0], storage=storage)
+        trials = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        varying = [p for p in {k for t in trials for k in t.params} if len({t.params.get(p) for t in trials}) > 1]
+        if len(trials) < MIN_TRIALS or len(varying) < 2:
+            return {}, (f"not enough to rank parameters: {len(trials)} complete trials (need {MIN_TRIALS}) and "
+                        f"{len(varying)} parameters that vary (need 2)")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            values = optuna.importance.get_param_importances(
+                study, evaluator=optuna.importance.PedAnovaImportanceEvaluator(), params=sorted(varying),
+                target=lambda t: -t.values[0])
+        return dict(values), (f"PED-ANOVA importances over the {len(trials)} plans the search evaluated "
+                              f"({sampler} sampler): which parameters set the fastest plans apart from the rest")
+    except Exception as err:  # noqa: BLE001 — a report never fails for its optional plot
+        return {}, f"parameter importances are not available: {type(err).__name__}: {err}"

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from autoplan.cli import main
-from autoplan.report.runs import load_run
+from autoplan.search.analysis import load_run
 
 
 def cli(*args: str):

@@ -3,13 +3,15 @@ and the best plans' traces."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import shutil
 import time
 
-from autoplan.report.html import MAX_BARS, timeline_figure, write_report
-from autoplan.report.runs import load_run
+from autoplan.report.html import MAX_BARS, timeline_figure
+from autoplan.report.write import write_report
+from autoplan.search.analysis import load_run
 from autoplan.sim.simulate import simulate_step
 from autoplan.specs import Strategy, get_model, load_cluster
 
@@ -20,7 +22,9 @@ PLOTS = ("fig-pareto", "fig-breakdown", "fig-timeline", "fig-sensitivity", "fig-
 def test_search_leaves_every_artefact(small_run):
     names = {p.name for p in small_run.iterdir()}
     assert names >= {"leaderboard.md", "leaderboard.csv", "leaderboard.json", "report.html", "best_plan.json",
-                     "trace_rank1.json", "trace_rank2.json", "trace_rank3.json", "inputs.json", "study.journal"}
+                     "trace_rank1.json.gz", "trace_rank2.json.gz", "trace_rank3.json.gz", "inputs.json", "study.journal",
+                     "evaluations.jsonl", "specs.json"}
+    assert not [n for n in names if n.endswith(".pkl")]
 
 
 def test_report_has_every_section_and_no_network(small_run):
@@ -50,7 +54,7 @@ def test_best_plan_json(small_run):
 def test_traces_are_chrome_trace_json(small_run):
     run = load_run(small_run)
     for rank in (1, 2, 3):
-        events = json.loads((small_run / f"trace_rank{rank}.json").read_text())["traceEvents"]
+        events = json.loads(gzip.decompress((small_run / f"trace_rank{rank}.json.gz").read_bytes()))["traceEvents"]
         spans = [e for e in events if e["ph"] == "X"]
         assert spans and all(e["dur"] > 0 for e in spans)
         stages = {e["pid"] for e in spans}
@@ -60,12 +64,12 @@ def test_traces_are_chrome_trace_json(small_run):
 def test_report_regenerates(small_run, tmp_path):
     folder = tmp_path / "copy"
     shutil.copytree(small_run, folder)
-    for name in ("report.html", "best_plan.json", "trace_rank1.json"):
+    for name in ("report.html", "best_plan.json", "trace_rank1.json.gz"):
         (folder / name).unlink()
     t0 = time.perf_counter()
     paths = write_report(load_run(folder))
     assert time.perf_counter() - t0 < 10
-    assert {p.name for p in paths} >= {"report.html", "best_plan.json", "trace_rank1.json"}
+    assert {p.name for p in paths} >= {"report.html", "best_plan.json", "trace_rank1.json.gz"}
     assert (folder / "report.html").read_text().count('class="plotly-graph-div"') == len(PLOTS)
 
 
@@ -76,6 +80,19 @@ def test_long_timeline_shows_its_beginning():
     sim = simulate_step(model, cluster, s)
     fig, caption = timeline_figure(sim, s.short())
     assert sum(len(t.x) for t in fig.data) == MAX_BARS
-    assert "the first" in caption and "trace_rank1.json" in caption
+    assert "the first" in caption and "trace_rank1.json.gz" in caption
     rows = {y for t in fig.data for y in t.y}
     assert "stage 0 · compute" in rows and "stage 7 · compute" in rows
+
+
+def test_traces_after_the_best_stop_at_the_byte_budget(small_run, tmp_path):
+    from autoplan.report.write import write_traces
+    from autoplan.search.analysis import simulate_top
+
+    folder = tmp_path / "copy"
+    shutil.copytree(small_run, folder)
+    run = load_run(folder)
+    sims = simulate_top(run)
+    assert [p.name for p in write_traces(run, sims, budget=0)] == ["trace_rank1.json.gz"]
+    assert not (folder / "trace_rank2.json.gz").exists()
+    assert len(write_traces(run, sims)) == 3

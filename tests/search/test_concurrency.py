@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from autoplan.report import leaderboard
-from autoplan.report.leaderboard import new_run_folder, write_run
+from autoplan.report import write
+from autoplan.report.write import write_run
+from autoplan.search.folder import RunFolder
 from autoplan.search.run import run_search
 from autoplan.search.space import enumerate_plans, load_space
 from autoplan.specs import get_model, load_cluster
@@ -29,7 +30,7 @@ def test_folders_asked_for_at_once_are_distinct(tmp_path):
 
     def ask() -> None:
         start.wait()
-        got.append(new_run_folder(tmp_path, "20260101-000000-gpt3-175b-1024gpu"))
+        got.append(RunFolder.create(tmp_path, "20260101-000000-gpt3-175b-1024gpu").path)
 
     threads = [threading.Thread(target=ask) for _ in range(8)]
     for t in threads:
@@ -49,10 +50,10 @@ def _result(tmp_path: Path, top: int):
 
 def test_a_crash_while_writing_leaves_the_previous_leaderboard_whole(tmp_path, monkeypatch):
     inputs = {"model": "gpt-1.7b", "gpus": 16, "gpu": "A100", "cluster": "dgx-a100-80g", "global_batch": 64}
-    monkeypatch.setattr(leaderboard, "write_report_safely", lambda *a, **k: None)
+    monkeypatch.setattr(write, "write_report_safely", lambda *a, **k: None)
     folder = tmp_path / "run"
     folder.mkdir()
-    write_run(folder, inputs, _result(tmp_path, 3))
+    write_run(RunFolder(folder), inputs, _result(tmp_path, 3))
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     longer = _result(tmp_path, 5)
 
@@ -77,7 +78,7 @@ def test_a_crash_while_writing_leaves_the_previous_leaderboard_whole(tmp_path, m
 
     monkeypatch.setattr(os, "fdopen", lambda fd, mode="r", *a, **k: Dying(real_fdopen(fd, mode, *a, **k)))
     with pytest.raises(KeyboardInterrupt):
-        write_run(folder, inputs, longer)
+        write_run(RunFolder(folder), inputs, longer)
     monkeypatch.undo()
     after = {p.name: p.read_bytes() for p in folder.iterdir() if not p.name.startswith(".")}
     assert after == before, "a leaderboard file was changed by a write that did not finish"

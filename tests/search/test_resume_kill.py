@@ -1,5 +1,6 @@
-"""`kill -9` in the middle of a search, then `--resume`: the run completes with the leaderboard of an
-uninterrupted run, no plan evaluated twice and none lost (a real subprocess; slow)."""
+"""`kill -9` in the middle of a search, then a bare `--resume FOLDER`: the run completes with the leaderboard of an
+uninterrupted run (exhaustive, TPE and NSGA-II), the original budget, no plan evaluated twice and none lost
+(a real subprocess; slow)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from autoplan.search.run import RECORD, load_known
+from autoplan.search.folder import RECORD
+from autoplan.search.run import load_known
 
 pytestmark = pytest.mark.slow
 
@@ -22,6 +24,12 @@ ARGS = ["search", "--model", "gpt3", "--gpus", "1024", "--sampler", "exhaustive"
         "--json"]
 KILL_AFTER = 100
 """Evaluations recorded before the kill."""
+SAMPLED = {
+    "tpe": ["search", "--model", "gpt3", "--gpus", "1024", "--sampler", "tpe", "--budget", "120", "--seed", "1",
+            "--workers", "0", "--json"],
+    "nsga2": ["search", "--model", "gpt-7.5b", "--gpus", "64", "--cluster", "dgx-a100-80g", "--global-batch", "512",
+              "--sampler", "nsga2", "--budget", "120", "--seed", "2", "--workers", "0", "--json"],
+}
 
 
 def autoplan(*args: str, **kw) -> subprocess.Popen:
@@ -41,13 +49,13 @@ def _lines(folder: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def _kill_mid_search(out: Path) -> Path:
-    p = autoplan(*ARGS, "--out", str(out))
+def _kill_mid_search(out: Path, args: list[str] = ARGS, after: int = KILL_AFTER) -> Path:
+    p = autoplan(*args, "--out", str(out))
     deadline = time.monotonic() + 120
     folder = None
     while time.monotonic() < deadline and p.poll() is None:
         folders = list(out.glob("*/"))
-        if folders and len(_lines(folders[0])) >= KILL_AFTER:
+        if folders and len(_lines(folders[0])) >= after:
             folder = folders[0]
             break
         time.sleep(0.02)
@@ -70,7 +78,7 @@ def test_kill_9_then_resume_completes_the_run(tmp_path):
     before = load_known(killed)
     assert len(before) >= KILL_AFTER
 
-    finish(autoplan(*ARGS, "--resume", str(killed)))
+    finish(autoplan("search", "--resume", str(killed), "--json"))
     finish(uninterrupted)
     (reference,) = whole.glob("*/")
 
@@ -99,3 +107,22 @@ def test_a_record_cut_mid_write_is_repaired_on_resume(tmp_path):
     plans = [json.loads(line)["plan"] for line in _lines(killed)]
     assert len(plans) == len(set(plans)) == len(load_known(killed))
     assert len(load_known(killed)) > kept
+
+
+@pytest.mark.parametrize("sampler", sorted(SAMPLED))
+def test_kill_9_then_bare_resume_equals_an_uninterrupted_sampled_run(tmp_path, sampler):
+    args = SAMPLED[sampler]
+    budget = int(args[args.index("--budget") + 1])
+    whole = tmp_path / "whole"
+    uninterrupted = autoplan(*args, "--out", str(whole))
+    killed = _kill_mid_search(tmp_path / "killed", args, after=budget // 3)
+    before = {s.short() for s in load_known(killed)}
+    assert budget // 3 <= len(before) < budget
+    finish(autoplan("search", "--resume", str(killed), "--json"))
+    finish(uninterrupted)
+    (reference,) = whole.glob("*/")
+    assert _board(killed) == _board(reference)
+    plans = [json.loads(line)["plan"] for line in _lines(killed)]
+    assert len(plans) == len(set(plans)) == budget, "the resumed run did not end at the original budget"
+    assert before <= set(plans)
+    assert sorted(plans) == sorted(json.loads(line)["plan"] for line in _lines(reference))

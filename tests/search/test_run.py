@@ -10,6 +10,7 @@ import pytest
 from autoplan.report.live import Progress, progress_console
 from autoplan.search import executors, run
 from autoplan.search.exhaustive import search
+from autoplan.search.folder import RunFolder
 from autoplan.search.run import AutoExecutor, SearchInterrupted, run_search
 from autoplan.search.space import enumerate_plans, load_space
 from autoplan.specs import get_model, load_cluster
@@ -116,15 +117,13 @@ def test_progress_prints_plain_lines_when_not_a_terminal():
 
 def test_a_torn_record_is_cut_off_so_later_records_survive(tmp_path):
     plans = _plans()[:3]
-    recorder = run.Recorder(tmp_path)
+    recorder = RunFolder(tmp_path).recorder()
     recorder(executors.evaluate(MODEL, CLUSTER, plans[0]))
     recorder.close()
-    with (tmp_path / run.RECORD).open("ab") as f:
-        f.write(b"\x80\x05torn")
     with (tmp_path / "evaluations.jsonl").open("a") as f:
         f.write('{"plan": "torn')
     assert list(run.load_known(tmp_path)) == [plans[0]]
-    recorder = run.Recorder(tmp_path)
+    recorder = RunFolder(tmp_path).recorder()
     recorder(executors.evaluate(MODEL, CLUSTER, plans[1]))
     recorder.close()
     assert list(run.load_known(tmp_path)) == plans[:2]

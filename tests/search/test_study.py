@@ -73,3 +73,17 @@ def test_resume_after_a_torn_record(tmp_path, problem):
     resumed = run_search(model, cluster, plans, part, sampler="exhaustive", top_k=5)
     assert resumed.reused == kept
     assert [e.strategy for e in resumed.leaderboard] == [e.strategy for e in full.leaderboard]
+
+
+def test_every_search_has_one_signature():
+    import inspect
+
+    from autoplan.search.exhaustive import search
+    from autoplan.search.study import sampled_search
+
+    def shape(fn):
+        sig = inspect.signature(fn)
+        return [(p.name, p.kind) for p in sig.parameters.values()], sig.return_annotation
+
+    assert shape(search) == shape(sampled_search)
+    assert shape(search)[1] == "SearchResult"

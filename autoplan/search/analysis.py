@@ -1,10 +1,9 @@
-"""A run folder read back: its inputs, every evaluation, the model and cluster it was made for, and what the
-report derives from them (the Pareto front, one-axis neighbours of the best plan, parameter importances)."""
+"""What a report shows beyond the record, derived here below the report: a run folder read back, the Pareto
+front, simulated steps of the best plans (timelines, traces), one-axis neighbours of the best plan and the
+parameter importances of the run's Optuna study. The report draws the plain data this hands it."""
 
 from __future__ import annotations
 
-import json
-import pickle
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -12,18 +11,13 @@ from typing import Any
 
 from autoplan.errors import SpecError
 from autoplan.search.exhaustive import rank_key
-from autoplan.search.run import load_known
+from autoplan.search.folder import JOURNAL, RunFolder
 from autoplan.sim.simulate import Evaluation, Simulation, evaluate, simulate_step
-from autoplan.sim.trace import write_trace
 from autoplan.specs import ClusterSpec, ModelSpec, Strategy, get_model, load_cluster
 from autoplan.specs.strategy import data_parallel
 
-SPECS = "specs.pkl"
-"""The model and cluster of the run (pickled), for models and clusters given as files."""
 TRACES = 3
-"""Chrome traces written for this many of the best plans."""
-MIN_TRIALS = 10
-"""Complete trials needed before parameter importances mean anything."""
+"""Steps simulated in full (timeline, traces) for this many of the best plans."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,7 +26,7 @@ class Run:
 
     folder: Path
     inputs: dict
-    """inputs.json: model, cluster, gpus, global batch, the space's axes, top k, sampler."""
+    """inputs.json: model, cluster, gpus, global batch, the space's axes, top k, sampler, budget, seed."""
     evaluations: tuple[Evaluation, ...]
     """Every evaluation recorded in the run (also those of resumed sessions)."""
     model: ModelSpec | None = None
@@ -74,44 +68,26 @@ class Run:
         return self.ranked[rank - 1]
 
 
-def save_specs(folder: Path, model: ModelSpec, cluster: ClusterSpec) -> None:
-    """Keep the run's model and cluster beside it, so a report can be rebuilt for models given as files."""
-    (folder / SPECS).write_bytes(pickle.dumps((model, cluster)))
-
-
-def _specs(folder: Path, inputs: dict) -> tuple[ModelSpec | None, ClusterSpec | None, str]:
-    path = folder / SPECS
-    if path.exists():
-        try:
-            model, cluster = pickle.loads(path.read_bytes())
-            return model, cluster, ""
-        except (pickle.UnpicklingError, EOFError, AttributeError, ValueError, TypeError) as err:
-            return None, None, f"{SPECS} is unreadable ({err})"
+def _specs(folder: RunFolder, inputs: dict) -> tuple[ModelSpec | None, ClusterSpec | None, str]:
     try:
-        return get_model(inputs["model"]), load_cluster(inputs["cluster"], int(inputs["gpus"])), ""
-    except (SpecError, KeyError, ValueError) as err:
+        saved = folder.load_specs()
+    except SpecError as err:
+        return None, None, str(err)
+    if saved is not None:
+        return saved[0], saved[1], ""
+    try:
+        return get_model(inputs["model"]), load_cluster(inputs["cluster"], inputs["gpus"]), ""
+    except (SpecError, KeyError) as err:
         return None, None, f"cannot rebuild the model or cluster of this run: {err}"
 
 
 def load_run(path: str | Path) -> Run:
-    """The run in folder ``path``; SpecError if it is not a run folder."""
-    folder = Path(path).expanduser().resolve()
-    if not folder.is_dir():
-        raise SpecError(f"run folder {str(path)!r} does not exist")
-    try:
-        inputs = json.loads((folder / "inputs.json").read_text())
-    except FileNotFoundError:
-        raise SpecError(f"{str(path)!r} is not a run folder (no inputs.json)") from None
-    except json.JSONDecodeError as err:
-        raise SpecError(f"{str(folder / 'inputs.json')!r} is not valid JSON: {err}") from None
-    summary: dict = {}
-    try:
-        summary = json.loads((folder / "leaderboard.json").read_text()).get("summary", {})
-    except (OSError, json.JSONDecodeError, AttributeError):
-        pass
+    """The run in folder ``path``; SpecError (one line) if it is not a readable run folder."""
+    folder = RunFolder.existing(path)
+    inputs = folder.read_inputs()
     model, cluster, missing = _specs(folder, inputs)
-    return Run(folder=folder, inputs=inputs, evaluations=tuple(load_known(folder).values()), model=model,
-               cluster=cluster, missing=missing, summary=summary)
+    return Run(folder=folder.path, inputs=inputs, evaluations=tuple(folder.load_evaluations().values()),
+               model=model, cluster=cluster, missing=missing, summary=folder.read_summary())
 
 
 def pareto_front(evaluations: list[Evaluation]) -> list[Evaluation]:
@@ -131,17 +107,6 @@ def simulate_top(run: Run, n: int = TRACES) -> list[Simulation]:
     if run.model is None or run.cluster is None:
         return []
     return [simulate_step(run.model, run.cluster, e.strategy) for e in run.ranked[:n]]
-
-
-def write_traces(run: Run, sims: list[Simulation]) -> list[Path]:
-    """``trace_rank1.json``… (Chrome Trace Event JSON) for the simulated best plans."""
-    paths = []
-    for rank, (e, sim) in enumerate(zip(run.ranked, sims), 1):
-        s = e.strategy
-        path = run.folder / f"trace_rank{rank}.json"
-        write_trace(path, sim.lowered, sim.timeline, run.model.layers // (s.pp * s.chunks))
-        paths.append(path)
-    return paths
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,37 +184,27 @@ def neighbours(run: Run, best: Evaluation) -> dict[str, list[Neighbour]]:
 
 
 def importances(run: Run) -> tuple[dict[str, float], str]:
-    """Optuna's parameter importances for throughput (PED-ANOVA, needs no scikit-learn), or a note saying why
-    there are none."""
-    path = run.folder / "study.journal"
-    if not path.exists():
-        return {}, "no Optuna study in the run folder (an external --storage was used)"
-    try:
-        import warnings
+    """The run's parameter importances (Optuna, in search/study.py), or a note saying why there are none."""
+    from autoplan.search.study import importances as study_importances
 
-        import optuna
-        from optuna.storages import JournalStorage
-        from optuna.storages.journal import JournalFileBackend
+    return study_importances(run.folder / JOURNAL, run.folder.name, str(run.inputs.get("sampler", "?")))
 
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        storage = JournalStorage(JournalFileBackend(str(path)))
-        names = optuna.get_all_study_names(storage)
-        if not names:
-            return {}, "the run's Optuna study is empty"
-        study = optuna.load_study(study_name=run.folder.name if run.folder.name in names else names[0],
-                                  storage=storage)
-        trials = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        varying = [p for p in {k for t in trials for k in t.params} if len({t.params.get(p) for t in trials}) > 1]
-        if len(trials) < MIN_TRIALS or len(varying) < 2:
-            return {}, (f"not enough to rank parameters: {len(trials)} complete trials (need {MIN_TRIALS}) and "
-                        f"{len(varying)} parameters that vary (need 2)")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            values = optuna.importance.get_param_importances(
-                study, evaluator=optuna.importance.PedAnovaImportanceEvaluator(), params=sorted(varying),
-                target=lambda t: -t.values[0])
-        return dict(values), (f"PED-ANOVA importances over the {len(trials)} plans the search evaluated "
-                              f"({run.inputs.get('sampler', '?')} sampler): which parameters set the fastest plans "
-                              "apart from the rest")
-    except Exception as err:  # noqa: BLE001 — a report never fails for its optional plot
-        return {}, f"parameter importances are not available: {type(err).__name__}: {err}"
+
+@dataclass(frozen=True, kw_only=True)
+class Analysis:
+    """Everything a report draws beyond the run's record."""
+
+    pareto: list[Evaluation]
+    sims: list[Simulation]
+    """Simulated steps of the best plans, best first."""
+    neighbours: dict[str, list[Neighbour]]
+    importances: dict[str, float]
+    importance_note: str
+
+
+def analyse(run: Run, traces: int = TRACES) -> Analysis:
+    """The analysis of ``run`` that its report draws."""
+    values, note = importances(run)
+    return Analysis(pareto=pareto_front(list(run.evaluations)), sims=simulate_top(run, traces),
+                    neighbours=neighbours(run, run.leaderboard[0]) if run.leaderboard else {},
+                    importances=values, importance_note=note)

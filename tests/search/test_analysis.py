@@ -8,8 +8,9 @@ import shutil
 import pytest
 
 from autoplan.errors import SpecError
-from autoplan.report.leaderboard import write_report_safely
-from autoplan.report.runs import SPECS, Run, importances, load_run, neighbours, pareto_front, save_specs
+from autoplan.report.write import write_report_safely
+from autoplan.search.analysis import Run, analyse, importances, load_run, neighbours, pareto_front
+from autoplan.search.folder import SPECS, RunFolder
 from autoplan.sim.simulate import evaluate
 from autoplan.specs import get_model, load_cluster
 
@@ -102,10 +103,19 @@ def test_unknown_model_is_noted_and_saved_specs_fix_it(small_run, tmp_path):
     (folder / SPECS).unlink(missing_ok=True)
     run = load_run(folder)
     assert run.model is None and "unknown model" in run.missing
-    save_specs(folder, get_model("llama3-8b"), load_cluster("dgx-h100-80g", 16))
+    RunFolder(folder).save_specs(get_model("llama3-8b"), load_cluster("dgx-h100-80g", 16))
     assert isinstance(load_run(folder), Run) and load_run(folder).model.name == "llama3-8b"
 
 
 def test_report_failure_is_a_warning(tmp_path, capsys):
-    write_report_safely(tmp_path)
+    write_report_safely(RunFolder(tmp_path))
     assert "warning: report not written" in capsys.readouterr().err
+
+
+def test_analyse_hands_the_report_plain_data(small_run):
+    run = load_run(small_run)
+    a = analyse(run, traces=2)
+    assert a.pareto == pareto_front(list(run.evaluations))
+    assert len(a.sims) == 2 and a.sims[0].timeline.makespan > 0
+    assert set(a.neighbours) == set(neighbours(run, run.leaderboard[0]))
+    assert (a.importances, a.importance_note) == importances(run)

@@ -1,0 +1,80 @@
+"""Writing a run's results into its folder: the leaderboard files, then the report (report.html, best_plan.json
+and gzip'd Chrome traces of the best plans) drawn from the analysis the search layer hands over."""
+
+from __future__ import annotations
+
+import gzip
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from autoplan.report.export import best_plan_json
+from autoplan.report.leaderboard import leaderboard_files
+from autoplan.search.analysis import Run, analyse, load_run
+from autoplan.search.folder import BEST_PLAN, REPORT, RunFolder, trace_name
+from autoplan.sim.simulate import Simulation
+from autoplan.sim.trace import write_trace
+
+
+def write_run(folder: RunFolder, inputs: dict, result: Any, model: Any = None, cluster: Any = None,
+              report: bool = True) -> None:
+    """inputs.json and the leaderboard files, then the report; ``model`` and ``cluster``, if given, are kept so
+    the report can be rebuilt for models and clusters given as files. A failing report never costs the
+    leaderboard files."""
+    folder.write_inputs(inputs)
+    for name, text in leaderboard_files(inputs, result).items():
+        folder.write(name, text)
+    if report:
+        write_report_safely(folder, model, cluster)
+
+
+def write_report_safely(folder: RunFolder, model: Any = None, cluster: Any = None) -> None:
+    """The run's report files (and its model and cluster, if given); a failure is a warning on stderr."""
+    try:
+        if model is not None and cluster is not None:
+            folder.save_specs(model, cluster)
+        write_report(load_run(folder.path))
+    except Exception as err:  # noqa: BLE001 — the leaderboard files are already written and must stay the result
+        print(f"autoplan: warning: report not written: {type(err).__name__}: {err}", file=sys.stderr)
+
+
+TRACE_BYTES = 10 * 2**20
+"""Traces after the best plan's are written only while all of them stay within this many bytes (gzip'd), so a
+run folder stays small when steps have thousands of micro-batches (GPT-3 on 64 GPUs: 8 MB per trace)."""
+
+
+def write_traces(run: Run, sims: list[Simulation], budget: int = TRACE_BYTES) -> list[Path]:
+    """``trace_rank1.json.gz``… (gzip'd Chrome Trace Event JSON, which Perfetto opens) for the simulated best
+    plans: always the best plan's, the next ones while the traces fit in ``budget`` bytes."""
+    folder = RunFolder(run.folder)
+    paths: list[Path] = []
+    total = last = 0
+    for rank, (e, sim) in enumerate(zip(run.ranked, sims), 1):
+        if rank > 1 and total + last > budget:
+            folder.file(trace_name(rank)).unlink(missing_ok=True)
+            continue
+        s = e.strategy
+        with tempfile.TemporaryDirectory() as tmp:
+            plain = Path(tmp) / "trace.json"
+            write_trace(plain, sim.lowered, sim.timeline, run.model.layers // (s.pp * s.chunks))
+            data = gzip.compress(plain.read_bytes(), compresslevel=6, mtime=0)
+        paths.append(folder.write(trace_name(rank), data))
+        last = len(data)
+        total += last
+    return paths
+
+
+def write_report(run: Run) -> list[Path]:
+    """report.html, best_plan.json and the traces in the run folder; the paths written."""
+    from autoplan.report.html import page
+
+    folder = RunFolder(run.folder)
+    analysis = analyse(run)
+    paths = write_traces(run, analysis.sims)
+    if run.leaderboard:
+        flash = run.cluster.flash_attention if run.cluster else True
+        paths.insert(0, folder.write(BEST_PLAN, best_plan_json(run.leaderboard[0], run.model, flash)))
+    return [folder.write(REPORT, page(run, analysis))] + paths
+
+
