@@ -4,7 +4,8 @@ Rashidi et al., "Themis: A Network Bandwidth-Aware Collective Scheduling Policy 
 Models" (ISCA 2022, arXiv 2110.04478). A collective of S bytes is split into chunks; each chunk runs one
 reduce-scatter phase per dimension (its data shrinking by the dimension's size after each), then for all-reduce
 one all-gather phase per dimension in the reverse order (§2.3, hierarchical all-reduce). Each dimension is a
-resource that serves one chunk phase at a time, so chunks overlap across dimensions (§4, the dimension queues).
+resource whose links send one chunk phase at a time, so chunks overlap across dimensions (§4, the dimension
+queues); per-step latency delays a chunk but does not hold the links, so chunks also pipeline within a dimension.
 
 Policies (the inter-dimension order of each chunk):
 - ``baseline``: every chunk visits the dimensions in ascending order (§3, today's hierarchical collectives).
@@ -41,7 +42,7 @@ class CollectiveTime:
     time: float
     """Seconds from the start to the end of the last chunk's last phase."""
     busy: tuple[float, ...]
-    """Seconds each dimension spent serving phases."""
+    """Seconds each dimension's links spent sending (bytes / bandwidth; latency only delays chunks)."""
     sent: tuple[float, ...]
     """Bytes each GPU sent along each dimension."""
     orders: tuple[tuple[int, ...], ...]
@@ -110,7 +111,7 @@ def _add_load(dims: tuple[NetworkDim, ...], load: list[float], chunk: float, ord
     """Per-dimension load after adding a chunk's reduce-scatter phases in ``order``."""
     new, data = list(load), chunk
     for d in order:
-        new[d] += phase(dims[d], data)[1]
+        new[d] += phase(dims[d], data)[0] / dims[d].bandwidth  # load: link-busy seconds (Themis §4.2)
         data /= dims[d].size
     return new
 
@@ -145,36 +146,37 @@ def collective(dims: tuple[NetworkDim, ...], op: str, nbytes: float, *, policy: 
 
 def _run(dims: tuple[NetworkDim, ...], plans: list[list[tuple[int, float]]], intra: str
          ) -> tuple[float, list[float], list[float]]:
-    """Event loop: each dimension serves one phase at a time; a chunk's next phase queues when the last ends."""
+    """Event loop over chunk phases; returns (end time, seconds each dimension's links were busy, bytes sent).
+
+    A dimension serialises the bytes of its phases (its links are busy sent/B per phase) while the per-step
+    latency only delays the chunk, so phases of different chunks pipeline on a dimension as packets do in
+    ASTRA-sim's analytical network (Themis §5); a phase ends steps·α + sent/B after it starts.
+    """
     busy, sent = [0.0] * len(dims), [0.0] * len(dims)
     queues: list[list[tuple]] = [[] for _ in dims]
     free = [True] * len(dims)
-    events: list[tuple[float, int, int, int]] = []  # (time, seq, chunk, next phase index)
-    seq = 0
-    for c in range(len(plans)):
-        events.append((0.0, seq, c, 0))
-        seq += 1
+    events = [(0.0, c, 1, c, 0) for c in range(len(plans))]  # (time, seq, kind 0: dim free / 1: chunk ready, x, k)
     heapq.heapify(events)
-    end = 0.0
+    seq, end = len(plans), 0.0
     while events:
         now = events[0][0]
         while events and events[0][0] == now:
-            _, _, c, k = heapq.heappop(events)
-            if k > 0:
-                free[plans[c][k - 1][0]] = True
-            if k == len(plans[c]):
+            _, _, kind, x, k = heapq.heappop(events)
+            if kind == 0:
+                free[x] = True
+            elif k == len(plans[x]):
                 end = max(end, now)
-                continue
-            d, data = plans[c][k]
-            key = (data, now, c) if intra == "scf" else (now, c)
-            heapq.heappush(queues[d], (key, c, k))
-        for d in range(len(dims)):
+            else:
+                d, data = plans[x][k]
+                heapq.heappush(queues[d], ((data, now, x) if intra == "scf" else (now, x), x, k))
+        for d, dim in enumerate(dims):
             if free[d] and queues[d]:
                 _, c, k = heapq.heappop(queues[d])
-                nbytes, seconds = phase(dims[d], plans[c][k][1])
+                nbytes, seconds = phase(dim, plans[c][k][1])
                 free[d] = False
-                busy[d] += seconds
+                busy[d] += nbytes / dim.bandwidth
                 sent[d] += nbytes
-                heapq.heappush(events, (now + seconds, seq, c, k + 1))
-                seq += 1
+                heapq.heappush(events, (now + nbytes / dim.bandwidth, seq, 0, d, 0))
+                heapq.heappush(events, (now + seconds, seq + 1, 1, c, k + 1))
+                seq += 2
     return end, busy, sent

@@ -26,15 +26,18 @@ def test_single_ring_all_reduce_closed_form(n: int, policy: str) -> None:
     S, B, a = 1e9, 100 * GB, 5e-6
     r = collective((ring(n, 100.0, a),), "all_reduce", S, policy=policy, chunks=1)
     assert r.time == pytest.approx(2 * (n - 1) / n * S / B + 2 * (n - 1) * a, rel=1e-12)
-    assert r.utilisation == pytest.approx((1.0,))
+    bw_time = 2 * (n - 1) / n * S / B
+    assert r.utilisation == pytest.approx((bw_time / (bw_time + 2 * (n - 1) * a),), rel=1e-12)
 
 
 @pytest.mark.parametrize("chunks", [1, 4, 64])
-def test_single_ring_chunks_serialise(chunks: int) -> None:
-    """One dimension serves one phase at a time: k chunks cost k times a chunk (latency paid per chunk)."""
+def test_single_ring_chunks_pipeline(chunks: int) -> None:
+    """Chunks share the links one after another; latency delays each chunk but does not hold the links, so k
+    chunks cost the bytes once plus one phase's latency."""
     n, S, B, a = 8, 1e9, 100 * GB, 5e-6
     r = collective((ring(n, 100.0, a),), "reduce_scatter", S, chunks=chunks)
-    assert r.time == pytest.approx((n - 1) / n * S / B + chunks * (n - 1) * a, rel=1e-12)
+    assert r.time == pytest.approx((n - 1) / n * S / B + (n - 1) * a, rel=1e-12)
+    assert r.busy == pytest.approx(((n - 1) / n * S / B,), rel=1e-12)
 
 
 def test_reduce_scatter_and_all_gather_are_halves_of_all_reduce() -> None:
