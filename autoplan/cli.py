@@ -502,7 +502,7 @@ def parse_bytes(text: str) -> float:
 
 
 def parse_network(text: str) -> tuple:
-    """Dimensions from ``TOPOLOGY:SIZE:GB_PER_S[:LATENCY_US],...`` (innermost first), e.g. ``ring:4:200,switch:8:50``."""
+    """Dimensions from ``TOPOLOGY:SIZE:GB_PER_S[:LATENCY_US],...``, innermost first: ``ring:4:200,switch:8:50``."""
     from autoplan.cost.dims import make_dims
 
     sizes, tops, bws, lats = [], [], [], []

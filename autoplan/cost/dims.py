@@ -1,6 +1,6 @@
 """N-dimensional networks: a GPU group as a product of dimensions, each with its own topology, bandwidth and latency.
 
-The view of Rashidi et al., "Themis" (ISCA 2022, arXiv 2110.04478), §2: a collective on a multi-dimensional
+The view of Rashidi et al., "Themis" (ISCA 2022, arXiv 2110.04478): a collective on a multi-dimensional
 network runs as one phase per dimension (e.g. NVLink domain × leaf × spine, or the axes of a torus).
 """
 
@@ -44,10 +44,10 @@ class NetworkDim:
     def steps(self) -> int:
         """Algorithm steps of one reduce-scatter or all-gather phase along this dimension."""
         if self.topology == "ring":
-            return self.size - 1  # ring: n-1 neighbour steps (Patarasuk & Yuan 2009, §3)
+            return self.size - 1  # ring: n-1 neighbour steps (Patarasuk & Yuan 2009)
         if self.topology == "switch":
-            return math.ceil(math.log2(self.size))  # recursive halving/doubling (Thakur et al. 2005, §4)
-        return 1  # fully connected: one direct exchange with all n-1 peers (Themis §2.2, "direct" algorithm)
+            return math.ceil(math.log2(self.size))  # recursive halving/doubling (Thakur, Rabenseifner & Gropp 2005)
+        return 1  # fully connected: one direct exchange with all n-1 peers (ASTRA-sim's "direct" algorithm)
 
 
 def _finite(x: object) -> bool:
@@ -74,7 +74,7 @@ def dims_of(cluster: ClusterSpec, gpus: int | None = None) -> tuple[NetworkDim, 
     """The dimensions a group of ``gpus`` consecutive GPUs (default: the whole cluster) spans, innermost first.
 
     Two at most: the first tier (the NVLink domain) and the scale-out network. Leaf and spine tiers share each
-    GPU's one NIC, so they are one dimension (Themis's dimensions own separate links, §2.1): its bandwidth is
+    GPU's one NIC, so they are one dimension (Themis's dimensions own separate links): its bandwidth is
     the slowest spanned tier's and its per-step latency the outermost spanned tier's. Bandwidth is the tier's
     achievable rate (line rate × efficiency); each dimension runs ring phases, as NCCL does on every tier (the
     model of autoplan/cost/network.py). Dimensions of size 1 are left out.

@@ -3,15 +3,16 @@
 Rashidi et al., "Themis: A Network Bandwidth-Aware Collective Scheduling Policy for Distributed Training of DL
 Models" (ISCA 2022, arXiv 2110.04478). A collective of S bytes is split into chunks; each chunk runs one
 reduce-scatter phase per dimension (its data shrinking by the dimension's size after each), then for all-reduce
-one all-gather phase per dimension in the reverse order (§2.3, hierarchical all-reduce). Each dimension is a
-resource whose links send one chunk phase at a time, so chunks overlap across dimensions (§4, the dimension
-queues); per-step latency delays a chunk but does not hold the links, so chunks also pipeline within a dimension.
+one all-gather phase per dimension in the reverse order (the hierarchical all-reduce). Each dimension's links
+send one chunk phase at a time, so chunks overlap across dimensions (the paper's per-dimension queues);
+per-step latency delays a chunk but does not hold the links, so chunks also pipeline within a dimension.
 
 Policies (the inter-dimension order of each chunk):
-- ``baseline``: every chunk visits the dimensions in ascending order (§3, today's hierarchical collectives).
+- ``baseline``: every chunk visits the dimensions in ascending order (today's hierarchical collectives).
 - ``themis``: per chunk, sort the dimensions by their accumulated load and run the reduce-scatter on the least
-  loaded first, adding each phase's time to that dimension's load; all-gather in the reverse order (§4.2, Alg. 1).
-Within a dimension, waiting phases are served ``fifo`` (arrival order) or ``scf`` (smallest chunk first, §4.3).
+  loaded first, adding each phase's link time to that dimension's load; all-gather in the reverse order.
+Within a dimension, waiting phases are served ``fifo`` (arrival order) or ``scf`` (smallest chunk first).
+No section numbers are cited: only the paper's abstracts were at hand (see benchmarks/bench_themis.py).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class CollectiveTime:
 
     @property
     def bandwidth_utilisation(self) -> float:
-        """Achieved bandwidth over the sum of the dimensions' bandwidths (Themis §6: network BW utilization)."""
+        """Achieved bandwidth over the sum of the dimensions' bandwidths (Themis's "network BW utilization")."""
         peak = sum(d.bandwidth for d in self.dims)
         return self.algorithm_bandwidth / peak if peak else 0.0
 
@@ -70,7 +71,7 @@ class CollectiveTime:
 def phase(dim: NetworkDim, data: float) -> tuple[float, float]:
     """(bytes sent per GPU, seconds) of one reduce-scatter or all-gather phase over ``data`` bytes (the larger side).
 
-    α-β cost: steps·α + (n-1)/n·data/B (Thakur, Rabenseifner & Gropp 2005, §2; Themis §2.2 per dimension).
+    α-β cost: steps·α + (n-1)/n·data/B (Thakur, Rabenseifner & Gropp 2005, cost model; per dimension as in Themis).
     """
     sent = (dim.size - 1) / dim.size * data
     return sent, dim.steps * dim.latency + sent / dim.bandwidth
@@ -101,7 +102,8 @@ def _orders(dims: tuple[NetworkDim, ...], chunk: float, chunks: int, policy: str
     for _ in range(chunks):
         greedy = tuple(sorted(ascending, key=lambda d: (load[d], d)))  # least loaded first (Themis Alg. 1)
         after = {o: _add_load(dims, load, chunk, o) for o in (greedy, ascending)}
-        order = min(after, key=lambda o: (max(after[o]), o != greedy))  # never worse than baseline (Themis §4.2)
+        # autoplan's guard: a chunk takes the greedy order unless it raises the bottleneck load more than baseline's
+        order = min(after, key=lambda o: (max(after[o]), o != greedy))
         load = after[order]
         orders.append(order)
     return orders
@@ -111,7 +113,7 @@ def _add_load(dims: tuple[NetworkDim, ...], load: list[float], chunk: float, ord
     """Per-dimension load after adding a chunk's reduce-scatter phases in ``order``."""
     new, data = list(load), chunk
     for d in order:
-        new[d] += phase(dims[d], data)[0] / dims[d].bandwidth  # load: link-busy seconds (Themis §4.2)
+        new[d] += phase(dims[d], data)[0] / dims[d].bandwidth  # link-busy seconds (Themis's dimension load)
         data /= dims[d].size
     return new
 
@@ -138,7 +140,7 @@ def collective(dims: tuple[NetworkDim, ...], op: str, nbytes: float, *, policy: 
     if policy == "themis":
         base = _orders(dims, chunk, chunks, "baseline")
         b_time, b_busy, b_sent = _run(dims, [_phases(dims, op, chunk, o) for o in base], intra)
-        if b_time < time:  # an offline schedule keeps the faster of the two (Themis §4.2: fall back to baseline)
+        if b_time < time:  # autoplan's guard, after Themis's fallback to baseline: an offline schedule keeps the faster
             orders, time, busy, sent, fell_back = base, b_time, b_busy, b_sent, True
     return CollectiveTime(op=op, policy=policy, nbytes=float(nbytes), chunks=chunks, dims=dims, time=time,
                           busy=tuple(busy), sent=tuple(sent), orders=tuple(orders), fell_back=fell_back)
@@ -150,7 +152,7 @@ def _run(dims: tuple[NetworkDim, ...], plans: list[list[tuple[int, float]]], int
 
     A dimension serialises the bytes of its phases (its links are busy sent/B per phase) while the per-step
     latency only delays the chunk, so phases of different chunks pipeline on a dimension as packets do in
-    ASTRA-sim's analytical network (Themis §5); a phase ends steps·α + sent/B after it starts.
+    ASTRA-sim's analytical network (Themis's simulator); a phase ends steps·α + sent/B after it starts.
     """
     busy, sent = [0.0] * len(dims), [0.0] * len(dims)
     queues: list[list[tuple]] = [[] for _ in dims]

@@ -50,7 +50,7 @@ def test_reduce_scatter_and_all_gather_are_halves_of_all_reduce() -> None:
 
 
 def test_baseline_two_dims_per_dimension_bytes() -> None:
-    """Hierarchical all-reduce: dim 1 carries 2(n1-1)/n1·S, dim 2 carries 2(n2-1)/n2·S/n1 (Themis §2.3)."""
+    """Hierarchical all-reduce: dim 1 carries 2(n1-1)/n1·S, dim 2 carries 2(n2-1)/n2·S/n1 (Themis's baseline)."""
     S = 1e9
     dims = make_dims([4, 16], ["ring", "ring"], [100, 25], [0, 0])
     r = collective(dims, "all_reduce", S, chunks=8)
