@@ -137,3 +137,23 @@ def test_bad_input_names_the_value(kwargs: dict, message: str) -> None:
     args = {"op": "all_reduce", "nbytes": 1e9, **kwargs}
     with pytest.raises(SpecError, match=message.replace("[", r"\[").replace("]", r"\]")):
         collective((ring(4),), args.pop("op"), args.pop("nbytes"), **args)
+
+
+def test_a_slower_greedy_schedule_falls_back_to_the_baseline() -> None:
+    """Two chunks, latency only on the outer ring: the greedy order is slower here, so the baseline's is kept."""
+    dims = make_dims([4, 8], ["ring", "ring"], [25, 25], [0, 5])
+    base = collective(dims, "all_reduce", 1e6, policy="baseline", chunks=2)
+    them = collective(dims, "all_reduce", 1e6, policy="themis", chunks=2)
+    assert them.fell_back
+    assert (them.time, them.busy, them.sent, them.orders) == (base.time, base.busy, base.sent, base.orders)
+
+
+def test_smallest_chunk_first_helps_on_equal_bandwidths() -> None:
+    """4D, 100 GB/s per dimension, 1 GiB: SCF keeps the dimensions fed better than FIFO (snapshot of this model)."""
+    dims = make_dims([4, 8, 8, 4], ["ring", "fully_connected", "ring", "switch"], [100] * 4, [0.5] * 4)
+    fifo = collective(dims, "all_reduce", 2**30, policy="themis", intra="fifo")
+    scf = collective(dims, "all_reduce", 2**30, policy="themis", intra="scf")
+    base = collective(dims, "all_reduce", 2**30, policy="baseline")
+    assert base.bandwidth_utilisation == pytest.approx(1 / 3, abs=0.01)
+    assert scf.time < 0.9 * fifo.time < 0.5 * base.time
+    assert scf.bandwidth_utilisation > 0.95
