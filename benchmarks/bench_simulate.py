@@ -7,6 +7,8 @@ Run: python benchmarks/bench_simulate.py [--repeat N]
 from __future__ import annotations
 
 import argparse
+import importlib
+import pkgutil
 import statistics
 import time
 from dataclasses import replace
@@ -26,18 +28,32 @@ def timings_ms(fn, repeat: int) -> tuple[float, float]:
     return statistics.median(samples), min(samples)
 
 
+def autoplan_caches() -> list:
+    """Every cache of every autoplan module (functools' and the task-graph cache): whatever has ``cache_clear``."""
+    import autoplan
+
+    found = {}
+    for info in pkgutil.walk_packages(autoplan.__path__, "autoplan."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for obj in vars(module).values():
+            if (not isinstance(obj, type) and callable(getattr(obj, "cache_clear", None))
+                    and getattr(obj, "__module__", "").startswith("autoplan")):
+                found[id(obj)] = obj
+    return list(found.values())
+
+
 def clear_caches() -> None:
-    from autoplan.cost import compute, network
-    from autoplan.sim import workload
-    for f in (compute.gemm_time, compute.layer_compute, compute.embedding_compute, compute.output_compute,
-              network.all_reduce, network.reduce_scatter, network.all_to_all, network.send_recv, workload.pass_costs,
-              workload._graph):
+    for f in CACHES:
         f.cache_clear()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=50)
+    ap.add_argument("--batches", default="256,384,512,640,768,1024,1280,1536,2048,3072",
+                    help="global batches of the many-shapes case")
     args = ap.parse_args()
     model = get_model("gpt3")
     print(f"{'GPUs':>6} {'schedule':<14} {'step (s)':>9} {'MFU':>6} {'warm median/min ms':>19} "
@@ -54,6 +70,7 @@ def main() -> None:
                   f"{100 * e.metrics.mfu:5.1f}% {warm[0]:10.2f} /{warm[1]:6.2f} {cold[0]:10.2f} /{cold[1]:6.2f}")
     print("warm: op/collective and task-graph caches filled (as inside a search); cold: all cleared before each call")
     whole_space(model)
+    many_shapes(model, args.batches)
 
 
 def whole_space(model) -> None:
@@ -74,6 +91,46 @@ def whole_space(model) -> None:
     print(f"whole default space, GPT-3 on 1024 H100s: {len(fitting)} fitting plans in {wall:.1f} s, "
           f"{1e3 * wall / len(fitting):.1f} ms per plan, {len(fitting) / wall:.0f} plans/s")
 
+
+def many_shapes(model, batches: str) -> None:
+    """The default space's fitting plans for many global batches (GPT-3, 1024 H100s): over 300 pipeline shapes,
+    more than a 128-graph cache holds. A cold pass from cleared caches, then a warm pass over the same plans."""
+    from autoplan.cost.memory import peak_memory
+    from autoplan.search.exhaustive import distinct_plans
+    from autoplan.search.space import enumerate_plans, load_space
+    from autoplan.sim import workload
+
+    cluster = load_cluster("dgx-h100-80g", 1024)
+    fitting = []
+    for gb in map(int, batches.split(",")):
+        plans, _ = enumerate_plans(model, 1024, load_space(), gb)
+        fitting += [s for s in distinct_plans(cluster, plans) if peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes]
+    graph, shapes = workload._graph, set()
+
+    def recorded(shape):
+        shapes.add(shape)
+        return graph(shape)
+
+    clear_caches()
+    workload._graph = recorded
+    try:
+        walls = []
+        for _ in ("cold", "warm"):
+            t0 = time.perf_counter()
+            for s in fitting:
+                evaluate(model, cluster, s)
+            walls.append(time.perf_counter() - t0)
+    finally:
+        workload._graph = graph
+    info = graph.cache_info()
+    print(f"many shapes, GPT-3 on 1024 H100s, global batches {batches}: {len(fitting)} fitting plans, "
+          f"{len(shapes)} pipeline shapes; graph cache {info.misses} misses, {info.hits} hits, holds {info.currsize} "
+          f"of {info.maxsize} (graphs, or tasks for a size-bounded cache)")
+    for name, wall in zip(("cold", "warm"), walls):
+        print(f"  {name}: {wall:.1f} s, {1e3 * wall / len(fitting):.2f} ms per plan, {len(fitting) / wall:.0f} plans/s")
+
+
+CACHES = autoplan_caches()
 
 if __name__ == "__main__":
     main()
