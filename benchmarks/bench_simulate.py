@@ -1,7 +1,10 @@
 """Median wall time of one simulation (evaluate) of GPT-3 175B: TP8 PP8 DP16, micro-batch 1, global batch 1536,
 1F1B and interleaved v=3, on 1024 GPUs; and the same plan shape (DP 256) on 16384 GPUs.
 
-Run: python benchmarks/bench_simulate.py [--repeat N]
+Then every fitting plan of the default space (GPT-3 on 1024 H100s), and of a space with over 500 pipeline shapes.
+Cold figures clear every cache of every autoplan module first (found by ``autoplan_caches``).
+
+Run: python benchmarks/bench_simulate.py [--repeat N] [--batches 512,1024,...]
 """
 
 from __future__ import annotations
@@ -52,8 +55,7 @@ def clear_caches() -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=50)
-    ap.add_argument("--batches", default="256,384,512,640,768,1024,1280,1536,2048,3072",
-                    help="global batches of the many-shapes case")
+    ap.add_argument("--batches", default="512,1024,1536,2048", help="global batches of the many-shapes case")
     args = ap.parse_args()
     model = get_model("gpt3")
     print(f"{'GPUs':>6} {'schedule':<14} {'step (s)':>9} {'MFU':>6} {'warm median/min ms':>19} "
@@ -93,18 +95,23 @@ def whole_space(model) -> None:
 
 
 def many_shapes(model, batches: str) -> None:
-    """The default space's fitting plans for many global batches (GPT-3, 1024 H100s): over 300 pipeline shapes,
-    more than a 128-graph cache holds. A cold pass from cleared caches, then a warm pass over the same plans."""
+    """The fitting plans of the default space with both overlap flags free (TP 8, SP, CP 1, selective or full
+    recompute) for several global batches, GPT-3 on 1024 H100s: over 500 pipeline shapes, more than a 128-graph
+    cache holds. A pass from cleared caches (cold), then a second pass over the same plans (warm)."""
     from autoplan.cost.memory import peak_memory
     from autoplan.search.exhaustive import distinct_plans
-    from autoplan.search.space import enumerate_plans, load_space
+    from autoplan.search.space import Space, enumerate_plans, load_space
     from autoplan.sim import workload
 
     cluster = load_cluster("dgx-h100-80g", 1024)
+    space = Space({**load_space().axes, "tp": (8,), "cp": (1,), "sequence_parallel": (True,),
+                   "recompute": ("selective", "full"), "overlap_grad_reduce": (True, False),
+                   "overlap_param_gather": (True, False)})
     fitting = []
     for gb in map(int, batches.split(",")):
-        plans, _ = enumerate_plans(model, 1024, load_space(), gb)
-        fitting += [s for s in distinct_plans(cluster, plans) if peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes]
+        plans, _ = enumerate_plans(model, 1024, space, gb)
+        fitting += [s for s in distinct_plans(cluster, plans)
+                    if peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes]
     graph, shapes = workload._graph, set()
 
     def recorded(shape):
@@ -123,8 +130,8 @@ def many_shapes(model, batches: str) -> None:
     finally:
         workload._graph = graph
     info = graph.cache_info()
-    print(f"many shapes, GPT-3 on 1024 H100s, global batches {batches}: {len(fitting)} fitting plans, "
-          f"{len(shapes)} pipeline shapes; graph cache {info.misses} misses, {info.hits} hits, holds {info.currsize} "
+    print(f"many shapes, GPT-3 on 1024 H100s, global batches {batches}, overlap flags free: {len(fitting)} "
+          f"fitting plans, {len(shapes)} pipeline shapes; graph cache {info.misses} misses, {info.hits} hits, holds {info.currsize} "
           f"of {info.maxsize} (graphs, or tasks for a size-bounded cache)")
     for name, wall in zip(("cold", "warm"), walls):
         print(f"  {name}: {wall:.1f} s, {1e3 * wall / len(fitting):.2f} ms per plan, {len(fitting) / wall:.0f} plans/s")

@@ -26,7 +26,7 @@ def trace_events(lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0
 
     With ``layers_per_chunk`` each pass also shows its layers as nested spans, if the trace then stays within
     ``max_events``. If even one event per task exceeds it, each stream's consecutive tasks are merged into spans
-    ("F3..B1, 12 tasks") with their count and busy time, so that the whole stays within the bound.
+    (named "F3 .. B1", with their task count and busy time), so that the whole stays within the bound.
     """
     tasks = lowered.tasks
     events, threads = _thread_events(lowered)
@@ -41,7 +41,7 @@ def trace_events(lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0
         name, args = _name(lowered, i, tasks.kind[i])
         ts, dur = timeline.start[i] * _US, tasks.duration[i] * _US
         events.append({"ph": "X", "name": name, "cat": tasks.kind[i], "pid": pid, "tid": tid, "ts": _r(ts),
-                       "dur": _r(dur), "args": args})
+                       "dur": max(_r(dur), 0.001), "args": args})
         if layers_per_chunk and i in lowered.meta:
             step = dur / layers_per_chunk
             for layer in range(layers_per_chunk):
