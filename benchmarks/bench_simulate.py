@@ -1,12 +1,17 @@
 """Median wall time of one simulation (evaluate) of GPT-3 175B: TP8 PP8 DP16, micro-batch 1, global batch 1536,
 1F1B and interleaved v=3, on 1024 GPUs; and the same plan shape (DP 256) on 16384 GPUs.
 
-Run: python benchmarks/bench_simulate.py [--repeat N]
+Then every fitting plan of the default space (GPT-3 on 1024 H100s), and of a space with over 500 pipeline shapes.
+Cold figures clear every cache of every autoplan module first (found by ``autoplan_caches``).
+
+Run: python benchmarks/bench_simulate.py [--repeat N] [--batches 512,1024,...]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import pkgutil
 import statistics
 import time
 from dataclasses import replace
@@ -26,18 +31,31 @@ def timings_ms(fn, repeat: int) -> tuple[float, float]:
     return statistics.median(samples), min(samples)
 
 
+def autoplan_caches() -> list:
+    """Every cache of every autoplan module (functools' and the task-graph cache): whatever has ``cache_clear``."""
+    import autoplan
+
+    found = {}
+    for info in pkgutil.walk_packages(autoplan.__path__, "autoplan."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for obj in vars(module).values():
+            if (not isinstance(obj, type) and callable(getattr(obj, "cache_clear", None))
+                    and getattr(obj, "__module__", "").startswith("autoplan")):
+                found[id(obj)] = obj
+    return list(found.values())
+
+
 def clear_caches() -> None:
-    from autoplan.cost import compute, network, passes
-    from autoplan.sim import workload
-    for f in (compute.gemm_time, compute.layer_compute, compute.embedding_compute, compute.output_compute,
-              network.all_reduce, network.reduce_scatter, network.all_to_all, network.send_recv, passes.pass_costs,
-              workload._graph):
+    for f in CACHES:
         f.cache_clear()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=50)
+    ap.add_argument("--batches", default="512,1024,1536,2048", help="global batches of the many-shapes case")
     args = ap.parse_args()
     model = get_model("gpt3")
     print(f"{'GPUs':>6} {'schedule':<14} {'step (s)':>9} {'MFU':>6} {'warm median/min ms':>19} "
@@ -54,6 +72,7 @@ def main() -> None:
                   f"{100 * e.metrics.mfu:5.1f}% {warm[0]:10.2f} /{warm[1]:6.2f} {cold[0]:10.2f} /{cold[1]:6.2f}")
     print("warm: op/collective and task-graph caches filled (as inside a search); cold: all cleared before each call")
     whole_space(model)
+    many_shapes(model, args.batches)
 
 
 def whole_space(model) -> None:
@@ -74,6 +93,51 @@ def whole_space(model) -> None:
     print(f"whole default space, GPT-3 on 1024 H100s: {len(fitting)} fitting plans in {wall:.1f} s, "
           f"{1e3 * wall / len(fitting):.1f} ms per plan, {len(fitting) / wall:.0f} plans/s")
 
+
+def many_shapes(model, batches: str) -> None:
+    """The fitting plans of the default space with both overlap flags free (TP 8, SP, CP 1, selective or full
+    recompute) for several global batches, GPT-3 on 1024 H100s: over 500 pipeline shapes, more than a 128-graph
+    cache holds. A pass from cleared caches (cold), then a second pass over the same plans (warm)."""
+    from autoplan.cost.memory import peak_memory
+    from autoplan.search.exhaustive import distinct_plans
+    from autoplan.search.space import Space, enumerate_plans, load_space
+    from autoplan.sim import workload
+
+    cluster = load_cluster("dgx-h100-80g", 1024)
+    space = Space({**load_space().axes, "tp": (8,), "cp": (1,), "sequence_parallel": (True,),
+                   "recompute": ("selective", "full"), "overlap_grad_reduce": (True, False),
+                   "overlap_param_gather": (True, False)})
+    fitting = []
+    for gb in map(int, batches.split(",")):
+        plans, _ = enumerate_plans(model, 1024, space, gb)
+        fitting += [s for s in distinct_plans(cluster, plans)
+                    if peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes]
+    graph, shapes = workload._graph, set()
+
+    def recorded(shape):
+        shapes.add(shape)
+        return graph(shape)
+
+    clear_caches()
+    workload._graph = recorded
+    try:
+        walls = []
+        for _ in ("cold", "warm"):
+            t0 = time.perf_counter()
+            for s in fitting:
+                evaluate(model, cluster, s)
+            walls.append(time.perf_counter() - t0)
+    finally:
+        workload._graph = graph
+    info = graph.cache_info()
+    print(f"many shapes, GPT-3 on 1024 H100s, global batches {batches}, overlap flags free: {len(fitting)} "
+          f"fitting plans, {len(shapes)} pipeline shapes; graph cache {info.misses} misses, {info.hits} hits, holds {info.currsize} "
+          f"of {info.maxsize} (graphs, or tasks for a size-bounded cache)")
+    for name, wall in zip(("cold", "warm"), walls):
+        print(f"  {name}: {wall:.1f} s, {1e3 * wall / len(fitting):.2f} ms per plan, {len(fitting) / wall:.0f} plans/s")
+
+
+CACHES = autoplan_caches()
 
 if __name__ == "__main__":
     main()

@@ -5,10 +5,24 @@ Session-scoped so that hypothesis tests may use them (specs are frozen, so shari
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
+
 import pytest
+from hypothesis import settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from autoplan.specs.cluster import ClusterSpec, load_cluster
 from autoplan.specs.model import ModelSpec
+
+# Hypothesis keeps its files (example database, unicode tables) outside the checkout: never a .hypothesis/ here.
+# CI replays the same examples on every run and saves none; locally, failing examples are remembered there.
+set_hypothesis_home_dir(Path(tempfile.gettempdir()) / f"autoplan-hypothesis-{os.getuid()}")
+settings.register_profile("ci", derandomize=True, database=None)
+settings.register_profile("dev")
+_CI = os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+settings.load_profile("ci" if _CI else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 TINY_GPT = ModelSpec(name="tiny-gpt", layers=8, hidden=256, heads=8, ffn_hidden=1024, vocab=1024, seq_len=256)
 

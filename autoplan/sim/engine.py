@@ -7,9 +7,12 @@ a task starts when its stream is free and every dependency has finished. Knows n
 
 from __future__ import annotations
 
-from collections import deque
+import threading
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Generic, Hashable, NamedTuple, Sequence, TypeVar
+
+V = TypeVar("V")
 
 
 class CycleError(ValueError):
@@ -174,3 +177,58 @@ def run(tasks: Tasks, plan: Plan | None = None) -> Timeline:
         end[j] = t + duration[j]
     end.pop()
     return Timeline(tasks, start, end)
+
+
+class CacheInfo(NamedTuple):
+    """As ``functools.lru_cache``'s, with ``maxsize`` and ``currsize`` in units of ``size``."""
+
+    hits: int
+    misses: int
+    maxsize: int
+    currsize: int
+
+
+class SizedCache(Generic[V]):
+    """A least-recently-used cache of a one-argument function, bounded by the total ``size`` of its answers rather
+    than by their count (a task graph's memory grows with its tasks); an answer larger than the bound is not kept.
+    Has ``lru_cache``'s ``cache_clear`` and ``cache_info``; thread-safe (the function may run twice for one key)."""
+
+    def __init__(self, fn: Callable[[Hashable], V], max_size: int, size: Callable[[V], int]) -> None:
+        self.__wrapped__, self.__doc__, self.__name__, self.__module__ = fn, fn.__doc__, fn.__name__, fn.__module__
+        self._max, self._size = max_size, size
+        self._items: OrderedDict[Hashable, tuple[V, int]] = OrderedDict()
+        self._total = self._hits = self._misses = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, key: Hashable) -> V:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._hits += 1
+                self._items.move_to_end(key)
+                return hit[0]
+            self._misses += 1
+        value = self.__wrapped__(key)
+        n = self._size(value)
+        with self._lock:
+            if n <= self._max and key not in self._items:
+                self._items[key] = (value, n)
+                self._total += n
+                while self._total > self._max:
+                    self._total -= self._items.popitem(last=False)[1][1]
+        return value
+
+    def cache_clear(self) -> None:
+        """Forget every answer and reset the counts."""
+        with self._lock:
+            self._items.clear()
+            self._total = self._hits = self._misses = 0
+
+    def cache_info(self) -> CacheInfo:
+        """Hits, misses, the bound and the total size held."""
+        return CacheInfo(self._hits, self._misses, self._max, self._total)
+
+
+def sized_cache(max_size: int, size: Callable[[V], int]) -> Callable[[Callable[[Hashable], V]], SizedCache[V]]:
+    """Decorator: ``SizedCache(fn, max_size, size)``."""
+    return lambda fn: SizedCache(fn, max_size, size)

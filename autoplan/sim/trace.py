@@ -1,25 +1,65 @@
-"""Chrome Trace Event JSON of a simulated step: open it in https://ui.perfetto.dev or chrome://tracing."""
+"""Chrome Trace Event JSON of a simulated step: open it in https://ui.perfetto.dev or chrome://tracing.
+
+A trace holds at most ``MAX_EVENTS`` events: passes show their layers only while that bound holds, and a step
+with more tasks than the bound merges each stream's consecutive tasks into spans. Written gzip'd for a ``.gz``
+path (Perfetto opens it as is).
+"""
 
 from __future__ import annotations
 
+import gzip
 import json
+import math
 from pathlib import Path
 
 from autoplan.sim.workload import Lowered
 from autoplan.sim.engine import Timeline
 
 _US = 1e6
+MAX_EVENTS = 200_000
+"""Most events in a trace (~30 MB of JSON, ~3 MB gzip'd): beyond it, detail is merged (see ``trace_events``)."""
 
 
-def trace_events(lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0) -> list[dict]:
+def trace_events(lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0,
+                 max_events: int = MAX_EVENTS) -> list[dict]:
     """Trace events: one process per stage device, one thread per stream, times in microseconds.
 
-    With ``layers_per_chunk`` each pass also shows its layers as nested spans.
+    With ``layers_per_chunk`` each pass also shows its layers as nested spans, if the trace then stays within
+    ``max_events``. If even one event per task exceeds it, each stream's consecutive tasks are merged into spans
+    (named "F3 .. B1", with their task count and busy time), so that the whole stays within the bound.
     """
     tasks = lowered.tasks
+    events, threads = _thread_events(lowered)
+    shown = [i for i, dur in enumerate(tasks.duration) if dur > 0]
+    budget = max(1, max_events - len(events))
+    if layers_per_chunk and len(shown) + layers_per_chunk * len(lowered.meta) > budget:
+        layers_per_chunk = 0
+    if len(shown) > budget:
+        return events + _merged(lowered, timeline, shown, threads, budget)
+    for i in shown:
+        pid, tid = threads[tasks.resource[i]]
+        name, args = _name(lowered, i, tasks.kind[i])
+        ts, dur = timeline.start[i] * _US, tasks.duration[i] * _US
+        events.append({"ph": "X", "name": name, "cat": tasks.kind[i], "pid": pid, "tid": tid, "ts": _r(ts),
+                       "dur": max(_r(dur), 0.001), "args": args})
+        if layers_per_chunk and i in lowered.meta:
+            step = dur / layers_per_chunk
+            for layer in range(layers_per_chunk):
+                events.append({"ph": "X", "name": f"layer {layer}", "cat": "layer", "pid": pid, "tid": tid,
+                               "ts": _r(ts + layer * step), "dur": _r(step)})
+    return events
+
+
+def _r(us: float) -> float:
+    """Microseconds to the nanosecond: the trace's resolution, and a third shorter than ``repr`` digits."""
+    return round(us, 3)
+
+
+def _thread_events(lowered: Lowered) -> tuple[list[dict], dict[int, tuple[int, int]]]:
+    """Name events for every stage (process) and stream (thread), and each resource's (pid, tid)."""
     events: list[dict] = []
     threads: dict[int, tuple[int, int]] = {}
-    for rid, name in enumerate(tasks.resources):
+    for rid, name in enumerate(lowered.tasks.resources):
         stage, stream = name.split(".", 1)
         pid = int(stage.removeprefix("stage"))
         tid = len([t for t in threads.values() if t[0] == pid])
@@ -28,19 +68,32 @@ def trace_events(lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0
         if tid == 0:
             events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
                            "args": {"name": f"pipeline stage {pid}"}})
-    for i, dur in enumerate(tasks.duration):
-        if dur <= 0:
-            continue
-        pid, tid = threads[tasks.resource[i]]
-        name, args = _name(lowered, i, tasks.kind[i])
-        ts = timeline.start[i] * _US
-        events.append({"ph": "X", "name": name, "cat": tasks.kind[i], "pid": pid, "tid": tid, "ts": ts,
-                       "dur": dur * _US, "args": args})
-        if layers_per_chunk and i in lowered.meta:
-            step = dur * _US / layers_per_chunk
-            for layer in range(layers_per_chunk):
-                events.append({"ph": "X", "name": f"layer {layer}", "cat": "layer", "pid": pid, "tid": tid,
-                               "ts": ts + layer * step, "dur": step})
+    return events, threads
+
+
+def _merged(lowered: Lowered, timeline: Timeline, shown: list[int], threads: dict[int, tuple[int, int]],
+            budget: int) -> list[dict]:
+    """Each stream's tasks in runs of ``group`` consecutive ones, one span per run from the first's start to the
+    last's end (with the run's task count and busy time): at most ``budget`` spans."""
+    tasks, meta, kind, duration = lowered.tasks, lowered.meta, lowered.tasks.kind, lowered.tasks.duration
+    by_stream: dict[int, list[int]] = {}
+    for i in shown:
+        by_stream.setdefault(tasks.resource[i], []).append(i)
+    group = math.ceil(len(shown) / max(1, budget - len(by_stream)))   # a stream's last run may be short
+    events = []
+    for r, ids in by_stream.items():
+        pid, tid = threads[r]
+        for k in range(0, len(ids), group):
+            run = ids[k:k + group]
+            first, last = run[0], run[-1]
+            kinds = {kind[j] for j in run}
+            name = _label(meta.get(first), kind[first])
+            if len(run) > 1:
+                name = f"{name} .. {_label(meta.get(last), kind[last])}"
+            ts = timeline.start[first] * _US
+            events.append({"ph": "X", "name": name, "cat": kinds.pop() if len(kinds) == 1 else "merged",
+                           "pid": pid, "tid": tid, "ts": _r(ts), "dur": _r(timeline.end[last] * _US - ts),
+                           "args": {"tasks": len(run), "busy_us": _r(sum(map(duration.__getitem__, run)) * _US)}})
     return events
 
 
@@ -48,13 +101,23 @@ def _name(lowered: Lowered, i: int, kind: str) -> tuple[str, dict]:
     meta = lowered.meta.get(i)
     parts = {k: round(v * _US, 3) for k, v in lowered.parts.get(i, ())}
     if meta is not None:
-        stage, forward, mb, chunk = meta
-        label = f"{'F' if forward else 'B'}{mb}" + (f".c{chunk}" if chunk else "")
-        return label, {"micro_batch": mb, "chunk": chunk, "us_by_kind": parts}
-    return {"pp": "send", "dp": "dp collective", "optimizer": "optimizer"}.get(kind, kind), {"us_by_kind": parts}
+        return _label(meta, kind), {"micro_batch": meta[2], "chunk": meta[3], "us_by_kind": parts}
+    return _label(meta, kind), {"us_by_kind": parts}
+
+
+def _label(meta: tuple[int, bool, int, int] | None, kind: str) -> str:
+    if meta is not None:
+        _, forward, mb, chunk = meta
+        return f"{'F' if forward else 'B'}{mb}" + (f".c{chunk}" if chunk else "")
+    return {"pp": "send", "dp": "dp collective", "optimizer": "optimizer"}.get(kind, kind)
 
 
 def write_trace(path: Path, lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0) -> None:
-    """Write the trace JSON to ``path``."""
-    Path(path).write_text(json.dumps({"traceEvents": trace_events(lowered, timeline, layers_per_chunk),
-                                      "displayTimeUnit": "ms"}))
+    """Write the trace JSON to ``path``, gzip'd if its name ends with ``.gz``."""
+    data = json.dumps({"traceEvents": trace_events(lowered, timeline, layers_per_chunk), "displayTimeUnit": "ms"},
+                      separators=(",", ":")).encode()
+    path = Path(path)
+    if path.name.endswith(".gz"):
+        # mtime=0: the same step gives the same bytes
+        data = gzip.compress(data, compresslevel=6, mtime=0)
+    path.write_bytes(data)

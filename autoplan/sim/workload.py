@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import NamedTuple
 
 from autoplan.cost.costs import PassCost
 from autoplan.cost.families import step_costs
-from autoplan.sim.engine import Plan, Tasks, plan_of
+from autoplan.sim.engine import Plan, Tasks, plan_of, sized_cache
 from autoplan.sim.schedule import Step, stage_order
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
@@ -169,7 +168,10 @@ def _comm(seconds: float) -> PassCost:
     return PassCost(seconds, ())
 
 
-@lru_cache(maxsize=128)   # a search meets ~100 shapes; a graph takes ~250 bytes per task
+GRAPH_CACHE_TASKS = 4_000_000   # ~1 GB: a cached graph takes ~250 bytes per task (measured, tracemalloc)
+
+
+@sized_cache(GRAPH_CACHE_TASKS, lambda g: len(g.tasks))   # a space may hold > 300 shapes of < 50k tasks each
 def _graph(shape: _Shape) -> _Graph:
     """The task graph of one step of ``shape``; plans of one shape (say, differing in TP or recompute) share it."""
     p, m, v = shape.stages, shape.micro_batches, shape.chunks

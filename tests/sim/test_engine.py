@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoplan.sim.engine import CycleError, Tasks, Timeline, plan_of, run
+from autoplan.sim.engine import CycleError, SizedCache, Tasks, Timeline, plan_of, run, sized_cache
 
 
 def _spans(tl: Timeline) -> list[tuple[float, float]]:
@@ -208,6 +208,62 @@ def test_cycle_through_two_streams_and_stream_order_raises():
 
 def test_cycle_error_is_a_value_error():
     assert issubclass(CycleError, ValueError)
+
+
+# ------------------------------------------------------------------------------------------- the size-bounded cache
+
+
+def _counting_cache(max_size: int) -> tuple[SizedCache, list[int]]:
+    calls: list[int] = []
+
+    @sized_cache(max_size, len)
+    def build(n: int) -> str:
+        """n characters."""
+        calls.append(n)
+        return "x" * n
+
+    return build, calls
+
+
+def test_sized_cache_keeps_answers_until_their_total_size_passes_the_bound():
+    build, calls = _counting_cache(10)
+    assert build(4) == "xxxx" and build(4) == "xxxx"
+    assert calls == [4]
+    build(5)                                   # 9 of 10
+    build(3)                                   # 12: the least recently used (4) goes
+    assert build.cache_info() == (1, 3, 10, 8)
+    build(5)
+    build(4)
+    assert calls == [4, 5, 3, 4]
+    assert build.__name__ == "build" and build.__doc__ == "n characters." and build.__module__ == __name__
+
+
+def test_sized_cache_evicts_the_least_recently_used():
+    build, calls = _counting_cache(10)
+    build(4), build(5), build(4)               # 4 is now the most recent
+    build(3)                                   # evicts 5, not 4
+    build(4)
+    assert calls == [4, 5, 3]
+    build(5)
+    assert calls == [4, 5, 3, 5]
+
+
+def test_sized_cache_does_not_keep_an_answer_larger_than_the_bound():
+    build, calls = _counting_cache(10)
+    build(2)
+    assert build(11) == "x" * 11 and build(11) == "x" * 11
+    build(2)
+    assert calls == [2, 11, 11]
+    assert build.cache_info().currsize == 2
+
+
+def test_sized_cache_clear_forgets_everything():
+    build, calls = _counting_cache(10)
+    build(2)
+    build.cache_clear()
+    assert build.cache_info() == (0, 0, 10, 0)
+    build(2)
+    assert calls == [2, 2]
 
 
 # ------------------------------------------------------------------------------------------- random-DAG properties

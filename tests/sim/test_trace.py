@@ -1,0 +1,76 @@
+"""Chrome traces of a simulated step: plain or gzip'd JSON with the same events, and bounded in size."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from autoplan.sim.simulate import simulate_step
+from autoplan.sim.trace import MAX_EVENTS, trace_events, write_trace
+from autoplan.specs import Strategy, get_model, load_cluster
+
+
+def _spans(events: list[dict]) -> list[dict]:
+    return [e for e in events if e["ph"] == "X"]
+
+
+@pytest.fixture(scope="module")
+def tiny_step(tiny_gpt, a100_8):
+    s = Strategy(tp=2, pp=2, dp=2, global_batch=2 * 12, schedule="interleaved", virtual_stages=2, zero=1)
+    return simulate_step(tiny_gpt, a100_8, s), tiny_gpt.layers // (s.pp * s.chunks)
+
+
+def test_gzip_trace_holds_the_same_events_as_the_plain_one(tiny_step, tmp_path):
+    sim, layers = tiny_step
+    write_trace(tmp_path / "t.json", sim.lowered, sim.timeline, layers)
+    write_trace(tmp_path / "t.json.gz", sim.lowered, sim.timeline, layers)
+    plain = (tmp_path / "t.json").read_bytes()
+    packed = (tmp_path / "t.json.gz").read_bytes()
+    assert plain.startswith(b"{") and packed[:2] == b"\x1f\x8b"
+    assert json.loads(gzip.decompress(packed)) == json.loads(plain)
+    assert len(packed) < len(plain) / 4
+
+
+def test_small_step_shows_every_task_and_its_layers(tiny_step):
+    sim, layers = tiny_step
+    events = trace_events(sim.lowered, sim.timeline, layers)
+    tasks = sim.lowered.tasks
+    shown = sum(d > 0 for d in tasks.duration)
+    spans = _spans(events)
+    assert sum(e["cat"] != "layer" for e in spans) == shown
+    assert sum(e["cat"] == "layer" for e in spans) == layers * len(sim.lowered.meta)
+    end = max(e["ts"] + e["dur"] for e in spans)
+    assert end == pytest.approx(sim.timeline.makespan * 1e6, rel=1e-6)
+
+
+def test_over_the_bound_layers_go_then_tasks_merge_into_spans(tiny_step):
+    sim, layers = tiny_step
+    tasks = sim.lowered.tasks
+    shown = sum(d > 0 for d in tasks.duration)
+    names = sum(e["ph"] == "M" for e in trace_events(sim.lowered, sim.timeline))
+    no_layers = trace_events(sim.lowered, sim.timeline, layers, max_events=names + shown)
+    assert len(_spans(no_layers)) == shown
+    bound = names + shown // 3
+    merged = trace_events(sim.lowered, sim.timeline, layers, max_events=bound)
+    spans = _spans(merged)
+    assert len(merged) <= bound
+    assert sum(e["args"]["tasks"] for e in spans) == shown
+    busy = sum(e["args"]["busy_us"] for e in spans)
+    assert busy == pytest.approx(sum(tasks.duration) * 1e6, rel=1e-6)
+    assert all(e["args"]["busy_us"] <= e["dur"] * (1 + 1e-9) + 1e-3 for e in spans)
+
+
+def test_gpt3_on_64_gpus_with_many_micro_batches_stays_within_the_bound(tmp_path):
+    model, cluster = get_model("gpt3"), load_cluster("dgx-a100-80g", 64)
+    s = Strategy(tp=8, pp=8, dp=1, micro_batch=1, global_batch=1536, schedule="1f1b", sequence_parallel=True,
+                 recompute="full", zero=1)
+    sim = simulate_step(model, cluster, s)
+    layers = model.layers // s.pp
+    assert layers * len(sim.lowered.meta) > MAX_EVENTS          # every layer of every pass would not fit
+    path = tmp_path / "trace_rank1.json.gz"
+    write_trace(path, sim.lowered, sim.timeline, layers)
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    assert len(events) <= MAX_EVENTS
+    assert path.stat().st_size < 5e6
