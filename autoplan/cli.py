@@ -66,48 +66,59 @@ def model_options(fn: Callable) -> Callable:
     return fn
 
 
+def _knob_option(name: str, knob: Any, default: Any, help_text: str, show_default: bool) -> Callable:
+    """The click option of Strategy field ``name``: a count, a choice, or a --x/--no-x pair for a bool."""
+    flag = "--" + name.replace("_", "-")
+    extra: dict = {"help": help_text} if help_text else {}
+    if knob.choices and all(type(c) is bool for c in knob.choices):
+        return click.option(knob.flag or f"{flag}/--no-{flag[2:]}", default=default, show_default=show_default, **extra)
+    if knob.choices and all(type(c) is int for c in knob.choices):
+        kind: Any = click.IntRange(min(knob.choices), max(knob.choices))
+    else:
+        kind = click.Choice(list(knob.choices)) if knob.choices else int
+    return click.option(knob.flag or flag, type=kind, default=default, show_default=show_default, **extra)
+
+
+_PLAN_DEFAULTS = {"dp": None, "schedule": None, "global_batch": DEFAULT_GLOBAL_BATCH}
+"""check/simulate defaults that differ from Strategy's: dp and the schedule follow from other flags."""
+
+
+def _plan_order() -> list[str]:
+    """Strategy's fields in flag order: dp after the degrees it follows from."""
+    from autoplan.specs.strategy import KNOBS
+
+    names = [f.name for f in KNOBS if f.name != "dp"]
+    names.insert(names.index("cp") + 1, "dp")
+    return names
+
+
 def plan_options(fn: Callable) -> Callable:
-    """The flags of one parallel plan."""
-    opts = [
-        click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel degree."),
-        click.option("--pp", type=int, default=1, show_default=True, help="Pipeline stages."),
-        click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel degree."),
-        click.option("--dp", type=int, default=None, help="Data-parallel degree [default: gpus / (tp·pp·cp)]."),
-        click.option("--micro-batch", type=int, default=1, show_default=True, help="Sequences per micro-batch."),
-        click.option("--global-batch", type=int, default=DEFAULT_GLOBAL_BATCH, show_default=True,
-                     help="Sequences per optimizer step."),
-        click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"]), default=None,
-                     help="Pipeline schedule [default: interleaved if --virtual-stages > 1, else 1f1b]."),
-        click.option("--virtual-stages", type=int, default=1, show_default=True,
-                     help="Model chunks per pipeline rank (interleaved schedule)."),
-        click.option("--sequence-parallel/--no-sequence-parallel", default=False, show_default=True),
-        click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none",
-                     show_default=True, help="Activation recomputation."),
-        click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True,
-                     help="Optimizer sharding: 1 = Megatron distributed optimizer, 2 = +grads, 3 = +weights."),
-        click.option("--overlap-grad-reduce/--no-overlap-grad-reduce", default=True, show_default=True),
-        click.option("--overlap-param-gather/--no-overlap-param-gather", default=True, show_default=True),
-        click.option("--overlap-p2p-comm/--no-overlap-p2p-comm", default=True, show_default=True,
-                     help="Overlap PP sends with compute (interleaved schedule only; 1F1B's are synchronous)."),
-        click.option("--grad-reduce-in-fp32/--grad-reduce-in-16bit", default=True, show_default=True,
-                     help="Dtype of the DP gradient reduction."),
-        click.option("--gradient-accumulation-fusion/--no-gradient-accumulation-fusion", default=True,
-                     show_default=True, help="Weight-gradient GEMMs accumulate in place (else a separate add per "
-                                             "micro-batch)."),
-    ]
-    for opt in reversed(opts):
-        fn = opt(fn)
+    """The flags of one parallel plan: one per Strategy field, from its Knob."""
+    from autoplan.specs.strategy import knob_of
+
+    for name in reversed(_plan_order()):
+        k = knob_of(name)
+        default = _PLAN_DEFAULTS.get(name, _field_default(name))
+        fn = _knob_option(name, k, default, k.help, name not in ("dp", "schedule"))(fn)
     return fn
+
+
+def _field_default(name: str) -> Any:
+    """Strategy's default of field ``name``."""
+    from autoplan.specs.strategy import KNOBS
+
+    return next(f.default for f in KNOBS if f.name == name)
 
 
 def build_plan(model_name: str, cluster: str, gpus: int, **kw: Any) -> tuple[Any, Any, Any]:
     """Model, sized cluster and Strategy from the command-line flags."""
     from autoplan.specs import Strategy, get_model, load_cluster
+    from autoplan.specs.strategy import KNOBS
 
     model = get_model(model_name)
     spec = load_cluster(cluster, gpus)
     tp, pp, cp = kw["tp"], kw["pp"], kw["cp"]
-    for name in ("tp", "pp", "cp", "micro_batch", "global_batch", "virtual_stages"):
+    for name in (f.name for f in KNOBS if not f.metadata["knob"].choices):
         if kw[name] is not None and kw[name] < 1:
             raise SpecError(f"--{name.replace('_', '-')} must be a positive integer, got {kw[name]}")
     dp = kw["dp"]
@@ -116,12 +127,7 @@ def build_plan(model_name: str, cluster: str, gpus: int, **kw: Any) -> tuple[Any
             raise SpecError(f"--gpus {gpus} is not divisible by tp·pp·cp = {tp}·{pp}·{cp} = {tp * pp * cp}")
         dp = gpus // (tp * pp * cp)
     schedule = kw["schedule"] or ("interleaved" if kw["virtual_stages"] > 1 else "1f1b")
-    s = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, micro_batch=kw["micro_batch"], global_batch=kw["global_batch"],
-                 schedule=schedule, virtual_stages=kw["virtual_stages"], sequence_parallel=kw["sequence_parallel"],
-                 recompute=kw["recompute"], zero=kw["zero"], overlap_grad_reduce=kw["overlap_grad_reduce"],
-                 overlap_param_gather=kw["overlap_param_gather"], overlap_p2p_comm=kw["overlap_p2p_comm"],
-                 grad_reduce_in_fp32=kw["grad_reduce_in_fp32"],
-                 gradient_accumulation_fusion=kw["gradient_accumulation_fusion"])
+    s = Strategy(**{f.name: kw[f.name] for f in KNOBS} | {"dp": dp, "schedule": schedule})
     return model, spec, s
 
 
@@ -259,27 +265,24 @@ def validate(file: str | None, as_json: bool) -> None:
     _console().print(validation_view(report))
 
 
-_FIXABLE = ("tp", "pp", "cp", "micro_batch", "schedule", "virtual_stages", "sequence_parallel", "recompute", "zero")
+def _fixable() -> list[str]:
+    """The search axes that have a flag pinning them (Knob.fix_help)."""
+    from autoplan.specs.strategy import KNOBS
+
+    return [f.name for f in KNOBS if f.metadata["knob"].fix_help is not None]
 
 
 def space_options(fn: Callable) -> Callable:
     """--model, --gpus, --cluster, --global-batch, --space and a flag to fix each axis of the space."""
+    from autoplan.specs.strategy import knob_of
+
     opts = [
         click.option("--model", "model_name", default="gpt3", show_default=True, help="Model name or .toml file."),
         click.option("--gpus", type=int, required=True, help="Number of GPUs (whole nodes)."),
         click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True, help="Cluster spec name or .toml file."),
         click.option("--global-batch", type=int, default=DEFAULT_GLOBAL_BATCH, show_default=True),
         click.option("--space", default="default", show_default=True, help="Search space name or .toml file."),
-        click.option("--tp", type=int, default=None, help="Fix tensor parallelism."),
-        click.option("--pp", type=int, default=None, help="Fix pipeline stages."),
-        click.option("--cp", type=int, default=None, help="Fix context parallelism."),
-        click.option("--micro-batch", type=int, default=None, help="Fix the micro-batch size."),
-        click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"]), default=None),
-        click.option("--virtual-stages", type=int, default=None),
-        click.option("--sequence-parallel/--no-sequence-parallel", default=None),
-        click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default=None),
-        click.option("--zero", type=click.IntRange(0, 3), default=None),
-    ]
+    ] + [_knob_option(name, knob_of(name), None, knob_of(name).fix_help, False) for name in _fixable()]
     for opt in reversed(opts):
         fn = opt(fn)
     return fn
@@ -290,15 +293,16 @@ def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: i
     """Model, sized cluster and space from the search flags (fixed axes pinned)."""
     from autoplan.search.space import load_space
     from autoplan.specs import get_model, load_cluster
+    from autoplan.specs.strategy import knob_of
 
-    for name in ("tp", "pp", "cp", "micro_batch", "virtual_stages"):
-        if fixed[name] is not None and fixed[name] < 1:
+    for name in _fixable():
+        if not knob_of(name).choices and fixed[name] is not None and fixed[name] < 1:
             raise SpecError(f"--{name.replace('_', '-')} must be a positive integer, got {fixed[name]}")
     if global_batch < 1:
         raise SpecError(f"--global-batch must be a positive integer, got {global_batch}")
     model = get_model(model_name)
     spec = load_cluster(cluster, gpus)
-    return model, spec, load_space(space, {k: v for k, v in fixed.items() if k in _FIXABLE})
+    return model, spec, load_space(space, {k: v for k, v in fixed.items() if k in _fixable()})
 
 
 @main.command()

@@ -22,7 +22,7 @@ from autoplan.sim.simulate import evaluate
 from autoplan.specs.catalog import list_models
 from autoplan.specs.cluster import ClusterSpec, load_cluster
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy, violations
+from autoplan.specs.strategy import KNOBS, Strategy, violations
 
 GIB = 1024**3
 # Megatron-LM of 2021-22 (the SC'21 and 2022 papers' code) all-reduced gradients after the backward pass
@@ -177,8 +177,9 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
         axes["zero"] = [0, 1]
     source = str(case.get("source", "")) + str(case.get("group", ""))
     modern = not any(src in source for src in _SYNCHRONOUS_MEGATRON_SOURCES)
-    defaults = {"overlap_grad_reduce": modern, "overlap_p2p_comm": modern, "grad_reduce_in_fp32": True,
-                "gradient_accumulation_fusion": True}
+    # software knobs: the file's value, else Strategy's default (the overlaps: the source's Megatron-LM)
+    defaults = {f.name: f.default for f in KNOBS if f.metadata["knob"].choices == (False, True) and f.name not in axes}
+    defaults |= {"overlap_grad_reduce": modern, "overlap_p2p_comm": modern}
     for knob, default in defaults.items():
         axes[knob] = [bool(st[knob])] if _known(st.get(knob)) else [default]
     searched = tuple(k for k, vals in axes.items() if len(vals) > 1)

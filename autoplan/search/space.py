@@ -14,13 +14,11 @@ from typing import Any
 
 from autoplan.errors import SpecError
 from autoplan.specs.model import MAX_SIZE, ModelSpec
-from autoplan.specs.strategy import RECOMPUTE, SCHEDULES, Strategy, violations
+from autoplan.specs.strategy import AXES, Strategy, knob_of, violations
 
-AXES = ("tp", "pp", "cp", "micro_batch", "schedule", "virtual_stages", "sequence_parallel", "recompute", "zero",
-        "overlap_grad_reduce", "overlap_param_gather")
-_ALLOWED: dict[str, tuple] = {"schedule": SCHEDULES, "recompute": RECOMPUTE, "zero": (0, 1, 2, 3),
-                              "sequence_parallel": (False, True), "overlap_grad_reduce": (False, True),
-                              "overlap_param_gather": (False, True)}
+_ALLOWED: dict[str, tuple] = {name: knob_of(name).choices for name in AXES if knob_of(name).choices}
+_INNER = tuple(a for a in AXES if a not in ("tp", "pp", "cp", "virtual_stages"))
+"""Axes enumerated for each (tp, pp, cp), in order; virtual stages only for the interleaved schedule."""
 
 
 @dataclass(frozen=True)
@@ -116,13 +114,10 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
             rejected[f"tp·pp·cp does not divide the GPU count {gpus}"] += _rest(space)
             continue
         dp = gpus // (tp * pp * cp)
-        for mb, schedule, sp, rc, zero, ogr, opg in itertools.product(
-                a["micro_batch"], a["schedule"], a["sequence_parallel"], a["recompute"], a["zero"],
-                a["overlap_grad_reduce"], a["overlap_param_gather"]):
-            for v in (a["virtual_stages"] if schedule == "interleaved" else (1,)):
-                s = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, micro_batch=mb, global_batch=global_batch,
-                             schedule=schedule, virtual_stages=v, sequence_parallel=sp, recompute=rc, zero=zero,
-                             overlap_grad_reduce=ogr, overlap_param_gather=opg)
+        for combo in itertools.product(*(a[name] for name in _INNER)):
+            kw = dict(zip(_INNER, combo))
+            for v in (a["virtual_stages"] if kw["schedule"] == "interleaved" else (1,)):
+                s = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=global_batch, virtual_stages=v, **kw)
                 reasons = violations(model, gpus, s)
                 if reasons:
                     for r in reasons:
@@ -137,11 +132,7 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
 def _rest(space: Space) -> int:
     a = space.axes
     per_schedule = sum(len(a["virtual_stages"]) if s == "interleaved" else 1 for s in a["schedule"])
-    n = per_schedule
-    for name in ("micro_batch", "sequence_parallel", "recompute", "zero", "overlap_grad_reduce",
-                 "overlap_param_gather"):
-        n *= len(a[name])
-    return n
+    return per_schedule * math.prod(len(a[name]) for name in _INNER if name != "schedule")
 
 
 # ------------------------------------------------------------------------------------ a space with no valid plan
