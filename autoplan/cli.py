@@ -32,6 +32,8 @@ def friendly(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
         except SpecError as err:
             _fail(str(err))
+        except OSError as err:            # a file system refusal not foreseen where the file is opened
+            _fail(f"{err.strerror or err}: {err.filename!r}" if err.filename else str(err))
         except KeyboardInterrupt:
             click.echo("autoplan: interrupted", err=True)
             sys.exit(130)
@@ -54,6 +56,18 @@ def main() -> None:
     autoplan export   results/RUN --rank 1 --format megatron
     autoplan validate                              predictions against published training runs
     """
+
+
+def _path_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refuse an empty path or one that no file system accepts (a name over 255 bytes), naming the flag."""
+    from autoplan.specs.catalog import check_path
+
+    if value is None:
+        return None
+    try:
+        return check_path(value, param.opts[0] if param.opts else param.name or "path")
+    except SpecError as err:
+        raise click.BadParameter(str(err).split(" ", 1)[1] if str(err).startswith("-") else str(err)) from None
 
 
 def model_options(fn: Callable) -> Callable:
@@ -208,7 +222,7 @@ def check(model_name: str, cluster: str, gpus: int, as_json: bool, **kw: Any) ->
 @main.command()
 @model_options
 @plan_options
-@click.option("--trace", type=click.Path(dir_okay=False, writable=True), default=None,
+@click.option("--trace", type=click.Path(dir_okay=False, writable=True), default=None, callback=_path_option,
               help="Write a Chrome/Perfetto trace of the step to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly
@@ -247,7 +261,7 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
 
 
 @main.command()
-@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.argument("file", required=False, type=click.Path(dir_okay=False), callback=_path_option)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly
 def validate(file: str | None, as_json: bool) -> None:
@@ -300,6 +314,9 @@ def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: i
             raise SpecError(f"--{name.replace('_', '-')} must be a positive integer, got {fixed[name]}")
     if global_batch < 1:
         raise SpecError(f"--global-batch must be a positive integer, got {global_batch}")
+    if fixed["virtual_stages"] not in (None, 1) and fixed["schedule"] not in (None, "interleaved"):
+        raise SpecError(f"invalid plan: virtual_stages {fixed['virtual_stages']} needs the interleaved schedule, "
+                        f"not {fixed['schedule']}")
     model = get_model(model_name)
     spec = load_cluster(cluster, gpus)
     return model, spec, load_space(space, {k: v for k, v in fixed.items() if k in _fixable()})
@@ -316,19 +333,23 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
 
     model, spec, sp = load_search_inputs(model_name, gpus, cluster, global_batch, space, fixed)
     c = census(model, spec, sp, global_batch)
+    if not c["valid"]:
+        from collections import Counter
+        from autoplan.search.space import explain_no_plan
+        raise SpecError(explain_no_plan(model, gpus, sp, global_batch, Counter(c["reasons"]), spec.gpus_per_node))
     if as_json:
         click.echo(json.dumps(c, indent=2))
     else:
         from autoplan.report.terminal import space_view
         _console().print(space_view(c, f"{model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
                                        f"global batch {global_batch}, space {space!r}"))
-    sys.exit(0 if c["valid"] else 1)
+    sys.exit(0 if c["fit"] else 1)
 
 
 @main.command()
 @space_options
 @click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="Plans in the leaderboard.")
-@click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True,
+@click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True, callback=_path_option,
               help="Folder for run folders.")
 @click.option("--sampler", type=click.Choice(["auto", "exhaustive", "tpe", "nsga2", "random"]), default="auto",
               show_default=True, help="auto: exhaustive when the plans fit in --budget, else TPE.")
@@ -340,7 +361,7 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
                    "once the search has run serially for as long as Ray takes to start]")
 @click.option("--ray-address", default=None, help="Use an existing Ray cluster (also RAY_ADDRESS).")
 @click.option("--storage", default=None, help="Optuna storage URL (default: a journal file in the run folder).")
-@click.option("--resume", type=click.Path(file_okay=False), default=None,
+@click.option("--resume", type=click.Path(file_okay=False), default=None, callback=_path_option,
               help="Continue a run folder: finished plans are not evaluated again.")
 @click.option("--json", "as_json", is_flag=True, help="Print the leaderboard as JSON.")
 @friendly
@@ -395,7 +416,7 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
     table = rows(result.leaderboard)
     if as_json:
         click.echo(json.dumps({"run": str(folder), "leaderboard": table}, indent=2))
-        return
+        sys.exit(0 if table else 1)
     from autoplan.report.terminal import leaderboard_table
     con = _console()
     con.print(leaderboard_table(table, f"Best plans: {model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "

@@ -44,9 +44,9 @@ def spaces_dir() -> Path:
 
 def load_space(name_or_path: str = "default", fixed: dict[str, Any] | None = None) -> Space:
     """A space from ``search_spaces/NAME.toml`` or a file, with ``fixed`` axes pinned to one value."""
-    from autoplan.specs.catalog import read_toml
+    from autoplan.specs.catalog import check_path, read_toml
 
-    path = Path(name_or_path)
+    path = Path(check_path(name_or_path, "search space name or file"))
     if not (name_or_path.endswith(".toml") or path.is_file()):
         path = spaces_dir() / f"{name_or_path}.toml"
         if "/" in name_or_path or not path.is_file():
