@@ -58,16 +58,17 @@ def main() -> None:
     """
 
 
-def _path_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """Refuse an empty path or one that no file system accepts (a name over 255 bytes), naming the flag."""
-    from autoplan.specs.catalog import check_path
+class _UsablePath(click.Path):
+    """click.Path that first refuses an empty name, a NUL byte or a name over 255 bytes (in one line, no traceback)."""
 
-    if value is None:
-        return None
-    try:
-        return check_path(value, param.opts[0] if param.opts else param.name or "path")
-    except SpecError as err:
-        raise click.BadParameter(str(err).split(" ", 1)[1] if str(err).startswith("-") else str(err)) from None
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from autoplan.specs.catalog import check_path
+
+        try:
+            check_path(value, "the path" if isinstance(value, str) and value.strip() else "it")
+        except SpecError as err:
+            self.fail(str(err), param, ctx)
+        return super().convert(value, param, ctx)
 
 
 def model_options(fn: Callable) -> Callable:
@@ -222,7 +223,7 @@ def check(model_name: str, cluster: str, gpus: int, as_json: bool, **kw: Any) ->
 @main.command()
 @model_options
 @plan_options
-@click.option("--trace", type=click.Path(dir_okay=False, writable=True), default=None, callback=_path_option,
+@click.option("--trace", type=_UsablePath(dir_okay=False, writable=True), default=None,
               help="Write a Chrome/Perfetto trace of the step to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly
@@ -261,7 +262,7 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
 
 
 @main.command()
-@click.argument("file", required=False, type=click.Path(dir_okay=False), callback=_path_option)
+@click.argument("file", required=False, type=_UsablePath(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly
 def validate(file: str | None, as_json: bool) -> None:
@@ -349,7 +350,7 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
 @main.command()
 @space_options
 @click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="Plans in the leaderboard.")
-@click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True, callback=_path_option,
+@click.option("--out", type=_UsablePath(file_okay=False), default="results", show_default=True,
               help="Folder for run folders.")
 @click.option("--sampler", type=click.Choice(["auto", "exhaustive", "tpe", "nsga2", "random"]), default="auto",
               show_default=True, help="auto: exhaustive when the plans fit in --budget, else TPE.")
@@ -361,7 +362,7 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
                    "once the search has run serially for as long as Ray takes to start]")
 @click.option("--ray-address", default=None, help="Use an existing Ray cluster (also RAY_ADDRESS).")
 @click.option("--storage", default=None, help="Optuna storage URL (default: a journal file in the run folder).")
-@click.option("--resume", type=click.Path(file_okay=False), default=None, callback=_path_option,
+@click.option("--resume", type=_UsablePath(file_okay=False), default=None,
               help="Continue a run folder: finished plans are not evaluated again.")
 @click.option("--json", "as_json", is_flag=True, help="Print the leaderboard as JSON.")
 @friendly

@@ -426,10 +426,12 @@ PATH_FLAGS = (("check", "--model"), ("simulate", "--cluster"), ("simulate", "--t
 
 @st.composite
 def unusable_path(draw: st.DrawFn) -> str:
-    """A name no file system takes (a component over 255 bytes, anywhere in a path), or an empty one."""
-    kind = draw(st.sampled_from(["long", "long", "long in a path", "empty"]))
+    """A name no file system takes (a component over 255 bytes, anywhere in a path, or a NUL byte), or none."""
+    kind = draw(st.sampled_from(["long", "long", "long in a path", "empty", "nul"]))
     if kind == "empty":
         return draw(st.sampled_from(["", " ", "\t"]))
+    if kind == "nul":
+        return draw(st.text(NAME_CHARS, max_size=8)) + "\0" + draw(st.sampled_from(["", ".toml", "/x"]))
     name = draw(st.text(NAME_CHARS, min_size=256, max_size=400))       # ≥ 1 byte a character
     if kind == "long in a path":
         return str(WORK / name / draw(st.sampled_from(["x.toml", "run", "t.json"])))
@@ -449,7 +451,7 @@ def test_unusable_names_and_paths(where, value):
     r = invoke(args)
     tally("unusable names and paths", r, True)
     assert_clean(r, args, codes={2})
-    assert "too long" in r.output or "empty" in r.output, r.output
+    assert any(why in r.output for why in ("too long", "empty", "NUL byte")), r.output
 
 
 # ------------------------------------------------------------------------------------------------ absurd clusters

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 import tomllib
 from dataclasses import fields
 from pathlib import Path
@@ -84,15 +85,16 @@ def check_path(text: str, what: str) -> str:
     """``text`` if it can name a file or folder: not empty, no NUL byte, no component over ``NAME_MAX`` bytes."""
     if not isinstance(text, str) or not text.strip():
         raise SpecError(f"{what} must not be empty")
+    shown = repr(text[:60]) + ("..." if len(text) > 60 else "")
     if "\0" in text:
-        raise SpecError(f"{what} {text[:60]!r} contains a NUL byte")
+        raise SpecError(f"{what} {shown} contains a NUL byte")
     try:
-        encoded = text.encode()
+        encoded = os.fsencode(text)                  # command-line bytes that are not UTF-8 come back as they were
     except UnicodeEncodeError:
-        raise SpecError(f"{what} {text[:60]!r}... is not valid Unicode text") from None
+        raise SpecError(f"{what} {shown} is not valid Unicode text") from None
     longest = max(len(part) for part in encoded.split(b"/"))
     if longest > NAME_MAX or len(encoded) > PATH_MAX:
-        raise SpecError(f"{what} {text[:60]!r}... is too long ({longest} bytes in one name, {len(encoded)} in all; "
+        raise SpecError(f"{what} {shown} is too long ({longest} bytes in one name, {len(encoded)} in all; "
                         f"at most {NAME_MAX} and {PATH_MAX})")
     return text
 
