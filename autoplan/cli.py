@@ -13,6 +13,7 @@ from typing import Any, Callable
 import click
 
 from autoplan.errors import SpecError
+from autoplan.specs.strategy import KNOBS, Knob, knob_of
 
 DEFAULT_CLUSTER = "dgx-h100-80g"
 DEFAULT_GLOBAL_BATCH = 1536
@@ -81,7 +82,7 @@ def model_options(fn: Callable) -> Callable:
     return fn
 
 
-def _knob_option(name: str, knob: Any, default: Any, help_text: str, show_default: bool) -> Callable:
+def _knob_option(name: str, knob: Knob, default: Any, help_text: str, show_default: bool) -> Callable:
     """The click option of Strategy field ``name``: a count, a choice, or a --x/--no-x pair for a bool."""
     flag = "--" + name.replace("_", "-")
     extra: dict = {"help": help_text} if help_text else {}
@@ -100,8 +101,6 @@ _PLAN_DEFAULTS = {"dp": None, "schedule": None, "global_batch": DEFAULT_GLOBAL_B
 
 def _plan_order() -> list[str]:
     """Strategy's fields in flag order: dp after the degrees it follows from."""
-    from autoplan.specs.strategy import KNOBS
-
     names = [f.name for f in KNOBS if f.name != "dp"]
     names.insert(names.index("cp") + 1, "dp")
     return names
@@ -109,26 +108,16 @@ def _plan_order() -> list[str]:
 
 def plan_options(fn: Callable) -> Callable:
     """The flags of one parallel plan: one per Strategy field, from its Knob."""
-    from autoplan.specs.strategy import knob_of
-
+    defaults = {f.name: f.default for f in KNOBS} | _PLAN_DEFAULTS
     for name in reversed(_plan_order()):
-        k = knob_of(name)
-        default = _PLAN_DEFAULTS.get(name, _field_default(name))
-        fn = _knob_option(name, k, default, k.help, name not in ("dp", "schedule"))(fn)
+        shown = name not in ("dp", "schedule")            # their help says what they default to
+        fn = _knob_option(name, knob_of(name), defaults[name], knob_of(name).help, shown)(fn)
     return fn
-
-
-def _field_default(name: str) -> Any:
-    """Strategy's default of field ``name``."""
-    from autoplan.specs.strategy import KNOBS
-
-    return next(f.default for f in KNOBS if f.name == name)
 
 
 def build_plan(model_name: str, cluster: str, gpus: int, **kw: Any) -> tuple[Any, Any, Any]:
     """Model, sized cluster and Strategy from the command-line flags."""
     from autoplan.specs import Strategy, get_model, load_cluster
-    from autoplan.specs.strategy import KNOBS
 
     model = get_model(model_name)
     spec = load_cluster(cluster, gpus)
@@ -282,15 +271,11 @@ def validate(file: str | None, as_json: bool) -> None:
 
 def _fixable() -> list[str]:
     """The search axes that have a flag pinning them (Knob.fix_help)."""
-    from autoplan.specs.strategy import KNOBS
-
     return [f.name for f in KNOBS if f.metadata["knob"].fix_help is not None]
 
 
 def space_options(fn: Callable) -> Callable:
     """--model, --gpus, --cluster, --global-batch, --space and a flag to fix each axis of the space."""
-    from autoplan.specs.strategy import knob_of
-
     opts = [
         click.option("--model", "model_name", default="gpt3", show_default=True, help="Model name or .toml file."),
         click.option("--gpus", type=int, required=True, help="Number of GPUs (whole nodes)."),
@@ -308,7 +293,6 @@ def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: i
     """Model, sized cluster and space from the search flags (fixed axes pinned)."""
     from autoplan.search.space import load_space
     from autoplan.specs import get_model, load_cluster
-    from autoplan.specs.strategy import knob_of
 
     for name in _fixable():
         if not knob_of(name).choices and fixed[name] is not None and fixed[name] < 1:

@@ -109,13 +109,13 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
     a = space.axes
     plans: list[Strategy] = []
     rejected: Counter = Counter()
+    inner = [dict(zip(_INNER, combo)) for combo in itertools.product(*(a[name] for name in _INNER))]
     for tp, pp, cp in itertools.product(a["tp"], a["pp"], a["cp"]):
         if gpus % (tp * pp * cp):
             rejected[f"tp·pp·cp does not divide the GPU count {gpus}"] += _rest(space)
             continue
         dp = gpus // (tp * pp * cp)
-        for combo in itertools.product(*(a[name] for name in _INNER)):
-            kw = dict(zip(_INNER, combo))
+        for kw in inner:
             for v in (a["virtual_stages"] if kw["schedule"] == "interleaved" else (1,)):
                 s = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=global_batch, virtual_stages=v, **kw)
                 reasons = violations(model, gpus, s)

@@ -113,6 +113,9 @@ class Strategy:
                 if type(value) is int and value > MAX_SIZE:
                     raise SpecError(f"{name.replace('_', '-')} {value} is larger than {MAX_SIZE:,} (a typo?)")
                 raise SpecError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        for name in _BOOLS:
+            if type(getattr(self, name)) is not bool:
+                raise SpecError(_choice_error(name, getattr(self, name), _BOOL))
         for name, allowed in _CHOICES:
             value = getattr(self, name)
             try:
@@ -161,8 +164,9 @@ class Strategy:
 KNOBS: tuple[Field, ...] = fields(Strategy)
 """Strategy's fields in order, each with ``metadata["knob"]``, the one definition of the plan's knobs."""
 _COUNTS = tuple(f.name for f in KNOBS if not f.metadata["knob"].choices)
+_BOOLS = tuple(f.name for f in KNOBS if f.metadata["knob"].choices == _BOOL)
 _CHOICES = tuple((f.name, frozenset((type(c), c) for c in f.metadata["knob"].choices))
-                 for f in KNOBS if f.metadata["knob"].choices)
+                 for f in KNOBS if f.metadata["knob"].choices and f.name not in _BOOLS)
 _LABELS = tuple((f.name, f.metadata["knob"].label) for f in KNOBS
                 if f.metadata["knob"].label is not None or f.name == "schedule")
 AXES: tuple[str, ...] = tuple(f.name for f in KNOBS if f.metadata["knob"].axis)
