@@ -4,7 +4,12 @@ Every input is built from parts that are either well formed or certainly malform
 non-integer size, an unknown name, a missing or unknown key, a value of the wrong type, text that is not TOML).
 Certainly malformed input must exit with code 2 and one ``autoplan: error:`` line (or click's usage error);
 well-formed input exits 0 or 1, or 2 when the plan or space it describes has no valid plan, never with a
-traceback. ``FUZZED`` counts the inputs each test fed (``-s`` prints them).
+traceback. Further classes are malformed by construction: names and paths no file system takes (over 255 bytes,
+empty, a NUL byte) for every path flag, cluster numbers outside their plausible range (1e-300 TFLOP/s, zero or
+infinite bandwidths, NaN latencies, efficiencies above 1), damaged validation files (binary, not YAML, a missing
+or wrongly typed key), and spaces without a valid plan. Examples are derandomized (the same inputs every run).
+``FUZZED`` counts the inputs each test fed and ``MALFORMED`` those certainly malformed (``-s`` prints them:
+about 1,500 inputs, 1,100 of them malformed).
 """
 
 from __future__ import annotations
