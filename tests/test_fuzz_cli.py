@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from autoplan.cli import main
 from autoplan.search.space import AXES
+from autoplan.specs.strategy import knob_of
 from autoplan.specs.catalog import aliases, list_models
 from autoplan.specs.cluster import OPTIONAL, RANGES, list_clusters, specs_dir
 from autoplan.specs.model import MAX_SIZE
@@ -350,14 +351,17 @@ def space_file(draw: st.DrawFn) -> tuple[str, bool | None]:
             "schedule": ["1f1b", "gpipe", "interleaved"],
             "virtual_stages": [1, 2], "sequence_parallel": [False, True], "recompute": ["none", "full"],
             "zero": [0, 1, 2], "overlap_grad_reduce": [True, False], "overlap_param_gather": [True]}
+    def values(axis: str) -> list:                          # an axis added later: its choices
+        return good.get(axis) or list(knob_of(axis).choices) or [1, 2]
+
     data: dict = {}
     valid: bool | None = True
     for axis in draw(st.lists(st.sampled_from(AXES), max_size=4, unique=True)):
         op = draw(st.sampled_from(["good", "good", "good", "scalar", "empty", "bad value"]))
         if op == "good":
-            data[axis] = draw(st.lists(st.sampled_from(good[axis]), min_size=1, max_size=3))
+            data[axis] = draw(st.lists(st.sampled_from(values(axis)), min_size=1, max_size=3))
         elif op == "scalar":
-            data[axis] = good[axis][0]
+            data[axis] = values(axis)[0]
         elif op == "empty":
             data[axis] = []
             valid = False

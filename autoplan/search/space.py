@@ -23,9 +23,15 @@ _INNER = tuple(a for a in AXES if a not in ("tp", "pp", "cp", "virtual_stages"))
 
 @dataclass(frozen=True)
 class Space:
-    """Allowed values per axis."""
+    """Allowed values per axis (an axis left out holds Strategy's default)."""
 
     axes: dict[str, tuple]
+
+    def __post_init__(self) -> None:
+        missing = [name for name in AXES if name not in self.axes]
+        if missing:                                    # an axis not given holds Strategy's default
+            defaults = {f.name: f.default for f in fields(Strategy)}
+            object.__setattr__(self, "axes", {**self.axes, **{name: (defaults[name],) for name in missing}})
 
     def raw_size(self) -> int:
         """Combinations before any rule is applied (virtual stages count only for the interleaved schedule)."""
