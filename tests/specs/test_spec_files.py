@@ -138,3 +138,23 @@ def test_gpu_counts_are_whole_and_bounded():
         cluster.with_gpus(True)
     with pytest.raises(SpecError, match="unknown cluster"):
         load_cluster("../cluster_specs/dgx-a100-80g")
+
+
+def _keys(table: str) -> list[str]:
+    data = tomllib.loads((specs_dir() / "dgx-a100-80g.toml").read_text())
+    target = data if table == "top" else data["gpu"] if table == "gpu" else data["tiers"][0]
+    return sorted(k for k, v in target.items() if k not in ("gpu", "tiers"))
+
+
+@pytest.mark.parametrize("table", ["top", "gpu", "0"])
+def test_optional_keys_are_exactly_those_the_parser_defaults(tmp_path, table):
+    from autoplan.specs.cluster import OPTIONAL
+
+    path = tmp_path / "c.toml"
+    for key in _keys(table):
+        path.write_text(_cluster_text(_set(table, key, KeyError)))
+        if key in OPTIONAL["tier" if table == "0" else table]:
+            assert load_cluster(str(path), 8).gpus == 8
+        else:
+            with pytest.raises(SpecError, match=f"missing key '{key}'"):
+                load_cluster(str(path), 8)
