@@ -13,6 +13,7 @@ from typing import Any, Callable
 import click
 
 from autoplan.errors import SpecError
+from autoplan.specs.strategy import KNOBS, Knob, knob_of
 
 DEFAULT_CLUSTER = "dgx-h100-80g"
 DEFAULT_GLOBAL_BATCH = 1536
@@ -32,6 +33,8 @@ def friendly(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
         except SpecError as err:
             _fail(str(err))
+        except OSError as err:            # a file system refusal not foreseen where the file is opened
+            _fail(f"{err.strerror or err}: {err.filename!r}" if err.filename else str(err))
         except KeyboardInterrupt:
             click.echo("autoplan: interrupted", err=True)
             sys.exit(130)
@@ -56,6 +59,19 @@ def main() -> None:
     """
 
 
+class _UsablePath(click.Path):
+    """click.Path that first refuses an empty name, a NUL byte or a name over 255 bytes (in one line, no traceback)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from autoplan.specs.catalog import check_path
+
+        try:
+            check_path(value, "the path" if isinstance(value, str) and value.strip() else "it")
+        except SpecError as err:
+            self.fail(str(err), param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def model_options(fn: Callable) -> Callable:
     """--model, --cluster, --gpus."""
     fn = click.option("--gpus", type=int, required=True, help="Number of GPUs (whole nodes).")(fn)
@@ -66,37 +82,36 @@ def model_options(fn: Callable) -> Callable:
     return fn
 
 
+def _knob_option(name: str, knob: Knob, default: Any, help_text: str, show_default: bool) -> Callable:
+    """The click option of Strategy field ``name``: a count, a choice, or a --x/--no-x pair for a bool."""
+    flag = "--" + name.replace("_", "-")
+    extra: dict = {"help": help_text} if help_text else {}
+    if knob.choices and all(type(c) is bool for c in knob.choices):
+        return click.option(knob.flag or f"{flag}/--no-{flag[2:]}", default=default, show_default=show_default, **extra)
+    if knob.choices and all(type(c) is int for c in knob.choices):
+        kind: Any = click.IntRange(min(knob.choices), max(knob.choices))
+    else:
+        kind = click.Choice(list(knob.choices)) if knob.choices else int
+    return click.option(knob.flag or flag, type=kind, default=default, show_default=show_default, **extra)
+
+
+_PLAN_DEFAULTS = {"dp": None, "schedule": None, "global_batch": DEFAULT_GLOBAL_BATCH}
+"""check/simulate defaults that differ from Strategy's: dp and the schedule follow from other flags."""
+
+
+def _plan_order() -> list[str]:
+    """Strategy's fields in flag order: dp after the degrees it follows from."""
+    names = [f.name for f in KNOBS if f.name != "dp"]
+    names.insert(names.index("cp") + 1, "dp")
+    return names
+
+
 def plan_options(fn: Callable) -> Callable:
-    """The flags of one parallel plan."""
-    opts = [
-        click.option("--tp", type=int, default=1, show_default=True, help="Tensor-parallel degree."),
-        click.option("--pp", type=int, default=1, show_default=True, help="Pipeline stages."),
-        click.option("--cp", type=int, default=1, show_default=True, help="Context-parallel degree."),
-        click.option("--dp", type=int, default=None, help="Data-parallel degree [default: gpus / (tp·pp·cp)]."),
-        click.option("--micro-batch", type=int, default=1, show_default=True, help="Sequences per micro-batch."),
-        click.option("--global-batch", type=int, default=DEFAULT_GLOBAL_BATCH, show_default=True,
-                     help="Sequences per optimizer step."),
-        click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"]), default=None,
-                     help="Pipeline schedule [default: interleaved if --virtual-stages > 1, else 1f1b]."),
-        click.option("--virtual-stages", type=int, default=1, show_default=True,
-                     help="Model chunks per pipeline rank (interleaved schedule)."),
-        click.option("--sequence-parallel/--no-sequence-parallel", default=False, show_default=True),
-        click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default="none",
-                     show_default=True, help="Activation recomputation."),
-        click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True,
-                     help="Optimizer sharding: 1 = Megatron distributed optimizer, 2 = +grads, 3 = +weights."),
-        click.option("--overlap-grad-reduce/--no-overlap-grad-reduce", default=True, show_default=True),
-        click.option("--overlap-param-gather/--no-overlap-param-gather", default=True, show_default=True),
-        click.option("--overlap-p2p-comm/--no-overlap-p2p-comm", default=True, show_default=True,
-                     help="Overlap PP sends with compute (interleaved schedule only; 1F1B's are synchronous)."),
-        click.option("--grad-reduce-in-fp32/--grad-reduce-in-16bit", default=True, show_default=True,
-                     help="Dtype of the DP gradient reduction."),
-        click.option("--gradient-accumulation-fusion/--no-gradient-accumulation-fusion", default=True,
-                     show_default=True, help="Weight-gradient GEMMs accumulate in place (else a separate add per "
-                                             "micro-batch)."),
-    ]
-    for opt in reversed(opts):
-        fn = opt(fn)
+    """The flags of one parallel plan: one per Strategy field, from its Knob."""
+    defaults = {f.name: f.default for f in KNOBS} | _PLAN_DEFAULTS
+    for name in reversed(_plan_order()):
+        shown = name not in ("dp", "schedule")            # their help says what they default to
+        fn = _knob_option(name, knob_of(name), defaults[name], knob_of(name).help, shown)(fn)
     return fn
 
 
@@ -108,7 +123,7 @@ def build_plan(model_name: str, cluster: str, gpus: int, **kw: Any) -> tuple[Any
     model = get_model(model_name)
     spec = load_cluster(cluster, gpus)
     tp, pp, cp = kw["tp"], kw["pp"], kw["cp"]
-    for name in ("tp", "pp", "cp", "micro_batch", "global_batch", "virtual_stages"):
+    for name in (f.name for f in KNOBS if not f.metadata["knob"].choices):
         if kw[name] is not None and kw[name] < 1:
             raise SpecError(f"--{name.replace('_', '-')} must be a positive integer, got {kw[name]}")
     dp = kw["dp"]
@@ -117,12 +132,7 @@ def build_plan(model_name: str, cluster: str, gpus: int, **kw: Any) -> tuple[Any
             raise SpecError(f"--gpus {gpus} is not divisible by tp·pp·cp = {tp}·{pp}·{cp} = {tp * pp * cp}")
         dp = data_parallel(gpus, tp, pp, cp)
     schedule = kw["schedule"] or ("interleaved" if kw["virtual_stages"] > 1 else "1f1b")
-    s = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, micro_batch=kw["micro_batch"], global_batch=kw["global_batch"],
-                 schedule=schedule, virtual_stages=kw["virtual_stages"], sequence_parallel=kw["sequence_parallel"],
-                 recompute=kw["recompute"], zero=kw["zero"], overlap_grad_reduce=kw["overlap_grad_reduce"],
-                 overlap_param_gather=kw["overlap_param_gather"], overlap_p2p_comm=kw["overlap_p2p_comm"],
-                 grad_reduce_in_fp32=kw["grad_reduce_in_fp32"],
-                 gradient_accumulation_fusion=kw["gradient_accumulation_fusion"])
+    s = Strategy(**{f.name: kw[f.name] for f in KNOBS} | {"dp": dp, "schedule": schedule})
     return model, spec, s
 
 
@@ -203,7 +213,7 @@ def check(model_name: str, cluster: str, gpus: int, as_json: bool, **kw: Any) ->
 @main.command()
 @model_options
 @plan_options
-@click.option("--trace", type=click.Path(dir_okay=False, writable=True), default=None,
+@click.option("--trace", type=_UsablePath(dir_okay=False, writable=True), default=None,
               help="Write a Chrome/Perfetto trace of the step to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly
@@ -213,7 +223,7 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
     from dataclasses import replace
 
     from autoplan.sim.simulate import evaluate, score, simulate_step
-    from autoplan.specs import violations
+    from autoplan.cost.families import violations
 
     model, spec, s = build_plan(model_name, cluster, gpus, **kw)
     reasons = violations(model, spec.gpus, s)
@@ -242,7 +252,7 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
 
 
 @main.command()
-@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.argument("file", required=False, type=_UsablePath(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly
 def validate(file: str | None, as_json: bool) -> None:
@@ -260,7 +270,9 @@ def validate(file: str | None, as_json: bool) -> None:
     _console().print(validation_view(report))
 
 
-_FIXABLE = ("tp", "pp", "cp", "micro_batch", "schedule", "virtual_stages", "sequence_parallel", "recompute", "zero")
+def _fixable() -> list[str]:
+    """The search axes that have a flag pinning them (Knob.fix_help)."""
+    return [f.name for f in KNOBS if f.metadata["knob"].fix_help is not None]
 
 
 def space_options(fn: Callable) -> Callable:
@@ -271,16 +283,7 @@ def space_options(fn: Callable) -> Callable:
         click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True, help="Cluster spec name or .toml file."),
         click.option("--global-batch", type=int, default=DEFAULT_GLOBAL_BATCH, show_default=True),
         click.option("--space", default="default", show_default=True, help="Search space name or .toml file."),
-        click.option("--tp", type=int, default=None, help="Fix tensor parallelism."),
-        click.option("--pp", type=int, default=None, help="Fix pipeline stages."),
-        click.option("--cp", type=int, default=None, help="Fix context parallelism."),
-        click.option("--micro-batch", type=int, default=None, help="Fix the micro-batch size."),
-        click.option("--schedule", type=click.Choice(["gpipe", "1f1b", "interleaved"]), default=None),
-        click.option("--virtual-stages", type=int, default=None),
-        click.option("--sequence-parallel/--no-sequence-parallel", default=None),
-        click.option("--recompute", type=click.Choice(["none", "selective", "full"]), default=None),
-        click.option("--zero", type=click.IntRange(0, 3), default=None),
-    ]
+    ] + [_knob_option(name, knob_of(name), None, knob_of(name).fix_help, False) for name in _fixable()]
     for opt in reversed(opts):
         fn = opt(fn)
     return fn
@@ -294,14 +297,17 @@ def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: i
 
     if gpus is None:
         raise SpecError("Missing option '--gpus'")
-    for name in ("tp", "pp", "cp", "micro_batch", "virtual_stages"):
-        if fixed[name] is not None and fixed[name] < 1:
+    for name in _fixable():
+        if not knob_of(name).choices and fixed[name] is not None and fixed[name] < 1:
             raise SpecError(f"--{name.replace('_', '-')} must be a positive integer, got {fixed[name]}")
     if global_batch < 1:
         raise SpecError(f"--global-batch must be a positive integer, got {global_batch}")
+    if fixed["virtual_stages"] not in (None, 1) and fixed["schedule"] not in (None, "interleaved"):
+        raise SpecError(f"invalid plan: virtual_stages {fixed['virtual_stages']} needs the interleaved schedule, "
+                        f"not {fixed['schedule']}")
     model = get_model(model_name)
     spec = load_cluster(cluster, gpus)
-    return model, spec, load_space(space, {k: v for k, v in fixed.items() if k in _FIXABLE})
+    return model, spec, load_space(space, {k: v for k, v in fixed.items() if k in _fixable()})
 
 
 @main.command()
@@ -315,19 +321,23 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
 
     model, spec, sp = load_search_inputs(model_name, gpus, cluster, global_batch, space, fixed)
     c = census(model, spec, sp, global_batch)
+    if not c["valid"]:
+        from collections import Counter
+        from autoplan.search.space import explain_no_plan
+        raise SpecError(explain_no_plan(model, gpus, sp, global_batch, Counter(c["reasons"]), spec.gpus_per_node))
     if as_json:
         click.echo(json.dumps(c, indent=2))
     else:
         from autoplan.report.terminal import space_view
         _console().print(space_view(c, f"{model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
                                        f"global batch {global_batch}, space {space!r}"))
-    sys.exit(0 if c["valid"] else 1)
+    sys.exit(0 if c["fit"] else 1)
 
 
 @main.command()
 @space_options
 @click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="Plans in the leaderboard.")
-@click.option("--out", type=click.Path(file_okay=False), default="results", show_default=True,
+@click.option("--out", type=_UsablePath(file_okay=False), default="results", show_default=True,
               help="Folder for run folders.")
 @click.option("--sampler", type=click.Choice(["auto", "exhaustive", "tpe", "nsga2", "random"]), default="auto",
               show_default=True, help="auto: exhaustive when the plans fit in --budget, else TPE.")
@@ -339,7 +349,7 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
                    "once the search has run serially for as long as Ray takes to start]")
 @click.option("--ray-address", default=None, help="Use an existing Ray cluster (also RAY_ADDRESS).")
 @click.option("--storage", default=None, help="Optuna storage URL (default: a journal file in the run folder).")
-@click.option("--resume", type=click.Path(file_okay=False), default=None,
+@click.option("--resume", type=_UsablePath(file_okay=False), default=None,
               help="Continue a run folder with its recorded settings (give it alone; flags that differ are "
                    "refused): finished plans are not evaluated again, the original budget is kept.")
 @click.option("--json", "as_json", is_flag=True, help="Print the leaderboard as JSON.")
@@ -421,7 +431,7 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
     table = rows(result.leaderboard)
     if as_json:
         click.echo(json.dumps({"run": str(folder.path), "leaderboard": table}, indent=2))
-        return
+        sys.exit(0 if table else 1)
     from autoplan.report.terminal import leaderboard_table
     con = _console()
     con.print(leaderboard_table(table, f"Best plans: {model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "

@@ -13,6 +13,11 @@ from autoplan.specs.strategy import Strategy
 GIB = 1024**3
 
 
+def capacity_text(hbm_bytes: float) -> str:
+    """The memory a GPU offers tensors against its nominal size, e.g. "79.6 GiB usable of 80" (an H100 80GB)."""
+    return f"{hbm_bytes / GIB:.1f} GiB usable of {round(hbm_bytes / GIB):d}"
+
+
 def plan_report(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict:
     """A JSON-ready report: valid?, reasons, per-stage memory (GiB), one layer's times, each collective."""
     reasons = violations(model, cluster.gpus, s)
@@ -28,10 +33,11 @@ def plan_report(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict:
     peak = max(m.total for m in mem)
     report["peak_memory_gib"] = peak / GIB
     report["capacity_gib"] = cluster.gpu.hbm_bytes / GIB
+    report["capacity"] = capacity_text(cluster.gpu.hbm_bytes)
     report["fits"] = peak <= cluster.gpu.hbm_bytes
     if not report["fits"]:
         report["valid"] = False
-        report["violations"] = [f"needs {peak / GIB:.1f} GiB per GPU, more than {cluster.gpu.hbm_bytes / GIB:.0f} GiB"]
+        report["violations"] = [f"needs {peak / GIB:.1f} GiB per GPU, more than the {report['capacity']}"]
     ops = block_ops(model, cluster, s)
     report["layer_ms"] = {
         "forward": 1e3 * LayerCompute.seconds(ops["forward"]), "backward": 1e3 * LayerCompute.seconds(ops["backward"]),

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from statistics import mean
+from typing import Callable, TypeVar
 
 import yaml
 
@@ -22,9 +23,10 @@ from autoplan.sim.simulate import evaluate
 from autoplan.specs.catalog import list_models
 from autoplan.specs.cluster import ClusterSpec, load_cluster
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy, data_parallel, violations
+from autoplan.specs.strategy import KNOBS, Strategy, data_parallel, violations
 
 GIB = 1024**3
+T = TypeVar("T")
 # Megatron-LM of 2021-22 (the SC'21 and 2022 papers' code) all-reduced gradients after the backward pass
 # (overlap came with Megatron-Core's DDP in 2023), and its p2p_communication.py waited on every pipeline
 # transfer (batch_isend_irecv, req.wait(), torch.cuda.synchronize()): no overlap of either with compute.
@@ -99,17 +101,80 @@ def default_file() -> Path:
 
 
 def load(path: Path | None = None) -> dict:
-    """Read a validation file of public.yaml's schema."""
+    """Read a validation file of public.yaml's schema (its cases checked: ``check_cases``)."""
     path = Path(path) if path else default_file()
+    where = f"validation file {str(path)!r}"
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_bytes().decode())
     except FileNotFoundError:
-        raise SpecError(f"validation file {str(path)!r} does not exist") from None
+        raise SpecError(f"{where} does not exist") from None
+    except UnicodeDecodeError as err:
+        raise SpecError(f"{where} is not UTF-8 text (byte {err.start}); YAML is text") from None
+    except OSError as err:
+        raise SpecError(f"cannot read {where}: {err.strerror or err}") from None
     except yaml.YAMLError as err:
-        raise SpecError(f"validation file {str(path)!r} is not valid YAML: {err}") from None
+        raise SpecError(f"{where} is not valid YAML: {' '.join(str(err).split())}") from None
+    except RecursionError:
+        raise SpecError(f"{where} nests too deeply") from None
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
-        raise SpecError(f"validation file {str(path)!r} has no 'cases' list")
+        raise SpecError(f"{where} has no 'cases' list")
+    check_cases(data, where)
     return data
+
+
+_MODEL_KEYS = ("layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len")
+
+
+def _positive(value: object, what: str, *, integer: bool = True, optional: bool = False) -> None:
+    if optional and (value is None or (isinstance(value, str) and "not stated" in value)):
+        return
+    kinds = (int,) if integer else (int, float)
+    if not isinstance(value, kinds) or isinstance(value, bool) or not 0 < value < float("inf"):
+        kind = "a positive integer" if integer else "a positive number"
+        raise SpecError(f"{what} must be {kind}, got {value!r}")
+
+
+def _table(parent: dict, key: str, where: str) -> dict:
+    value = parent.get(key)
+    if not isinstance(value, dict):
+        raise SpecError(f"{where}: {key} must be a mapping, got {value!r}")
+    return value
+
+
+def _list(data: dict, key: str, where: str) -> list:
+    """``data[key]`` (a list of mappings; [] when absent)."""
+    items = data.get(key, [])
+    if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+        raise SpecError(f"{where}: {key} must be a list of mappings")
+    return items
+
+
+def check_cases(data: dict, where: str) -> None:
+    """Every key the predictions read, with the type it must have; errors name the file, case and key."""
+    for i, case in enumerate(data["cases"], 1):
+        if not isinstance(case, dict):
+            raise SpecError(f"{where}: case #{i} must be a mapping, got {case!r}")
+        at = f"{where}: case #{i} ({str(case.get('id', '?'))[:60]!r})"
+        hw, model, st = (_table(case, k, at) for k in ("hardware", "model", "strategy"))
+        measured = _table(case, "measured", at)
+        _positive(hw.get("num_gpus"), f"{at}: hardware.num_gpus")
+        for key in _MODEL_KEYS:
+            _positive(model.get(key), f"{at}: model.{key}")
+        for key in ("kv_heads", "head_dim"):
+            _positive(model.get(key) or None, f"{at}: model.{key}", optional=True)
+        _positive(st.get("global_batch"), f"{at}: strategy.global_batch")
+        for key in ("tp", "pp", "cp", "dp", "microbatch", "virtual_stages_per_rank"):
+            _positive(st.get(key) or None, f"{at}: strategy.{key}", optional=True)
+        metric = next((k for k in ("iteration_time_s", "tflops_per_gpu") if k in measured), None)
+        if metric is None:
+            raise SpecError(f"{at}: measured needs iteration_time_s or tflops_per_gpu")
+        _positive(measured[metric], f"{at}: measured.{metric}", integer=False)
+    for i, mc in enumerate(_list(data, "memory_cases", where), 1):
+        at = f"{where}: memory case #{i}"
+        ref = _table(mc, "reference_gib_per_gpu", at)
+        for key, value in ref.items():
+            _positive(value, f"{at}: reference_gib_per_gpu.{key}", integer=False)
+    _list(data, "collective_bandwidth", where)
 
 
 def group_of(case: dict) -> str:
@@ -177,8 +242,9 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
         axes["zero"] = [0, 1]
     source = str(case.get("source", "")) + str(case.get("group", ""))
     modern = not any(src in source for src in _SYNCHRONOUS_MEGATRON_SOURCES)
-    defaults = {"overlap_grad_reduce": modern, "overlap_p2p_comm": modern, "grad_reduce_in_fp32": True,
-                "gradient_accumulation_fusion": True}
+    # software knobs: the file's value, else Strategy's default (the overlaps: the source's Megatron-LM)
+    defaults = {f.name: f.default for f in KNOBS if f.metadata["knob"].choices == (False, True) and f.name not in axes}
+    defaults |= {"overlap_grad_reduce": modern, "overlap_p2p_comm": modern}
     for knob, default in defaults.items():
         axes[knob] = [bool(st[knob])] if _known(st.get(knob)) else [default]
     searched = tuple(k for k, vals in axes.items() if len(vals) > 1)
@@ -289,12 +355,25 @@ def run_bandwidth_case(bc: dict) -> CheckResult:
                        predicted=network.bus_bandwidth(kind, g.size, nbytes, seconds) / 1e9, unit="GB/s")
 
 
+def _guarded(run: Callable[..., T], item: dict, what: str, *args: object) -> T:
+    """``run(item, *args)``, its errors named by the file's item (a value of a shape the checks did not foresee)."""
+    try:
+        return run(item, *args)
+    except SpecError as err:
+        raise SpecError(f"validation file: {what} {str(item.get('id', '?'))[:60]!r}: {err}") from None
+    except (KeyError, TypeError, ValueError, AttributeError, StopIteration, ArithmeticError) as err:
+        raise SpecError(f"validation file: {what} {str(item.get('id', '?'))[:60]!r} is malformed "
+                        f"({type(err).__name__}: {err})") from None
+
+
 def validate(path: Path | None = None) -> Report:
     """Run every case of the file."""
     data = load(path)
     cases = data["cases"]
-    bandwidth = [run_bandwidth_case(b) for b in data.get("collective_bandwidth", []) if "op" in b]
+    bandwidth = [_guarded(run_bandwidth_case, b, "collective") for b in data.get("collective_bandwidth", [])
+                 if "op" in b]
     usable = [b for b in bandwidth if b.note == "" or b.predicted is not None]
-    return Report(cases=[run_case(c) for c in cases],
-                  memory=[r for mc in data.get("memory_cases", []) for r in run_memory_case(mc, cases)],
+    return Report(cases=[_guarded(run_case, c, "case") for c in cases],
+                  memory=[r for mc in data.get("memory_cases", []) for r in _guarded(run_memory_case, mc, "memory case",
+                                                                                     cases)],
                   bandwidth=usable + [b for b in bandwidth if b not in usable])

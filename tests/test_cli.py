@@ -153,3 +153,28 @@ def test_unfused_gradient_accumulation_from_the_command_line():
     assert unfused["metrics"]["step_time_s"] > fused["metrics"]["step_time_s"]
     r = run("check", "--model", "gpt-1.7b", "--gpus", "16", "--tp", "2", "--no-gradient-accumulation-fusion")
     assert r.exit_code == 0 and "grad_accumulation" in r.output
+
+
+def test_every_strategy_field_has_a_flag_and_every_pinnable_axis_a_search_flag():
+    from autoplan.specs.strategy import KNOBS, knob_of
+
+    check = {p.name for p in main.commands["check"].params}
+    assert {f.name for f in KNOBS} <= check
+    search = {p.name for p in main.commands["search"].params}
+    assert {f.name for f in KNOBS if knob_of(f.name).fix_help is not None} <= search
+    assert {f.name for f in KNOBS if knob_of(f.name).fix_help is None} & search == {"global_batch"}
+
+
+def test_plan_flags_reach_the_strategy():
+    r = run("check", "--model", "gpt-1.7b", "--gpus", "16", "--tp", "2", "--pp", "2", "--cp", "2", "--micro-batch", "2",
+            "--global-batch", "64", "--virtual-stages", "2", "--sequence-parallel", "--recompute", "full", "--zero", "1",
+            "--no-overlap-grad-reduce", "--no-overlap-param-gather", "--no-overlap-p2p-comm", "--grad-reduce-in-16bit",
+            "--no-gradient-accumulation-fusion", "--json")
+    assert r.exit_code in (0, 1), r.output
+    expected = {
+        "dp": 2, "tp": 2, "pp": 2, "cp": 2, "micro_batch": 2, "global_batch": 64, "schedule": "interleaved",
+        "virtual_stages": 2, "sequence_parallel": True, "recompute": "full", "zero": 1, "overlap_grad_reduce": False,
+        "overlap_param_gather": False, "overlap_p2p_comm": False, "grad_reduce_in_fp32": False,
+        "gradient_accumulation_fusion": False}
+    plan = json.loads(r.output)["plan"]
+    assert {k: plan[k] for k in expected} == expected

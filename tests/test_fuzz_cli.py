@@ -4,13 +4,19 @@ Every input is built from parts that are either well formed or certainly malform
 non-integer size, an unknown name, a missing or unknown key, a value of the wrong type, text that is not TOML).
 Certainly malformed input must exit with code 2 and one ``autoplan: error:`` line (or click's usage error);
 well-formed input exits 0 or 1, or 2 when the plan or space it describes has no valid plan, never with a
-traceback. ``FUZZED`` counts the inputs each test fed (``-s`` prints them).
+traceback. Further classes are malformed by construction: names and paths no file system takes (over 255 bytes,
+empty, a NUL byte) for every path flag, cluster numbers outside their plausible range (1e-300 TFLOP/s, zero or
+infinite bandwidths, NaN latencies, efficiencies above 1), damaged validation files (binary, not YAML, a missing
+or wrongly typed key), and spaces without a valid plan. Examples are derandomized (the same inputs every run).
+``FUZZED`` counts the inputs each test fed and ``MALFORMED`` those certainly malformed (``-s`` prints them:
+about 1,500 inputs, 1,100 of them malformed).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import tempfile
 import tomllib
@@ -23,23 +29,34 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from autoplan.cli import main
 from autoplan.search.space import AXES
+from autoplan.specs.strategy import knob_of
 from autoplan.specs.catalog import aliases, list_models
-from autoplan.specs.cluster import list_clusters, specs_dir
+from autoplan.specs.cluster import OPTIONAL, RANGES, list_clusters, specs_dir
 from autoplan.specs.model import MAX_SIZE
 
 FUZZED: Counter = Counter()
-SETTINGS = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+MALFORMED: Counter = Counter()
+SETTINGS = dict(deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 KNOWN_NAMES = {m.name for m in list_models()} | set(aliases()) | set(list_clusters())
 TINY_MODEL = {"layers": 4, "hidden": 256, "heads": 8, "ffn_hidden": 1024, "vocab": 1000, "seq_len": 256}
-WORK = Path(tempfile.mkdtemp(prefix="autoplan-fuzz-"))
+_SHM = Path("/dev/shm")
+WORK = Path(tempfile.mkdtemp(prefix="autoplan-fuzz-", dir=_SHM if _SHM.is_dir() and os.access(_SHM, os.W_OK) else None))
+"""In memory where there is a tmpfs: the searches' journal files fsync every trial."""
 
 
 @pytest.fixture(scope="module", autouse=True)
 def report_counts():
     yield
     print("\nfuzzed inputs:", ", ".join(f"{k}: {n}" for k, n in sorted(FUZZED.items())),
-          f"(total {sum(FUZZED.values())})")
+          f"(total {sum(FUZZED.values())}, of them certainly malformed {sum(MALFORMED.values())}: "
+          + ", ".join(f"{k} {n}" for k, n in sorted(MALFORMED.items())) + "; tracebacks 0)")
     shutil.rmtree(WORK, ignore_errors=True)
+
+
+def tally(kind: str, r, malformed: bool) -> None:
+    """Count one fuzzed input (after ``assert_clean`` passed: no traceback)."""
+    FUZZED[f"{kind}, exit {r.exit_code}"] += 1
+    MALFORMED[kind] += malformed
 
 
 def invoke(args: list[str]):
@@ -152,7 +169,7 @@ def test_check_flags(case):
     args, bad, whole = case
     args = ["check", *args]
     r = invoke(args)
-    FUZZED[f"check flags, exit {r.exit_code}"] += 1
+    tally("check flags", r, bad)
     assert_clean(r, args, codes={2} if bad else ({0, 1} if whole else {0, 1, 2}))
 
 
@@ -166,7 +183,7 @@ def test_simulate_flags(case, trace):
         args += ["--trace", str(path)]
         bad |= trace != "ok"
     r = invoke(args)
-    FUZZED[f"simulate flags, exit {r.exit_code}"] += 1
+    tally("simulate flags", r, bad)
     assert_clean(r, args, codes={2} if bad else {0, 2})
 
 
@@ -197,7 +214,7 @@ def test_search_flags(data):
         bad |= b
     args += ["--sampler", data.draw(st.sampled_from(["exhaustive", "random", "tpe", "auto"]))]
     r = invoke(args)
-    FUZZED[f"search flags, exit {r.exit_code}"] += 1
+    tally("search flags", r, bad)
     assert_clean(r, args, codes={2} if bad else {0, 1, 2})
 
 
@@ -302,13 +319,10 @@ def cluster_file(draw: st.DrawFn) -> tuple[str, bool | None]:
                       if (not isinstance(v, (dict, list)) or k == "gemm_tile") and k != "bandwith_gb_per_s")
         op = draw(st.sampled_from(["drop", "unknown", "nonpositive", "wrong type", "tiers", "fine", "fine"]))
         key = draw(st.sampled_from(keys))
-        required = key not in ("name", "description", "source", "nodes", "flash_attention", "gemm_tile",
-                               "gemm_half_k", "clock_ratio", "gpus", "allreduce_busbw_gb_per_s", "half_bandwidth_mib")
+        required = key not in OPTIONAL[where]                # the parser's own table of optional keys
         if op == "drop":
             del table[key]
-            valid = valid and (None if not required else False)
-            if required:
-                valid = False
+            valid = False if required else valid and None     # a default replaces it: another plausible cluster
         elif op == "unknown":
             table["bandwith_gb_per_s"] = 1
             valid = False
@@ -337,14 +351,17 @@ def space_file(draw: st.DrawFn) -> tuple[str, bool | None]:
             "schedule": ["1f1b", "gpipe", "interleaved"],
             "virtual_stages": [1, 2], "sequence_parallel": [False, True], "recompute": ["none", "full"],
             "zero": [0, 1, 2], "overlap_grad_reduce": [True, False], "overlap_param_gather": [True]}
+    def values(axis: str) -> list:                          # an axis added later: its choices
+        return good.get(axis) or list(knob_of(axis).choices) or [1, 2]
+
     data: dict = {}
     valid: bool | None = True
     for axis in draw(st.lists(st.sampled_from(AXES), max_size=4, unique=True)):
         op = draw(st.sampled_from(["good", "good", "good", "scalar", "empty", "bad value"]))
         if op == "good":
-            data[axis] = draw(st.lists(st.sampled_from(good[axis]), min_size=1, max_size=3))
+            data[axis] = draw(st.lists(st.sampled_from(values(axis)), min_size=1, max_size=3))
         elif op == "scalar":
-            data[axis] = good[axis][0]
+            data[axis] = values(axis)[0]
         elif op == "empty":
             data[axis] = []
             valid = False
@@ -381,7 +398,7 @@ def test_model_files(case, command):
     args = [command, "--model", _write(text, "m.toml"), "--gpus", "8", "--tp", "2", "--pp", "2",
             "--global-batch", "16", "--json"]
     r = invoke(args)
-    FUZZED[f"model files, exit {r.exit_code}"] += 1
+    tally("model files", r, valid is False)
     assert_clean(r, args, codes=_codes(valid, {0, 1} if command == "check" else {0}))
 
 
@@ -392,7 +409,7 @@ def test_cluster_files(case, command):
     args = [command, "--model", "gpt-1.7b", "--cluster", _write(text, "c.toml"), "--gpus", "16", "--tp", "2",
             "--pp", "2", "--global-batch", "64", "--json"]
     r = invoke(args)
-    FUZZED[f"cluster files, exit {r.exit_code}"] += 1
+    tally("cluster files", r, valid is False)
     assert_clean(r, args, codes=_codes(valid, {0, 1} if command == "check" else {0}))
 
 
@@ -404,8 +421,199 @@ def test_space_files(case):
             "--space", _write(text, "s.toml"), "--workers", "0", "--sampler", "exhaustive", "--top", "3",
             "--out", str(WORK / "spaces"), "--json"]
     r = invoke(args)
-    FUZZED[f"space files, exit {r.exit_code}"] += 1
+    tally("space files", r, valid is False)
     assert_clean(r, args, codes=_codes(valid, {0, 1}) | ({2} if valid else set()))
+
+
+# ------------------------------------------------------------------------------------------------ names and paths
+
+NAME_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00")
+PATH_FLAGS = (("check", "--model"), ("simulate", "--cluster"), ("simulate", "--trace"), ("space", "--space"),
+              ("space", "--model"), ("search", "--space"), ("search", "--cluster"), ("search", "--out"),
+              ("search", "--resume"), ("validate", None))
+
+
+@st.composite
+def unusable_path(draw: st.DrawFn) -> str:
+    """A name no file system takes (a component over 255 bytes, anywhere in a path, or a NUL byte), or none."""
+    kind = draw(st.sampled_from(["long", "long", "long in a path", "empty", "nul"]))
+    if kind == "empty":
+        return draw(st.sampled_from(["", " ", "\t"]))
+    if kind == "nul":
+        return draw(st.text(NAME_CHARS, max_size=8)) + "\0" + draw(st.sampled_from(["", ".toml", "/x"]))
+    name = draw(st.text(NAME_CHARS, min_size=256, max_size=400))       # ≥ 1 byte a character
+    if kind == "long in a path":
+        return str(WORK / name / draw(st.sampled_from(["x.toml", "run", "t.json"])))
+    return name + draw(st.sampled_from(["", ".toml", ".json", ".yaml"]))
+
+
+@settings(max_examples=300, **SETTINGS)
+@given(st.sampled_from(PATH_FLAGS), unusable_path())
+def test_unusable_names_and_paths(where, value):
+    command, flag = where
+    args = [command] + ([flag, value] if flag else ["--", value])
+    if command != "validate":
+        args += ["--gpus", "8", "--model" if flag != "--model" else "--cluster",
+                 "gpt-1.7b" if flag != "--model" else "dgx-a100-80g"]
+    if command == "search":
+        args += ["--workers", "0"] + (["--out", str(WORK / "unused")] if flag not in ("--out", "--resume") else [])
+    r = invoke(args)
+    tally("unusable names and paths", r, True)
+    assert_clean(r, args, codes={2})
+    assert any(why in r.output for why in ("too long", "empty", "NUL byte")), r.output
+
+
+# ------------------------------------------------------------------------------------------------ absurd clusters
+
+_GPU_RANGED = sorted(k for k in RANGES if k in _builtin_cluster()["gpu"] or k in OPTIONAL["gpu"])
+_TIER_RANGED = sorted(k for k in RANGES if k not in _GPU_RANGED)
+ABSURD = st.one_of(st.sampled_from([1e-300, 5e-324, 0, 0.0, -0.0, -1, -1e300, 1e300, math.inf, -math.inf, math.nan]),
+                   st.floats(allow_nan=True, allow_infinity=True))
+
+
+def _plausible(key: str, value: float) -> bool:
+    low, high, zero_ok = RANGES[key]
+    return math.isfinite(value) and (low <= value <= high or (zero_ok and value == 0))
+
+
+@st.composite
+def absurd_cluster(draw: st.DrawFn) -> tuple[str, str, float, bool]:
+    """A built-in cluster with one number replaced: the file, the key, the value, and whether it is plausible."""
+    data = _builtin_cluster()
+    if draw(st.booleans()):
+        key = draw(st.sampled_from(_GPU_RANGED))
+        table = data["gpu"]
+    else:
+        key = draw(st.sampled_from(_TIER_RANGED))
+        table = data["tiers"][draw(st.integers(0, len(data["tiers"]) - 1))]
+    low, high, _ = RANGES[key]
+    value = draw(st.one_of(ABSURD, st.sampled_from([low / 2, high * 2, low, high])))
+    table[key] = value
+    plausible = _plausible(key, value) and data["gpu"]["memory_reserve_gib"] < data["gpu"]["hbm_gib"]
+    return toml_text(data), key, value, plausible
+
+
+@settings(max_examples=400, **SETTINGS)
+@given(absurd_cluster())
+def test_absurd_cluster_numbers(case):
+    text, key, value, plausible = case
+    args = ["check", "--model", "gpt-1.7b", "--cluster", _write(text, "c.toml"), "--gpus", "16", "--tp", "2",
+            "--global-batch", "64", "--json"]
+    r = invoke(args)
+    tally("absurd cluster numbers", r, not plausible)
+    assert_clean(r, args, codes={0, 1} if plausible else {2})
+    if not plausible:
+        assert key in r.output and ("got" in r.output or "leaves nothing" in r.output), r.output
+
+
+# ------------------------------------------------------------------------------------------------ validation files
+
+TINY_CASE = {"id": "tiny-1", "group": "fuzz", "source": "a test",
+             "hardware": {"gpu": "A100-SXM4-80GB", "num_gpus": 8},
+             "model": dict(TINY_MODEL, name="tiny"),
+             "strategy": {"tp": 2, "pp": 1, "dp": 4, "cp": 1, "microbatch": 1, "global_batch": 8, "recompute": "none",
+                          "sequence_parallel": False, "virtual_stages_per_rank": 1, "distributed_optimizer": False,
+                          "overlap_grad_reduce": True},
+             "measured": {"iteration_time_s": 0.05}}
+REQUIRED_NUMBERS = [("hardware", "num_gpus"), ("strategy", "global_batch"), ("measured", "iteration_time_s")] + [
+    ("model", k) for k in ("layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len")]
+NOT_POSITIVE = st.one_of(st.integers(-10**6, 0), st.sampled_from(["8", "", None, True, [8], {"a": 1}, -0.5]))
+
+
+@st.composite
+def validation_file(draw: st.DrawFn) -> tuple[bytes, bool | None]:
+    """A validation YAML (as bytes) and whether it is valid (True), certainly malformed (False) or unknown."""
+    kind = draw(st.sampled_from(["binary", "not yaml", "no cases", "case", "case", "case", "case", "bandwidth"]))
+    if kind == "binary":
+        return b"\xff\xfe\x00" + draw(st.binary(max_size=40)), False
+    if kind == "not yaml":
+        return draw(st.sampled_from(["cases: [", "{{{", "cases:\n\t- x", "a: b: c", "- [1, 2\n"])).encode(), False
+    if kind == "no cases":
+        doc = draw(st.sampled_from([{}, {"cases": 3}, {"cases": "x"}, {"case": []}, [1, 2], "text", 7]))
+        return json.dumps(doc).encode(), False
+    case = json.loads(json.dumps(TINY_CASE))
+    doc: dict = {"cases": [case]}
+    valid: bool | None = True
+    if kind == "bandwidth":
+        doc["collective_bandwidth"] = [{"id": "b", "op": draw(st.sampled_from(["all_reduce", 3, None])),
+                                        "hardware": draw(st.sampled_from(["8x A100", "H100 NDR", 5])),
+                                        "scope": draw(st.sampled_from(["intra-node, 8 GPUs", "inter-node", 7])),
+                                        "busbw_gbps": draw(st.sampled_from([230, "1-2", "a-b", None, -1]))}]
+        valid = None
+    op = draw(st.sampled_from(["number", "number", "table", "drop", "none"]))
+    if op == "number":
+        table, key = draw(st.sampled_from(REQUIRED_NUMBERS))
+        case[table][key] = draw(NOT_POSITIVE)
+        valid = False
+    elif op == "table":
+        case[draw(st.sampled_from(["hardware", "model", "strategy", "measured"]))] = draw(
+            st.sampled_from([None, 3, "x", [1]]))
+        valid = False
+    elif op == "drop":
+        table, key = draw(st.sampled_from(REQUIRED_NUMBERS))
+        del case[table][key]
+        valid = False
+    return json.dumps(doc).encode(), valid                  # JSON is YAML
+
+
+@settings(max_examples=220, **SETTINGS)
+@given(validation_file())
+def test_validation_files(case):
+    data, valid = case
+    path = Path(tempfile.mkdtemp(dir=WORK)) / "v.yaml"
+    path.write_bytes(data)
+    args = ["validate", str(path), "--json"]
+    r = invoke(args)
+    tally("validation files", r, valid is False)
+    assert_clean(r, args, codes=_codes(valid, {0}))
+
+
+# ------------------------------------------------------------------------------------------------ empty spaces
+
+@st.composite
+def empty_space(draw: st.DrawFn) -> tuple[list[str], str]:
+    """search/space flags whose space holds no valid plan (a degree that does not divide 8 GPUs, or virtual stages
+    without the interleaved schedule), and the phrase the error must contain."""
+    args = ["--model", _write(toml_text(TINY_MODEL), "tiny.toml"), "--gpus", "8", "--global-batch", "32"]
+    if draw(st.booleans()):
+        args += [draw(st.sampled_from(["--tp", "--pp", "--cp"])), str(draw(st.sampled_from([3, 5, 6, 7, 12, 16])))]
+        need = "smallest change"
+    else:
+        args += ["--schedule", draw(st.sampled_from(["1f1b", "gpipe"])), "--virtual-stages", str(draw(st.integers(2, 8)))]
+        need = "needs the interleaved schedule"
+    args += draw(st.lists(st.sampled_from(["--json", "--sequence-parallel", "--recompute=full", "--zero=1"]),
+                          max_size=2, unique=True))
+    return args, need
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(st.sampled_from(["search", "space"]), empty_space())
+def test_spaces_without_a_valid_plan(command, case):
+    args, need = case
+    args = [command, *args] + (["--workers", "0", "--out", str(WORK / "empty")] if command == "search" else [])
+    r = invoke(args)
+    tally("spaces without a valid plan", r, True)
+    assert_clean(r, args, codes={2})
+    assert need in r.output, r.output
+    assert not (WORK / "empty").exists()                     # no run folder for a search that cannot start
+
+
+@pytest.mark.parametrize("command", ["search", "space"])
+def test_json_exits_1_when_no_plan_fits(command, tmp_path):
+    args = [command, "--model", "gpt3", "--gpus", "8", "--tp", "8", "--pp", "1", "--micro-batch", "1", "--json"]
+    r = invoke(args + (["--workers", "0", "--out", str(tmp_path)] if command == "search" else []))
+    assert r.exit_code == 1, r.output
+    out = json.loads(r.output)
+    assert (out["leaderboard"] == []) if command == "search" else (out["fit"] == 0 and out["valid"] > 0)
+
+
+def test_check_names_the_usable_capacity():
+    r = invoke(["check", "--model", "gpt3", "--gpus", "1024", "--tp", "8", "--pp", "8"])
+    assert r.exit_code == 1 and "more than the 79.6 GiB usable of 80" in r.output, r.output
+    r = invoke(["check", "--model", "gpt3", "--gpus", "1024", "--tp", "8", "--pp", "8", "--json"])
+    assert json.loads(r.output)["capacity"] == "79.6 GiB usable of 80"
+    r = invoke(["check", "--model", "gpt-1.7b", "--gpus", "8", "--cluster", "dgx-a100-80g"])
+    assert r.exit_code == 0 and "fits in the 80.0 GiB usable of 80" in r.output, r.output
 
 
 def test_a_space_without_valid_plans_names_reasons_and_the_smallest_fix(tmp_path):
@@ -449,7 +657,7 @@ def test_malformed_files_name_the_file_line_and_key(tmp_path):
     data["tiers"][1]["efficiency"] = 1.5
     c.write_text(toml_text(data))
     r = invoke(["check", "--cluster", str(c), "--gpus", "8"])
-    assert r.exit_code == 2 and "efficiency in [[tiers]] #2 must be a number in (0, 1]" in r.output
+    assert r.exit_code == 2 and "efficiency in [[tiers]] #2 must be a number in [0.01, 1], got 1.5" in r.output
     s = tmp_path / "s.toml"
     s.write_text('schedule = ["1f1b", "zigzag"]\n')
     r = invoke(["search", "--space", str(s), "--gpus", "8", "--model", "gpt-1.7b"])

@@ -1,5 +1,7 @@
 """Guards the accuracy autoplan reaches on the published runs it ships with (deterministic thresholds)."""
 
+import re
+
 import pytest
 
 from autoplan.validate import Report, validate
@@ -73,3 +75,25 @@ def test_memory_and_bandwidth_within_ten_percent(report):
     for row in report.memory + [b for b in report.bandwidth if b.predicted is not None]:
         assert abs(row.error_pct) <= 10.0, row
     assert sum(b.predicted is not None for b in report.bandwidth) >= 8
+
+
+@pytest.mark.parametrize("text, needle", [
+    (b"\xff\xfe\x00binary", "is not UTF-8 text"),
+    (b"cases: [", "is not valid YAML"),
+    (b"cases: 3", "has no 'cases' list"),
+    (b"cases: [5]", "case #1 must be a mapping, got 5"),
+    (b"cases: [{id: a}]", "case #1 ('a'): hardware must be a mapping, got None"),
+    (b"cases: [{id: a, hardware: {num_gpus: -8}, model: {}, strategy: {}, measured: {}}]",
+     "case #1 ('a'): hardware.num_gpus must be a positive integer, got -8"),
+    (b"cases: [{id: a, hardware: {num_gpus: 8}, model: {layers: 4, hidden: 256, heads: 8, ffn_hidden: 1024, "
+     b"vocab: 1000, seq_len: '256'}, strategy: {}, measured: {}}]", "model.seq_len must be a positive integer, got '256'"),
+    (b"cases: []\ncollective_bandwidth: [{id: b, op: all_reduce, hardware: H100, busbw_gbps: 'a-b'}]",
+     "collective 'b' is malformed"),
+])
+def test_malformed_validation_files_name_what_is_wrong(tmp_path, text, needle):
+    from autoplan.errors import SpecError
+
+    path = tmp_path / "v.yaml"
+    path.write_bytes(text)
+    with pytest.raises(SpecError, match=re.escape(needle)):
+        validate(path)

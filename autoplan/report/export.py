@@ -12,6 +12,7 @@ from typing import Any
 from autoplan.errors import SpecError
 from autoplan.report.serialize import metrics_dict
 from autoplan.specs import ModelSpec, Strategy
+from autoplan.specs.strategy import KNOBS
 
 FORMATS = ("megatron", "torchtitan")
 
@@ -29,24 +30,10 @@ def megatron_parallel_args(s: Strategy, layers: int | None) -> list[str]:
         args.append(f"--num-layers-per-virtual-pipeline-stage {layers // (s.pp * s.virtual_stages)}")
     elif s.schedule == "interleaved":
         args.append(f"--num-virtual-stages-per-pipeline-rank {s.virtual_stages}")
-    if s.sequence_parallel:
-        args.append("--sequence-parallel")
-    if s.recompute == "selective":
-        args.append("--recompute-granularity selective")
-    elif s.recompute == "full":
-        args += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
-    if s.zero == 1:
-        args.append("--use-distributed-optimizer")
-    if s.overlap_grad_reduce:
-        args.append("--overlap-grad-reduce")
-    if s.zero == 1 and s.overlap_param_gather:
-        args.append("--overlap-param-gather")
-    if s.schedule == "interleaved" and not s.overlap_p2p_comm:
-        args.append("--no-overlap-p2p-communication")
-    if s.grad_reduce_in_fp32:
-        args.append("--accumulate-allreduce-grads-in-fp32")
-    if not s.gradient_accumulation_fusion:
-        args.append("--no-gradient-accumulation-fusion")
+    for f in KNOBS:
+        knob = f.metadata["knob"]
+        if knob.megatron_when is None or knob.megatron_when(s):
+            args += knob.megatron.get(getattr(s, f.name), ())
     args += [f"--micro-batch-size {s.micro_batch}", f"--global-batch-size {s.global_batch}"]
     return args
 

@@ -88,9 +88,10 @@ def check_view(report: dict, model: Any, cluster: Any, s: Any) -> Group:
         for r in report["violations"]:
             reasons.append(f"  • {r}\n")
         return Group(head, reasons)
-    verdict = Text("valid plan" if report["valid"] else "invalid plan: " + "; ".join(report["violations"]),
+    fits = f"valid plan: peak {report['peak_memory_gib']:.1f} GiB per GPU fits in the {report['capacity']}"
+    verdict = Text(fits if report["valid"] else "invalid plan: " + "; ".join(report["violations"]),
                    style="green" if report["valid"] else "bold red")
-    mem = Table(title=f"Memory per GPU (GiB, capacity {report['capacity_gib']:.1f})", title_justify="left")
+    mem = Table(title=f"Memory per GPU (GiB, {report['capacity']})", title_justify="left")
     cols = ("stage", "weights", "gradients", "optimizer", "activations", "embedding", "buffers", "reserve", "total")
     for c in cols:
         mem.add_column(c, justify="right")

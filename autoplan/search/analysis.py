@@ -14,7 +14,7 @@ from autoplan.search.exhaustive import rank_key
 from autoplan.search.folder import JOURNAL, RunFolder
 from autoplan.sim.simulate import Evaluation, Simulation, evaluate, simulate_step
 from autoplan.specs import ClusterSpec, ModelSpec, Strategy, get_model, load_cluster
-from autoplan.specs.strategy import data_parallel
+from autoplan.specs.strategy import AXES, data_parallel
 
 TRACES = 3
 """Steps simulated in full (timeline, traces) for this many of the best plans."""
@@ -131,9 +131,7 @@ def _axis_values(space: dict[str, list]) -> dict[str, list[Any]]:
     values = {k: list(v) for k, v in space.items() if k not in ("schedule", "virtual_stages")}
     values["schedule"] = [_schedule_label(s, v) for s in space.get("schedule", ["1f1b"])
                           for v in (space.get("virtual_stages", [1]) if s == "interleaved" else [1])]
-    order = ("tp", "pp", "cp", "micro_batch", "schedule", "sequence_parallel", "recompute", "zero",
-             "overlap_grad_reduce", "overlap_param_gather")
-    return {k: values[k] for k in order if len(values.get(k, ())) > 1}
+    return {k: values[k] for k in AXES if k != "virtual_stages" and len(values.get(k, ())) > 1}
 
 
 def _changed(s: Strategy, axis: str, value: Any, gpus: int) -> Strategy:

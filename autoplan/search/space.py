@@ -14,20 +14,25 @@ from typing import Any
 
 from autoplan.errors import SpecError
 from autoplan.specs.model import MAX_SIZE, ModelSpec
-from autoplan.specs.strategy import RECOMPUTE, SCHEDULES, Strategy, data_parallel, violations
+from autoplan.cost.families import violations
+from autoplan.specs.strategy import AXES, Strategy, data_parallel, knob_of
 
-AXES = ("tp", "pp", "cp", "micro_batch", "schedule", "virtual_stages", "sequence_parallel", "recompute", "zero",
-        "overlap_grad_reduce", "overlap_param_gather")
-_ALLOWED: dict[str, tuple] = {"schedule": SCHEDULES, "recompute": RECOMPUTE, "zero": (0, 1, 2, 3),
-                              "sequence_parallel": (False, True), "overlap_grad_reduce": (False, True),
-                              "overlap_param_gather": (False, True)}
+_ALLOWED: dict[str, tuple] = {name: knob_of(name).choices for name in AXES if knob_of(name).choices}
+_INNER = tuple(a for a in AXES if a not in ("tp", "pp", "cp", "virtual_stages"))
+"""Axes enumerated for each (tp, pp, cp), in order; virtual stages only for the interleaved schedule."""
 
 
 @dataclass(frozen=True)
 class Space:
-    """Allowed values per axis."""
+    """Allowed values per axis (an axis left out holds Strategy's default)."""
 
     axes: dict[str, tuple]
+
+    def __post_init__(self) -> None:
+        missing = [name for name in AXES if name not in self.axes]
+        if missing:                                    # an axis not given holds Strategy's default
+            defaults = {f.name: f.default for f in fields(Strategy)}
+            object.__setattr__(self, "axes", {**self.axes, **{name: (defaults[name],) for name in missing}})
 
     def raw_size(self) -> int:
         """Combinations before any rule is applied (virtual stages count only for the interleaved schedule)."""
@@ -46,9 +51,9 @@ def spaces_dir() -> Path:
 
 def load_space(name_or_path: str = "default", fixed: dict[str, Any] | None = None) -> Space:
     """A space from ``search_spaces/NAME.toml`` or a file, with ``fixed`` axes pinned to one value."""
-    from autoplan.specs.catalog import read_toml
+    from autoplan.specs.catalog import check_path, read_toml
 
-    path = Path(name_or_path)
+    path = Path(check_path(name_or_path, "search space name or file"))
     if not (name_or_path.endswith(".toml") or path.is_file()):
         path = spaces_dir() / f"{name_or_path}.toml"
         if "/" in name_or_path or not path.is_file():
@@ -127,18 +132,15 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
     a = space.axes
     plans: list[Strategy] = []
     rejected: Counter = Counter()
+    inner = [dict(zip(_INNER, combo)) for combo in itertools.product(*(a[name] for name in _INNER))]
     for tp, pp, cp in itertools.product(a["tp"], a["pp"], a["cp"]):
         if gpus % (tp * pp * cp):
             rejected[f"tp·pp·cp does not divide the GPU count {gpus}"] += _rest(space)
             continue
         dp = data_parallel(gpus, tp, pp, cp)
-        for mb, schedule, sp, rc, zero, ogr, opg in itertools.product(
-                a["micro_batch"], a["schedule"], a["sequence_parallel"], a["recompute"], a["zero"],
-                a["overlap_grad_reduce"], a["overlap_param_gather"]):
-            for v in (a["virtual_stages"] if schedule == "interleaved" else (1,)):
-                s = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, micro_batch=mb, global_batch=global_batch,
-                             schedule=schedule, virtual_stages=v, sequence_parallel=sp, recompute=rc, zero=zero,
-                             overlap_grad_reduce=ogr, overlap_param_gather=opg)
+        for kw in inner:
+            for v in (a["virtual_stages"] if kw["schedule"] == "interleaved" else (1,)):
+                s = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=global_batch, virtual_stages=v, **kw)
                 reasons = violations(model, gpus, s)
                 if reasons:
                     for r in reasons:
@@ -153,11 +155,7 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
 def _rest(space: Space) -> int:
     a = space.axes
     per_schedule = sum(len(a["virtual_stages"]) if s == "interleaved" else 1 for s in a["schedule"])
-    n = per_schedule
-    for name in ("micro_batch", "sequence_parallel", "recompute", "zero", "overlap_grad_reduce",
-                 "overlap_param_gather"):
-        n *= len(a[name])
-    return n
+    return per_schedule * math.prod(len(a[name]) for name in _INNER if name != "schedule")
 
 
 # ------------------------------------------------------------------------------------ a space with no valid plan

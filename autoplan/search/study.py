@@ -18,12 +18,13 @@ from autoplan.search.executors import Executor, SerialExecutor
 from autoplan.sim.simulate import Evaluation
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy
+from autoplan.specs.strategy import AXES, Strategy
 
 SAMPLERS = ("auto", "exhaustive", "tpe", "nsga2", "random")
 GIB = 1024**3
 CONSTRAINT = "memory_excess"
-PARAMS = ("tp", "pp", "cp", "micro_batch", "schedule", "sequence_parallel", "recompute", "zero")
+PARAMS = tuple(a for a in AXES if a != "virtual_stages")
+"""Trial parameters: the search axes, virtual stages folded into the schedule (``interleaved:4``)."""
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -62,8 +63,7 @@ def _schedule_label(s: Strategy) -> str:
 
 def plan_params(s: Strategy) -> dict:
     """A plan as trial parameters (dp follows from the others)."""
-    return {"tp": s.tp, "pp": s.pp, "cp": s.cp, "micro_batch": s.micro_batch, "schedule": _schedule_label(s),
-            "sequence_parallel": s.sequence_parallel, "recompute": s.recompute, "zero": s.zero}
+    return {k: _schedule_label(s) if k == "schedule" else getattr(s, k) for k in PARAMS}
 
 
 def distributions(plans: list[Strategy]) -> dict[str, optuna.distributions.CategoricalDistribution]:

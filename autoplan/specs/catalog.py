@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 import tomllib
 from dataclasses import fields
 from pathlib import Path
@@ -75,8 +76,32 @@ def aliases() -> dict[str, str]:
     return dict(_ALIASES)
 
 
+NAME_MAX = 255
+"""Longest file name (bytes of one path component) that Linux and macOS file systems accept."""
+PATH_MAX = 4096
+
+
+def check_path(text: str, what: str) -> str:
+    """``text`` if it can name a file or folder: not empty, no NUL byte, no component over ``NAME_MAX`` bytes."""
+    if not isinstance(text, str) or not text.strip():
+        raise SpecError(f"{what} must not be empty")
+    shown = repr(text[:60]) + ("..." if len(text) > 60 else "")
+    if "\0" in text:
+        raise SpecError(f"{what} {shown} contains a NUL byte")
+    try:
+        encoded = os.fsencode(text)                  # command-line bytes that are not UTF-8 come back as they were
+    except UnicodeEncodeError:
+        raise SpecError(f"{what} {shown} is not valid Unicode text") from None
+    longest = max(len(part) for part in encoded.split(b"/"))
+    if longest > NAME_MAX or len(encoded) > PATH_MAX:
+        raise SpecError(f"{what} {shown} is too long ({longest} bytes in one name, {len(encoded)} in all; "
+                        f"at most {NAME_MAX} and {PATH_MAX})")
+    return text
+
+
 def get_model(name_or_path: str) -> ModelSpec:
     """A built-in model by name or alias, or a user's model from a ``.toml`` file."""
+    check_path(name_or_path, "model name or file")
     if name_or_path.endswith(".toml") or Path(name_or_path).is_file():
         return load_model(Path(name_or_path))
     key = _ALIASES.get(name_or_path, _ALIASES.get(name_or_path.lower(), name_or_path.lower()))

@@ -122,7 +122,9 @@ MAX_GPUS = 2**24
 
 def load_cluster(name_or_path: str, gpus: int | None = None) -> ClusterSpec:
     """A cluster spec by built-in name or TOML path, sized to ``gpus`` GPUs when given."""
-    path = Path(name_or_path)
+    from autoplan.specs.catalog import check_path
+
+    path = Path(check_path(name_or_path, "cluster name or file"))
     if not (name_or_path.endswith(".toml") or path.is_file()):
         path = specs_dir() / f"{name_or_path}.toml"
         if "/" in name_or_path or not path.is_file():
@@ -131,6 +133,25 @@ def load_cluster(name_or_path: str, gpus: int | None = None) -> ClusterSpec:
             raise SpecError(f"unknown cluster {name_or_path!r}; {hint} (or pass a .toml file)")
     spec = _parse(path)
     return spec.with_gpus(gpus) if gpus is not None else spec
+
+
+RANGES: dict[str, tuple[float, float, bool]] = {
+    # key: (lowest, highest plausible value, 0 also allowed): generous bounds, so that a typo or a unit slip
+    # (1e-300 TFLOP/s, an efficiency of 80) is refused instead of predicting nonsense
+    "peak_tflops": (0.1, 1e5, False), "hbm_gib": (0.1, 1e5, False), "hbm_bandwidth_gb_per_s": (1.0, 1e6, False),
+    "gemm_efficiency": (0.01, 1.0, False), "attention_efficiency": (0.01, 1.0, False),
+    "memory_efficiency": (0.01, 1.0, False), "attention_memory_efficiency": (0.01, 1.0, True),
+    "clock_ratio": (0.1, 1.0, False), "gemm_half_k": (0.0, 1e5, False), "kernel_overhead_us": (0.0, 1e6, False),
+    "memory_reserve_gib": (0.0, 1e5, False),
+    "bandwidth_gb_per_s": (0.01, 1e6, False), "efficiency": (0.01, 1.0, False), "latency_us": (0.0, 1e6, False),
+    "allreduce_busbw_gb_per_s": (0.01, 1e6, True), "half_bandwidth_mib": (0.0, 1e6, False),
+}
+OPTIONAL: dict[str, dict[str, object]] = {
+    "top": {"name": None, "description": "", "source": "", "nodes": 1, "flash_attention": True},
+    "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0, "clock_ratio": 1.0},
+    "tier": {"gpus": 0, "allreduce_busbw_gb_per_s": 0.0, "half_bandwidth_mib": 0.0},
+}
+"""Keys a cluster file may leave out, per table, with their defaults (the top level's name: the file's stem)."""
 
 
 class _Table:
@@ -152,24 +173,22 @@ class _Table:
             return default
         return self.data[key]
 
-    def number(self, key: str, default: float | None = None, *, low: float = 0.0, open_low: bool = True,
-               high: float = math.inf) -> float:
-        """A finite number in (low, high] (or [low, high] when ``open_low`` is False)."""
+    def number(self, key: str, default: float | None = None) -> float:
+        """A finite number in the key's plausible range (``RANGES``)."""
         value = self._get(key, default)
+        low, high, zero_ok = RANGES[key]
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if not ok or value < low or (open_low and value == low) or value > high:
-            lo = f"({low:g}" if open_low else f"[{low:g}"
-            hi = "∞)" if high == math.inf else f"{high:g}]"
-            kind = "a positive number" if (low, open_low, high) == (0.0, True, math.inf) else f"a number in {lo}, {hi}"
-            self.fail(f"{key} in {self.where} must be {kind}, got {value!r}")
+        if not ok or not (low <= value <= high or (zero_ok and value == 0)):
+            zero = "0 or " if zero_ok else ""
+            self.fail(f"{key} in {self.where} must be {zero}a number in [{low:g}, {high:g}], got {value!r}")
         return float(value)
 
-    def integer(self, key: str, default: int | None = None, *, low: int = 1) -> int:
-        """An integer ≥ ``low``."""
+    def integer(self, key: str, default: int | None = None, *, low: int = 1, high: int = MAX_GPUS) -> int:
+        """An integer in [low, high]."""
         value = self._get(key, default)
-        if not isinstance(value, int) or isinstance(value, bool) or value < low or value > MAX_GPUS:
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
             what = "a positive integer" if low == 1 else f"an integer ≥ {low}"
-            self.fail(f"{key} in {self.where} must be {what}, got {value!r}")
+            self.fail(f"{key} in {self.where} must be {what} (at most {high:,}), got {value!r}")
         return value
 
     def text(self, key: str, default: str | None = None) -> str:
@@ -208,26 +227,31 @@ def _check_keys(t: _Table, allowed: set[str]) -> None:
 
 def _gpu(g: _Table) -> GPUSpec:
     _check_keys(g, _GPU_KEYS)
-    return GPUSpec(
+    d = OPTIONAL["gpu"]
+    gpu = GPUSpec(
         name=g.text("name"), peak_flops=g.number("peak_tflops") * 1e12, hbm_bytes=g.number("hbm_gib") * GIB,
-        hbm_bandwidth=g.number("hbm_bandwidth_gb_per_s") * 1e9, sm_count=g.integer("sm_count"),
-        gemm_efficiency=g.number("gemm_efficiency", high=1.0), gemm_tile=g.pair("gemm_tile", (128, 256)),
-        gemm_half_k=g.number("gemm_half_k", 64.0, open_low=False),
-        attention_efficiency=g.number("attention_efficiency", high=1.0),
-        memory_efficiency=g.number("memory_efficiency", high=1.0),
-        attention_memory_efficiency=g.number("attention_memory_efficiency", 0.0, high=1.0, open_low=False),
-        kernel_overhead=g.number("kernel_overhead_us", open_low=False) * 1e-6,
-        memory_reserve_bytes=g.number("memory_reserve_gib", open_low=False) * GIB,
-        clock_ratio=g.number("clock_ratio", 1.0, high=1.0))
+        hbm_bandwidth=g.number("hbm_bandwidth_gb_per_s") * 1e9, sm_count=g.integer("sm_count", high=10**5),
+        gemm_efficiency=g.number("gemm_efficiency"), gemm_tile=g.pair("gemm_tile", d["gemm_tile"]),
+        gemm_half_k=g.number("gemm_half_k", d["gemm_half_k"]),
+        attention_efficiency=g.number("attention_efficiency"), memory_efficiency=g.number("memory_efficiency"),
+        attention_memory_efficiency=g.number("attention_memory_efficiency", d["attention_memory_efficiency"]),
+        kernel_overhead=g.number("kernel_overhead_us") * 1e-6,
+        memory_reserve_bytes=g.number("memory_reserve_gib") * GIB,
+        clock_ratio=g.number("clock_ratio", d["clock_ratio"]))
+    if gpu.memory_reserve_bytes >= gpu.hbm_bytes:
+        g.fail(f"memory_reserve_gib {gpu.memory_reserve_bytes / GIB:g} in {g.where} leaves nothing of "
+               f"hbm_gib {gpu.hbm_bytes / GIB:g} for training")
+    return gpu
 
 
 def _tier(t: _Table) -> NetworkTier:
     _check_keys(t, _TIER_KEYS)
+    d = OPTIONAL["tier"]
     return NetworkTier(
-        name=t.text("name"), gpus=t.integer("gpus", 0, low=0), bandwidth=t.number("bandwidth_gb_per_s") * 1e9,
-        efficiency=t.number("efficiency", high=1.0), latency=t.number("latency_us", open_low=False) * 1e-6,
-        allreduce_busbw=t.number("allreduce_busbw_gb_per_s", 0.0, open_low=False) * 1e9,
-        half_bandwidth_bytes=t.number("half_bandwidth_mib", 0.0, open_low=False) * 2**20)
+        name=t.text("name"), gpus=t.integer("gpus", d["gpus"], low=0), bandwidth=t.number("bandwidth_gb_per_s") * 1e9,
+        efficiency=t.number("efficiency"), latency=t.number("latency_us") * 1e-6,
+        allreduce_busbw=t.number("allreduce_busbw_gb_per_s", d["allreduce_busbw_gb_per_s"]) * 1e9,
+        half_bandwidth_bytes=t.number("half_bandwidth_mib", d["half_bandwidth_mib"]) * 2**20)
 
 
 def _parse(path: Path) -> ClusterSpec:
@@ -240,6 +264,9 @@ def _parse(path: Path) -> ClusterSpec:
     if not isinstance(raw_tiers, list) or not raw_tiers:
         top.fail(f"tiers must be one or more [[tiers]] tables (innermost first), got {raw_tiers!r}")
     tiers = tuple(_tier(_Table(t, f"[[tiers]] #{i + 1}", path)) for i, t in enumerate(raw_tiers))
-    return ClusterSpec(name=top.text("name", path.stem), description=top.text("description", ""), gpu=gpu,
-                       gpus_per_node=top.integer("gpus_per_node"), tiers=tiers, nodes=top.integer("nodes", 1),
-                       flash_attention=top.flag("flash_attention", True), source=top.text("source", ""))
+    d = OPTIONAL["top"]
+    return ClusterSpec(name=top.text("name", path.stem), description=top.text("description", d["description"]),
+                       gpu=gpu, gpus_per_node=top.integer("gpus_per_node", high=4096), tiers=tiers,
+                       nodes=top.integer("nodes", d["nodes"]), flash_attention=top.flag("flash_attention",
+                                                                                        d["flash_attention"]),
+                       source=top.text("source", d["source"]))

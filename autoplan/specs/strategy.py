@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import Field, asdict, dataclass, field, fields
+from typing import Any, Callable
 
 from autoplan.errors import SpecError
 from autoplan.specs.model import MAX_SIZE, ModelSpec
@@ -13,48 +14,95 @@ RANK_ORDER = ("tp", "cp", "dp", "pp")
 """Megatron's rank order, fastest-varying first: ranks of a TP group are consecutive, PP groups are farthest apart."""
 
 
-_COUNTS = ("dp", "tp", "pp", "cp", "micro_batch", "global_batch", "virtual_stages")
-_FLAGS = ("sequence_parallel", "overlap_grad_reduce", "overlap_param_gather", "overlap_p2p_comm",
-          "grad_reduce_in_fp32", "gradient_accumulation_fusion")
+@dataclass(frozen=True, kw_only=True)
+class Knob:
+    """What the rest of autoplan derives from one Strategy field: its command-line flag, its place in search
+    spaces, its part of the plan's label and its Megatron-LM arguments. Attach with ``knob(default, ...)``."""
+
+    help: str = ""
+    """Help text of the field's flag in ``check`` and ``simulate`` (empty: none)."""
+    choices: tuple = ()
+    """Allowed values of a categorical field (bool fields: false and true; counts: any positive integer)."""
+    flag: str = ""
+    """The click declaration when not ``--name`` (``--name/--no-name`` for bools), e.g. ``--x-fp32/--x-16bit``."""
+    axis: bool = False
+    """A search-space axis (``search_spaces/*.toml`` may list values for it)."""
+    fix_help: str | None = None
+    """``search`` and ``space`` have a flag that pins this axis to one value, with this help (None: no flag)."""
+    label: Callable[[Any], str] | None = None
+    """The field's part of ``Strategy.short()`` for a value ("" to show nothing)."""
+    megatron: dict = field(default_factory=dict)
+    """Megatron-LM arguments per value of the field (values not listed: none)."""
+    megatron_when: Callable[["Strategy"], bool] | None = None
+    """Only then do the Megatron-LM arguments apply (e.g. only with the distributed optimizer)."""
+
+
+def knob(default: Any, **meta: Any) -> Any:
+    """A Strategy field with its Knob metadata."""
+    return field(default=default, metadata={"knob": Knob(**meta)})
+
+
+_BOOL = (False, True)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Strategy:
-    """A parallel plan in Megatron-LM's vocabulary."""
+    """A parallel plan in Megatron-LM's vocabulary. Every field carries a Knob: adding a field here gives it a
+    command-line flag, a search axis (if ``axis``), a label and Megatron arguments without touching the CLI."""
 
-    dp: int = 1
+    dp: int = knob(1, help="Data-parallel degree [default: gpus / (tp·pp·cp)].")
     """Data-parallel replicas."""
-    tp: int = 1
+    tp: int = knob(1, help="Tensor-parallel degree.", axis=True, fix_help="Fix tensor parallelism.")
     """Tensor-parallel degree (Megatron column/row-parallel linear layers)."""
-    pp: int = 1
+    pp: int = knob(1, help="Pipeline stages.", axis=True, fix_help="Fix pipeline stages.")
     """Pipeline stages."""
-    cp: int = 1
+    cp: int = knob(1, help="Context-parallel degree.", axis=True, fix_help="Fix context parallelism.")
     """Context-parallel degree (sequence split across GPUs, ring attention)."""
-    micro_batch: int = 1
+    micro_batch: int = knob(1, help="Sequences per micro-batch.", axis=True, fix_help="Fix the micro-batch size.",
+                            label=lambda v: f"mb{v}")
     """Sequences per micro-batch on one pipeline."""
-    global_batch: int = 1
+    global_batch: int = knob(1, help="Sequences per optimizer step.")
     """Sequences per optimizer step over all replicas."""
-    schedule: str = "1f1b"
+    schedule: str = knob("1f1b", choices=SCHEDULES, axis=True, fix_help="",
+                         help="Pipeline schedule [default: interleaved if --virtual-stages > 1, else 1f1b].")
     """Pipeline schedule: gpipe, 1f1b (PipeDream-flush) or interleaved (Megatron virtual stages)."""
-    virtual_stages: int = 1
+    virtual_stages: int = knob(1, help="Model chunks per pipeline rank (interleaved schedule).", axis=True,
+                               fix_help="")
     """Model chunks per pipeline rank for the interleaved schedule (1 otherwise)."""
-    sequence_parallel: bool = False
+    sequence_parallel: bool = knob(False, choices=_BOOL, axis=True, fix_help="", label=lambda v: "sp" if v else "",
+                                   megatron={True: ("--sequence-parallel",)})
     """Shard norms and dropout along the sequence across the TP group (Korthikanti et al. 2022)."""
-    recompute: str = "none"
+    recompute: str = knob("none", choices=RECOMPUTE, help="Activation recomputation.", axis=True, fix_help="",
+                          label=lambda v: {"none": "", "selective": "sel", "full": "full"}[v],
+                          megatron={"selective": ("--recompute-granularity selective",),
+                                    "full": ("--recompute-granularity full", "--recompute-method uniform",
+                                             "--recompute-num-layers 1")})
     """Activation recomputation: none, selective (attention core) or full (whole layer)."""
-    zero: int = 0
+    zero: int = knob(0, choices=(0, 1, 2, 3), axis=True, fix_help="", label=lambda v: f"z{v}" if v else "",
+                     help="Optimizer sharding: 1 = Megatron distributed optimizer, 2 = +grads, 3 = +weights.",
+                     megatron={1: ("--use-distributed-optimizer",)})
     """Optimizer-state sharding over dp: 0 none, 1 Megatron's distributed optimizer, 2 also gradients, 3 also weights."""
-    overlap_grad_reduce: bool = True
+    overlap_grad_reduce: bool = knob(True, choices=_BOOL, axis=True, megatron={True: ("--overlap-grad-reduce",)})
     """Reduce gradient buckets during the backward pass instead of after it."""
-    overlap_param_gather: bool = True
+    overlap_param_gather: bool = knob(True, choices=_BOOL, axis=True, megatron={True: ("--overlap-param-gather",)},
+                                      megatron_when=lambda s: s.zero == 1)
     """Gather sharded parameters while the next step's forward runs (ZeRO ≥ 1)."""
-    overlap_p2p_comm: bool = True
+    overlap_p2p_comm: bool = knob(True, choices=_BOOL,
+                                  help="Overlap PP sends with compute (interleaved schedule only; 1F1B's are "
+                                       "synchronous).",
+                                  megatron={False: ("--no-overlap-p2p-communication",)},
+                                  megatron_when=lambda s: s.schedule == "interleaved")
     """Run pipeline sends and receives beside compute (Megatron-Core ``overlap_p2p_comm``, interleaved schedule
     only); otherwise the sending stage's compute waits for each transfer (synchronous p2p)."""
-    grad_reduce_in_fp32: bool = True
+    grad_reduce_in_fp32: bool = knob(True, choices=_BOOL, flag="--grad-reduce-in-fp32/--grad-reduce-in-16bit",
+                                     help="Dtype of the DP gradient reduction.",
+                                     megatron={True: ("--accumulate-allreduce-grads-in-fp32",)})
     """Reduce gradients across DP in fp32 (Megatron ``--accumulate-allreduce-grads-in-fp32``, forced for bf16);
     false: in the 16-bit training type (fp16 runs without that flag)."""
-    gradient_accumulation_fusion: bool = True
+    gradient_accumulation_fusion: bool = knob(True, choices=_BOOL,
+                                              help="Weight-gradient GEMMs accumulate in place (else a separate add "
+                                                   "per micro-batch).",
+                                              megatron={False: ("--no-gradient-accumulation-fusion",)})
     """The weight-gradient GEMMs accumulate straight into the gradient buffer (Megatron-LM's default;
     ``--no-gradient-accumulation-fusion``); false: each backward adds its weight gradients to it in a separate pass."""
 
@@ -65,15 +113,17 @@ class Strategy:
                 if type(value) is int and value > MAX_SIZE:
                     raise SpecError(f"{name.replace('_', '-')} {value} is larger than {MAX_SIZE:,} (a typo?)")
                 raise SpecError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
-        for name in _FLAGS:
+        for name in _BOOLS:
             if type(getattr(self, name)) is not bool:
-                raise SpecError(f"{name.replace('_', '-')} must be true or false, got {getattr(self, name)!r}")
-        if self.schedule not in SCHEDULES:
-            raise SpecError(f"schedule {self.schedule!r} is not one of {', '.join(SCHEDULES)}")
-        if self.recompute not in RECOMPUTE:
-            raise SpecError(f"recompute {self.recompute!r} is not one of {', '.join(RECOMPUTE)}")
-        if type(self.zero) is not int or self.zero not in (0, 1, 2, 3):
-            raise SpecError(f"zero stage must be 0, 1, 2 or 3, got {self.zero!r}")
+                raise SpecError(_choice_error(name, getattr(self, name), _BOOL))
+        for name, allowed in _CHOICES:
+            value = getattr(self, name)
+            try:
+                ok = (type(value), value) in allowed          # by type too: TOML's 1 is not true
+            except TypeError:                                 # unhashable (a list from a file)
+                ok = False
+            if not ok:
+                raise SpecError(_choice_error(name, value, knob_of(name).choices))
 
     @property
     def gpus(self) -> int:
@@ -100,19 +150,40 @@ class Strategy:
         return asdict(self)
 
     def short(self) -> str:
-        """A compact one-line label, e.g. ``tp8 pp8 dp16 mb1 1f1b sp sel z1``."""
-        parts = [f"tp{self.tp}", f"pp{self.pp}", f"dp{self.dp}"]
-        if self.cp > 1:
-            parts.append(f"cp{self.cp}")
-        parts.append(f"mb{self.micro_batch}")
-        parts.append(f"int{self.virtual_stages}" if self.schedule == "interleaved" else self.schedule)
-        if self.sequence_parallel:
-            parts.append("sp")
-        if self.recompute != "none":
-            parts.append({"selective": "sel", "full": "full"}[self.recompute])
-        if self.zero:
-            parts.append(f"z{self.zero}")
-        return " ".join(parts)
+        """A compact one-line label, e.g. ``tp8 pp8 dp16 mb1 1f1b sp sel z1``: the degrees, then each field's
+        Knob label in field order (the schedule shows its virtual stages when interleaved)."""
+        parts = [f"tp{self.tp}", f"pp{self.pp}", f"dp{self.dp}"] + ([f"cp{self.cp}"] if self.cp > 1 else [])
+        for name, label in _LABELS:
+            if name == "schedule":
+                parts.append(f"int{self.virtual_stages}" if self.schedule == "interleaved" else self.schedule)
+            else:
+                parts.append(label(getattr(self, name)))
+        return " ".join(p for p in parts if p)
+
+
+KNOBS: tuple[Field, ...] = fields(Strategy)
+"""Strategy's fields in order, each with ``metadata["knob"]``, the one definition of the plan's knobs."""
+_COUNTS = tuple(f.name for f in KNOBS if not f.metadata["knob"].choices)
+_BOOLS = tuple(f.name for f in KNOBS if f.metadata["knob"].choices == _BOOL)
+_CHOICES = tuple((f.name, frozenset((type(c), c) for c in f.metadata["knob"].choices))
+                 for f in KNOBS if f.metadata["knob"].choices and f.name not in _BOOLS)
+_LABELS = tuple((f.name, f.metadata["knob"].label) for f in KNOBS
+                if f.metadata["knob"].label is not None or f.name == "schedule")
+AXES: tuple[str, ...] = tuple(f.name for f in KNOBS if f.metadata["knob"].axis)
+"""The search-space axes, in field order."""
+
+
+def knob_of(name: str) -> Knob:
+    """The Knob of Strategy field ``name``."""
+    return next(f.metadata["knob"] for f in KNOBS if f.name == name)
+
+
+def _choice_error(name: str, value: object, choices: tuple) -> str:
+    if name == "zero":
+        return f"zero stage must be 0, 1, 2 or 3, got {value!r}"
+    if all(type(c) is bool for c in choices):
+        return f"{name.replace('_', '-')} must be true or false, got {value!r}"
+    return f"{name} {value!r} is not one of {', '.join(map(str, choices))}"
 
 
 def data_parallel(gpus: int, tp: int, pp: int, cp: int = 1) -> int:

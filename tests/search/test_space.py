@@ -3,7 +3,7 @@
 import pytest
 
 from autoplan.errors import SpecError
-from autoplan.search.space import enumerate_plans, explain_no_plan, load_space, reason_key, relaxations
+from autoplan.search.space import Space, enumerate_plans, explain_no_plan, load_space, reason_key, relaxations
 from autoplan.specs import ModelSpec, get_model, violations
 
 
@@ -120,3 +120,15 @@ def test_explaining_the_default_space_is_quick():
     t0 = time.perf_counter()
     explain_no_plan(model, 1024, space, 1537, rejected, gpus_per_node=8)
     assert time.perf_counter() - t0 < 5
+
+
+def test_trial_parameters_tell_every_plan_of_a_space_apart(tiny_gpt):
+    """A sampler names a plan by its parameters: plans differing in any axis (the overlap flags too) stay distinct."""
+    from autoplan.search.study import plan_params
+
+    space = Space({"tp": (1, 2), "pp": (1, 2), "cp": (1,), "micro_batch": (1, 2), "schedule": ("1f1b", "interleaved"),
+                   "virtual_stages": (2,), "sequence_parallel": (False, True), "recompute": ("none",), "zero": (0, 1),
+                   "overlap_grad_reduce": (False, True), "overlap_param_gather": (False, True)})
+    plans, _ = enumerate_plans(tiny_gpt, 8, space, 32)
+    assert len(plans) > 16
+    assert len({tuple(plan_params(s).values()) for s in plans}) == len(plans)

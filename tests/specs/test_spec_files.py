@@ -91,10 +91,10 @@ def _set(table: str, key: str, value: object):
 @pytest.mark.parametrize("edit, match", [
     (_set("gpu", "sm_count", KeyError), r"missing key 'sm_count' in \[gpu\]"),
     (_set("1", "bandwidth_gb_per_s", KeyError), r"missing key 'bandwidth_gb_per_s' in \[\[tiers\]\] #2"),
-    (_set("gpu", "peak_tflops", float("nan")), "peak_tflops in .gpu. must be a positive number, got nan"),
-    (_set("gpu", "hbm_gib", float("inf")), "hbm_gib in .gpu. must be a positive number, got inf"),
-    (_set("gpu", "gemm_efficiency", 1.2), r"gemm_efficiency in \[gpu\] must be a number in \(0, 1\]"),
-    (_set("gpu", "kernel_overhead_us", "4"), "kernel_overhead_us in .gpu. must be a number in .0, ∞"),
+    (_set("gpu", "peak_tflops", float("nan")), r"peak_tflops in \[gpu\] must be a number in \[0.1, 100000\], got nan"),
+    (_set("gpu", "hbm_gib", float("inf")), "hbm_gib in .gpu. must be a number in .*, got inf"),
+    (_set("gpu", "gemm_efficiency", 1.2), r"gemm_efficiency in \[gpu\] must be a number in \[0.01, 1\], got 1.2"),
+    (_set("gpu", "kernel_overhead_us", "4"), "kernel_overhead_us in .gpu. must be a number in .0, 1e\\+06., got '4'"),
     (_set("gpu", "memory_reserve_gib", -1), "memory_reserve_gib"),
     (_set("gpu", "gemm_tile", [128]), "gemm_tile in .gpu. must be two positive integers"),
     (_set("gpu", "sm_count", 107.5), "sm_count in .gpu. must be a positive integer"),
@@ -106,6 +106,16 @@ def _set(table: str, key: str, value: object):
     (_set("0", "efficency", 0.8), r"unknown key.*efficency in \[\[tiers\]\] #1"),
     (_set("0", "gpus", -8), r"gpus in \[\[tiers\]\] #1 must be an integer ≥ 0"),
     (_set("0", "latency_us", -1.0), "latency_us"),
+    (_set("gpu", "peak_tflops", 1e-300), r"peak_tflops in \[gpu\] must be a number in \[0.1, 100000\], got 1e-300"),
+    (_set("gpu", "memory_efficiency", 80), r"memory_efficiency in \[gpu\] must be a number in \[0.01, 1\], got 80"),
+    (_set("gpu", "memory_reserve_gib", 80), "memory_reserve_gib 80 in .gpu. leaves nothing of hbm_gib 80"),
+    (_set("gpu", "attention_memory_efficiency", 1e-9), "attention_memory_efficiency .* must be 0 or a number"),
+    (_set("1", "bandwidth_gb_per_s", 0), r"bandwidth_gb_per_s in \[\[tiers\]\] #2 must be a number in .*, got 0"),
+    (_set("1", "bandwidth_gb_per_s", float("inf")), r"bandwidth_gb_per_s in \[\[tiers\]\] #2 .*, got inf"),
+    (_set("0", "latency_us", float("nan")), r"latency_us in \[\[tiers\]\] #1 must be a number in \[0, .*, got nan"),
+    (_set("0", "latency_us", 1e300), r"latency_us .*, got 1e\+300"),
+    (_set("0", "efficiency", 1.01), r"efficiency in \[\[tiers\]\] #1 must be a number in \[0.01, 1\], got 1.01"),
+    (_set("top", "gpus_per_node", 10**6), "gpus_per_node in the top level must be a positive integer .at most 4,096"),
 ])
 def test_cluster_files_name_file_table_and_key(tmp_path, edit, match):
     path = tmp_path / "c.toml"
@@ -128,3 +138,23 @@ def test_gpu_counts_are_whole_and_bounded():
         cluster.with_gpus(True)
     with pytest.raises(SpecError, match="unknown cluster"):
         load_cluster("../cluster_specs/dgx-a100-80g")
+
+
+def _keys(table: str) -> list[str]:
+    data = tomllib.loads((specs_dir() / "dgx-a100-80g.toml").read_text())
+    target = data if table == "top" else data["gpu"] if table == "gpu" else data["tiers"][0]
+    return sorted(k for k, v in target.items() if k not in ("gpu", "tiers"))
+
+
+@pytest.mark.parametrize("table", ["top", "gpu", "0"])
+def test_optional_keys_are_exactly_those_the_parser_defaults(tmp_path, table):
+    from autoplan.specs.cluster import OPTIONAL
+
+    path = tmp_path / "c.toml"
+    for key in _keys(table):
+        path.write_text(_cluster_text(_set(table, key, KeyError)))
+        if key in OPTIONAL["tier" if table == "0" else table]:
+            assert load_cluster(str(path), 8).gpus == 8
+        else:
+            with pytest.raises(SpecError, match=f"missing key '{key}'"):
+                load_cluster(str(path), 8)

@@ -159,3 +159,36 @@ def test_load_cluster_sizes_and_unknown_names():
         load_cluster("dgx-a100-80")
     with pytest.raises(SpecError, match="8"):
         load_cluster("dgx-a100-80g", 12)
+
+
+# ------------------------------------------------------------------------------------------------ one definition
+
+def test_every_field_carries_a_knob_and_the_derived_tables_agree():
+    from autoplan.specs.strategy import AXES, KNOBS, knob_of
+
+    names = [f.name for f in KNOBS]
+    assert all("knob" in f.metadata for f in KNOBS)
+    assert [a for a in names if knob_of(a).axis] == list(AXES)
+    assert {"dp", "global_batch"}.isdisjoint(AXES)              # they follow from the GPUs and the search inputs
+    for f in KNOBS:
+        k = knob_of(f.name)
+        assert f.default in k.choices if k.choices else type(f.default) is int
+        assert k.fix_help is None or k.axis                      # only an axis can be pinned
+
+
+@pytest.mark.parametrize("name", ["sequence_parallel", "recompute", "zero", "overlap_p2p_comm", "grad_reduce_in_fp32",
+                                  "gradient_accumulation_fusion", "micro_batch", "virtual_stages"])
+def test_a_choice_field_refuses_values_outside_its_choices(name):
+    from autoplan.specs.strategy import knob_of
+
+    bad = {"micro_batch": 0, "virtual_stages": True}.get(name, "bogus" if knob_of(name).choices != (False, True) else 1)
+    with pytest.raises(SpecError, match=name.replace("_", "-") if name != "recompute" else "recompute 'bogus'"):
+        Strategy(**{name: bad})
+
+
+def test_labels_come_from_the_knobs():
+    s = Strategy(tp=4, pp=8, dp=32, micro_batch=2, schedule="interleaved", virtual_stages=12, sequence_parallel=True,
+                 zero=1)
+    assert s.short() == "tp4 pp8 dp32 mb2 int12 sp z1"
+    assert Strategy(cp=2, recompute="selective", schedule="gpipe").short() == "tp1 pp1 dp1 cp2 mb1 gpipe sel"
+    assert Strategy(recompute="full", overlap_grad_reduce=False).short() == "tp1 pp1 dp1 mb1 1f1b full"
