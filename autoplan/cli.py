@@ -473,6 +473,7 @@ def _resume_inputs(folder: Any, ctx: click.Context) -> tuple[Any, Any, Any, dict
     sp = space_from_axes(recorded["space"], f"{where}: inputs.json space")
     given = {k: v for k, v in ctx.params.items() if k not in _RESUME_MAY_CHANGE
              and ctx.get_parameter_source(k) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)}
+    fixable = _fixable()
     differ = []
     for k, v in given.items():
         if k == "model_name":
@@ -480,11 +481,11 @@ def _resume_inputs(folder: Any, ctx: click.Context) -> tuple[Any, Any, Any, dict
         elif k == "cluster":
             ok, theirs = load_cluster(v).name == spec.name, spec.name
         elif k == "space":
-            axes = load_space(v, {a: given.get(a) for a in _FIXABLE}).axes
+            axes = load_space(v, {a: given.get(a) for a in fixable}).axes
             ok, theirs = {a: list(x) for a, x in axes.items()} == recorded["space"], "its recorded axes"
         elif k == "sampler":
             ok, theirs = v in ("auto", recorded["sampler"]), recorded["sampler"]
-        elif k in _FIXABLE:
+        elif k in fixable:
             ok, theirs = recorded["space"].get(k) == [v], recorded["space"].get(k)
         else:
             ok, theirs = recorded.get(k) == v, recorded.get(k)
