@@ -123,7 +123,7 @@ def build_plan(model_name: str, cluster: str, gpus: int, **kw: Any) -> tuple[Any
     model = get_model(model_name)
     spec = load_cluster(cluster, gpus)
     tp, pp, cp = kw["tp"], kw["pp"], kw["cp"]
-    for name in (f.name for f in KNOBS if not f.metadata["knob"].choices):
+    for name in (f.name for f in KNOBS if not f.metadata["knob"].choices and f.default != 0):
         if kw[name] is not None and kw[name] < 1:
             raise SpecError(f"--{name.replace('_', '-')} must be a positive integer, got {kw[name]}")
     dp = kw["dp"]

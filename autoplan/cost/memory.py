@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy
+from autoplan.specs.strategy import Strategy, stage_layers
 
 # Megatron-LM docs, distributed optimizer (bf16 params, fp32 grads): 2 + 4 + 12 = 18 bytes/param, 6 + 12/d sharded
 WEIGHT_BYTES = 2
@@ -97,7 +97,7 @@ def inflight_layer_chunks(s: Strategy, stage: int) -> int:
 
 def _stage(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int, per_layer: float) -> StageMemory:
     t, p, n = s.tp, s.pp, s.dp * s.cp
-    layers = model.layers // p
+    layers = stage_layers(model.layers, s, stage)
     first, last = stage == 0, stage == p - 1
     # Shoeybi et al. 2019 §3: layers, embedding and output are all split over the TP group
     params = layers * model.layer_params() / t
@@ -124,6 +124,7 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int, per_
 
     chunks = inflight_layer_chunks(s, stage)
     # Narayanan et al. SC'21 §2.2: each in-flight chunk-forward holds its layers' activations until its backward
+    # (an uneven end stage's chunks: their mean layer count)
     activations = chunks * (layers / s.chunks) * per_layer
 
     seq = model.seq_len / s.cp
@@ -160,10 +161,14 @@ def peak_memory(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
     """The most bytes any GPU of the plan needs: the largest stage total.
 
     A middle stage never exceeds the first (same layers, no more in-flight activations, no embedding), so only
-    the first and last stages are evaluated.
+    the first and last stages are evaluated, and stage 1 (the most in-flight of the middle) when the ends hold
+    fewer layers.
     """
     per_layer = activation_bytes_per_layer(model, s, cluster.flash_attention)
     first = _stage(model, cluster, s, 0, per_layer).total
     if s.pp == 1:
         return first
-    return max(first, _stage(model, cluster, s, s.pp - 1, per_layer).total)
+    peak = max(first, _stage(model, cluster, s, s.pp - 1, per_layer).total)
+    if s.uneven and s.pp > 2:
+        peak = max(peak, _stage(model, cluster, s, 1, per_layer).total)
+    return peak

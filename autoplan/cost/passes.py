@@ -10,7 +10,7 @@ from autoplan.cost.compute import Collective, LayerCompute, Op
 from autoplan.cost.costs import PassCost, PassKey, pass_cost
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy
+from autoplan.specs.strategy import Strategy, chunk_layers
 
 CP_BACKWARD_FACTOR = 2.5
 """Attention backward over forward that a CP ring's two backward exchanges overlap with (Dao 2023, FA2 §3)."""
@@ -56,7 +56,7 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pass
     lay = layer(model, cluster, s)
     tp = network.shape_of(cluster, s, "tp")
     cp_fwd, cp_bwd = _cp_ring(model, cluster, s, lay.attention_forward)
-    n = model.layers // (s.pp * s.chunks)
+    n_first, n_mid, n_last = chunk_layers(model.layers, s)
     fwd = LayerCompute.seconds(lay.forward)
     fwd_tp = _collectives_time(cluster, tp, lay.forward_collectives)
     bwd = LayerCompute.seconds(lay.backward)
@@ -69,6 +69,8 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pass
     costs = {}
     for first in (False, True):
         for last in (False, True):
+            # an uneven first/last stage's outer chunk has its own layer count (Megatron-Core, uneven pipeline split)
+            n = n_first if first else n_last if last else n_mid
             f_comp = n * fwd + first * LayerCompute.seconds(emb_f) + last * LayerCompute.seconds(out_f)
             f_tp = n * fwd_tp + first * emb_tp + last * out_tp
             costs[(True, first, last)] = pass_cost(("compute", f_comp), ("tp", f_tp), ("cp", n * cp_fwd))

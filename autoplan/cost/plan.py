@@ -11,7 +11,7 @@ from autoplan.cost.costs import CommNeed, StepCosts
 from autoplan.cost.passes import cp_kv_bytes, grad_bytes, layer, pass_costs
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy
+from autoplan.specs.strategy import Strategy, chunk_layers, stage_layers
 
 PARAM_BYTES = 2         # bf16 weights, all-gathered after a sharded optimizer step (Megatron-LM distributed optimizer)
 BUCKET_PARAMS = 40e6    # Megatron-LM DDP bucket size: max(40M, 1M·dp) parameters (distributed_data_parallel.py)
@@ -24,7 +24,7 @@ def stage_params(model: ModelSpec, s: Strategy, stage: int) -> float:
 
 
 def _stage_params(model: ModelSpec, s: Strategy, stage: int, layer_params: int) -> float:
-    params = model.layers // s.pp * layer_params / s.tp
+    params = stage_layers(model.layers, s, stage) * layer_params / s.tp
     if stage == 0:
         params += model.embedding_params() / s.tp
     if stage == s.pp - 1:
@@ -37,7 +37,7 @@ def _stage_params(model: ModelSpec, s: Strategy, stage: int, layer_params: int) 
 
 def chunk_params(model: ModelSpec, s: Strategy) -> float:
     """Parameters of one model chunk's layers on one GPU (its TP share)."""
-    return model.layers // (s.pp * s.chunks) * model.layer_params() / s.tp
+    return chunk_layers(model.layers, s)[1] * model.layer_params() / s.tp
 
 
 def bucket_params(s: Strategy) -> float:
@@ -137,12 +137,19 @@ def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
     p, v, m = s.pp, s.chunks, s.micro_batches
     last = p * v - 1
     worst = 0.0
-    for i in (0, p - 1) if p > 1 else (0,):
+    for i in _end_stages(s):
         busy = sum(costs[(True, c * p + i == 0, c * p + i == last)].seconds
                    + costs[(False, c * p + i == 0, c * p + i == last)].seconds for c in range(v)) * m
         busy += optimizer_seconds(model, cluster, s, i)
         worst = max(worst, busy)
     return worst
+
+
+def _end_stages(s: Strategy) -> tuple[int, ...]:
+    """Stages that can be the busiest: the first and last, and a middle one when the ends hold fewer layers."""
+    if s.pp == 1:
+        return (0,)
+    return (0, s.pp - 1, 1) if s.uneven and s.pp > 2 else (0, s.pp - 1)
 
 
 def collectives(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommNeed]:
@@ -185,7 +192,7 @@ def _pp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommN
 
 def _dp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommNeed]:
     grads = network.group_shape(cluster.gpus_per_node, s.dp * s.cp, network.stride(s, "cp"))
-    params = max(stage_params(model, s, i) for i in (0, s.pp - 1))
+    params = max(stage_params(model, s, i) for i in _end_stages(s))
     bucket = min(params, bucket_params(s))
     op = "reduce_scatter" if s.zero >= 1 else "all_reduce"
     nbytes = grad_bytes(s) * bucket

@@ -15,7 +15,7 @@ from typing import Any
 from autoplan.errors import SpecError
 from autoplan.specs.model import MAX_SIZE, ModelSpec
 from autoplan.cost.families import violations
-from autoplan.specs.strategy import AXES, Strategy, data_parallel, knob_of
+from autoplan.specs.strategy import AXES, Strategy, balanced_layout, data_parallel, knob_of
 
 _ALLOWED: dict[str, tuple] = {name: knob_of(name).choices for name in AXES if knob_of(name).choices}
 _INNER = tuple(a for a in AXES if a not in ("tp", "pp", "cp", "virtual_stages"))
@@ -138,9 +138,12 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
             rejected[f"tp·pp·cp does not divide the GPU count {gpus}"] += _rest(space)
             continue
         dp = data_parallel(gpus, tp, pp, cp)
+        # layers that do not split over pp: the balanced uneven layout (Megatron-LM first/last stage layers)
+        first, last = balanced_layout(model.layers, pp)
         for kw in inner:
             for v in (a["virtual_stages"] if kw["schedule"] == "interleaved" else (1,)):
-                s = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=global_batch, virtual_stages=v, **kw)
+                s = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=global_batch, virtual_stages=v,
+                             first_stage_layers=first, last_stage_layers=last, **kw)
                 reasons = violations(model, gpus, s)
                 if reasons:
                     for r in reasons:

@@ -105,14 +105,23 @@ class Strategy:
                                               megatron={False: ("--no-gradient-accumulation-fusion",)})
     """The weight-gradient GEMMs accumulate straight into the gradient buffer (Megatron-LM's default;
     ``--no-gradient-accumulation-fusion``); false: each backward adds its weight gradients to it in a separate pass."""
+    first_stage_layers: int = knob(0, help="Transformer layers on the first pipeline stage (0: an even split).",
+                                   label=lambda v: "")
+    """Layers on the first pipeline rank (Megatron-LM ``--decoder-first-pipeline-num-layers``; 0: even). When
+    interleaved, its first model chunk takes the shortfall and its other chunks hold a middle chunk's layers."""
+    last_stage_layers: int = knob(0, help="Transformer layers on the last pipeline stage (0: an even split).")
+    """Layers on the last pipeline rank (Megatron-LM ``--decoder-last-pipeline-num-layers``; 0: even). When
+    interleaved, its last model chunk takes the shortfall."""
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
             value = getattr(self, name)
-            if type(value) is not int or not 0 < value <= MAX_SIZE:      # type(True) is bool, not int
+            low = 0 if name in _ZERO_OK else 1
+            if type(value) is not int or not low <= value <= MAX_SIZE:      # type(True) is bool, not int
                 if type(value) is int and value > MAX_SIZE:
                     raise SpecError(f"{name.replace('_', '-')} {value} is larger than {MAX_SIZE:,} (a typo?)")
-                raise SpecError(f"{name.replace('_', '-')} must be a positive integer, got {value!r}")
+                kind = "a non-negative" if low == 0 else "a positive"
+                raise SpecError(f"{name.replace('_', '-')} must be {kind} integer, got {value!r}")
         for name in _BOOLS:
             if type(getattr(self, name)) is not bool:
                 raise SpecError(_choice_error(name, getattr(self, name), _BOOL))
@@ -145,6 +154,11 @@ class Strategy:
         """Model chunks per pipeline rank (virtual stages when interleaved, else 1)."""
         return self.virtual_stages if self.schedule == "interleaved" else 1
 
+    @property
+    def uneven(self) -> bool:
+        """The first or last pipeline stage holds its own layer count (Megatron-LM's uneven pipeline split)."""
+        return bool(self.first_stage_layers or self.last_stage_layers)
+
     def to_dict(self) -> dict:
         """Plain fields, for JSON and trial parameters."""
         return asdict(self)
@@ -156,6 +170,8 @@ class Strategy:
         for name, label in _LABELS:
             if name == "schedule":
                 parts.append(f"int{self.virtual_stages}" if self.schedule == "interleaved" else self.schedule)
+            elif name == "first_stage_layers":
+                parts.append(f"L{self.first_stage_layers or '-'}/{self.last_stage_layers or '-'}" if self.uneven else "")
             else:
                 parts.append(label(getattr(self, name)))
         return " ".join(p for p in parts if p)
@@ -164,6 +180,8 @@ class Strategy:
 KNOBS: tuple[Field, ...] = fields(Strategy)
 """Strategy's fields in order, each with ``metadata["knob"]``, the one definition of the plan's knobs."""
 _COUNTS = tuple(f.name for f in KNOBS if not f.metadata["knob"].choices)
+_ZERO_OK = ("first_stage_layers", "last_stage_layers")
+"""Counts where 0 means "not set"."""
 _BOOLS = tuple(f.name for f in KNOBS if f.metadata["knob"].choices == _BOOL)
 _CHOICES = tuple((f.name, frozenset((type(c), c) for c in f.metadata["knob"].choices))
                  for f in KNOBS if f.metadata["knob"].choices and f.name not in _BOOLS)
@@ -202,7 +220,9 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
         out.append(f"kv heads {model.kv_heads} are not divisible by tp {s.tp}")
     if model.ffn_hidden % s.tp:
         out.append(f"ffn_hidden {model.ffn_hidden} is not divisible by tp {s.tp}")
-    if model.layers % (s.pp * s.chunks):
+    if s.uneven:
+        out += _uneven_violations(model.layers, s)
+    elif model.layers % (s.pp * s.chunks):
         out.append(f"layers {model.layers} are not divisible by pp·virtual_stages = {s.pp}·{s.chunks}")
     if s.global_batch % (s.dp * s.micro_batch):
         out.append(f"global batch {s.global_batch} is not divisible by dp·micro_batch = {s.dp}·{s.micro_batch}")
@@ -222,3 +242,62 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
     if s.zero >= 2 and s.pp > 1:
         out.append(f"ZeRO stage {s.zero} shards gradients across micro-batches and cannot run with pp > 1 (DeepSpeed)")
     return out
+
+
+def _uneven_violations(layers: int, s: Strategy) -> list[str]:
+    """Megatron-Core's rules for uneven first/last stages (transformer_block.get_num_layers_to_build): the
+    remaining layers split evenly over the remaining stages, and over the virtual stages when interleaved."""
+    first, last, p, v = s.first_stage_layers, s.last_stage_layers, s.pp, s.chunks
+    if p == 1:
+        return [f"first/last stage layers {first}/{last} need pp > 1"]
+    rest = layers - first - last
+    left = p - (first > 0) - (last > 0)
+    if left == 0 and v > 1:
+        return [f"first/last stage layers {first}/{last} with the interleaved schedule need pp > 2 (a middle stage)"]
+    if rest < 0 or (left == 0 and rest):
+        return [f"first/last stage layers {first}/{last} do not add up to the {layers} layers over pp {p}"]
+    if left and (rest <= 0 or rest % (left * v)):
+        return [f"layers {layers} − first/last stage layers {first}/{last} = {rest} are not divisible by the "
+                f"{left} middle stages · virtual_stages {v} = {left * v}"]
+    out = []
+    mid = rest // left if left else 0
+    for name, n in (("first", first), ("last", last)):
+        # Llama 3 (arXiv 2407.21783 §3.3.2): the end stage's outer chunk gives up the layers, the others hold mid/v
+        if n and v > 1 and left and n <= (v - 1) * (mid // v):
+            out.append(f"{name} stage layers {n} leave no layer for its outer chunk: the other {v - 1} chunks "
+                       f"hold {mid // v} each")
+    return out
+
+
+def stage_layers(layers: int, s: Strategy, stage: int) -> int:
+    """Transformer layers on pipeline rank ``stage`` of a valid plan ``s``."""
+    first, last, p = s.first_stage_layers, s.last_stage_layers, s.pp
+    if stage == 0 and first:
+        return first
+    if stage == p - 1 and last:
+        return last
+    left = p - (first > 0) - (last > 0)
+    return (layers - first - last) // left if left else 0
+
+
+def chunk_layers(layers: int, s: Strategy) -> tuple[int, int, int]:
+    """Layers of the first virtual stage, of every middle one, and of the last virtual stage of a valid plan."""
+    if not s.uneven:
+        n = layers // (s.pp * s.chunks)
+        return n, n, n
+    left = s.pp - (s.first_stage_layers > 0) - (s.last_stage_layers > 0)
+    mid = (layers - s.first_stage_layers - s.last_stage_layers) // left // s.chunks if left else 0
+    outer = [n - (s.chunks - 1) * mid if n else mid for n in (s.first_stage_layers, s.last_stage_layers)]
+    return outer[0], mid, outer[1]
+
+
+def balanced_layout(layers: int, pp: int) -> tuple[int, int]:
+    """The (first, last) stage layers that make ``layers`` split over ``pp`` stages when they do not evenly: the
+    end stages give up one layer each at most, the last first (it holds the output layer and the loss); (0, 0)
+    when the split is even or needs more. Llama 3 405B: 126 layers over 16 stages = 7 + 14·8 + 7
+    (arXiv 2407.21783 §3.3.2)."""
+    short = -layers % pp
+    if pp < 2 or short not in (1, 2):
+        return 0, 0
+    k = -(-layers // pp)
+    return (k - 1 if short == 2 else 0), k - 1
