@@ -12,7 +12,7 @@ from typing import Any
 from autoplan.errors import SpecError
 from autoplan.report.serialize import metrics_dict
 from autoplan.specs import ModelSpec, Strategy
-from autoplan.specs.strategy import KNOBS
+from autoplan.specs.strategy import KNOBS, chunk_layers
 
 FORMATS = ("megatron", "torchtitan")
 
@@ -26,7 +26,9 @@ def megatron_parallel_args(s: Strategy, layers: int | None) -> list[str]:
                         "with zero ≤ 1, or use --format torchtitan (FSDP)")
     args = [f"--tensor-model-parallel-size {s.tp}", f"--pipeline-model-parallel-size {s.pp}",
             f"--context-parallel-size {s.cp}"]
-    if s.schedule == "interleaved" and layers:
+    if s.uneven:
+        args += _uneven_args(s, layers)
+    elif s.schedule == "interleaved" and layers:
         args.append(f"--num-layers-per-virtual-pipeline-stage {layers // (s.pp * s.virtual_stages)}")
     elif s.schedule == "interleaved":
         args.append(f"--num-virtual-stages-per-pipeline-rank {s.virtual_stages}")
@@ -36,6 +38,24 @@ def megatron_parallel_args(s: Strategy, layers: int | None) -> list[str]:
             args += knob.megatron.get(getattr(s, f.name), ())
     args += [f"--micro-batch-size {s.micro_batch}", f"--global-batch-size {s.global_batch}"]
     return args
+
+
+def _uneven_args(s: Strategy, layers: int | None) -> list[str]:
+    """Megatron-Core's uneven first/last stage arguments; interleaved, the layout of every virtual stage (its
+    first/last-stage flags need each stage's layers divisible by the virtual stages, which the outer-chunk
+    shortfall is not)."""
+    if s.schedule != "interleaved":
+        return ([f"--decoder-first-pipeline-num-layers {s.first_stage_layers}"] * bool(s.first_stage_layers)
+                + [f"--decoder-last-pipeline-num-layers {s.last_stage_layers}"] * bool(s.last_stage_layers))
+    if not layers:
+        raise SpecError("an interleaved plan with uneven first/last stages needs the model's layer count for "
+                        "--pipeline-model-parallel-layout")
+    first, mid, last = chunk_layers(layers, s)
+    count = s.pp * s.virtual_stages
+    # Megatron-Core --pipeline-model-parallel-layout: E embedding, t layer, L loss, "|" between virtual stages
+    # (pp rank fastest), docs "Custom Pipeline Model Parallel Layout"
+    stages = ["E" + "t" * first] + ["t" * mid] * (count - 2) + ["t" * last + "L"]
+    return [f'--pipeline-model-parallel-layout "{"|".join(stages)}"']
 
 
 def megatron_model_args(model: ModelSpec, flash_attention: bool) -> list[str]:
@@ -110,10 +130,13 @@ def torchtitan_toml(s: Strategy, model: ModelSpec | None, header: str = "") -> s
         lines.append("# torchtitan's tensor parallelism always shards norms along the sequence (sequence parallel)")
     lines += ["", "[parallelism]", *dp, f"tensor_parallel_degree = {s.tp}", f"context_parallel_degree = {s.cp}",
               f"pipeline_parallel_degree = {s.pp}"]
+    if s.uneven:
+        lines.append(f"# not exported: the uneven first/last stages ({s.first_stage_layers}/{s.last_stage_layers} "
+                     "layers); torchtitan splits stages by module_fqns_per_model_part, write them by hand")
     if s.pp > 1:
         lines += [f'pipeline_parallel_schedule = "{_TITAN_SCHEDULES[s.schedule]}"',
                   f"pipeline_parallel_microbatch_size = {s.micro_batch}"]
-        if s.schedule == "interleaved" and model is not None:
+        if s.schedule == "interleaved" and model is not None and not s.uneven:
             lines.append(f"pipeline_parallel_layers_per_stage = {model.layers // (s.pp * s.virtual_stages)}")
     lines += ["", "[activation_checkpoint]", f'mode = "{s.recompute}"']
     if s.recompute == "selective":
