@@ -178,3 +178,11 @@ def test_plan_flags_reach_the_strategy():
         "gradient_accumulation_fusion": False}
     plan = json.loads(r.output)["plan"]
     assert {k: plan[k] for k in expected} == expected
+
+
+def test_llama3_405b_search_returns_uneven_plans(tmp_path):
+    r = run("search", "--model", "llama3-405b", "--gpus", "16384", "--global-batch", "2048", "--tp", "8", "--pp",
+            "16", "--cp", "1", "--micro-batch", "1", "--top", "3", "--workers", "0", "--out", str(tmp_path), "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)["leaderboard"]
+    assert len(rows) == 3 and all("L7/7" in row["plan"] for row in rows)

@@ -132,3 +132,33 @@ def test_p2p_overlap_and_gradient_dtype_flags():
     assert "--no-gradient-accumulation-fusion" not in f
     f = flags(megatron_args(replace(s, gradient_accumulation_fusion=False), GPT3))
     assert "--no-gradient-accumulation-fusion" in f
+
+
+def _meta(**kw) -> Strategy:
+    return Strategy(**{"tp": 8, "pp": 16, "dp": 128, "global_batch": 2048, "first_stage_layers": 7,
+                       "last_stage_layers": 7} | kw)
+
+
+def test_uneven_1f1b_exports_megatron_first_and_last_stage_layers():
+    f = flags(megatron_args(_meta(), get_model("llama3-405b")))
+    assert f["--decoder-first-pipeline-num-layers"] == "7" and f["--decoder-last-pipeline-num-layers"] == "7"
+    only_last = flags(megatron_args(_meta(first_stage_layers=0, last_stage_layers=6), None))
+    assert "--decoder-first-pipeline-num-layers" not in only_last
+    assert "--decoder-first-pipeline-num-layers" not in flags(megatron_args(Strategy(pp=2, global_batch=2), None))
+
+
+def test_uneven_interleaved_exports_the_virtual_stage_layout():
+    f = flags(megatron_args(_meta(schedule="interleaved", virtual_stages=2), get_model("llama3-405b")))
+    stages = f["--pipeline-model-parallel-layout"].strip('"').split("|")
+    # 32 virtual stages: 3 layers and the embedding, 30 of 4, 3 and the loss (7 + 14·8 + 7 per rank)
+    assert len(stages) == 32 and stages[0] == "E" + "t" * 3 and stages[-1] == "t" * 3 + "L"
+    assert all(st == "tttt" for st in stages[1:-1])
+    assert "--num-layers-per-virtual-pipeline-stage" not in f and "--decoder-first-pipeline-num-layers" not in f
+    with pytest.raises(SpecError, match="layer count"):
+        megatron_args(_meta(schedule="interleaved", virtual_stages=2), None)
+
+
+def test_torchtitan_says_uneven_stages_are_not_exported():
+    text = torchtitan_toml(_meta(schedule="interleaved", virtual_stages=2), get_model("llama3-405b"))
+    assert "not exported: the uneven first/last stages (7/7" in text
+    assert "pipeline_parallel_layers_per_stage" not in tomllib.loads(text)["parallelism"]

@@ -132,3 +132,14 @@ def test_trial_parameters_tell_every_plan_of_a_space_apart(tiny_gpt):
     plans, _ = enumerate_plans(tiny_gpt, 8, space, 32)
     assert len(plans) > 16
     assert len({tuple(plan_params(s).values()) for s in plans}) == len(plans)
+
+
+def test_llama3_405b_space_proposes_meta_layout():
+    """126 layers split over 16 stages only unevenly: the space holds Meta's 7 + 14·8 + 7 layout (Llama 3 §3.3)."""
+    space = Space({"tp": (8,), "pp": (16,), "schedule": ("1f1b", "interleaved"), "virtual_stages": (2, 4, 8)})
+    plans, rejected = enumerate_plans(get_model("llama3-405b"), 16384, space, 2048)
+    assert {(s.schedule, s.chunks, s.first_stage_layers, s.last_stage_layers) for s in plans} == {
+        ("1f1b", 1, 7, 7), ("interleaved", 2, 7, 7), ("interleaved", 4, 7, 7)}
+    # eight chunks would leave the outer chunks no layer (one reason each for the first and last stage)
+    assert sorted(rejected) == [f"{end} stage layers N leave no layer for its outer chunk: the other N chunks hold N "
+                                "each" for end in ("first", "last")]
