@@ -160,8 +160,9 @@ class Strategy:
         return bool(self.first_stage_layers or self.last_stage_layers)
 
     def to_dict(self) -> dict:
-        """Plain fields, for JSON and trial parameters."""
-        return asdict(self)
+        """Plain fields, for JSON and trial parameters (the uneven-stage layers only when set, so that even plans
+        read as before they existed)."""
+        return {k: v for k, v in asdict(self).items() if v or k not in _ZERO_OK}
 
     def short(self) -> str:
         """A compact one-line label, e.g. ``tp8 pp8 dp16 mb1 1f1b sp sel z1``: the degrees, then each field's
