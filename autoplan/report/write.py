@@ -57,7 +57,7 @@ def write_traces(run: Run, sims: list[Simulation], budget: int = TRACE_BYTES) ->
         s = e.strategy
         with tempfile.TemporaryDirectory() as tmp:
             plain = Path(tmp) / "trace.json"
-            write_trace(plain, sim.lowered, sim.timeline, run.model.layers // (s.pp * s.chunks))
+            write_trace(plain, sim.lowered, sim.timeline, 0 if s.uneven else run.model.layers // (s.pp * s.chunks))
             data = gzip.compress(plain.read_bytes(), compresslevel=6, mtime=0)
         paths.append(folder.write(trace_name(rank), data))
         last = len(data)

@@ -172,7 +172,8 @@ class Strategy:
             if name == "schedule":
                 parts.append(f"int{self.virtual_stages}" if self.schedule == "interleaved" else self.schedule)
             elif name == "first_stage_layers":
-                parts.append(f"L{self.first_stage_layers or '-'}/{self.last_stage_layers or '-'}" if self.uneven else "")
+                ends = f"L{self.first_stage_layers or '-'}/{self.last_stage_layers or '-'}"
+                parts.append(ends if self.uneven else "")
             else:
                 parts.append(label(getattr(self, name)))
         return " ".join(p for p in parts if p)
