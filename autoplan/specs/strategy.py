@@ -225,7 +225,10 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
     if s.uneven:
         out += _uneven_violations(model.layers, s)
     elif model.layers % (s.pp * s.chunks):
-        out.append(f"layers {model.layers} are not divisible by pp·virtual_stages = {s.pp}·{s.chunks}")
+        first, last = balanced_layout(model.layers, s.pp)
+        hint = (f" (uneven: --first-stage-layers {first} --last-stage-layers {last})"
+                if first and last else f" (uneven: --last-stage-layers {last})" if last else "")
+        out.append(f"layers {model.layers} are not divisible by pp·virtual_stages = {s.pp}·{s.chunks}{hint}")
     if s.global_batch % (s.dp * s.micro_batch):
         out.append(f"global batch {s.global_batch} is not divisible by dp·micro_batch = {s.dp}·{s.micro_batch}")
     if s.cp > 1 and model.seq_len % (2 * s.cp):

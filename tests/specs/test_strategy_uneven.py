@@ -36,7 +36,10 @@ def test_even_plans_are_unchanged():
     assert not s.uneven and chunk_layers(96, s) == (24, 24, 24) and stage_layers(96, s, 3) == 24
     assert "L" not in s.short() and "L7/7" in _meta().short()
     assert violations(LLAMA, 16384, _meta(first_stage_layers=0, last_stage_layers=0)) == [
-        "layers 126 are not divisible by pp·virtual_stages = 16·1"]
+        "layers 126 are not divisible by pp·virtual_stages = 16·1 (uneven: --first-stage-layers 7 "
+        "--last-stage-layers 7)"]
+    assert violations(LLAMA, 16384, _meta(pp=32, dp=64, first_stage_layers=0, last_stage_layers=0))[0].endswith(
+        "--first-stage-layers 3 --last-stage-layers 3)")
 
 
 @pytest.mark.parametrize("kw, message", [
