@@ -15,9 +15,8 @@ from autoplan.cost.dims import dims_of_shape
 from autoplan.cost.themis import collective
 from autoplan.specs.cluster import ClusterSpec
 
-POLICIES = ("nccl", "baseline", "themis")
 CHUNKS = 64
-"""Chunks per collective (Themis's evaluation splits each collective into 64 chunks)."""
+"""Chunks per collective: autoplan's choice, the default of ``autoplan collective`` and bench_themis.py."""
 
 
 def reduce_scatter(cluster: ClusterSpec, g: network.GroupShape, nbytes: float, policy: str) -> float:

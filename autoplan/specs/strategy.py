@@ -106,7 +106,8 @@ class Strategy:
                                               megatron={False: ("--no-gradient-accumulation-fusion",)})
     """The weight-gradient GEMMs accumulate straight into the gradient buffer (Megatron-LM's default;
     ``--no-gradient-accumulation-fusion``); false: each backward adds its weight gradients to it in a separate pass."""
-    collective_policy: str = knob("nccl", choices=COLLECTIVE_POLICIES, axis=True, fix_help="",
+    collective_policy: str = knob("nccl", choices=COLLECTIVE_POLICIES, axis=True,
+                                  fix_help="Price the multi-node DP collectives with this policy.",
                                   help="Model of the multi-node DP collectives: nccl (bottleneck-tier ring/tree), "
                                        "baseline or themis (chunked per-dimension schedules, Rashidi et al. 2022).",
                                   label=lambda v: "" if v == "nccl" else v)
