@@ -178,3 +178,17 @@ def test_plan_flags_reach_the_strategy():
         "gradient_accumulation_fusion": False}
     plan = json.loads(r.output)["plan"]
     assert {k: plan[k] for k in expected} == expected
+
+
+def test_simulate_collective_policy_flag():
+    args = ("simulate", "--model", "gpt-1.7b", "--gpus", "64", "--tp", "2", "--global-batch", "64", "--zero", "1",
+            "--json")
+    steps = {}
+    for p in ("nccl", "baseline", "themis"):
+        r = run(*args, "--collective-policy", p)
+        assert r.exit_code == 0, r.output
+        steps[p] = json.loads(r.output)["metrics"]["step_time_s"]
+    assert steps["themis"] <= steps["baseline"] * (1 + 1e-9)
+    assert steps["nccl"] == json.loads(run(*args).output)["metrics"]["step_time_s"]
+    r = run(*args, "--collective-policy", "ring")
+    assert r.exit_code == 2 and "ring" in r.output and "Traceback" not in r.output
