@@ -13,7 +13,12 @@ What the paper's figures are, and what they are not (read this before the table)
   as in ASTRA-sim's analytical samples), not the paper's. Only averages and maxima can be set side by side, and
   those depend on which topologies are averaged: the comparison is a plausibility check, not a validation.
 
-Run: python benchmarks/bench_themis.py [--chunks 64]
+End to end (second section): the exhaustive search of the default space with every plan's collective_policy set to
+nccl, baseline and themis (GPT-3 175B on 1024 H100s, GPT-3 175B on 256 A100s, and the same H100 cluster with
+hypothetical 2x and 4x faster NICs, built here with dataclasses.replace, the ClusterSpec schema unchanged): the
+best plan's step time per policy, whether the best plan changes, and the time per simulated plan.
+
+Run: python benchmarks/bench_themis.py [--chunks 64] [--section collectives|e2e|all]
 """
 
 from __future__ import annotations
@@ -21,10 +26,16 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from dataclasses import replace
 
 from autoplan.cost.dims import dims_of, make_dims
 from autoplan.cost.themis import collective
-from autoplan.specs import load_cluster
+from autoplan.search.exhaustive import search
+from autoplan.search.space import enumerate_plans, load_space
+from autoplan.specs import get_model, load_cluster
+from autoplan.sim.simulate import evaluate
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.strategy import Strategy
 
 PAPER = {"arXiv v1 (2021)": (1.88, 2.92), "ISCA 2022": (1.72, 2.70)}
 PAPER_UTIL = {"baseline": 0.5631, "themis+fifo": 0.8767, "themis+scf": 0.9514}
@@ -53,12 +64,73 @@ def networks() -> dict[str, tuple]:
     return nets
 
 
+def faster_nics(cluster: ClusterSpec, factor: float) -> ClusterSpec:
+    """``cluster`` with every tier beyond the first ``factor`` times faster (hypothetical NICs)."""
+    tiers = (cluster.tiers[0],) + tuple(replace(t, bandwidth=t.bandwidth * factor) for t in cluster.tiers[1:])
+    return replace(cluster, tiers=tiers, name=f"{cluster.name} NICs x{factor:g}")
+
+
+def end_to_end() -> None:
+    """Best plan per collective policy of the exhaustive search over the default space."""
+    print("\nEnd to end: exhaustive search of the default space, every plan with the given collective_policy\n")
+    head = (f"{'model, cluster':40} {'policy':8} {'best step s':>11} {'vs nccl':>8} {'simulated':>9} {'ms/plan':>8}  "
+            "best plan")
+    print(head + "\n" + "-" * len(head))
+    h100 = load_cluster("dgx-h100-80g", 1024)
+    cases = [("gpt3", h100, 1536), ("gpt3", load_cluster("dgx-a100-80g", 256), 512),
+             ("gpt3", faster_nics(h100, 2), 1536), ("gpt3", faster_nics(h100, 4), 1536),
+             ("gpt-1.7b", h100, 1024), ("gpt-1.7b", faster_nics(h100, 4), 1024)]
+    for name, cluster, batch in cases:
+        model = get_model(name)
+        plans, _ = enumerate_plans(model, cluster.gpus, load_space(), batch)
+        best = {}
+        for p in ("nccl", "baseline", "themis"):
+            t0 = time.perf_counter()
+            r = search(model, cluster, [replace(s, collective_policy=p) for s in plans], top_k=10)
+            wall = time.perf_counter() - t0
+            b = r.leaderboard[0]
+            best[p] = b
+            label = f"{name} {cluster.name} x{cluster.gpus}"
+            print(f"{label:40} {p:8} {b.metrics.step_time:11.4f} {b.metrics.step_time / best['nccl'].metrics.step_time:7.3f}x "
+                  f"{len(r.evaluations):9d} {wall / max(1, len(r.evaluations)) * 1e3:8.2f}  {b.strategy.short()}")
+        plan = {p: replace(e.strategy, collective_policy="nccl") for p, e in best.items()}
+        print(f"{'':40} best plan: baseline {'=' if plan['baseline'] == plan['nccl'] else 'CHANGES vs'} nccl, "
+              f"themis {'=' if plan['themis'] == plan['baseline'] else 'CHANGES vs'} baseline; themis/baseline "
+              f"step {best['themis'].metrics.step_time / best['baseline'].metrics.step_time:.4f}x")
+
+
+def fixed_plan() -> None:
+    """A DP-only plan (8 members per node, 128 nodes): where the NVLink and NIC dimensions both carry load."""
+    print("\nOne plan, gpt-1.7b tp1 pp1 dp1024 z1 on 1024 H100s: step time per policy\n")
+    head = f"{'cluster':28} {'overlap':>7} {'nccl s':>8} {'baseline s':>10} {'themis s':>8} {'base/themis':>11}"
+    print(head + "\n" + "-" * len(head))
+    model, h100 = get_model("gpt-1.7b"), load_cluster("dgx-h100-80g", 1024)
+    for cluster in (h100, faster_nics(h100, 2), faster_nics(h100, 4)):
+        for overlap in (True, False):
+            s = Strategy(dp=1024, global_batch=1024, zero=1, overlap_grad_reduce=overlap,
+                         overlap_param_gather=overlap)
+            t = {p: evaluate(model, cluster, replace(s, collective_policy=p)).metrics.step_time
+                 for p in ("nccl", "baseline", "themis")}
+            print(f"{cluster.name:28} {str(overlap):>7} {t['nccl']:8.4f} {t['baseline']:10.4f} {t['themis']:8.4f} "
+                  f"{t['baseline'] / t['themis']:10.3f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--chunks", type=int, default=64)
+    ap.add_argument("--section", choices=("collectives", "e2e", "all"), default="all")
     args = ap.parse_args()
     print(__doc__.split("Run:")[0].rstrip())
-    print(f"\nall-reduce, {args.chunks} chunks; BW utilisation = bytes sent per GPU / (time x sum of dimension "
+    if args.section != "e2e":
+        collectives_table(chunks)
+    if args.section != "collectives":
+        fixed_plan()
+        end_to_end()
+
+
+def collectives_table(chunks: int) -> None:
+    """Bandwidth utilisation of baseline and Themis all-reduces on the paper-style topologies."""
+    print(f"\nall-reduce, {chunks} chunks; BW utilisation = bytes sent per GPU / (time x sum of dimension "
           "bandwidths); gain = Themis / baseline\n")
     head = f"{'network':46} {'size':>8} {'base':>6} {'T+FIFO':>7} {'T+SCF':>6} {'gain FIFO':>9} {'gain SCF':>8}"
     print(head + "\n" + "-" * len(head))
@@ -67,10 +139,10 @@ def main() -> None:
     paper_style = set(TOPOLOGIES)
     for name, dims in networks().items():
         for label, size in SIZES.items():
-            base = collective(dims, "all_reduce", size, policy="baseline", chunks=args.chunks)
+            base = collective(dims, "all_reduce", size, policy="baseline", chunks=chunks)
             row = [base.bandwidth_utilisation]
             for intra in ("fifo", "scf"):
-                row.append(collective(dims, "all_reduce", size, policy="themis", chunks=args.chunks,
+                row.append(collective(dims, "all_reduce", size, policy="themis", chunks=chunks,
                                       intra=intra).bandwidth_utilisation)
             if name in paper_style:
                 utils["baseline"].append(row[0])
@@ -97,9 +169,9 @@ def main() -> None:
     samples = []
     for _ in range(5):
         t0 = time.perf_counter()
-        collective(dims, "all_reduce", 2**30, policy="themis", chunks=args.chunks, intra="scf")
+        collective(dims, "all_reduce", 2**30, policy="themis", chunks=chunks, intra="scf")
         samples.append((time.perf_counter() - t0) * 1e3)
-    print(f"wall time of one 4D Themis all-reduce schedule ({args.chunks} chunks, both schedules simulated): "
+    print(f"wall time of one 4D Themis all-reduce schedule ({chunks} chunks, both schedules simulated): "
           f"median {statistics.median(samples):.1f} ms")
 
 

@@ -17,12 +17,13 @@ from autoplan.specs.cluster import ClusterSpec, load_cluster
 from autoplan.specs.model import ModelSpec
 
 # Hypothesis keeps its files (example database, unicode tables) outside the checkout: never a .hypothesis/ here.
-# CI replays the same examples on every run and saves none; locally, failing examples are remembered there.
+# The test command replays the same examples on every run and saves none (a newcomer's run never flakes);
+# HYPOTHESIS_PROFILE=explore draws new random examples and remembers failing ones there. CI always replays.
 set_hypothesis_home_dir(Path(tempfile.gettempdir()) / f"autoplan-hypothesis-{os.getuid()}")
 settings.register_profile("ci", derandomize=True, database=None)
-settings.register_profile("dev")
+settings.register_profile("explore")
 _CI = os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
-settings.load_profile("ci" if _CI else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+settings.load_profile("ci" if _CI else os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 TINY_GPT = ModelSpec(name="tiny-gpt", layers=8, hidden=256, heads=8, ffn_hidden=1024, vocab=1024, seq_len=256)
 

@@ -186,3 +186,17 @@ def test_llama3_405b_search_returns_uneven_plans(tmp_path):
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)["leaderboard"]
     assert len(rows) == 3 and all("L7/7" in row["plan"] for row in rows)
+
+
+def test_simulate_collective_policy_flag():
+    args = ("simulate", "--model", "gpt-1.7b", "--gpus", "64", "--tp", "2", "--global-batch", "64", "--zero", "1",
+            "--json")
+    steps = {}
+    for p in ("nccl", "baseline", "themis"):
+        r = run(*args, "--collective-policy", p)
+        assert r.exit_code == 0, r.output
+        steps[p] = json.loads(r.output)["metrics"]["step_time_s"]
+    assert steps["themis"] <= steps["baseline"] * (1 + 1e-9)
+    assert steps["nccl"] == json.loads(run(*args).output)["metrics"]["step_time_s"]
+    r = run(*args, "--collective-policy", "ring")
+    assert r.exit_code == 2 and "ring" in r.output and "Traceback" not in r.output

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from autoplan.cost.network import GroupShape
 from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec, NetworkTier
 
@@ -103,3 +104,30 @@ def dims_of(cluster: ClusterSpec, gpus: int | None = None) -> tuple[NetworkDim, 
 
 def _rate(tier: NetworkTier) -> float:
     return tier.bandwidth * tier.efficiency
+
+
+def dims_of_shape(cluster: ClusterSpec, g: GroupShape, nbytes: float = 0.0,
+                  outer_topology: str = "ring") -> tuple[NetworkDim, ...]:
+    """The dimensions of a placed group: its ``per_node`` members on one node (the first tier) × its ``nodes``
+    nodes (the tier its span crosses), at the tiers' calibrated rates for an ``nbytes`` message.
+
+    Unlike ``dims_of``, the members need not be consecutive GPUs (a DP group strided by tp·cp). The rates keep
+    autoplan/cost/network.py's NCCL message-size ramp B·S/(S + S½) (nccl-tests size sweeps), so the baseline
+    schedule prices a collective as that model does, up to latency terms. ``outer_topology`` sets the steps of the
+    nodes' dimension (``switch``: log2 steps, as NCCL's inter-node trees take for all-reduce).
+    """
+    dims = []
+    inner = cluster.tiers[0]
+    if g.per_node > 1:
+        dims.append(NetworkDim(size=g.per_node, topology="ring", bandwidth=_ramped(inner, nbytes),
+                               latency=inner.latency, name=inner.name))
+    if g.nodes > 1:
+        outer = cluster.tier_spanning(g.span) if len(cluster.tiers) > 1 else inner
+        dims.append(NetworkDim(size=g.nodes, topology=outer_topology, bandwidth=_ramped(outer, nbytes),
+                               latency=outer.latency, name=outer.name))
+    return tuple(dims)
+
+
+def _ramped(tier: NetworkTier, nbytes: float) -> float:
+    ramp = nbytes / (nbytes + tier.half_bandwidth_bytes) if nbytes > 0 and tier.half_bandwidth_bytes else 1.0
+    return _rate(tier) * ramp

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from autoplan.cost import compute, network
+from autoplan.cost import compute, network, policy
 from autoplan.cost.costs import CommNeed, StepCosts
 from autoplan.cost.passes import cp_kv_bytes, grad_bytes, layer, pass_costs
 from autoplan.specs.cluster import ClusterSpec
@@ -77,8 +77,8 @@ def grad_reduce_time(cluster: ClusterSpec, shape: network.GroupShape, s: Strateg
     nbytes = grad_bytes(s) * params
     if s.zero >= 1:
         # Rajbhandari et al. 2020 (ZeRO) §5.1: each rank keeps only its shard's reduced gradients
-        return network.reduce_scatter(cluster, shape, nbytes)
-    return network.all_reduce(cluster, shape, nbytes)
+        return policy.reduce_scatter(cluster, shape, nbytes, s.collective_policy)
+    return policy.all_reduce(cluster, shape, nbytes, s.collective_policy)
 
 
 def optimizer_seconds(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int) -> float:
@@ -107,7 +107,7 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
         reduce_all = tuple(grad_reduce_time(cluster, grads, s, x / n) * n for x, n in zip(params, counts))
     if s.zero >= 1 and group > 1 and not s.overlap_param_gather:
         # Megatron-LM distributed optimizer docs: the updated bf16 shards are all-gathered after the step
-        final_gather = tuple(network.all_gather(cluster, grads, PARAM_BYTES * x) for x in params)
+        final_gather = tuple(policy.all_gather(cluster, grads, PARAM_BYTES * x, s.collective_policy) for x in params)
     tied = None
     if model.tied_embeddings and p > 1:
         # the first and last stage hold the tied embedding and all-reduce its gradient (Megatron-LM
@@ -122,10 +122,11 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
         segment_reduce=grad_reduce_time(cluster, grads, s, chunk / segments) if segments and s.zero < 2 else None,
         # overlapped all-gather of a chunk's sharded weights before its first forward (ZeRO >= 1; Megatron-Core
         # --overlap-param-gather)
-        param_gather=(network.all_gather(cluster, grads, PARAM_BYTES * chunk)
+        param_gather=(policy.all_gather(cluster, grads, PARAM_BYTES * chunk, s.collective_policy)
                       if s.zero >= 1 and s.overlap_param_gather and group > 1 else None),
         # Rajbhandari et al. 2020 (ZeRO) §5.2-5.3: stage 2/3 reduce-scatter after every backward, 3 gathers weights
-        shard_gather=network.all_gather(cluster, grads, PARAM_BYTES * chunk) if s.zero == 3 else 0.0,
+        shard_gather=(policy.all_gather(cluster, grads, PARAM_BYTES * chunk, s.collective_policy)
+                      if s.zero == 3 else 0.0),
         shard_reduce=grad_reduce_time(cluster, grads, s, chunk) if s.zero >= 2 else 0.0,
         reduce_all=reduce_all, final_gather=final_gather, tied=tied)
 
@@ -197,10 +198,10 @@ def _dp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommN
     op = "reduce_scatter" if s.zero >= 1 else "all_reduce"
     nbytes = grad_bytes(s) * bucket
     out = [CommNeed(group="dp", op=op, shape=grads, nbytes=nbytes,
-                    seconds=network.COLLECTIVES[op](cluster, grads, nbytes),
+                    seconds=policy.COLLECTIVES[op](cluster, grads, nbytes, s.collective_policy),
                     when=f"per bucket, {params / bucket:.0f} buckets")]
     if s.zero >= 1:
         out.append(CommNeed(group="dp", op="all_gather", shape=grads, nbytes=PARAM_BYTES * bucket,
-                            seconds=network.all_gather(cluster, grads, PARAM_BYTES * bucket),
+                            seconds=policy.all_gather(cluster, grads, PARAM_BYTES * bucket, s.collective_policy),
                             when="per bucket, params"))
     return out

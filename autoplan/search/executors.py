@@ -85,7 +85,8 @@ class RayExecutor:
                     # attaching: the cluster decides its resources, so num_cpus is never passed
                     ray.init(address=address, log_to_driver=False, include_dashboard=False)
                 else:
-                    ray.init(num_cpus=workers or os.cpu_count() or 1, log_to_driver=False,
+                    # "local": always a fresh embedded instance, never a stray cluster another process left running
+                    ray.init(address="local", num_cpus=workers or os.cpu_count() or 1, log_to_driver=False,
                              include_dashboard=False)
             except (ConnectionError, RuntimeError, ValueError) as err:
                 raise SpecError(f"cannot reach the Ray cluster at {address!r}: {err}") from None

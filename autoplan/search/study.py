@@ -184,7 +184,7 @@ def sampled_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]
         if progress:
             progress(len(seen), target, sorted((x for x in seen.values() if x.feasible), key=rank_key)[:top_k])
     board = sorted((e for e in seen.values() if e.feasible), key=rank_key)[:top_k]
-    oom = sum(1 for e in evaluations if not e.feasible)
+    oom = sum(1 for e in seen.values() if not e.feasible)
     return SearchResult(leaderboard=board, evaluations=evaluations, valid=valid, equivalent=valid - len(plans),
                         out_of_memory=oom, pruned=len(plans) - len(seen), reused=reused,
                         seconds=time.perf_counter() - t0, sampler=sampler)

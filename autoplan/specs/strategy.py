@@ -10,6 +10,7 @@ from autoplan.specs.model import MAX_SIZE, ModelSpec
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 RECOMPUTE = ("none", "selective", "full")
+COLLECTIVE_POLICIES = ("nccl", "baseline", "themis")
 RANK_ORDER = ("tp", "cp", "dp", "pp")
 """Megatron's rank order, fastest-varying first: ranks of a TP group are consecutive, PP groups are farthest apart."""
 
@@ -112,6 +113,14 @@ class Strategy:
     last_stage_layers: int = knob(0, help="Transformer layers on the last pipeline stage (0: an even split).")
     """Layers on the last pipeline rank (Megatron-LM ``--decoder-last-pipeline-num-layers``; 0: even). When
     interleaved, its last model chunk takes the shortfall."""
+    collective_policy: str = knob("nccl", choices=COLLECTIVE_POLICIES, axis=True,
+                                  fix_help="Price the multi-node DP collectives with this policy.",
+                                  help="Model of the multi-node DP collectives: nccl (bottleneck-tier ring/tree), "
+                                       "baseline or themis (chunked per-dimension schedules, Rashidi et al. 2022).",
+                                  label=lambda v: "" if v == "nccl" else v)
+    """How the simulator prices the DP·CP gradient reduction and parameter gathers of groups spanning nodes:
+    ``nccl`` (autoplan/cost/network.py), or a chunked schedule over the group's dimensions in ascending order
+    (``baseline``) or Themis's load-balancing order (``themis``); not a Megatron-LM argument."""
 
     def __post_init__(self) -> None:
         for name in _COUNTS:

@@ -159,6 +159,7 @@ def test_first_ctrl_c_stops_after_the_batch_in_flight_second_at_once():
     import signal
 
     seen = []
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)   # a shell may start pytest ignoring SIGINT
     stop = run.StopBetweenBatches(lambda done, total, board: seen.append(done))
     with stop:
         os.kill(os.getpid(), signal.SIGINT)
@@ -168,4 +169,5 @@ def test_first_ctrl_c_stops_after_the_batch_in_flight_second_at_once():
         assert seen == [3]
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    restored = signal.signal(signal.SIGINT, before)
+    assert restored is signal.default_int_handler

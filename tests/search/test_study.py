@@ -87,3 +87,13 @@ def test_every_search_has_one_signature():
 
     assert shape(search) == shape(sampled_search)
     assert shape(search)[1] == "SearchResult"
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "nsga2"])
+def test_a_resumed_run_counts_what_it_reused(tmp_path, problem, sampler):
+    model, cluster, plans = problem
+    first = run_search(model, cluster, plans, tmp_path, sampler=sampler, budget=30, seed=2, top_k=5)
+    again = run_search(model, cluster, plans, tmp_path, sampler=sampler, budget=30, seed=2, top_k=5)
+    assert again.reused == 30 and not again.evaluations
+    assert again.out_of_memory == first.out_of_memory
+    assert [e.strategy for e in again.leaderboard] == [e.strategy for e in first.leaderboard]

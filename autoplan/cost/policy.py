@@ -1,0 +1,47 @@
+"""The DP gradient and parameter collectives priced by a collective policy: today's NCCL model or a chunked,
+multi-dimensional schedule (baseline ascending order or Themis), per Strategy.collective_policy.
+
+``nccl`` is autoplan/cost/network.py unchanged. ``baseline`` and ``themis`` run autoplan/cost/themis.py over the
+group's dimensions (its members on one node × the nodes it spans) at the tiers' calibrated rates, message-size
+ramp included, so that ``baseline`` stays close to ``nccl``; groups inside one node keep the NCCL model.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from autoplan.cost import network
+from autoplan.cost.dims import dims_of_shape
+from autoplan.cost.themis import collective
+from autoplan.specs.cluster import ClusterSpec
+
+CHUNKS = 64
+"""Chunks per collective: autoplan's choice, the default of ``autoplan collective`` and bench_themis.py."""
+
+
+def reduce_scatter(cluster: ClusterSpec, g: network.GroupShape, nbytes: float, policy: str) -> float:
+    """Seconds for a reduce-scatter of an ``nbytes`` buffer over group ``g`` under ``policy``."""
+    return _time(cluster, g, "reduce_scatter", float(nbytes), policy)
+
+
+def all_reduce(cluster: ClusterSpec, g: network.GroupShape, nbytes: float, policy: str) -> float:
+    """Seconds for an all-reduce of ``nbytes`` per member over group ``g`` under ``policy``."""
+    return _time(cluster, g, "all_reduce", float(nbytes), policy)
+
+
+def all_gather(cluster: ClusterSpec, g: network.GroupShape, nbytes: float, policy: str) -> float:
+    """Seconds for an all-gather producing an ``nbytes`` buffer over group ``g`` under ``policy``."""
+    return _time(cluster, g, "all_gather", float(nbytes), policy)
+
+
+COLLECTIVES = {"all_reduce": all_reduce, "reduce_scatter": reduce_scatter, "all_gather": all_gather}
+
+
+@lru_cache(maxsize=65536)
+def _time(cluster: ClusterSpec, g: network.GroupShape, op: str, nbytes: float, policy: str) -> float:
+    if policy == "nccl" or g.nodes == 1 or g.size != g.per_node * g.nodes or nbytes <= 0:
+        return network.COLLECTIVES[op](cluster, g, nbytes)
+    # all-reduce crosses nodes in log2 steps, as network.py's NCCL double binary tree (NCCL 2.4 trees); the others ring
+    dims = dims_of_shape(cluster, g, nbytes, "switch" if op == "all_reduce" else "ring")
+    # hierarchical chunked collective, one phase per dimension (Rashidi et al., Themis, ISCA 2022)
+    return collective(dims, op, nbytes, policy=policy, chunks=CHUNKS).time
