@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy, stage_layers
+from autoplan.specs.layout import stage_layers
+from autoplan.specs.strategy import Strategy
 
 # Megatron-LM docs, distributed optimizer (bf16 params, fp32 grads): 2 + 4 + 12 = 18 bytes/param, 6 + 12/d sharded
 WEIGHT_BYTES = 2

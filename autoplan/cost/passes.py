@@ -10,7 +10,8 @@ from autoplan.cost.compute import Collective, LayerCompute, Op
 from autoplan.cost.costs import PassCost, PassKey, pass_cost
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy, chunk_layers
+from autoplan.specs.layout import chunk_layers
+from autoplan.specs.strategy import Strategy
 
 CP_BACKWARD_FACTOR = 2.5
 """Attention backward over forward that a CP ring's two backward exchanges overlap with (Dao 2023, FA2 §3)."""

@@ -12,7 +12,8 @@ from typing import Any
 from autoplan.errors import SpecError
 from autoplan.report.serialize import metrics_dict
 from autoplan.specs import ModelSpec, Strategy
-from autoplan.specs.strategy import KNOBS, chunk_layers
+from autoplan.specs.layout import chunk_layers
+from autoplan.specs.strategy import KNOBS
 
 FORMATS = ("megatron", "torchtitan")
 

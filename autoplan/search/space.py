@@ -15,7 +15,8 @@ from typing import Any
 from autoplan.errors import SpecError
 from autoplan.specs.model import MAX_SIZE, ModelSpec
 from autoplan.cost.families import violations
-from autoplan.specs.strategy import AXES, Strategy, balanced_layout, data_parallel, knob_of
+from autoplan.specs.layout import balanced_layout
+from autoplan.specs.strategy import AXES, Strategy, data_parallel, knob_of
 
 _ALLOWED: dict[str, tuple] = {name: knob_of(name).choices for name in AXES if knob_of(name).choices}
 _INNER = tuple(a for a in AXES if a not in ("tp", "pp", "cp", "virtual_stages"))

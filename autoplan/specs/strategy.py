@@ -6,6 +6,7 @@ from dataclasses import Field, asdict, dataclass, field, fields
 from typing import Any, Callable
 
 from autoplan.errors import SpecError
+from autoplan.specs.layout import balanced_layout, uneven_violations
 from autoplan.specs.model import MAX_SIZE, ModelSpec
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
@@ -232,7 +233,7 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
     if model.ffn_hidden % s.tp:
         out.append(f"ffn_hidden {model.ffn_hidden} is not divisible by tp {s.tp}")
     if s.uneven:
-        out += _uneven_violations(model.layers, s)
+        out += uneven_violations(model.layers, s)
     elif model.layers % (s.pp * s.chunks):
         first, last = balanced_layout(model.layers, s.pp)
         hint = (f" (uneven: --first-stage-layers {first} --last-stage-layers {last})"
@@ -257,61 +258,3 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
         out.append(f"ZeRO stage {s.zero} shards gradients across micro-batches and cannot run with pp > 1 (DeepSpeed)")
     return out
 
-
-def _uneven_violations(layers: int, s: Strategy) -> list[str]:
-    """Megatron-Core's rules for uneven first/last stages (transformer_block.get_num_layers_to_build): the
-    remaining layers split evenly over the remaining stages, and over the virtual stages when interleaved."""
-    first, last, p, v = s.first_stage_layers, s.last_stage_layers, s.pp, s.chunks
-    if p == 1:
-        return [f"first/last stage layers {first}/{last} need pp > 1"]
-    rest = layers - first - last
-    left = p - (first > 0) - (last > 0)
-    if left == 0 and v > 1:
-        return [f"first/last stage layers {first}/{last} with the interleaved schedule need pp > 2 (a middle stage)"]
-    if rest < 0 or (left == 0 and rest):
-        return [f"first/last stage layers {first}/{last} do not add up to the {layers} layers over pp {p}"]
-    if left and (rest <= 0 or rest % (left * v)):
-        return [f"layers {layers} − first/last stage layers {first}/{last} = {rest} are not divisible by the "
-                f"{left} middle stages · virtual_stages {v} = {left * v}"]
-    out = []
-    mid = rest // left if left else 0
-    for name, n in (("first", first), ("last", last)):
-        # Llama 3 (arXiv 2407.21783 §3.3.2): the end stage's outer chunk gives up the layers, the others hold mid/v
-        if n and v > 1 and left and n <= (v - 1) * (mid // v):
-            out.append(f"{name} stage layers {n} leave no layer for its outer chunk: the other {v - 1} chunks "
-                       f"hold {mid // v} each")
-    return out
-
-
-def stage_layers(layers: int, s: Strategy, stage: int) -> int:
-    """Transformer layers on pipeline rank ``stage`` of a valid plan ``s``."""
-    first, last, p = s.first_stage_layers, s.last_stage_layers, s.pp
-    if stage == 0 and first:
-        return first
-    if stage == p - 1 and last:
-        return last
-    left = p - (first > 0) - (last > 0)
-    return (layers - first - last) // left if left else 0
-
-
-def chunk_layers(layers: int, s: Strategy) -> tuple[int, int, int]:
-    """Layers of the first virtual stage, of every middle one, and of the last virtual stage of a valid plan."""
-    if not s.uneven:
-        n = layers // (s.pp * s.chunks)
-        return n, n, n
-    left = s.pp - (s.first_stage_layers > 0) - (s.last_stage_layers > 0)
-    mid = (layers - s.first_stage_layers - s.last_stage_layers) // left // s.chunks if left else 0
-    outer = [n - (s.chunks - 1) * mid if n else mid for n in (s.first_stage_layers, s.last_stage_layers)]
-    return outer[0], mid, outer[1]
-
-
-def balanced_layout(layers: int, pp: int) -> tuple[int, int]:
-    """The (first, last) stage layers that make ``layers`` split over ``pp`` stages when they do not evenly: the
-    end stages give up one layer each at most, the last first (it holds the output layer and the loss); (0, 0)
-    when the split is even or needs more. Llama 3 405B: 126 layers over 16 stages = 7 + 14·8 + 7
-    (arXiv 2407.21783 §3.3.2)."""
-    short = -layers % pp
-    if pp < 2 or short not in (1, 2):
-        return 0, 0
-    k = -(-layers // pp)
-    return (k - 1 if short == 2 else 0), k - 1

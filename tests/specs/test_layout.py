@@ -9,7 +9,8 @@ import pytest
 
 from autoplan.errors import SpecError
 from autoplan.specs.catalog import get_model
-from autoplan.specs.strategy import Strategy, balanced_layout, chunk_layers, stage_layers, violations
+from autoplan.specs.layout import balanced_layout, chunk_layers, stage_layers
+from autoplan.specs.strategy import Strategy, violations
 
 LLAMA = get_model("llama3-405b")
 
