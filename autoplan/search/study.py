@@ -66,13 +66,21 @@ def plan_params(s: Strategy) -> dict:
     return {k: _schedule_label(s) if k == "schedule" else getattr(s, k) for k in PARAMS}
 
 
+def _params_in(s: Strategy, dists: dict) -> dict:
+    """The plan's trial parameters on the axes of ``dists``."""
+    params = plan_params(s)
+    return {k: params[k] for k in dists}
+
+
 def distributions(plans: list[Strategy]) -> dict[str, optuna.distributions.CategoricalDistribution]:
-    """One categorical distribution per axis, with the values the valid plans use (sorted, deterministic)."""
+    """One categorical distribution per axis that varies, with the values the valid plans use (sorted,
+    deterministic); an axis with one value is no choice (and would only slow multivariate TPE)."""
     values: dict[str, set] = {k: set() for k in PARAMS}
     for s in plans:
         for k, v in plan_params(s).items():
             values[k].add(v)
-    return {k: optuna.distributions.CategoricalDistribution(sorted(v, key=str)) for k, v in values.items()}
+    return {k: optuna.distributions.CategoricalDistribution(sorted(v, key=str))
+            for k, v in values.items() if len(v) > 1}
 
 
 def _attrs(e: Evaluation, cluster: ClusterSpec) -> dict:
@@ -96,7 +104,7 @@ def _values(e: Evaluation, multi: bool) -> list[float]:
 def record(study: optuna.Study, evaluations: Iterable[Evaluation], cluster: ClusterSpec,
            dists: dict, multi: bool) -> None:
     """Add evaluated plans as finished trials (exhaustive runs: no sampler involved)."""
-    trials = [optuna.trial.create_trial(params=plan_params(e.strategy), distributions=dists,
+    trials = [optuna.trial.create_trial(params=_params_in(e.strategy, dists), distributions=dists,
                                         values=_values(e, multi), user_attrs=_attrs(e, cluster),
                                         constraints={CONSTRAINT: _constraint(e, cluster)})
               for e in evaluations]
@@ -150,8 +158,8 @@ def sampled_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]
     study = study or optuna.create_study(directions=["maximize", "minimize"] if multi else ["maximize"])
     valid = len(plans)
     plans = distinct_plans(cluster, plans)
-    by_params = {tuple(plan_params(s).values()): s for s in plans}
     dists = distributions(plans)
+    by_params = {tuple(_params_in(s, dists).values()): s for s in plans}
     study.sampler = make_sampler(sampler, seed, multi)
     seen: dict[Strategy, Evaluation] = {}
     evaluations: list[Evaluation] = []
@@ -162,7 +170,7 @@ def sampled_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]
         trials, todo = [], []
         for _ in range(min(ASK_BATCH, target - len(seen))):
             trial = study.ask(dists)
-            plan = by_params.get(tuple(trial.params[k] for k in PARAMS))
+            plan = by_params.get(tuple(trial.params[k] for k in dists))
             trials.append((trial, plan))
             if plan is not None and plan not in seen and plan not in todo:
                 todo.append(plan)
