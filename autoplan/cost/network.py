@@ -49,7 +49,7 @@ def group_shape(gpus_per_node: int, size: int, step: int) -> GroupShape:
 def shape_of(cluster: ClusterSpec, s: Strategy, kind: str) -> GroupShape:
     """Shape of the ``kind`` group (tp, cp, dp or pp) of plan ``s`` on ``cluster``."""
     size = {"tp": s.tp, "cp": s.cp, "dp": s.dp, "pp": s.pp}[kind]
-    return group_shape(cluster.gpus_per_node, size, stride(s, kind))
+    return group_shape(cluster.domain_gpus, size, stride(s, kind))
 
 
 def _inter_tier(cluster: ClusterSpec, g: GroupShape) -> NetworkTier:

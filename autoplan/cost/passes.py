@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from autoplan.cost import compute, network
+from autoplan.cost import compute, network, policy
 from autoplan.cost.compute import Collective, LayerCompute, Op
 from autoplan.cost.costs import PassCost, PassKey, pass_cost
 from autoplan.specs.cluster import ClusterSpec
@@ -42,8 +42,10 @@ def _cp_ring(model: ModelSpec, cluster: ClusterSpec, s: Strategy, attention_forw
     return fwd, bwd
 
 
-def _collectives_time(cluster: ClusterSpec, shape: network.GroupShape, colls: tuple[Collective, ...]) -> float:
-    return sum(network.COLLECTIVES[c.kind](cluster, shape, c.nbytes) for c in colls)
+def _collectives_time(cluster: ClusterSpec, shape: network.GroupShape, colls: tuple[Collective, ...],
+                      collective_policy: str = "nccl") -> float:
+    # the plan's collective policy (nccl: network.py unchanged; baseline/Themis when the TP group spans dimensions)
+    return sum(policy.COLLECTIVES[c.kind](cluster, shape, c.nbytes, collective_policy) for c in colls)
 
 
 def layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> LayerCompute:
@@ -59,14 +61,15 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pass
     cp_fwd, cp_bwd = _cp_ring(model, cluster, s, lay.attention_forward)
     n_first, n_mid, n_last = chunk_layers(model.layers, s)
     fwd = LayerCompute.seconds(lay.forward)
-    fwd_tp = _collectives_time(cluster, tp, lay.forward_collectives)
+    fwd_tp = _collectives_time(cluster, tp, lay.forward_collectives, s.collective_policy)
     bwd = LayerCompute.seconds(lay.backward)
-    bwd_tp = _collectives_time(cluster, tp, lay.backward_collectives)
+    bwd_tp = _collectives_time(cluster, tp, lay.backward_collectives, s.collective_policy)
     rec = LayerCompute.seconds(lay.recompute)
-    rec_tp = _collectives_time(cluster, tp, lay.recompute_collectives)
+    rec_tp = _collectives_time(cluster, tp, lay.recompute_collectives, s.collective_policy)
     emb_f, emb_b, emb_c = compute.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
     out_f, out_b, out_c = compute.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
-    emb_tp, out_tp = _collectives_time(cluster, tp, emb_c), _collectives_time(cluster, tp, out_c)
+    emb_tp = _collectives_time(cluster, tp, emb_c, s.collective_policy)
+    out_tp = _collectives_time(cluster, tp, out_c, s.collective_policy)
     costs = {}
     for first in (False, True):
         for last in (False, True):

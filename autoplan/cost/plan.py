@@ -69,7 +69,7 @@ def pp_hop_time(model: ModelSpec, cluster: ClusterSpec, s: Strategy, same_node: 
     # tensor (Narayanan et al. SC'21 §4.1, scatter/gather); with SP the tensor is already sequence-sharded
     seconds = network.send_recv(cluster, same_node, full / s.tp)
     if s.tp > 1 and not s.sequence_parallel:
-        seconds += network.all_gather(cluster, network.shape_of(cluster, s, "tp"), full)
+        seconds += policy.all_gather(cluster, network.shape_of(cluster, s, "tp"), full, s.collective_policy)
     return seconds
 
 
@@ -95,7 +95,7 @@ def _optimizer(cluster: ClusterSpec, s: Strategy, params: float) -> float:
 def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts:
     """Seconds of every task kind of one step of plan ``s`` (which must be valid)."""
     p, group = s.pp, s.dp * s.cp
-    grads = network.group_shape(cluster.gpus_per_node, group, network.stride(s, "cp"))
+    grads = network.group_shape(cluster.domain_gpus, group, network.stride(s, "cp"))
     chunk = chunk_params(model, s)
     segments = _segments(chunk, s) if (group > 1 and s.overlap_grad_reduce) else 0
     per_layer = model.layer_params()
@@ -113,7 +113,7 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
     if model.tied_embeddings and p > 1:
         # the first and last stage hold the tied embedding and all-reduce its gradient (Megatron-LM
         # finalize_model_grads, _allreduce_word_embedding_grads)
-        pair = network.group_shape(cluster.gpus_per_node, 2, network.stride(s, "pp") * (p - 1))
+        pair = network.group_shape(cluster.domain_gpus, 2, network.stride(s, "pp") * (p - 1))
         tied = network.all_reduce(cluster, pair, grad_bytes(s) * model.vocab * model.hidden / s.tp)
     return StepCosts(
         passes=pass_costs(model, cluster, s),
@@ -163,7 +163,7 @@ def collectives(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[Com
         # Shoeybi et al. 2019 §3: two TP collectives per layer and pass (four with SP, Korthikanti et al. 2022 §4.2.2)
         for c in coll[:2]:
             out.append(CommNeed(group="tp", op=c.kind, shape=tp, nbytes=c.nbytes,
-                                seconds=network.COLLECTIVES[c.kind](cluster, tp, c.nbytes),
+                                seconds=policy.COLLECTIVES[c.kind](cluster, tp, c.nbytes, s.collective_policy),
                                 when=f"{len(coll) // 2}× per layer and pass"))
     if s.cp > 1:
         cp = network.shape_of(cluster, s, "cp")
@@ -187,13 +187,13 @@ def _pp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommN
     if s.tp > 1 and not s.sequence_parallel:
         tp = network.shape_of(cluster, s, "tp")
         out.append(CommNeed(group="tp", op="all_gather", shape=tp, nbytes=act * s.tp,
-                            seconds=network.all_gather(cluster, tp, act * s.tp),
+                            seconds=policy.all_gather(cluster, tp, act * s.tp, s.collective_policy),
                             when="after each PP receive (scatter/gather)"))
     return out
 
 
 def _dp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommNeed]:
-    grads = network.group_shape(cluster.gpus_per_node, s.dp * s.cp, network.stride(s, "cp"))
+    grads = network.group_shape(cluster.domain_gpus, s.dp * s.cp, network.stride(s, "cp"))
     params = max(stage_params(model, s, i) for i in _end_stages(s))
     bucket = min(params, bucket_params(s))
     op = "reduce_scatter" if s.zero >= 1 else "all_reduce"

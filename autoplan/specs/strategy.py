@@ -115,11 +115,12 @@ class Strategy:
     """Layers on the last pipeline rank (Megatron-LM ``--decoder-last-pipeline-num-layers``; 0: even). When
     interleaved, its last model chunk takes the shortfall."""
     collective_policy: str = knob("nccl", choices=COLLECTIVE_POLICIES, axis=True,
-                                  fix_help="Price the multi-node DP collectives with this policy.",
-                                  help="Model of the multi-node DP collectives: nccl (bottleneck-tier ring/tree), "
+                                  fix_help="Price the multi-dimension DP/CP/TP collectives with this policy.",
+                                  help="Model of the DP/CP/TP collectives spanning network dimensions: nccl (bottleneck-tier ring/tree), "
                                        "baseline or themis (chunked per-dimension schedules, Rashidi et al. 2022).",
                                   label=lambda v: "" if v == "nccl" else v)
-    """How the simulator prices the DP·CP gradient reduction and parameter gathers of groups spanning nodes:
+    """How the simulator prices the DP·CP gradient reduction and parameter gathers, and the TP collectives, of groups
+    spanning network dimensions (NVLink domains, or a cluster's explicit ``[[dimensions]]``):
     ``nccl`` (autoplan/cost/network.py), or a chunked schedule over the group's dimensions in ascending order
     (``baseline``) or Themis's load-balancing order (``themis``); not a Megatron-LM argument."""
 
