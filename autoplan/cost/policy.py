@@ -36,7 +36,18 @@ def all_gather(cluster: ClusterSpec, g: network.GroupShape, nbytes: float, polic
     return _time(cluster, g, "all_gather", float(nbytes), policy)
 
 
-COLLECTIVES = {"all_reduce": all_reduce, "reduce_scatter": reduce_scatter, "all_gather": all_gather}
+def all_to_all(cluster: ClusterSpec, g: network.GroupShape, nbytes: float, policy: str) -> float:
+    """Seconds for an all-to-all of ``nbytes`` per member: network.py's pairwise model under every policy.
+
+    Themis schedules reduce-scatter/all-gather phases (Rashidi et al. 2022); an all-to-all has no per-dimension
+    reduction to reorder, so the policy leaves it as it is. The entry lets a family (EP, DLRM embeddings) price all
+    its collectives through ``COLLECTIVES[op](cluster, shape, nbytes, s.collective_policy)``.
+    """
+    return network.all_to_all(cluster, g, float(nbytes))
+
+
+COLLECTIVES = {"all_reduce": all_reduce, "reduce_scatter": reduce_scatter, "all_gather": all_gather,
+               "all_to_all": all_to_all}
 
 
 @lru_cache(maxsize=65536)
