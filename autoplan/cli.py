@@ -175,7 +175,8 @@ def clusters(as_json: bool) -> None:
     specs = [load_cluster(name) for name in list_clusters()]
     if as_json:
         click.echo(json.dumps([{"name": c.name, "description": c.description, "gpu": c.gpu.name,
-                                "gpus_per_node": c.gpus_per_node, "peak_tflops": c.gpu.peak_flops / 1e12,
+                                "gpus_per_node": c.gpus_per_node, "nvlink_domain_gpus": c.domain_gpus,
+                                "peak_tflops": c.gpu.peak_flops / 1e12,
                                 "hbm_gib": c.gpu.hbm_bytes / 2**30,
                                 "tiers": [{"name": t.name, "gpus": t.gpus, "bandwidth_gb_per_s": t.bandwidth / 1e9,
                                            "efficiency": t.efficiency} for t in c.tiers]} for c in specs], indent=2))
@@ -186,7 +187,8 @@ def clusters(as_json: bool) -> None:
         t.add_column(col)
     for c in specs:
         tiers = ", ".join(f"{x.name} {x.bandwidth / 1e9:g}×{x.efficiency:g}" for x in c.tiers)
-        t.add_row(c.name, c.gpu.name, str(c.gpus_per_node), f"{c.gpu.peak_flops / 1e12:g}",
+        per_node = str(c.gpus_per_node) + (f" (NVLink {c.domain_gpus})" if c.domain_gpus != c.gpus_per_node else "")
+        t.add_row(c.name, c.gpu.name, per_node, f"{c.gpu.peak_flops / 1e12:g}",
                   f"{c.gpu.hbm_bytes / 2**30:g}", tiers)
     _console().print(t)
 
@@ -592,7 +594,7 @@ def parse_network(text: str) -> tuple:
 
 @main.command("collective")
 @click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True,
-              help="Cluster spec name or a .toml file; its tiers give the dimensions.")
+              help="Cluster spec name or a .toml file; its [[dimensions]], else its tiers, give the dimensions.")
 @click.option("--gpus", type=int, default=None, help="GPUs in the group (required unless --network).")
 @click.option("--network", default=None,
               help="Dimensions instead of a cluster: TOPOLOGY:SIZE:GB_PER_S[:LATENCY_US],... innermost first "
@@ -606,9 +608,11 @@ def parse_network(text: str) -> tuple:
 @click.option("--intra", type=click.Choice(["fifo", "scf"]), default="scf", show_default=True,
               help="Order of waiting chunks within a dimension: arrival, or smallest chunk first.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--trace", "trace_path", type=_UsablePath(dir_okay=False, writable=True), default=None,
+              help="Write the chunk phases, run as events on per-dimension link streams, as a Perfetto trace.")
 @friendly
 def collective_cmd(cluster: str, gpus: int | None, network: str | None, op: str, size: str, policy: str,
-                   chunks: int, intra: str, as_json: bool) -> None:
+                   chunks: int, intra: str, as_json: bool, trace_path: str | None = None) -> None:
     """Time one collective on a multi-dimensional network, baseline or Themis schedule (arXiv 2110.04478)."""
     from autoplan.cost.dims import dims_of
     from autoplan.cost.themis import collective
@@ -625,6 +629,11 @@ def collective_cmd(cluster: str, gpus: int | None, network: str | None, op: str,
         dims, where = dims_of(spec, gpus), f"{gpus} GPUs of {spec.name}"
     r = collective(dims, op, nbytes, policy=policy, chunks=chunks, intra=intra)
     base = collective(dims, op, nbytes, policy="baseline", chunks=chunks, intra=intra)
+    if trace_path is not None:
+        from pathlib import Path
+
+        from autoplan.sim.chunked import simulate, trace_events
+        Path(trace_path).write_text(json.dumps({"traceEvents": trace_events(simulate(r))}))
     rows = [{"dimension": d.name or f"dim {i + 1}", "size": d.size, "topology": d.topology,
              "bandwidth_gb_per_s": d.bandwidth / 1e9, "latency_us": d.latency * 1e6, "sent_bytes": s,
              "busy_ms": b * 1e3, "utilisation": u}
