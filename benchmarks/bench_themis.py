@@ -18,7 +18,7 @@ Where the paper's numbers come from (read this before the table):
 
 End to end (second section): the exhaustive search of the default space with every plan's collective_policy set to
 nccl, baseline and themis (GPT-3 175B, GPT 1.7B/7.5B on H100, A100 and GB200 NVL72 clusters, and the same clusters
-with hypothetical 2x and 4x faster NICs, built here with dataclasses.replace; 2x on GB200 NVL72 is a GB300 NVL72's
+with hypothetical 2x and 4x faster NICs, built here with dataclasses.replace; GB300 NVL72 with its 800 Gb/s
 ConnectX-8; a DLRM row once that family is merged): the best plan's step time per policy, whether the best plan
 changes, and the time per simulated plan. Policies price the DP/CP and TP collectives of groups spanning network
 dimensions; groups whose members do not tile the dimensions (e.g. 1024 GPUs on 72-GPU NVLink domains) keep nccl.
@@ -70,12 +70,12 @@ def paper_networks() -> dict[str, tuple]:
 def cluster_networks() -> dict[str, tuple]:
     """Clusters as autoplan derives their dimensions (tiers, or explicit [[dimensions]])."""
     return {f"{c} x {g}": dims_of(load_cluster(c, g)) for c, g in
-            (("dgx-h100-80g", 1024), ("dgx-a100-80g", 64), ("dgx-b200", 1024), ("gb200-nvl72", 1152))}
+            (("dgx-h100-80g", 1024), ("dgx-a100-80g", 64), ("dgx-b200", 1024), ("gb200-nvl72", 1152),
+             ("gb300-nvl72", 1152))}
 
 
 def faster_nics(cluster: ClusterSpec, factor: float) -> ClusterSpec:
-    """``cluster`` with every tier and dimension beyond the first ``factor`` times faster (hypothetical NICs; x2 on
-    gb200-nvl72 is a GB300 NVL72's ConnectX-8 800 Gb/s per GPU)."""
+    """``cluster`` with every tier and dimension beyond the first ``factor`` times faster (hypothetical NICs)."""
     tiers = (cluster.tiers[0],) + tuple(replace(t, bandwidth=t.bandwidth * factor) for t in cluster.tiers[1:])
     dims = cluster.dimensions[:1] + tuple(replace(d, bandwidth=d.bandwidth * factor) for d in cluster.dimensions[1:])
     return replace(cluster, tiers=tiers, dimensions=dims, name=f"{cluster.name} NICs x{factor:g}")
@@ -93,7 +93,7 @@ def end_to_end() -> None:
              ("gpt-1.7b", h100, 1024), ("gpt-1.7b", faster_nics(h100, 2), 1024),
              ("gpt-1.7b", faster_nics(h100, 4), 1024),
              ("gpt3", nvl72, 2304), ("gpt-1.7b", nvl72, 1152), ("gpt-7.5b", nvl72, 1152),
-             ("gpt-7.5b", faster_nics(nvl72, 2), 1152), ("gpt-1.7b", faster_nics(nvl72, 4), 1152)]
+             ("gpt-7.5b", load_cluster("gb300-nvl72", 1152), 1152), ("gpt-1.7b", faster_nics(nvl72, 4), 1152)]
     dlrm = _dlrm_case(load_cluster("dgx-h100-80g", 64))
     for name, cluster, batch in cases + dlrm:
         model = get_model(name)
