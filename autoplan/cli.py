@@ -307,6 +307,9 @@ def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: i
                         f"not {fixed['schedule']}")
     model = get_model(model_name)
     spec = load_cluster(cluster, gpus)
+    if space == "default":                      # a family may bring its own axes (CNNs: spatial, channel, filter)
+        from autoplan.cost.families import family_of
+        space = getattr(family_of(model), "default_space", space)
     return model, spec, load_space(space, {k: v for k, v in fixed.items() if k in _fixable()})
 
 

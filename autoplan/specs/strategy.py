@@ -60,6 +60,15 @@ class Strategy:
     """Pipeline stages."""
     cp: int = knob(1, help="Context-parallel degree.", axis=True, fix_help="Fix context parallelism.")
     """Context-parallel degree (sequence split across GPUs, ring attention)."""
+    spatial: int = knob(1, help="Spatial (domain) parallel degree: each GPU holds a slab of every sample (CNNs).",
+                        axis=True, fix_help="Fix spatial parallelism (CNNs).", label=lambda v: f"sd{v}" if v > 1 else "")
+    """Spatial parallelism (CNNs): every sample's height (depth in 3D) split across GPUs, halos exchanged."""
+    channel: int = knob(1, help="Channel parallel degree: input channels of each layer split across GPUs (CNNs).",
+                        axis=True, fix_help="Fix channel parallelism (CNNs).", label=lambda v: f"ch{v}" if v > 1 else "")
+    """Channel parallelism (CNNs): each layer's input channels (and weights) split across GPUs."""
+    filter: int = knob(1, help="Filter parallel degree: output channels of each layer split across GPUs (CNNs).",
+                       axis=True, fix_help="Fix filter parallelism (CNNs).", label=lambda v: f"fl{v}" if v > 1 else "")
+    """Filter parallelism (CNNs): each layer's filters (output channels) split across GPUs."""
     micro_batch: int = knob(1, help="Sequences per micro-batch.", axis=True, fix_help="Fix the micro-batch size.",
                             label=lambda v: f"mb{v}")
     """Sequences per micro-batch on one pipeline."""
@@ -146,8 +155,8 @@ class Strategy:
 
     @property
     def gpus(self) -> int:
-        """GPUs the plan occupies (dp·tp·pp·cp)."""
-        return self.dp * self.tp * self.pp * self.cp
+        """GPUs the plan occupies (dp·tp·pp·cp, times the CNN degrees spatial·channel·filter)."""
+        return self.dp * self.tp * self.pp * self.cp * self.spatial * self.channel * self.filter
 
     @property
     def micro_batches(self) -> int:
@@ -172,7 +181,7 @@ class Strategy:
     def to_dict(self) -> dict:
         """Plain fields, for JSON and trial parameters (the uneven-stage layers only when set, so that even plans
         read as before they existed)."""
-        return {k: v for k, v in asdict(self).items() if v or k not in _ZERO_OK}
+        return {k: v for k, v in asdict(self).items() if (v or k not in _ZERO_OK) and not (v == 1 and k in _CNN_AXES)}
 
     def short(self) -> str:
         """A compact one-line label, e.g. ``tp8 pp8 dp16 mb1 1f1b sp sel z1``: the degrees, then each field's
@@ -194,6 +203,8 @@ KNOBS: tuple[Field, ...] = fields(Strategy)
 _COUNTS = tuple(f.name for f in KNOBS if not f.metadata["knob"].choices)
 _ZERO_OK = ("first_stage_layers", "last_stage_layers")
 """Counts where 0 means "not set"."""
+_CNN_AXES = ("spatial", "channel", "filter")
+"""CNN degrees, left out of ``to_dict`` at 1 so that other plans read as before they existed."""
 _BOOLS = tuple(f.name for f in KNOBS if f.metadata["knob"].choices == _BOOL)
 _CHOICES = tuple((f.name, frozenset((type(c), c) for c in f.metadata["knob"].choices))
                  for f in KNOBS if f.metadata["knob"].choices and f.name not in _BOOLS)
@@ -226,6 +237,8 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
     out: list[str] = []
     if s.gpus != gpus:
         out.append(f"dp·tp·pp·cp = {s.dp}·{s.tp}·{s.pp}·{s.cp} = {s.gpus}, not the {gpus} GPUs of the cluster")
+    out += [f"{k} parallelism is for CNNs; a transformer needs {k} 1, got {getattr(s, k)}"
+            for k in _CNN_AXES if getattr(s, k) != 1]
     if model.heads % s.tp:
         out.append(f"attention heads {model.heads} are not divisible by tp {s.tp}")
     if model.kv_heads % s.tp and model.kv_heads != model.heads:
