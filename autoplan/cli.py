@@ -539,8 +539,9 @@ def show_cmd(run: str, top: int | None, as_json: bool) -> None:
 @main.command("export")
 @click.argument("run")
 @click.option("--rank", type=int, default=1, show_default=True, help="Which plan of the leaderboard (1 = best).")
-@click.option("--format", "fmt", type=click.Choice(["megatron", "torchtitan"]), default="megatron",
-              show_default=True, help="Megatron-LM arguments or a torchtitan job-config fragment.")
+@click.option("--format", "fmt", type=click.Choice(["megatron", "torchtitan", "pytorch"]), default=None,
+              help="Megatron-LM arguments, a torchtitan job-config fragment, or a PyTorch DDP launch hint "
+                   "[default: pytorch for CNNs, else megatron].")
 @friendly
 def export_cmd(run: str, rank: int, fmt: str) -> None:
     """Print the launch settings of a plan of a run folder."""
@@ -553,6 +554,8 @@ def export_cmd(run: str, rank: int, fmt: str) -> None:
     header = (f"rank {rank} of {r.folder.name}: {e.strategy.short()} ({m.step_time:.3f} s/step, "
               f"{m.tokens_per_s:,.0f} tokens/s, {e.peak_memory / 2**30:.1f} GiB peak)\n{r.title}")
     flash = r.cluster.flash_attention if r.cluster is not None else True
+    if fmt is None:
+        fmt = "pytorch" if r.model is not None and r.model.structure is not None else "megatron"
     click.echo(export_text(fmt, e.strategy, r.model, flash, header), nl=False)
 
 

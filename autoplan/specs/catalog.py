@@ -9,7 +9,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from autoplan.errors import SpecError
-from autoplan.specs.cnn import CNN_MODELS
+from autoplan.specs.cnn import CNN_MODELS, CNNSpec
 from autoplan.specs.model import SIZES, ModelSpec
 
 _GPT = dict(vocab=51200, seq_len=2048, activation="gelu", position="learned", norm="layernorm", bias=True,
@@ -66,6 +66,9 @@ _ALIASES = {
 }
 
 _BY_NAME = {m.name: m for m in _MODELS}
+
+STRUCTURE_TYPES: dict[str, type] = {"cnn": CNNSpec}
+"""The type of ``ModelSpec.structure`` per family that has one (for reading run folders back)."""
 
 
 def list_models() -> tuple[ModelSpec, ...]:
