@@ -142,8 +142,11 @@ def layer_costs(model: ModelSpec, cluster: ClusterSpec, micro_batch: int, spatia
                 m, n, k = b * out_pix, cout, cin * layer.taps
             fwd = _gemm(gpu, m, n, k)
             # backward: dgrad (m×n)·(n×k) and wgrad (k×m)·(m×n), 2× the forward (Narayanan et al. SC'21 §5.1);
-            # the first layer needs no input gradient
-            bwd = (_gemm(gpu, m, k, n) if i else 0.0) + _gemm(gpu, k, n, m)
+            # kept for the first layer too, whose input needs no gradient (a small overestimate of one layer)
+            bwd = _gemm(gpu, m, k, n) + _gemm(gpu, k, n, m)
+            # two GEMMs of the forward's FLOPs: never faster than the forward (the tile model's wave quantization
+            # can favour their shorter inner dimensions on tiny outputs, where cuBLAS would split k instead)
+            bwd = max(bwd, fwd)
             flops = 2.0 * m * n * k
             nbytes = dt * (m * k + k * n + m * n)
             params = layer.params() / (f * c)
@@ -226,17 +229,17 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict:
     """A stage pass's cost by (forward, first stage, last stage); middle stages take the slowest middle one."""
     costs, stages = _costs(model, cluster, s), _stages(model, cluster, s)
     full = s.recompute == "full"
+    passes = {fwd: [_merge(_stage_pass(costs, a, b, fwd, full)) for a, b in stages] for fwd in (True, False)}
+    total = [f.seconds + b.seconds for f, b in zip(passes[True], passes[False])]
+    slowest = max(range(len(stages)), key=total.__getitem__)
+    middle = max(range(1, len(stages) - 1), key=total.__getitem__, default=slowest)
     out = {}
-    for fwd in (True, False):
-        per_stage = [_merge(_stage_pass(costs, a, b, fwd, full)) for a, b in stages]
-        middle = max(per_stage[1:-1] or per_stage, key=lambda p: p.seconds)
-        for first in (False, True):
-            for last in (False, True):
-                if first and last:
-                    pick = per_stage[0] if len(per_stage) == 1 else max(per_stage, key=lambda p: p.seconds)
-                else:
-                    pick = per_stage[0] if first else per_stage[-1] if last else middle
-                out[(fwd, first, last)] = pick
+    for first in (False, True):
+        for last in (False, True):
+            # (first and last) with pp > 1 never occurs; it gets the slowest stage
+            pick = slowest if first and last else 0 if first else len(stages) - 1 if last else middle
+            for fwd in (True, False):
+                out[(fwd, first, last)] = passes[fwd][pick]
     return out
 
 
