@@ -130,7 +130,12 @@ def build_plan(model_name: str, cluster: str, gpus: int, **kw: Any) -> tuple[Any
     if dp is None:
         if gpus % (tp * pp * cp):
             raise SpecError(f"--gpus {gpus} is not divisible by tp·pp·cp = {tp}·{pp}·{cp} = {tp * pp * cp}")
-        dp = data_parallel(gpus, tp, pp, cp)
+        split = kw["spatial"] * kw["channel"] * kw["filter"]        # CNN degrees (1 for transformers)
+        if gpus % (tp * pp * cp * split):
+            raise SpecError(f"--gpus {gpus} is not divisible by pp·spatial·channel·filter = {pp}·{kw['spatial']}·"
+                            f"{kw['channel']}·{kw['filter']} = {pp * split}" + (f" (times tp·cp = {tp * cp})"
+                                                                               if tp * cp > 1 else ""))
+        dp = data_parallel(gpus, tp, pp, cp) // split
     schedule = kw["schedule"] or ("interleaved" if kw["virtual_stages"] > 1 else "1f1b")
     s = Strategy(**{f.name: kw[f.name] for f in KNOBS} | {"dp": dp, "schedule": schedule})
     return model, spec, s
