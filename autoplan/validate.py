@@ -19,7 +19,9 @@ import yaml
 from autoplan.cost import network
 from autoplan.cost.memory import memory_per_stage
 from autoplan.errors import SpecError
-from autoplan.sim.simulate import evaluate
+from autoplan.cost.families import cnn as cnn_family
+from autoplan.sim.simulate import evaluate, score
+from autoplan.specs.cnn import build
 from autoplan.specs.catalog import list_models
 from autoplan.specs.cluster import ClusterSpec, load_cluster
 from autoplan.specs.model import ModelSpec
@@ -79,6 +81,8 @@ class Report:
     cases: list[CaseResult]
     memory: list[CheckResult] = field(default_factory=list)
     bandwidth: list[CheckResult] = field(default_factory=list)
+    cnn: list[CaseResult] = field(default_factory=list)
+    """CNN runs (``cnn_cases``), summarised apart from the transformer runs."""
 
     def groups(self) -> dict[str, list[CaseResult]]:
         """Cases by group, in file order."""
@@ -175,6 +179,17 @@ def check_cases(data: dict, where: str) -> None:
         for key, value in ref.items():
             _positive(value, f"{at}: reference_gib_per_gpu.{key}", integer=False)
     _list(data, "collective_bandwidth", where)
+    for i, case in enumerate(_list(data, "cnn_cases", where), 1):
+        at = f"{where}: CNN case #{i} ({str(case.get('id', '?'))[:60]!r})"
+        hw, model, st, measured = (_table(case, k, at) for k in ("hardware", "model", "strategy", "measured"))
+        _positive(hw.get("num_gpus"), f"{at}: hardware.num_gpus")
+        _positive(model.get("image_size"), f"{at}: model.image_size")
+        for key in ("dp", "micro_batch", "global_batch"):
+            _positive(st.get(key), f"{at}: strategy.{key}")
+        metric = next((k for k in CNN_METRICS if k in measured), None)
+        if metric is None:
+            raise SpecError(f"{at}: measured needs one of {', '.join(CNN_METRICS)}")
+        _positive(measured[metric], f"{at}: measured.{metric}", integer=False)
 
 
 def group_of(case: dict) -> str:
@@ -355,6 +370,37 @@ def run_bandwidth_case(bc: dict) -> CheckResult:
                        predicted=network.bus_bandwidth(kind, g.size, nbytes, seconds) / 1e9, unit="GB/s")
 
 
+CNN_METRICS = ("iteration_time_s", "seconds_per_sample")
+"""What a CNN case may report: seconds per step, or training seconds per sample on one GPU."""
+_CNN_KNOBS = ("dp", "pp", "spatial", "channel", "filter", "micro_batch", "global_batch", "schedule", "recompute",
+              "overlap_grad_reduce")
+
+
+def run_cnn_case(case: dict) -> CaseResult:
+    """Predict one CNN run: the case's plan on the case's cluster, the model built at the case's input size."""
+    m, hw, st = case["model"], case["hardware"], case["strategy"]
+    model = build(str(m["name"]), m["image_size"], m.get("dtype_bytes", 2))
+    base, gpus = load_cluster(str(hw.get("cluster", "abci-v100"))), hw["num_gpus"]
+    # a single-GPU measurement: one node holding only that GPU
+    cluster = base.with_gpus(gpus) if gpus >= base.gpus_per_node else replace(base, gpus_per_node=gpus, nodes=1)
+    unknown = sorted(set(st) - set(_CNN_KNOBS))
+    if unknown:
+        raise SpecError(f"unknown strategy key(s) {', '.join(unknown)}; allowed: {', '.join(_CNN_KNOBS)}")
+    plan = Strategy(**st)
+    reasons = cnn_family.violations(model, cluster.gpus, plan)
+    metric = next(k for k in CNN_METRICS if k in case["measured"])
+    if reasons:
+        return CaseResult(id=case["id"], group=str(case.get("group", "CNN")), metric=metric,
+                          measured=float(case["measured"][metric]), predicted=None, plan=plan, note="; ".join(reasons))
+    e = evaluate(model, cluster, plan)
+    # a run that was measured ran: one the memory model says does not fit is timed anyway, and flagged
+    metrics = e.metrics or score(model, cluster, plan)
+    predicted = metrics.step_time / (plan.global_batch if metric == "seconds_per_sample" else 1)
+    return CaseResult(id=case["id"], group=str(case.get("group", "CNN")), metric=metric,
+                      measured=float(case["measured"][metric]), predicted=predicted, plan=plan,
+                      note="" if e.feasible else "over the memory model's capacity: " + "; ".join(e.violations))
+
+
 def _guarded(run: Callable[..., T], item: dict, what: str, *args: object) -> T:
     """``run(item, *args)``, its errors named by the file's item (a value of a shape the checks did not foresee)."""
     try:
@@ -376,4 +422,5 @@ def validate(path: Path | None = None) -> Report:
     return Report(cases=[_guarded(run_case, c, "case") for c in cases],
                   memory=[r for mc in data.get("memory_cases", []) for r in _guarded(run_memory_case, mc, "memory case",
                                                                                      cases)],
-                  bandwidth=usable + [b for b in bandwidth if b not in usable])
+                  bandwidth=usable + [b for b in bandwidth if b not in usable],
+                  cnn=[_guarded(run_cnn_case, c, "CNN case") for c in data.get("cnn_cases", [])])

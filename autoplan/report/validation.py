@@ -57,6 +57,17 @@ def validation_view(report: Any) -> Group:
             t.add_row(r.id, r.quantity, f"{r.reference:g} {r.unit}",
                       f"{r.predicted:.2f} {r.unit}" if r.predicted is not None else "—", _err(r.error_pct), r.note)
         parts.append(t)
+    if report.cnn:
+        s = report.summary(report.cnn)
+        t = Table(title=f"CNN runs (Kahira et al. 2021 oracle, ABCI V100): mean |error| {s['mean_abs_pct']:.2f} %, "
+                        f"max {s['max_abs_pct']:.2f} % ({s['n']} runs)", title_justify="left")
+        for col in ("case", "metric", "measured", "predicted", "error", "plan simulated", "note"):
+            t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
+        for c in report.cnn:
+            t.add_row(c.id, "s/iter" if c.metric == "iteration_time_s" else "s/sample", f"{c.measured:g}",
+                      f"{c.predicted:.4g}" if c.predicted is not None else "—", _err(c.error_pct),
+                      c.plan.short() if c.plan else "—", c.note)
+        parts.append(t)
     s = report.summary(report.cases)
     parts.append(Text(f"All {s['n']} runs: mean |error| {s['mean_abs_pct']:.2f} %, max {s['max_abs_pct']:.2f} %. "
                       "Where a knob was not published, only that knob was searched and the fastest feasible plan "
@@ -78,4 +89,5 @@ def report_dict(report: Any) -> dict:
     return {"cases": [row(c) for c in report.cases],
             "summary": {g: report.summary(rows) for g, rows in report.groups().items()}
             | {"all": report.summary(report.cases)},
-            "memory": [check(r) for r in report.memory], "bandwidth": [check(r) for r in report.bandwidth]}
+            "memory": [check(r) for r in report.memory], "bandwidth": [check(r) for r in report.bandwidth],
+            "cnn": [row(c) for c in report.cnn], "cnn_summary": report.summary(report.cnn)}

@@ -268,3 +268,23 @@ def as_model(cnn: CNNSpec) -> ModelSpec:
 CNN_MODELS: tuple[ModelSpec, ...] = tuple(as_model(c) for c in (
     resnet("resnet50", (3, 4, 6, 3)), resnet("resnet152", (3, 8, 36, 3)), vgg16(), cosmoflow(), unet3d()))
 """The built-in CNNs."""
+
+BUILDERS = {
+    "resnet50": lambda size: resnet("resnet50", (3, 4, 6, 3), size),
+    "resnet152": lambda size: resnet("resnet152", (3, 8, 36, 3), size),
+    "vgg16": lambda size: vgg16(size),
+    "cosmoflow": lambda size: cosmoflow(size),
+    "unet3d": lambda size: unet3d(size),
+}
+"""The built-in CNNs by name, for an input of a given extent (pixels per side)."""
+
+
+def build(name: str, size: int, dtype_bytes: int = 2) -> ModelSpec:
+    """Built-in CNN ``name`` on ``size``-wide inputs, with ``dtype_bytes`` per activation, as a model."""
+    if name not in BUILDERS:
+        raise SpecError(f"unknown CNN {name!r}; built-in CNNs: {', '.join(BUILDERS)}")
+    if not isinstance(size, int) or isinstance(size, bool) or not 8 <= size <= 4096:
+        raise SpecError(f"CNN {name!r}: image size must be an integer from 8 to 4096, got {size!r}")
+    spec = BUILDERS[name](size)
+    return as_model(CNNSpec(name=spec.name, input_channels=spec.input_channels, input_size=spec.input_size,
+                            layers=spec.layers, source=spec.source, dtype_bytes=dtype_bytes))

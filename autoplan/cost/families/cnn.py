@@ -104,8 +104,23 @@ def _shapes(cluster: ClusterSpec, s: Strategy) -> dict[str, network.GroupShape]:
             "pp": network.group_shape(g, s.pp, model_split * s.spatial * s.dp)}
 
 
+SPLIT_K = (2, 4, 8, 16, 32, 64)
+"""Split-K factors tried for GEMMs whose output fills few SMs."""
+
+
 def _gemm(gpu, m: float, n: float, k: float) -> float:
-    return gemm_time(gpu, max(1, round(m)), max(1, round(n)), max(1, round(k)))
+    """Seconds of an (m×k)·(k×n) GEMM: the best of cuBLAS's plain and split-K forms. Split-K cuts the reduction
+    into pieces computed in parallel, then sums them (CUTLASS "parallel split-K" GEMMs, for small m·n and large k:
+    a convolution's weight gradient reduces over every output pixel of the batch)."""
+    m, n, k = max(1, round(m)), max(1, round(n)), max(1, round(k))
+    best = gemm_time(gpu, m, n, k)
+    tiles = math.ceil(m / gpu.gemm_tile[0]) * math.ceil(n / gpu.gemm_tile[1])
+    for split in SPLIT_K:
+        if tiles * split > 2 * gpu.sm_count or k < 64 * split:
+            break
+        # the partial products are summed in fp32: read `split` of them, write one (memory-bound)
+        best = min(best, gemm_time(gpu, m, n, -(-k // split), split) + memory_time(gpu, 4.0 * m * n * (split + 1)))
+    return best
 
 
 @lru_cache(maxsize=256)
@@ -141,9 +156,11 @@ def layer_costs(model: ModelSpec, cluster: ClusterSpec, micro_batch: int, spatia
             else:
                 m, n, k = b * out_pix, cout, cin * layer.taps
             fwd = _gemm(gpu, m, n, k)
-            # backward: dgrad (m×n)·(n×k) and wgrad (k×m)·(m×n), 2× the forward (Narayanan et al. SC'21 §5.1);
-            # kept for the first layer too, whose input needs no gradient (a small overestimate of one layer)
-            bwd = _gemm(gpu, m, k, n) + _gemm(gpu, k, n, m)
+            # backward, 2× the forward (Narayanan et al. SC'21 §5.1): wgrad (k×m)·(m×n), and dgrad a convolution of
+            # dy with the flipped filters, inner dimension Cout·k^d (cuDNN implicit-GEMM dgrad; Chetlur et al. 2014
+            # §3); kept for the first layer too, whose input needs no gradient (a small overestimate of one layer)
+            taps = layer.taps if layer.kind == "conv" else 1
+            bwd = _gemm(gpu, m, k / taps, n * taps) + _gemm(gpu, k, n, m)
             # two GEMMs of the forward's FLOPs: never faster than the forward (the tile model's wave quantization
             # can favour their shorter inner dimensions on tiny outputs, where cuBLAS would split k instead)
             bwd = max(bwd, fwd)
