@@ -142,7 +142,7 @@ def load_model(path: Path) -> ModelSpec:
     data = data.get("model", data)
     if not isinstance(data, dict):
         raise SpecError(f"model file {str(path)!r}: [model] must be a table of ModelSpec fields, got {data!r}")
-    allowed = {f.name for f in fields(ModelSpec)}
+    allowed = {f.name for f in fields(ModelSpec)} - {"structure"}      # a family's structure is built in code
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise SpecError(f"model file {str(path)!r}: unknown key(s) {', '.join(unknown)}; "
