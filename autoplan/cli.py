@@ -164,7 +164,8 @@ def models(as_json: bool) -> None:
     for col in ("name", "params", "layers", "hidden", "heads (kv)", "ffn", "vocab", "seq", "mlp", "source"):
         t.add_column(col, justify="right" if col not in ("name", "source", "mlp") else "left")
     for m in ms:
-        t.add_row(m.name, f"{m.params() / 1e9:.1f}B", str(m.layers), str(m.hidden), f"{m.heads} ({m.kv_heads})",
+        n = m.params()
+        t.add_row(m.name, f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.1f}M", str(m.layers), str(m.hidden), f"{m.heads} ({m.kv_heads})",
                   str(m.ffn_hidden), str(m.vocab), str(m.seq_len), m.activation, m.source)
     _console().print(t)
     _console().print("aliases: " + ", ".join(f"{a} → {n}" for a, n in sorted(aliases().items())))
