@@ -97,3 +97,12 @@ def test_malformed_validation_files_name_what_is_wrong(tmp_path, text, needle):
     path.write_bytes(text)
     with pytest.raises(SpecError, match=re.escape(needle)):
         validate(path)
+
+
+def test_cnn_oracle_runs_are_predicted_within_the_documented_band(report):
+    # 11 measured ChainerMN runs of the CNN oracle's authors (public.yaml cnn_cases); README: 22.5 % mean
+    assert len(report.cnn) == 11 and all(c.predicted is not None for c in report.cnn)
+    s = Report.summary(report.cnn)
+    assert s["mean_abs_pct"] < 25.0
+    data_parallel = Report.summary([c for c in report.cnn if c.id.startswith("paradl-") and "dp256" not in c.id])
+    assert data_parallel["mean_abs_pct"] < 25.0

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autoplan.cost.families import cnn
 from autoplan.search.codec import specs_from_data, specs_to_data
@@ -118,3 +120,29 @@ def test_search_space_plans_use_every_gpu():
 def test_a_cnn_model_round_trips_through_run_folder_json(node):
     model, cluster = specs_from_data(specs_to_data(SMALL, node))
     assert model == SMALL and cluster == node and model.structure.params() == SMALL.structure.params()
+
+
+def test_cnn_knobs_at_one_leave_plans_as_before():
+    s = Strategy(dp=8, global_batch=8)
+    assert not {"spatial", "channel", "filter"} & set(s.to_dict())
+    assert s.short() == "tp1 pp1 dp8 mb1 1f1b" and s.gpus == 8
+    assert Strategy(dp=2, spatial=2, filter=2, global_batch=8).gpus == 8
+
+
+@settings(max_examples=25, deadline=None)
+@given(batch=st.integers(1, 64), rows=st.integers(1, 3), spatial=st.sampled_from([2, 4, 8]))
+def test_halo_bytes_grow_linearly_with_the_micro_batch(batch, rows, spatial):
+    layer = Layer("c", "conv", 16, 16, (64, 48), (64, 48), kernel=2 * rows + 1)
+    one = cnn.halo_bytes(layer, 1, spatial, 1, 2)
+    assert one == 2 * rows * 48 * 16 * 2
+    assert cnn.halo_bytes(layer, batch, spatial, 1, 2) == batch * one
+
+
+@settings(max_examples=15, deadline=None)
+@given(scale=st.floats(1.0, 8.0), spatial=st.sampled_from([1, 2, 4]), filter_=st.sampled_from([1, 2]))
+def test_faster_network_never_slows_a_cnn_step(node, scale, spatial, filter_):
+    cluster = load_cluster("dgx-a100-80g", 16)
+    faster = replace(cluster, tiers=tuple(replace(t, bandwidth=t.bandwidth * scale) for t in cluster.tiers))
+    s = Strategy(dp=16 // (spatial * filter_), spatial=spatial, filter=filter_, micro_batch=4, global_batch=64)
+    slow, fast = evaluate(SMALL, cluster, s), evaluate(SMALL, faster, s)
+    assert fast.metrics.step_time <= slow.metrics.step_time * (1 + 1e-9)
