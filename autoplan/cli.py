@@ -444,7 +444,7 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
     from autoplan.report.terminal import leaderboard_table
     con = _console()
     con.print(leaderboard_table(table, f"Best plans: {model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
-                                       f"global batch {inputs['global_batch']}"))
+                                       f"global batch {inputs['global_batch']}", _throughput_unit(model)))
     if not result.leaderboard:
         con.print("[bold red]no plan fits in memory[/]: try more GPUs, recompute, ZeRO or a smaller micro-batch")
     same = f" ({result.equivalent} same as another plan here)" if result.equivalent else ""
@@ -456,6 +456,11 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
               f"run folder: {folder.path}")
     if not result.leaderboard:
         sys.exit(1)
+
+
+def _throughput_unit(model: Any) -> str:
+    """samples/s for models whose sample is one "token" (CNNs), else tokens/s."""
+    return "samples/s" if model is not None and model.structure is not None else "tokens/s"
 
 
 _RESUMED = ("gpus", "global_batch", "top", "sampler", "budget", "seed")
@@ -534,7 +539,7 @@ def show_cmd(run: str, top: int | None, as_json: bool) -> None:
         click.echo(json.dumps({"run": str(r.folder), "leaderboard": table}, indent=2))
         return
     from autoplan.report.terminal import leaderboard_table
-    _console().print(leaderboard_table(table, f"Best plans: {r.title}"))
+    _console().print(leaderboard_table(table, f"Best plans: {r.title}", _throughput_unit(r.model)))
     if not table:
         click.echo("no plan of this run fits in memory")
     elif (top or 0) > r.top_k and r.inputs.get("sampler") == "exhaustive":
