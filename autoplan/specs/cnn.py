@@ -73,8 +73,9 @@ class Layer:
         return 0
 
     def halo_rows(self) -> int:
-        """Rows of the neighbours' input a spatially split layer needs on each side (⌊k/2⌋; Dryden et al. 2019)."""
-        return self.kernel // 2 if self.kind in ("conv", "pool") and self.kernel > 1 else 0
+        """Rows of its neighbours' input a spatially split layer needs, both sides together: k − s (⌊k/2⌋ on each
+        side for a stride-1 'same' convolution; none for a 2×2 stride-2 pooling; Dryden et al. IPDPS'19 §III-B)."""
+        return max(0, self.kernel - self.stride) if self.kind in ("conv", "pool") else 0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -32,11 +32,18 @@ def _fwd(model, cluster, s):
 @pytest.mark.parametrize("size,face", [((56, 40), 40), ((16, 12, 10), 120)])
 def test_halo_is_two_faces_of_k_over_2_rows(size, face):
     layer = Layer("c", "conv", 32, 64, size, size, kernel=3)
-    # 2 neighbours × ⌊3/2⌋ rows × face × C × b × bytes (Kahira et al. 2021 §3.2)
+    # stride 1: 2 neighbours × ⌊3/2⌋ rows × face × C × b × bytes (Kahira et al. 2021 §3.2)
     assert cnn.halo_bytes(layer, 4, 4, 1, 2) == 2 * 1 * face * 32 * 4 * 2
     assert cnn.halo_bytes(layer, 4, 4, 2, 2) == 2 * 1 * face * 16 * 4 * 2      # channel split: half the channels
     five = replace(layer, kernel=5)
     assert cnn.halo_bytes(five, 1, 2, 1, 4) == 2 * 2 * face * 32 * 4
+
+
+def test_strided_layers_exchange_k_minus_s_rows():
+    down = Layer("c", "conv", 32, 64, (56, 56), (28, 28), kernel=3, stride=2)
+    pool = Layer("p", "pool", 32, 32, (56, 56), (28, 28), kernel=2, stride=2)
+    assert cnn.halo_bytes(down, 1, 4, 1, 2) == 1 * 56 * 32 * 2
+    assert cnn.halo_bytes(pool, 1, 4, 1, 2) == 0
 
 
 def test_no_halo_for_pointwise_layers_unsplit_layers_or_one_gpu():

@@ -7,7 +7,7 @@ Each layer is an implicit GEMM (convolution lowered to matrix multiply: Chetlur 
 * data (dp): weights replicated; gradients all-reduced over dp·spatial, in PyTorch DDP buckets overlapped with
   the backward (Li et al. 2020, VLDB 13(12) §3.2).
 * spatial: every sample's first spatial axis (H, or D in 3D) split in slabs; each convolution/pooling exchanges
-  ⌊k/2⌋ halo rows with both neighbours, forward and backward (Dryden et al. IPDPS'19 §III-B; Kahira et al. §3.2);
+  k − s halo rows with its two neighbours (⌊k/2⌋ each for stride 1), forward and backward (Dryden et al. IPDPS'19 §III-B; Kahira et al. §3.2);
   layers narrower than the split run whole on every GPU after an all-gather.
 * filter: each layer's output channels split; forward all-gathers the layer's input, backward all-reduces its
   input gradient (Kahira et al. §3.4: 3·(p−1)/p·|x| per layer; Dryden et al. SC'19 §III).
@@ -83,15 +83,16 @@ def is_split(layer: Layer, spatial: int) -> bool:
 
 
 def halo_bytes(layer: Layer, micro_batch: int, spatial: int, channel_split: int, dtype_bytes: int) -> float:
-    """Bytes one GPU sends in one halo exchange of ``layer``: ⌊k/2⌋ rows of its input to each of two neighbours.
+    """Bytes one GPU sends in one halo exchange of ``layer``: k − s rows of its input over its two neighbours
+    (⌊k/2⌋ to each for a stride-1 convolution).
 
-    2·⌊k/2⌋·(W·…)·C·b values (Kahira et al. 2021 §3.2, halo exchange; Dryden et al. IPDPS'19 §III-B).
+    (k − s)·(W·…)·C·b values (Kahira et al. 2021 §3.2, halo exchange; Dryden et al. IPDPS'19 §III-B).
     """
     if not is_split(layer, spatial) or not layer.halo_rows():
         return 0.0
     face = math.prod(layer.in_size[1:])
     channels = _ceil_div(layer.in_channels, channel_split)
-    return 2.0 * layer.halo_rows() * face * channels * micro_batch * dtype_bytes
+    return float(layer.halo_rows() * face * channels * micro_batch * dtype_bytes)
 
 
 def _shapes(cluster: ClusterSpec, s: Strategy) -> dict[str, network.GroupShape]:
