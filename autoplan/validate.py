@@ -186,7 +186,7 @@ def group_of(case: dict) -> str:
     if "2205.05198" in src:
         return "Korthikanti 2022 (A100)"
     if "2104.04473" in src and "Table 2" in src:
-        return "Megatron SC'21 ZeRO-3 vs PTD-P (A100)"
+        return "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)"
     if "2104.04473" in src:
         return "Megatron SC'21 (A100)"
     if "H100" in str(case.get("hardware", {}).get("gpu", "")):
