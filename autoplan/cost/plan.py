@@ -258,6 +258,14 @@ def _pp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommN
 
 def _dp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommNeed]:
     grads = network.group_shape(cluster.gpus_per_node, s.dp * s.cp, network.stride(s, "cp"))
+    if s.zero == 3:
+        layer_params = model.layer_params() / s.tp
+        return [CommNeed(group="dp", op="all_gather", shape=grads, nbytes=PARAM_BYTES * layer_params,
+                         seconds=zero3_layer_gather(model, cluster, s),
+                         when="per layer and micro-batch, before its forward and again before its backward"),
+                CommNeed(group="dp", op="reduce_scatter", shape=grads, nbytes=grad_bytes(s) * layer_params,
+                         seconds=zero3_layer_reduce(model, cluster, s), when="per layer and micro-batch, after its "
+                                                                              "backward")]
     params = max(stage_params(model, s, i) for i in _end_stages(s))
     bucket = min(params, bucket_params(s))
     op = "reduce_scatter" if s.zero >= 1 else "all_reduce"
