@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from autoplan.cost import compute, network, policy
-from autoplan.cost.costs import CommNeed, StepCosts
+from autoplan.cost.costs import CommNeed, PassCost, PassKey, StepCosts
 from autoplan.cost.passes import cp_kv_bytes, grad_bytes, layer, pass_costs
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
@@ -92,10 +92,64 @@ def _optimizer(cluster: ClusterSpec, s: Strategy, params: float) -> float:
     return compute.optimizer_time(cluster.gpu, params, params / (s.dp * s.cp) if s.zero >= 1 else params)
 
 
+def zero3_layer_gather(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
+    """Seconds of the all-gather of one layer's bf16 weights (its TP share) over the DP·CP group (ZeRO-3)."""
+    # FSDP/ZeRO-3 gather one unit (a transformer layer) before its forward and again before its backward
+    # (Rajbhandari et al. 2020 §7.2.2; Zhao et al. 2023, PyTorch FSDP, VLDB 16(12) §3.2)
+    return policy.all_gather(cluster, _dp_shape(cluster, s), PARAM_BYTES * model.layer_params() / s.tp,
+                             s.collective_policy)
+
+
+def zero3_layer_reduce(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
+    """Seconds of the reduce-scatter of one layer's gradients over the DP·CP group (ZeRO-3)."""
+    return grad_reduce_time(cluster, _dp_shape(cluster, s), s, model.layer_params() / s.tp)
+
+
+def _dp_shape(cluster: ClusterSpec, s: Strategy) -> network.GroupShape:
+    return network.group_shape(cluster.gpus_per_node, s.dp * s.cp, network.stride(s, "cp"))
+
+
+def zero3_exposed(layers: int, forward: float, backward: float, gather: float, reduce: float) -> tuple[float, float]:
+    """Seconds of ZeRO-3 communication a forward and a backward pass of ``layers`` layers cannot hide.
+
+    Each layer's weights are prefetched while the previous layer computes, one layer ahead (DeepSpeed stage-3
+    prefetch; FSDP forward/backward prefetch, Zhao et al. 2023 §3.3.2): the first gather is exposed, and a later
+    layer waits when its collectives take longer than the layer before it computes. In the backward a layer's
+    gather and the reduce-scatter of the previous layer's gradients share the DP link; the last reduce-scatter
+    ends the pass. ``forward`` and ``backward`` are one layer's seconds (the backward with its recompute).
+    """
+    fwd = gather + (layers - 1) * max(0.0, gather - forward)
+    bwd = gather + (layers - 1) * max(0.0, gather + reduce - backward) + reduce
+    return fwd, bwd
+
+
+def _zero3_passes(model: ModelSpec, cluster: ClusterSpec, s: Strategy,
+                  passes: dict[PassKey, PassCost]) -> dict[PassKey, PassCost]:
+    """The passes of a ZeRO-3 plan (pp = 1: one chunk of every layer) with their exposed DP communication."""
+    n = model.layers
+    gather, reduce = zero3_layer_gather(model, cluster, s), zero3_layer_reduce(model, cluster, s)
+    shape = _dp_shape(cluster, s)
+    # the embedding and output weights (not a transformer layer) are gathered and reduced once per pass, exposed
+    others = stage_params(model, s, 0) - n * model.layer_params() / s.tp
+    g_other = policy.all_gather(cluster, shape, PARAM_BYTES * others, s.collective_policy)
+    r_other = grad_reduce_time(cluster, shape, s, others)
+    # one layer's seconds: a middle chunk of a pp = 1 plan has every layer and no embedding or output layer
+    fwd, bwd = zero3_exposed(n, passes[(True, False, False)].seconds / n, passes[(False, False, False)].seconds / n,
+                             gather, reduce)
+    out = {}
+    for key, cost in passes.items():
+        first_or_last = key[1] or key[2]
+        extra = (fwd if key[0] else bwd) + (g_other + (0.0 if key[0] else r_other) if first_or_last else 0.0)
+        out[key] = PassCost(cost.seconds + extra, cost.parts + (("dp", extra),))
+    return out
+
+
 def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts:
     """Seconds of every task kind of one step of plan ``s`` (which must be valid)."""
     p, group = s.pp, s.dp * s.cp
     grads = network.group_shape(cluster.gpus_per_node, group, network.stride(s, "cp"))
+    if s.zero == 3 and group > 1:
+        return _zero3_step(model, cluster, s)
     chunk = chunk_params(model, s)
     segments = _segments(chunk, s) if (group > 1 and s.overlap_grad_reduce) else 0
     per_layer = model.layer_params()
@@ -130,6 +184,16 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
                       if s.zero == 3 else 0.0),
         shard_reduce=grad_reduce_time(cluster, grads, s, chunk) if s.zero >= 2 else 0.0,
         reduce_all=reduce_all, final_gather=final_gather, tied=tied)
+
+
+def _zero3_step(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts:
+    """A ZeRO-3 step: per-layer gathers and reduce-scatters inside the passes (``_zero3_passes``); the weights
+    stay sharded, so no gather after the optimizer step (Rajbhandari et al. 2020 §5.3)."""
+    params = [_stage_params(model, s, i, model.layer_params()) for i in range(s.pp)]
+    return StepCosts(passes=_zero3_passes(model, cluster, s, pass_costs(model, cluster, s)),
+                     optimizer=tuple(_optimizer(cluster, s, x) for x in params), hop=0.0, segments=0,
+                     segment_reduce=None, param_gather=None, shard_gather=0.0, shard_reduce=0.0, reduce_all=None,
+                     final_gather=None, tied=None)
 
 
 def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
@@ -194,6 +258,14 @@ def _pp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommN
 
 def _dp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommNeed]:
     grads = network.group_shape(cluster.gpus_per_node, s.dp * s.cp, network.stride(s, "cp"))
+    if s.zero == 3:
+        layer_params = model.layer_params() / s.tp
+        return [CommNeed(group="dp", op="all_gather", shape=grads, nbytes=PARAM_BYTES * layer_params,
+                         seconds=zero3_layer_gather(model, cluster, s),
+                         when="per layer and micro-batch, before its forward and again before its backward"),
+                CommNeed(group="dp", op="reduce_scatter", shape=grads, nbytes=grad_bytes(s) * layer_params,
+                         seconds=zero3_layer_reduce(model, cluster, s), when="per layer and micro-batch, after its "
+                                                                              "backward")]
     params = max(stage_params(model, s, i) for i in _end_stages(s))
     bucket = min(params, bucket_params(s))
     op = "reduce_scatter" if s.zero >= 1 else "all_reduce"
