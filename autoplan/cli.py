@@ -224,9 +224,10 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
 
     from autoplan.sim.simulate import evaluate, score, simulate_step
     from autoplan.cost.families import violations
+    from autoplan.specs.hardware import hardware_violations
 
     model, spec, s = build_plan(model_name, cluster, gpus, **kw)
-    reasons = violations(model, spec.gpus, s)
+    reasons = violations(model, spec.gpus, s) + hardware_violations(model, spec, s)
     if reasons:
         raise SpecError("invalid plan: " + "; ".join(reasons))
     e = evaluate(model, spec, s)

@@ -48,7 +48,8 @@ def _collectives_time(cluster: ClusterSpec, shape: network.GroupShape, colls: tu
 
 def layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> LayerCompute:
     """Kernels and TP collectives of one transformer layer for one micro-batch of plan ``s``."""
-    return compute.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute)
+    return compute.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
+                                 s.precision)
 
 
 @lru_cache(maxsize=4096)
