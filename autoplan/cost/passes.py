@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from autoplan.cost import compute, network
+from autoplan.cost import compute, network, tp_overlap
 from autoplan.cost.compute import Collective, LayerCompute, Op
 from autoplan.cost.costs import PassCost, PassKey, pass_cost
 from autoplan.specs.cluster import ClusterSpec
@@ -65,6 +65,10 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pass
     bwd_tp = _collectives_time(cluster, tp, lay.backward_collectives)
     rec = LayerCompute.seconds(lay.recompute)
     rec_tp = _collectives_time(cluster, tp, lay.recompute_collectives)
+    if s.tp_comm_overlap and s.sequence_parallel and s.tp > 1:
+        # chunked collectives hidden behind the GEMMs they feed (Wang et al. ASPLOS'23; TE userbuffers)
+        fwd_tp, bwd_tp = tp_overlap.layer_exposed(model, cluster, s)
+        rec_tp = fwd_tp if lay.recompute_collectives else 0.0
     emb_f, emb_b, emb_c = compute.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
     out_f, out_b, out_c = compute.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
     emb_tp, out_tp = _collectives_time(cluster, tp, emb_c), _collectives_time(cluster, tp, out_c)

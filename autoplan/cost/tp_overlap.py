@@ -1,0 +1,80 @@
+"""Exposed seconds of a layer's sequence-parallel TP collectives when they overlap the GEMMs they feed
+(Megatron-LM ``--tp-comm-overlap``, Transformer Engine userbuffers).
+
+Wang et al. ASPLOS'23 ("Overlap Communication with Dependent Computation via Decomposition in Large Deep
+Learning Models") split a collective and the GEMM that consumes (or produces) it into tp chunks that pipeline:
+while the GEMM of one chunk runs, the next chunk's shard travels. Transformer Engine does this for the
+all-gather before QKV and fc1 and the reduce-scatter after proj and fc2 (``ring_exchange``/``pipeline``), and in
+the backward overlaps the dgrad's reduce-scatter with the independent wgrad GEMM (``bulk``) (TE docs,
+``initialize_ub``; NeMo userbuffers configs). Only what a chunk's GEMM cannot hide stays exposed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from autoplan.cost import compute, network
+from autoplan.specs.cluster import GPUSpec
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.strategy import Strategy
+
+REDUCE_SCATTER_SMS = {"proj": 24, "fc2": 20}
+"""SMs the pipelined reduce-scatter's kernels take from the GEMM after proj and fc2 (``num_sm`` with
+``set_sm_margin``; the GEMM runs on the rest): NVIDIA's GPT-3 175B H100 recipe, dgxc-benchmarking
+nemo_megatron/gpt3_175b_hydra.yaml ``ub_tp_comm_overlap_cfg`` (the all-gathers use copy engines: no SMs)."""
+
+
+def _fewer_sms(gpu: GPUSpec, taken: int) -> GPUSpec:
+    """The GPU as a GEMM sees it with ``taken`` SMs busy with communication kernels (same per-SM rate)."""
+    left = max(1, gpu.sm_count - taken)
+    ratio = left / gpu.sm_count
+    return replace(gpu, sm_count=left, peak_flops=gpu.peak_flops * ratio, fp8_peak_flops=gpu.fp8_peak_flops * ratio)
+
+
+def pipelined(gemm: float, chunk_gemm: float, comm: float, chunks: int) -> float:
+    """Exposed seconds of a collective of ``comm`` seconds split into ``chunks`` steps over a GEMM of ``gemm``
+    seconds whose chunks take ``chunk_gemm`` each: the pipeline ``g + (n−1)·max(c, g)`` beyond the unsplit GEMM,
+    never below 0 and never above the collective itself (the unoverlapped cost)."""
+    if chunks <= 1 or comm <= 0:
+        return max(0.0, comm)
+    # Wang et al. ASPLOS'23 §4 (ring decomposition): n−1 shard transfers, each beside one chunk's GEMM
+    step = comm / (chunks - 1)
+    total = chunk_gemm + (chunks - 1) * max(step, chunk_gemm)
+    return min(comm, max(0.0, total - gemm))
+
+
+def bulk(comm: float, independent_gemm: float) -> float:
+    """Exposed seconds of a collective running beside an independent GEMM (TE userbuffers ``bulk`` overlap)."""
+    return max(0.0, comm - independent_gemm)
+
+
+def layer_exposed(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> tuple[float, float]:
+    """Exposed TP seconds of one layer's forward and backward with TP-comm overlap (sequence parallel, tp > 1)."""
+    gpu, t, fp8 = cluster.gpu, s.tp, s.precision != "bf16"
+    shape = network.shape_of(cluster, s, "tp")
+    shapes = compute.layer_gemm_shapes(model, t, s.cp, s.micro_batch)
+    # Korthikanti et al. 2022 §4.2.2: each SP all-gather / reduce-scatter moves the full b·s·h bf16 tensor
+    buffer = compute.BF16 * shapes["qkv"][0] * model.hidden
+    comm = network.all_gather(cluster, shape, buffer)
+
+    def gemm(m: int, n: int, k: int, sms_taken: int = 0) -> tuple[float, float]:
+        # the whole GEMM and one of its t row chunks (m/t tokens; wave quantization of the smaller GEMM), the
+        # chunks on the SMs the communication kernels leave
+        chunk_gpu = _fewer_sms(gpu, sms_taken) if sms_taken else gpu
+        return compute.gemm_time(gpu, m, n, k, 1, fp8), compute.gemm_time(chunk_gpu, -(-m // t), n, k, 1, fp8)
+
+    fwd = 0.0
+    for name in ("qkv", "proj", "fc1", "fc2"):
+        # all-gather → qkv, fc1 (ring exchange); proj, fc2 → reduce-scatter (pipelined split)
+        fwd += pipelined(*gemm(*shapes[name], REDUCE_SCATTER_SMS.get(name, 0)), comm, t)
+    bwd = 0.0
+    for name in ("proj", "fc2"):
+        # the gradient's all-gather feeds the row-parallel layer's dgrad, (m×n)·(n×k) (pipelined)
+        m, n, k = shapes[name]
+        bwd += pipelined(*gemm(m, k, n), comm, t)
+    for name in ("qkv", "fc1"):
+        # the column-parallel dgrad's reduce-scatter beside its own wgrad GEMM, (k×m)·(m×n) (bulk)
+        m, n, k = shapes[name]
+        bwd += bulk(comm, compute.gemm_time(gpu, k, n, m, 1, fp8))
+    return fwd, bwd
