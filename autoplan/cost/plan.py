@@ -8,8 +8,9 @@ import math
 
 from autoplan.cost import compute, network, policy
 from autoplan.cost.costs import CommNeed, StepCosts
-from autoplan.cost.passes import cp_kv_bytes, grad_bytes, layer, pass_costs
+from autoplan.cost.passes import cp_kv_bytes, grad_bytes, layer, pass_costs, ulysses_bytes
 from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.hardware import cp_a2a_degree
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.layout import chunk_layers, stage_layers
 from autoplan.specs.strategy import Strategy
@@ -173,10 +174,18 @@ def collectives(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[Com
                                 when=f"{len(coll) // 2}× per layer and pass"))
     if s.cp > 1:
         cp = network.shape_of(cluster, s, "cp")
+        a2a = cp_a2a_degree(s, cluster.gpus_per_node)
+        if a2a > 1:
+            q, _ = ulysses_bytes(model, s)
+            group = network.group_shape(cluster.gpus_per_node, a2a, network.stride(s, "cp"))
+            out.append(CommNeed(group="cp", op="all_to_all", shape=group, nbytes=q,
+                                seconds=network.all_to_all(cluster, group, q),
+                                when="4× per layer and pass (Ulysses: Q, K, V, output; K, V smaller with GQA)"))
         kv = cp_kv_bytes(model, s)
-        out.append(CommNeed(group="cp", op="send_recv", shape=cp, nbytes=kv,
-                            seconds=network.send_recv(cluster, cp.nodes == 1, kv),
-                            when=f"{s.cp - 1}× per layer (ring K/V)"))
+        if s.cp // a2a > 1:
+            out.append(CommNeed(group="cp", op="send_recv", shape=cp, nbytes=kv,
+                                seconds=network.send_recv(cluster, cp.nodes == 1, kv),
+                                when=f"{s.cp // a2a - 1}× per layer (ring K/V)"))
     if s.pp > 1:
         out += _pp_needs(model, cluster, s)
     if s.dp * s.cp > 1:
