@@ -308,7 +308,13 @@ def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: i
                         f"not {fixed['schedule']}")
     model = get_model(model_name)
     spec = load_cluster(cluster, gpus)
-    return model, spec, load_space(space, {k: v for k, v in fixed.items() if k in _fixable()})
+    loaded = load_space(space, {k: v for k, v in fixed.items() if k in _fixable()})
+    from autoplan.specs.hardware import unsupported_precisions
+
+    refused = unsupported_precisions(spec, loaded.axes["precision"])
+    if refused:
+        raise SpecError(refused)
+    return model, spec, loaded
 
 
 @main.command()

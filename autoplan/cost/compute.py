@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec, GPUSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
@@ -70,6 +71,8 @@ def gemm_time(gpu: GPUSpec, m: int, n: int, k: int, batch: int = 1, fp8: bool = 
     (smaller tiles reuse less data: lower rate); the k/(k + k½) factor is each tile's main-loop fill. Never
     faster than moving its operands (roofline). FP8 runs at the GPU's FP8 peak times its FP8 efficiency.
     """
+    if fp8 and not gpu.fp8_peak_flops:
+        raise SpecError(f"the {gpu.name} has no FP8 tensor cores (fp8_peak_tflops not set)")
     tm, tn = gpu.gemm_tile
     peak = gpu.fp8_peak_flops * gpu.fp8_gemm_efficiency if fp8 else gpu.peak_flops * gpu.gemm_efficiency
     per_sm = peak * gpu.clock_ratio * k / (k + gpu.gemm_half_k) / gpu.sm_count
