@@ -135,9 +135,12 @@ def test_fp8_param_gather_needs_an_fp8_precision():
     assert violations(GPT3, 64, replace(s, precision="fp8")) == []
 
 
-def test_a_cluster_file_with_an_fp8_peak_needs_its_efficiency(tmp_path):
+def test_a_cluster_file_with_an_fp8_peak_and_no_efficiency_takes_the_bf16_one(tmp_path):
     text = (load_cluster.__globals__["specs_dir"]() / "dgx-h100-80g.toml").read_text()
-    bad = tmp_path / "bad.toml"
-    bad.write_text("\n".join(line for line in text.splitlines() if not line.startswith("fp8_gemm_efficiency")))
-    with pytest.raises(SpecError, match="fp8_peak_tflops .* needs fp8_gemm_efficiency"):
-        load_cluster(str(bad))
+    plain = tmp_path / "plain.toml"
+    plain.write_text("\n".join(line for line in text.splitlines() if not line.startswith("fp8_gemm_efficiency")))
+    gpu = load_cluster(str(plain)).gpu
+    assert gpu.fp8_gemm_efficiency == 0.0
+    m, n, k = _one_wave(gpu)
+    ratio = (gemm_time(gpu, m, n, k) - gpu.kernel_overhead) / (gemm_time(gpu, m, n, k, 1, True) - gpu.kernel_overhead)
+    assert ratio == pytest.approx(gpu.fp8_peak_flops / gpu.peak_flops)
