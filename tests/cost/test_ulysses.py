@@ -64,3 +64,15 @@ def test_ulysses_needs_heads_divisible_by_cp_times_tp():
     assert hardware_violations(model, H100, mixed) == []
     bad = replace(model, heads=20, kv_heads=4, head_dim=LLAMA.hidden // 32)
     assert any("tp·(CP ranks per node) = 2·4" in r for r in hardware_violations(bad, H100, mixed))
+
+
+def test_all_to_all_across_nodes_closed_form():
+    # pairwise exchange (Thakur et al. 2005) over 2 nodes of 8: 7/16 of the buffer over NVLink, 8/16 over the
+    # NICs, the slower of the two, plus n−1 steps of the inter-node latency
+    shape = network.group_shape(8, 16, 1)
+    nbytes = 64 * 2**20
+    nvl, ib = H100.tiers[0], H100.tier_spanning(shape.span)
+    r_nvl = nvl.bandwidth * nvl.efficiency * nbytes / (nbytes + nvl.half_bandwidth_bytes)
+    r_ib = ib.bandwidth * ib.efficiency * (nbytes / (nbytes + ib.half_bandwidth_bytes) if ib.half_bandwidth_bytes else 1)
+    expected = max(7 / 16 * nbytes / r_nvl, 8 / 16 * nbytes / r_ib) + 15 * ib.latency
+    assert network.all_to_all(H100, shape, nbytes) == pytest.approx(expected)
