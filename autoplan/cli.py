@@ -230,9 +230,10 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
 
     from autoplan.sim.simulate import evaluate, score, simulate_step
     from autoplan.cost.families import violations
+    from autoplan.specs.hardware import hardware_violations
 
     model, spec, s = build_plan(model_name, cluster, gpus, **kw)
-    reasons = violations(model, spec.gpus, s)
+    reasons = violations(model, spec.gpus, s) + hardware_violations(model, spec, s)
     if reasons:
         raise SpecError("invalid plan: " + "; ".join(reasons))
     e = evaluate(model, spec, s)
@@ -316,7 +317,13 @@ def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: i
     if space == "default":                      # a family may bring its own axes (CNNs: spatial, channel, filter)
         from autoplan.cost.families import family_of
         space = getattr(family_of(model), "default_space", space)
-    return model, spec, load_space(space, {k: v for k, v in fixed.items() if k in _fixable()})
+    loaded = load_space(space, {k: v for k, v in fixed.items() if k in _fixable()})
+    from autoplan.specs.hardware import unsupported_precisions
+
+    refused = unsupported_precisions(spec, loaded.axes["precision"])
+    if refused:
+        raise SpecError(refused)
+    return model, spec, loaded
 
 
 @main.command()

@@ -205,7 +205,7 @@ def group_of(case: dict) -> str:
     if "2104.04473" in src:
         return "Megatron SC'21 (A100)"
     if "H100" in str(case.get("hardware", {}).get("gpu", "")):
-        return "NVIDIA H100 recipes"
+        return "NVIDIA H100 recipes" + (", FP8" if precision_of(case) != "bf16" else "")
     return str(case.get("group", "other"))
 
 
@@ -238,6 +238,15 @@ def _recompute(value: object) -> str:
     return "selective" if "selective" in text else "full" if "full" in text else "none"
 
 
+def precision_of(case: dict) -> str:
+    """The run's GEMM precision: ``strategy.precision`` if given, else ``model.dtype`` (an "fp8" run: Transformer
+    Engine's tensor-wise delayed scaling, NeMo's default FP8 recipe), else bf16."""
+    st, model = case["strategy"], case["model"]
+    if _known(st.get("precision")):
+        return str(st["precision"])
+    return "fp8" if "fp8" in str(model.get("dtype", "")).lower() else "bf16"
+
+
 def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy], tuple[str, ...]]:
     """The published plan, or every plan over the knobs the source left out."""
     st = case["strategy"]
@@ -264,6 +273,10 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
         axes["zero"] = [0, 1]
     if _known(st.get("zero_stage")):
         axes["zero"] = [int(st["zero_stage"])]      # a ZeRO run (DeepSpeed stage 1-3), as published
+    axes["precision"] = [precision_of(case)]
+    if axes["precision"] != ["bf16"] and not _known(st.get("fp8_param_gather")):
+        axes["fp8_param_gather"] = [False, True]      # FP8 weights (Megatron --fp8-param-gather): not published
+    axes["cp_comm"] = [st["cp_comm"]] if _known(st.get("cp_comm")) else ["p2p"]
     source = str(case.get("source", "")) + str(case.get("group", ""))
     modern = not any(src in source for src in _SYNCHRONOUS_MEGATRON_SOURCES)
     # software knobs: the file's value, else Strategy's default (the overlaps: the source's Megatron-LM)

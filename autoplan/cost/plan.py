@@ -8,8 +8,9 @@ import math
 
 from autoplan.cost import compute, network, policy
 from autoplan.cost.costs import CommNeed, PassCost, PassKey, StepCosts
-from autoplan.cost.passes import cp_kv_bytes, grad_bytes, layer, pass_costs
+from autoplan.cost.passes import cp_kv_bytes, grad_bytes, layer, pass_costs, ulysses_bytes
 from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.hardware import cp_a2a_degree
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.layout import chunk_layers, stage_layers
 from autoplan.specs.strategy import Strategy
@@ -17,6 +18,12 @@ from autoplan.specs.strategy import Strategy
 PARAM_BYTES = 2         # bf16 weights, all-gathered after a sharded optimizer step (Megatron-LM distributed optimizer)
 BUCKET_PARAMS = 40e6    # Megatron-LM DDP bucket size: max(40M, 1M·dp) parameters (distributed_data_parallel.py)
 MAX_BUCKETS = 8         # this model's simplification: finer buckets change the overlap by less than one's reduce
+
+
+def param_bytes(s: Strategy) -> int:
+    """Bytes per weight in the distributed optimizer's all-gathers: bf16, or FP8 with ``fp8_param_gather``."""
+    # Megatron-LM --fp8-param-gather: the sharded optimizer all-gathers FP8 weights, half the bf16 bytes
+    return 1 if s.fp8_param_gather else PARAM_BYTES
 
 
 def stage_params(model: ModelSpec, s: Strategy, stage: int) -> float:
@@ -162,7 +169,7 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
         reduce_all = tuple(grad_reduce_time(cluster, grads, s, x / n) * n for x, n in zip(params, counts))
     if s.zero >= 1 and group > 1 and not s.overlap_param_gather:
         # Megatron-LM distributed optimizer docs: the updated bf16 shards are all-gathered after the step
-        final_gather = tuple(policy.all_gather(cluster, grads, PARAM_BYTES * x, s.collective_policy) for x in params)
+        final_gather = tuple(policy.all_gather(cluster, grads, param_bytes(s) * x, s.collective_policy) for x in params)
     tied = None
     if model.tied_embeddings and p > 1:
         # the first and last stage hold the tied embedding and all-reduce its gradient (Megatron-LM
@@ -177,10 +184,10 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
         segment_reduce=grad_reduce_time(cluster, grads, s, chunk / segments) if segments and s.zero < 2 else None,
         # overlapped all-gather of a chunk's sharded weights before its first forward (ZeRO >= 1; Megatron-Core
         # --overlap-param-gather)
-        param_gather=(policy.all_gather(cluster, grads, PARAM_BYTES * chunk, s.collective_policy)
+        param_gather=(policy.all_gather(cluster, grads, param_bytes(s) * chunk, s.collective_policy)
                       if s.zero >= 1 and s.overlap_param_gather and group > 1 else None),
         # Rajbhandari et al. 2020 (ZeRO) §5.2-5.3: stage 2/3 reduce-scatter after every backward, 3 gathers weights
-        shard_gather=(policy.all_gather(cluster, grads, PARAM_BYTES * chunk, s.collective_policy)
+        shard_gather=(policy.all_gather(cluster, grads, param_bytes(s) * chunk, s.collective_policy)
                       if s.zero == 3 else 0.0),
         shard_reduce=grad_reduce_time(cluster, grads, s, chunk) if s.zero >= 2 else 0.0,
         reduce_all=reduce_all, final_gather=final_gather, tied=tied)
@@ -231,10 +238,18 @@ def collectives(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[Com
                                 when=f"{len(coll) // 2}× per layer and pass"))
     if s.cp > 1:
         cp = network.shape_of(cluster, s, "cp")
+        a2a = cp_a2a_degree(s, cluster.gpus_per_node)
+        if a2a > 1:
+            q, _ = ulysses_bytes(model, s)
+            group = network.group_shape(cluster.gpus_per_node, a2a, network.stride(s, "cp"))
+            out.append(CommNeed(group="cp", op="all_to_all", shape=group, nbytes=q,
+                                seconds=network.all_to_all(cluster, group, q),
+                                when="4× per layer and pass (Ulysses: Q, K, V, output; K, V smaller with GQA)"))
         kv = cp_kv_bytes(model, s)
-        out.append(CommNeed(group="cp", op="send_recv", shape=cp, nbytes=kv,
-                            seconds=network.send_recv(cluster, cp.nodes == 1, kv),
-                            when=f"{s.cp - 1}× per layer (ring K/V)"))
+        if s.cp // a2a > 1:
+            out.append(CommNeed(group="cp", op="send_recv", shape=cp, nbytes=kv,
+                                seconds=network.send_recv(cluster, cp.nodes == 1, kv),
+                                when=f"{s.cp // a2a - 1}× per layer (ring K/V)"))
     if s.pp > 1:
         out += _pp_needs(model, cluster, s)
     if s.dp * s.cp > 1:
@@ -274,7 +289,7 @@ def _dp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommN
                     seconds=policy.COLLECTIVES[op](cluster, grads, nbytes, s.collective_policy),
                     when=f"per bucket, {params / bucket:.0f} buckets")]
     if s.zero >= 1:
-        out.append(CommNeed(group="dp", op="all_gather", shape=grads, nbytes=PARAM_BYTES * bucket,
-                            seconds=policy.all_gather(cluster, grads, PARAM_BYTES * bucket, s.collective_policy),
+        out.append(CommNeed(group="dp", op="all_gather", shape=grads, nbytes=param_bytes(s) * bucket,
+                            seconds=policy.all_gather(cluster, grads, param_bytes(s) * bucket, s.collective_policy),
                             when="per bucket, params"))
     return out

@@ -90,6 +90,12 @@ def megatron_notes(s: Strategy, model: ModelSpec | None) -> list[str]:
              f"(tp {s.tp} · pp {s.pp} · cp {s.cp})"]
     if s.schedule == "gpipe" and s.pp > 1:
         notes.append("Megatron-LM has no GPipe schedule: it runs this plan with 1F1B (same bubble, less memory)")
+    if s.cp_comm == "a2a+p2p" and s.cp > 1:
+        notes.append("--cp-comm-type a2a+p2p also needs --hierarchical-context-parallel-sizes A R with A·R = cp "
+                     f"{s.cp}: autoplan priced A = the CP ranks sharing a node (all-to-all) and a ring of R across")
+    if s.precision != "bf16":
+        notes.append("FP8 runs through Transformer Engine (--transformer-impl transformer_engine); the embedding, "
+                     "output layer and attention stay BF16")
     if model is None:
         notes.append("model shape arguments left out: the run's model could not be rebuilt")
     else:
@@ -131,6 +137,13 @@ def torchtitan_toml(s: Strategy, model: ModelSpec | None, header: str = "") -> s
         lines.append("# torchtitan's tensor parallelism always shards norms along the sequence (sequence parallel)")
     lines += ["", "[parallelism]", *dp, f"tensor_parallel_degree = {s.tp}", f"context_parallel_degree = {s.cp}",
               f"pipeline_parallel_degree = {s.pp}"]
+    if s.tp_comm_overlap:
+        # torchtitan docs (async tensor parallel): overlaps TP collectives with matmuls, needs torch.compile
+        lines.append("enable_async_tensor_parallel = true  # TP-comm overlap; needs [compile] enable = true")
+    if s.precision != "bf16":
+        lines.append(f"# precision {s.precision}: enable torchtitan's float8/MX converter by hand ([model] converters)")
+    if s.cp_comm != "p2p" and s.cp > 1:
+        lines.append(f"# cp_comm {s.cp_comm}: torchtitan's context parallelism is ring attention (p2p) only")
     if s.uneven:
         lines.append(f"# not exported: the uneven first/last stages ({s.first_stage_layers}/{s.last_stage_layers} "
                      "layers); torchtitan splits stages by module_fqns_per_model_part, write them by hand")
