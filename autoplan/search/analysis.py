@@ -4,7 +4,7 @@ parameter importances of the run's Optuna study. The report draws the plain data
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -161,7 +161,7 @@ def neighbours(run: Run, best: Evaluation) -> dict[str, list[Neighbour]]:
     known = {e.strategy: e for e in run.evaluations}
     gpus = run.cluster.gpus
     s0 = best.strategy
-    current = s0.to_dict() | {"schedule": _schedule_label(s0.schedule, s0.virtual_stages)}
+    current = asdict(s0) | {"schedule": _schedule_label(s0.schedule, s0.virtual_stages)}
     out: dict[str, list[Neighbour]] = {}
     for axis, values in _axis_values(run.inputs.get("space", {})).items():
         row = []

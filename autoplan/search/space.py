@@ -140,7 +140,7 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
             continue
         dp = data_parallel(gpus, tp, pp, cp)
         # layers that do not split over pp: the balanced uneven layout (Megatron-LM first/last stage layers)
-        first, last = balanced_layout(model.layers, pp)
+        first, last = balanced_layout(model.layers, pp, 3 if model.moe else 2)   # MoE: DeepSeek-V3's 61 layers
         for kw in inner:
             for v in (a["virtual_stages"] if kw["schedule"] == "interleaved" else (1,)):
                 s = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=global_batch, virtual_stages=v,
