@@ -306,7 +306,8 @@ def collectives(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[Com
                             when="dispatched tokens, per MoE layer and pass (and a reduce-scatter back)"))
     grads = network.group_shape(cluster.gpus_per_node, s.dp * s.cp, network.stride(s, "cp"))
     op = "reduce_scatter" if s.zero >= 1 else "all_reduce"
-    non_expert, expert = max((stage_params(model, s, i) for i in _stages_to_check(s)), key=sum)
+    per_stage = [stage_params(model, s, i) for i in _stages_to_check(s)]
+    non_expert, expert = max(p[0] for p in per_stage), max(p[1] for p in per_stage)
     for shape, params, who in ((grads, non_expert, "non-expert"), (moe.edp_shape(cluster, s), expert, "expert")):
         if shape.size > 1 and params > 0:
             nbytes = passes.grad_bytes(s) * min(params, plan.bucket_params(s))
