@@ -132,6 +132,11 @@ class Strategy:
                     fix_help="Fix expert tensor parallelism (MoE).", label=lambda v: f"etp{v}" if v > 1 else "")
     """Expert tensor-parallel degree (Megatron-Core ``--expert-tensor-parallel-size``); the expert-data-parallel
     degree is edp = tp·cp·dp / (etp·ep)."""
+    ep_overlap: bool = knob(False, choices=_BOOL, axis=True, label=lambda v: "epo" if v else "",
+                            help="Hide the EP all-to-alls behind another micro-batch's compute (MoE, ep > 1).",
+                            megatron={True: ("--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute")})
+    """Overlap the expert-parallel all-to-alls with compute (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
+    batch-level overlap of one micro-batch's forward with another's backward; DeepSeek-V3's DualPipe)."""
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
@@ -188,7 +193,7 @@ class Strategy:
         """Plain fields, for JSON and trial parameters (the uneven-stage layers only when set and the expert degrees
         only above 1, so that even dense plans read as before they existed)."""
         return {k: v for k, v in asdict(self).items()
-                if (v or k not in _ZERO_OK) and not (k in _ONE_OK and v == 1)}
+                if (v or k not in _ZERO_OK) and not (k in _HIDDEN and v == _HIDDEN[k])}
 
     def short(self) -> str:
         """A compact one-line label, e.g. ``tp8 pp8 dp16 mb1 1f1b sp sel z1``: the degrees, then each field's
@@ -210,8 +215,8 @@ KNOBS: tuple[Field, ...] = fields(Strategy)
 _COUNTS = tuple(f.name for f in KNOBS if not f.metadata["knob"].choices)
 _ZERO_OK = ("first_stage_layers", "last_stage_layers")
 """Counts where 0 means "not set"."""
-_ONE_OK = ("ep", "etp")
-"""Expert degrees left out of ``to_dict`` at 1, so that dense plans read as before they existed."""
+_HIDDEN = {"ep": 1, "etp": 1, "ep_overlap": False}
+"""Expert knobs left out of ``to_dict`` at their defaults, so that dense plans read as before they existed."""
 _BOOLS = tuple(f.name for f in KNOBS if f.metadata["knob"].choices == _BOOL)
 _CHOICES = tuple((f.name, frozenset((type(c), c) for c in f.metadata["knob"].choices))
                  for f in KNOBS if f.metadata["knob"].choices and f.name not in _BOOLS)
@@ -272,6 +277,8 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
             out.append(f"the interleaved schedule needs micro-batches ({s.micro_batches}) divisible by pp ({s.pp})")
     elif s.virtual_stages != 1:
         out.append(f"virtual_stages {s.virtual_stages} needs the interleaved schedule, not {s.schedule}")
+    if s.ep_overlap and s.ep == 1:
+        out.append("ep_overlap needs expert parallelism (ep > 1)")
     if (s.ep > 1 or s.etp > 1) and not model.moe:
         out.append(f"ep {s.ep} / etp {s.etp} need a mixture-of-experts model; {model.name} has no experts")
     if s.zero >= 2 and s.pp > 1:

@@ -148,3 +148,27 @@ def test_expert_parallelism_on_a_dense_model_is_invalid():
 
     gpt = get_model("gpt3")
     assert any("need a mixture-of-experts model" in r for r in violations(gpt, 32, _plan(ep=2, global_batch=64)))
+
+
+def test_ep_overlap_hides_all_to_alls_behind_compute_at_the_sm_share_cost(h100_32):
+    plain, hidden = _plan(ep=16), _plan(ep=16, ep_overlap=True)
+    mo = moe.moe_layer(SMALL, h100_32, moe.layer_key(plain))
+    fwd = sum(op.seconds for op in mo.compute.forward)
+    a2a = mo.a2a_forward
+    expected = a2a - min(a2a, fwd) + min(a2a, fwd) * fam.COMM_SM_SHARE
+    assert fam._exposed(hidden, a2a, fwd) == pytest.approx(expected)
+    assert fam._exposed(plain, a2a, fwd) == a2a
+    p, h = fam.pass_costs(SMALL, h100_32, plain), fam.pass_costs(SMALL, h100_32, hidden)
+    for key in p:
+        assert dict(h[key].parts)["ep"] < dict(p[key].parts)["ep"]
+        assert dict(h[key].parts)["compute"] == dict(p[key].parts)["compute"]
+    assert evaluate(SMALL, h100_32, hidden).metrics.step_time < evaluate(SMALL, h100_32, plain).metrics.step_time
+
+
+def test_ep_overlap_without_expert_parallelism_is_invalid():
+    assert "ep_overlap needs expert parallelism (ep > 1)" in fam.violations(SMALL, 32, _plan(ep_overlap=True))
+
+
+def test_plans_that_differ_only_outside_the_passes_share_their_pass_costs(h100_32):
+    a = fam.pass_costs(SMALL, h100_32, _plan(ep=4))
+    assert fam.pass_costs(SMALL, h100_32, _plan(ep=4, zero=0, global_batch=128)) is a

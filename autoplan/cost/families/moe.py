@@ -82,9 +82,19 @@ def _coll(cluster: ClusterSpec, shape: network.GroupShape, lay: LayerCompute, wh
     return sum(network.COLLECTIVES[c.kind](cluster, shape, c.nbytes) for c in getattr(lay, which))
 
 
-@lru_cache(maxsize=4096)
 def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[PassKey, PassCost]:
     """Cost of a forward / backward chunk pass, keyed by (forward, holds embedding, holds output layer)."""
+    # the passes read neither dp, the batch, ZeRO nor the DP overlaps: plans differing only there share them
+    key = Strategy(tp=s.tp, cp=s.cp, pp=s.pp, sequence_parallel=s.sequence_parallel, micro_batch=s.micro_batch,
+                   recompute=s.recompute, schedule=s.schedule, virtual_stages=s.virtual_stages,
+                   first_stage_layers=s.first_stage_layers, last_stage_layers=s.last_stage_layers,
+                   gradient_accumulation_fusion=s.gradient_accumulation_fusion, ep=s.ep, etp=s.etp,
+                   ep_overlap=s.ep_overlap)
+    return _pass_costs(model, cluster, key)
+
+
+@lru_cache(maxsize=4096)
+def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[PassKey, PassCost]:
     dense, mo = _layers(model, cluster, s)
     lay = mo.compute
     tp = network.shape_of(cluster, s, "tp")
@@ -97,33 +107,54 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pass
     emb_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in emb_c)
     out_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in out_c)
     full = s.recompute == "full"
+    # per layer: (forward, backward, recompute) compute seconds and TP collective seconds, dense and MoE
+    d_f, d_b, d_r = sec(dense.forward), sec(dense.backward), sec(dense.recompute)
+    m_f, m_b, m_r = sec(lay.forward), sec(lay.backward), sec(lay.recompute)
+    d_ftp = _coll(cluster, tp, dense, "forward_collectives")
+    d_btp = _coll(cluster, tp, dense, "backward_collectives") + _coll(cluster, tp, dense, "recompute_collectives")
+    m_ftp = _coll(cluster, tp, lay, "forward_collectives")
+    m_btp = _coll(cluster, tp, lay, "backward_collectives") + _coll(cluster, tp, lay, "recompute_collectives")
+    # GShard §3.2 (Lepikhin et al. 2020): dispatch and combine all-to-alls around every MoE layer's experts; the
+    # backward reverses both, a full recompute repeats the forward's
+    m_fep = _exposed(s, mo.a2a_forward, m_f) + mo.etp_forward
+    m_bep = (_exposed(s, mo.a2a_forward * (2 if full else 1), m_b + m_r) + mo.etp_forward * (2 if full else 1))
+    ef, eb, of, ob = sec(emb_f), sec(emb_b), sec(out_f), sec(out_b)
     costs = {}
     for first in (False, True):
         for last in (False, True):
             n = n_first if first else n_last if last else n_mid
             d = d_first if first else 0
             k = n - d
-            f_comp = d * sec(dense.forward) + k * sec(lay.forward) + first * sec(emb_f) + last * sec(out_f)
-            f_tp = (d * _coll(cluster, tp, dense, "forward_collectives")
-                    + k * _coll(cluster, tp, lay, "forward_collectives") + first * emb_tp + last * out_tp)
-            # GShard §3.2 (Lepikhin et al. 2020): dispatch and combine all-to-alls around every MoE layer's experts
-            f_ep = k * (mo.a2a_forward + mo.etp_forward)
+            f_comp = d * d_f + k * m_f + first * ef + last * of
+            f_tp = d * d_ftp + k * m_ftp + first * emb_tp + last * out_tp
             costs[(True, first, last)] = pass_cost(("compute", f_comp), ("tp", f_tp), ("cp", n * cp_fwd),
-                                                   ("ep", f_ep))
-            b_comp = d * sec(dense.backward) + k * sec(lay.backward) + first * sec(emb_b) + last * sec(out_b)
+                                                   ("ep", k * m_fep))
+            b_comp = d * d_b + k * m_b + first * eb + last * ob
             if not s.gradient_accumulation_fusion:
                 b_comp += _grad_accumulation(model, cluster, s, d, k).seconds
-            rec = d * sec(dense.recompute) + k * sec(lay.recompute)
             # Shoeybi et al. 2019 §3: the backward has the forward's TP collectives (and a full recompute's)
-            b_tp = (d * (_coll(cluster, tp, dense, "backward_collectives")
-                         + _coll(cluster, tp, dense, "recompute_collectives"))
-                    + k * (_coll(cluster, tp, lay, "backward_collectives")
-                           + _coll(cluster, tp, lay, "recompute_collectives")) + last * out_tp)
-            # the backward reverses both all-to-alls; a full recompute repeats the forward's
-            b_ep = k * (mo.a2a_forward + mo.etp_forward) * (2 if full else 1)
-            costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", rec), ("tp", b_tp),
-                                                    ("cp", n * (cp_bwd + (cp_fwd if full else 0))), ("ep", b_ep))
+            b_tp = d * d_btp + k * m_btp + last * out_tp
+            costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", d * d_r + k * m_r),
+                                                    ("tp", b_tp), ("cp", n * (cp_bwd + (cp_fwd if full else 0))),
+                                                    ("ep", k * m_bep))
     return costs
+
+
+COMM_SM_SHARE = 20 / 132
+"""Share of an H800's 132 SMs that DeepSeek-V3's overlapped all-to-all kernels occupy (arXiv 2412.19437 §3.2.2: 20
+SMs suffice to saturate IB and NVLink): compute that runs beside them loses that share of its speed."""
+
+
+def _exposed(s: Strategy, a2a: float, compute_seconds: float) -> float:
+    """Seconds of a layer's all-to-alls on the critical path: all of them, or with ``ep_overlap`` what the other
+    micro-batch's compute cannot hide, plus the slowdown of the compute that hides them."""
+    if not s.ep_overlap:
+        return a2a
+    # Megatron-Core --overlap-moe-expert-parallel-comm / DualPipe (arXiv 2412.19437 §3.2.1): one micro-batch's
+    # all-to-alls run beside another's compute of about the same length (1F1B steady state; warm-up and
+    # cool-down are not told apart)
+    hidden = min(a2a, compute_seconds)
+    return a2a - hidden + hidden * COMM_SM_SHARE
 
 
 def _grad_accumulation(model: ModelSpec, cluster: ClusterSpec, s: Strategy, dense: int, moe_layers: int) -> Op:
