@@ -18,9 +18,20 @@ def _group(report: Report, prefix: str) -> dict:
     return Report.summary(rows)
 
 
+def _dense(report: Report) -> list:
+    return [c for c in report.cases if not c.group.startswith("MoE")]
+
+
 def test_every_case_has_a_prediction(report):
-    assert len(report.cases) == 25
+    assert len(_dense(report)) == 25
+    assert len(report.cases) == 27
     assert all(c.predicted is not None for c in report.cases)
+
+
+def test_moe_runs_are_their_own_group_with_expert_parallel_plans(report):
+    moe = [c for c in report.cases if c.group.startswith("MoE")]
+    assert len(moe) == 2 and all(c.plan.ep == 8 and c.plan.etp == 1 for c in moe)
+    assert all("ep_overlap" in c.searched for c in moe)      # not stated by the source: searched
 
 
 def test_korthikanti_cases_beat_calculon(report):
@@ -38,7 +49,7 @@ def test_h100_recipes_within_five_percent(report):
 
 
 def test_overall_mean_error(report):
-    s = Report.summary(report.cases)
+    s = Report.summary(_dense(report))
     assert s["mean_abs_pct"] <= 5.0
 
 
@@ -50,8 +61,8 @@ def test_sc21_regression_guard(report):
 
 
 def test_overall_max_error(report):
-    # the target on all 25 runs
-    assert Report.summary(report.cases)["max_abs_pct"] <= 10.0
+    # the target on all 25 dense runs (the MoE runs are a known gap, reported by `autoplan validate`)
+    assert Report.summary(_dense(report))["max_abs_pct"] <= 10.0
 
 
 def test_sc21_cases_use_the_reproduction_scripts_knobs(report):

@@ -77,6 +77,12 @@ _MOE_MODELS: tuple[ModelSpec, ...] = (
               vocab=151936, seq_len=4096, experts=128, top_k=8, moe_ffn_hidden=1536,
               source="Qwen3 technical report (arXiv 2505.09388), Table 2 (235B total, 22B active); HF "
                      "Qwen/Qwen3-235B-A22B config.json; per-head q/k norms (128 weights each) left out", **_MOE),
+    ModelSpec(name="gpt-oss-120b", layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn_hidden=2880,
+              vocab=201088, seq_len=4096, experts=128, top_k=4, moe_ffn_hidden=2880,
+              source="OpenAI gpt-oss model card (arXiv 2508.10925), Table 1 (116.8B total, 5.1B active); HF "
+                     "openai/gpt-oss-120b config.json; its alternating 128-token sliding-window layers and "
+                     "attention sinks are costed as full causal attention",
+              **{**_MOE, "bias": True}),
 )
 _MODELS = _MODELS + _MOE_MODELS
 
@@ -85,6 +91,7 @@ _ALIASES = {
     "gpt-529.6b": "gpt-530b", "gpt-1008b": "gpt-1t", "llama3.1-8b": "llama3-8b", "llama3.1-70b": "llama3-70b",
     "llama3.1-405b": "llama3-405b", "nemotron-4-340b": "nemotron4-340b", "bloom": "bloom-176b",
     "mixtral": "mixtral-8x7b", "deepseek-v3-671b": "deepseek-v3", "qwen3-235b": "qwen3-235b-a22b",
+    "gpt-oss": "gpt-oss-120b",
 }
 
 _BY_NAME = {m.name: m for m in _MODELS}

@@ -172,3 +172,9 @@ def test_ep_overlap_without_expert_parallelism_is_invalid():
 def test_plans_that_differ_only_outside_the_passes_share_their_pass_costs(h100_32):
     a = fam.pass_costs(SMALL, h100_32, _plan(ep=4))
     assert fam.pass_costs(SMALL, h100_32, _plan(ep=4, zero=0, global_batch=128)) is a
+
+
+def test_the_step_breakdown_of_a_moe_plan_shows_its_all_to_alls_and_sums_to_the_step(h100_32):
+    e = evaluate(SMALL, h100_32, _plan(ep=16))
+    assert e.metrics.breakdown["ep"] > 0
+    assert sum(e.metrics.breakdown.values()) == pytest.approx(e.metrics.step_time, rel=1e-6)

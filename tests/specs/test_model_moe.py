@@ -33,6 +33,13 @@ def test_catalog_moe_models_match_their_published_parameter_counts(name, total, 
     assert m.active_params() == pytest.approx(active, rel=0.03)
 
 
+def test_gpt_oss_matches_its_model_card():
+    # OpenAI gpt-oss model card (arXiv 2508.10925) Table 1: 116.8B total, 5.1B active not counting the embedding
+    m = get_model("gpt-oss-120b")
+    assert m.params() == pytest.approx(116.8e9, rel=0.01)
+    assert m.active_params() - m.vocab * m.hidden == pytest.approx(5.13e9, rel=0.01)
+
+
 def test_expert_and_layer_parameters_in_closed_form():
     h, f, e = MOE.hidden, MOE.moe_ffn_hidden, MOE.experts
     assert MOE.expert_params() == 3 * h * f                  # gate, up, down
