@@ -77,11 +77,13 @@ def main() -> None:
     best = pub[0]
     full = search(model, cluster, plans, top_k=len(plans)).leaderboard
     rank = 1 + sum(e.metrics.step_time < best.metrics.step_time for e in full)
+    gain = 100 * (1 - board.leaderboard[0].metrics.step_time / best.metrics.step_time)
     print(f"published layout (fastest variant) {best.strategy.short()}: {best.metrics.step_time:.3f} s, "
           f"MFU {100 * best.metrics.mfu:.1f} %, {best.metrics.tokens_per_s / GPUS:.0f} tokens/s/GPU; rank {rank} of "
-          f"{len(full)} feasible plans; our best is {100 * (1 - board.leaderboard[0].metrics.step_time / best.metrics.step_time):.0f} % faster")
+          f"{len(full)} feasible plans; our best is {gain:.0f} % faster")
     # DeepSeek-V3 report §1/Table 1: 2.664M H800 GPU hours for 14.8T pre-training tokens
-    print(f"DeepSeek's measured mean: {14.8e12 / 2.664e6 / 3600:.0f} tokens/s/GPU (FP8, DualPipe, node-limited routing)")
+    print(f"DeepSeek's measured mean: {14.8e12 / 2.664e6 / 3600:.0f} tokens/s/GPU "
+          "(FP8, DualPipe, node-limited routing)")
 
 
 if __name__ == "__main__":

@@ -60,7 +60,8 @@ def dispatch_bytes(model: ModelSpec, s: Strategy) -> float:
 
 
 def a2a_bytes_leaving(model: ModelSpec, s: Strategy) -> float:
-    """Bytes one GPU sends to other EP ranks per dispatch (and receives per combine): tokens·top_k·h·2·(ep−1)/ep."""
+    """Bytes one GPU sends to other EP ranks per dispatch (and receives per combine):
+    tokens·top_k·h·2·(ep−1)/ep."""
     return dispatch_bytes(model, s) * (s.ep - 1) / s.ep
 
 
@@ -117,7 +118,8 @@ def _mla_ops(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> tuple[tuple
               ("kv_up", tokens, a * (model.head_dim + model.value_dim) // t, model.kv_lora_rank),
               ("o_proj", tokens, h, a * model.value_dim // t)]
     if model.q_lora_rank:
-        shapes += [("q_down", tokens, model.q_lora_rank, h), ("q_up", tokens, a * model.qk_head_dim // t, model.q_lora_rank)]
+        shapes += [("q_down", tokens, model.q_lora_rank, h),
+                   ("q_up", tokens, a * model.qk_head_dim // t, model.q_lora_rank)]
     else:
         shapes += [("q_proj", tokens, a * model.qk_head_dim // t, h)]
     fwd = [compute._gemm(gpu, name, m, n, k) for name, m, n, k in shapes]

@@ -121,7 +121,8 @@ class ModelSpec:
     def _check_moe(self) -> None:
         cf = self.capacity_factor
         if isinstance(cf, bool) or not isinstance(cf, (int, float)) or not 0 <= cf <= 1e3:
-            raise SpecError(f"model {self.name!r}: capacity_factor must be 0 (dropless) or a positive number, got {cf!r}")
+            raise SpecError(f"model {self.name!r}: capacity_factor must be 0 (dropless) or a positive number, "
+                            f"got {cf!r}")
         if self.experts == 0:
             if self.family == "moe":
                 raise SpecError(f"model {self.name!r}: family 'moe' needs experts > 0")
@@ -222,7 +223,8 @@ class ModelSpec:
         # DeepSeek-V2 (arXiv 2405.04434) §2.1.2-2.1.3, eqs. 9-14: W_DQ (h×r_q), W_UQ (r_q × heads·(d+d_R)) or W_Q,
         # W_DKV and the shared RoPE key W_KR (h × (r_kv + d_R)), W_UK, W_UV (r_kv × heads·(d + d_v)), W_O
         h, a = self.hidden, self.heads
-        q = h * self.q_lora_rank + self.q_lora_rank * a * self.qk_head_dim if self.q_lora_rank else h * a * self.qk_head_dim
+        q_up = a * self.qk_head_dim
+        q = h * self.q_lora_rank + self.q_lora_rank * q_up if self.q_lora_rank else h * q_up
         kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank * a * (self.head_dim + self.value_dim)
         return q + kv + a * self.value_dim * h
 
@@ -250,7 +252,8 @@ class ModelSpec:
     def params(self) -> int:
         """Total trainable parameters."""
         if self.moe:
-            return (self.dense_layers * self.layer_params() + self.moe_layers * self.moe_layer_params() + self.embedding_params() + self.output_params())
+            return (self.dense_layers * self.layer_params() + self.moe_layers * self.moe_layer_params()
+                    + self.embedding_params() + self.output_params())
         return self.layers * self.layer_params() + self.embedding_params() + self.output_params()
 
     def layer_forward_flops_per_token(self, causal: bool = False) -> float:

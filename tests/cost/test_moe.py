@@ -68,7 +68,8 @@ def test_grouped_gemm_rows_and_flops_follow_the_token_count(ep, mb):
     tokens = mb * SMALL.seq_len
     mean = ep * tokens * SMALL.top_k / SMALL.experts
     assert moe.expert_rows(SMALL, s) == math.ceil(mean * moe.LOAD_IMBALANCE)
-    ops = {op.name: op for op in moe.moe_layer(SMALL, load_cluster("dgx-h100-80g", 32), moe.layer_key(s)).compute.forward}
+    layer = moe.moe_layer(SMALL, load_cluster("dgx-h100-80g", 32), moe.layer_key(s))
+    ops = {op.name: op for op in layer.compute.forward}
     local = SMALL.experts // ep
     # every GPU computes about tokens·top_k·imbalance rows through its experts, whatever ep is
     flops = ops["expert.fc1"].flops + ops["expert.fc2"].flops

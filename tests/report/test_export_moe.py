@@ -1,4 +1,5 @@
-"""Megatron-LM and torchtitan export of MoE plans: expert degrees, MoE and MLA model arguments; dense plans unchanged."""
+"""Megatron-LM and torchtitan export of MoE plans: expert degrees, MoE and MLA model arguments; dense plans
+unchanged."""
 
 from __future__ import annotations
 
