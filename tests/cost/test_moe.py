@@ -179,3 +179,18 @@ def test_the_step_breakdown_of_a_moe_plan_shows_its_all_to_alls_and_sums_to_the_
     e = evaluate(SMALL, h100_32, _plan(ep=16))
     assert e.metrics.breakdown["ep"] > 0
     assert sum(e.metrics.breakdown.values()) == pytest.approx(e.metrics.step_time, rel=1e-6)
+
+
+@given(pp=st.sampled_from([1, 2, 4]), ep=st.sampled_from([1, 2, 4]), dense=st.integers(0, 5),
+       recompute=st.sampled_from(["none", "selective", "full"]), interleaved=st.booleans(), overlap=st.booleans())
+def test_the_bound_never_exceeds_the_step_and_the_peak_is_the_fullest_stage(pp, ep, dense, recompute, interleaved,
+                                                                           overlap):
+    cluster = load_cluster("dgx-h100-80g", 32)
+    model = replace(SMALL, dense_layers=dense)
+    s = _plan(pp=pp, dp=32 // pp, ep=ep, recompute=recompute, ep_overlap=overlap and ep > 1,
+              schedule="interleaved" if interleaved and pp > 1 else "1f1b",
+              virtual_stages=2 if interleaved and pp > 1 else 1)
+    assert fam.violations(model, 32, s) == []
+    e = evaluate(model, cluster, s)
+    assert fam.lower_bound(model, cluster, s) <= e.metrics.step_time * (1 + 1e-9)
+    assert fam.peak_memory(model, cluster, s) == pytest.approx(max(m.total for m in fam.memory(model, cluster, s)))

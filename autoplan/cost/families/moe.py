@@ -249,9 +249,11 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
         shard_gather=0.0, shard_reduce=0.0, reduce_all=reduce_all, final_gather=final_gather, tied=tied)
 
 
-def _stages_to_check(s: Strategy) -> tuple[int, ...]:
-    """The first and last stages, and stage 1 (the most in-flight of the middle; dense layers may sit on stage 0)."""
-    return tuple(sorted({0, s.pp - 1, min(1, s.pp - 1)}))
+def _stages_to_check(model: ModelSpec, s: Strategy) -> tuple[int, ...]:
+    """The first and last stages, stage 1 (the most in-flight of the middle) and every stage holding dense layers:
+    any other middle stage holds the same MoE layers as stage 1 with fewer in flight."""
+    dense = dense_per_stage(model, s)
+    return tuple(sorted({0, s.pp - 1, min(1, s.pp - 1)} | {i for i, d in enumerate(dense) if d}))
 
 
 def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
@@ -261,7 +263,7 @@ def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
     p, v, m = s.pp, s.chunks, s.micro_batches
     last = p * v - 1
     worst = 0.0
-    for i in _stages_to_check(s):
+    for i in _stages_to_check(model, s):
         busy = sum(costs[(True, c * p + i == 0, c * p + i == last)].seconds
                    + costs[(False, c * p + i == 0, c * p + i == last)].seconds for c in range(v)) * m
         worst = max(worst, busy + _optimizer(cluster, s, stage_params(model, s, i)))
@@ -317,7 +319,7 @@ def memory(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[StageMem
 def peak_memory(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
     """The most bytes any GPU needs: stages 0, 1 and the last (a later middle stage holds no more)."""
     per_layer = moe_activation_bytes(model, s, cluster.flash_attention)
-    return max(_stage_memory(model, cluster, s, i, per_layer).total for i in _stages_to_check(s))
+    return max(_stage_memory(model, cluster, s, i, per_layer).total for i in _stages_to_check(model, s))
 
 
 # --------------------------------------------------------------------------------------- what check lists
@@ -337,7 +339,7 @@ def collectives(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[Com
                             when="dispatched tokens, per MoE layer and pass (and a reduce-scatter back)"))
     grads = network.group_shape(cluster.gpus_per_node, s.dp * s.cp, network.stride(s, "cp"))
     op = "reduce_scatter" if s.zero >= 1 else "all_reduce"
-    per_stage = [stage_params(model, s, i) for i in _stages_to_check(s)]
+    per_stage = [stage_params(model, s, i) for i in _stages_to_check(model, s)]
     non_expert, expert = max(p[0] for p in per_stage), max(p[1] for p in per_stage)
     for shape, params, who in ((grads, non_expert, "non-expert"), (moe.edp_shape(cluster, s), expert, "expert")):
         if shape.size > 1 and params > 0:
