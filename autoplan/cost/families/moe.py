@@ -177,10 +177,10 @@ def _moe_layer_params(model: ModelSpec, s: Strategy) -> tuple[float, float]:
     return rest / s.tp + shared / s.tp + router, routed / (s.ep * s.etp)
 
 
-def stage_params(model: ModelSpec, s: Strategy, stage: int, dense_layers: int | None = None) -> tuple[float, float]:
+def stage_params(model: ModelSpec, s: Strategy, stage: int) -> tuple[float, float]:
     """(non-expert, expert) parameters one GPU of ``stage`` holds."""
     layers = stage_layers(model.layers, s, stage)
-    d = dense_per_stage(model, s)[stage] if dense_layers is None else dense_layers
+    d = dense_per_stage(model, s)[stage]
     other, expert = _moe_layer_params(model, s)
     # plan._stage_params: the TP share of dense layers, embedding and output (and the tied copy)
     non_expert = plan._stage_params(model, s, stage, model.layer_params()) - (layers - d) * model.layer_params() / s.tp
