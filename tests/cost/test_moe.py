@@ -194,3 +194,15 @@ def test_the_bound_never_exceeds_the_step_and_the_peak_is_the_fullest_stage(pp, 
     e = evaluate(model, cluster, s)
     assert fam.lower_bound(model, cluster, s) <= e.metrics.step_time * (1 + 1e-9)
     assert fam.peak_memory(model, cluster, s) == pytest.approx(max(m.total for m in fam.memory(model, cluster, s)))
+
+
+@given(tp=st.sampled_from([1, 2, 4]), ep=st.sampled_from([2, 4, 8, 16, 32]), etp=st.sampled_from([1, 2, 4]))
+def test_ep_group_shapes_match_the_ranks_megatron_core_places(tp, ep, etp):
+    # Megatron-Core's expert rank order etp-ep-edp: the EP group of rank 0 is ranks 0, etp, 2·etp, ...
+    cluster = load_cluster("dgx-h100-80g", 256)
+    s = Strategy(tp=tp, dp=256 // tp, sequence_parallel=tp > 1, ep=ep, etp=etp, global_batch=256)
+    ranks = [i * etp for i in range(ep)]
+    per_node = max(sum(1 for r in ranks if r // 8 == n) for n in {r // 8 for r in ranks})
+    shape = moe.ep_shape(cluster, s)
+    assert (shape.size, shape.per_node, shape.nodes, shape.span) == (
+        ep, per_node, len({r // 8 for r in ranks}), ranks[-1] + 1)
