@@ -291,7 +291,8 @@ def space_options(fn: Callable) -> Callable:
         click.option("--gpus", type=int, default=None, help="Number of GPUs (whole nodes). [required]"),
         click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True, help="Cluster spec name or .toml file."),
         click.option("--global-batch", type=int, default=DEFAULT_GLOBAL_BATCH, show_default=True),
-        click.option("--space", default="default", show_default=True, help="Search space name or .toml file."),
+        click.option("--space", default="default", show_default=True,
+                     help="Search space name or .toml file (MoE models: default means moe)."),
     ] + [_knob_option(name, knob_of(name), None, knob_of(name).fix_help, False) for name in _fixable()]
     for opt in reversed(opts):
         fn = opt(fn)

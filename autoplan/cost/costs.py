@@ -12,7 +12,7 @@ PassKey = tuple[bool, bool, bool]
 """(forward, holds the embedding, holds the output layer): the kinds of chunk pass."""
 
 
-PART_KINDS = ("compute", "recompute", "tp", "cp", "pp", "dp", "optimizer")
+PART_KINDS = ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "optimizer")
 """What a compute-stream task's seconds may be spent on (the simulator's breakdown adds ``bubble``)."""
 
 
@@ -67,7 +67,7 @@ class CommNeed:
     """One collective or transfer a plan needs, for ``autoplan check``: where, what, how big, how long."""
 
     group: str
-    """The parallel group it runs in (tp, cp, pp, dp)."""
+    """The parallel group it runs in (tp, cp, pp, dp; ep, etp, edp for MoE experts)."""
     op: str
     """all_reduce, reduce_scatter, all_gather or send_recv."""
     shape: GroupShape

@@ -27,6 +27,9 @@ def megatron_parallel_args(s: Strategy, layers: int | None) -> list[str]:
                         "with zero ≤ 1, or use --format torchtitan (FSDP)")
     args = [f"--tensor-model-parallel-size {s.tp}", f"--pipeline-model-parallel-size {s.pp}",
             f"--context-parallel-size {s.cp}"]
+    if s.ep > 1 or s.etp > 1:
+        # Megatron-Core MoE README: expert parallelism and expert tensor parallelism
+        args += [f"--expert-model-parallel-size {s.ep}", f"--expert-tensor-parallel-size {s.etp}"]
     if s.uneven:
         args += _uneven_args(s, layers)
     elif s.schedule == "interleaved" and layers:
@@ -81,7 +84,30 @@ def megatron_model_args(model: ModelSpec, flash_attention: bool) -> list[str]:
         args += ["--attention-dropout 0.0", "--hidden-dropout 0.0"]
     if flash_attention:
         args.append("--use-flash-attn")
-    return args + ["--bf16"]
+    return args + _megatron_moe_args(model) + ["--bf16"]
+
+
+def _megatron_moe_args(model: ModelSpec) -> list[str]:
+    """Megatron-Core's MoE and MLA arguments (megatron/core/transformer/moe/README.md; MLA: --multi-latent-attention)."""
+    args: list[str] = []
+    if model.moe:
+        args += [f"--num-experts {model.experts}", f"--moe-router-topk {model.top_k}",
+                 f"--moe-ffn-hidden-size {model.moe_ffn_hidden}", "--moe-grouped-gemm",
+                 "--moe-token-dispatcher-type alltoall"]
+        if model.shared_experts:
+            args.append(f"--moe-shared-expert-intermediate-size {model.shared_experts * model.moe_ffn_hidden}")
+        if model.dense_layers:
+            # one entry per layer: 0 dense, 1 MoE (Megatron-Core --moe-layer-freq list form)
+            args.append(f'--moe-layer-freq "([0]*{model.dense_layers}+[1]*{model.moe_layers})"')
+        if model.capacity_factor:
+            args.append(f"--moe-expert-capacity-factor {model.capacity_factor:g}")
+    if model.mla:
+        args += ["--multi-latent-attention", f"--kv-lora-rank {model.kv_lora_rank}",
+                 f"--qk-head-dim {model.head_dim}", f"--qk-pos-emb-head-dim {model.qk_rope_head_dim}",
+                 f"--v-head-dim {model.value_dim}"]
+        if model.q_lora_rank:
+            args.append(f"--q-lora-rank {model.q_lora_rank}")
+    return args
 
 
 def megatron_notes(s: Strategy, model: ModelSpec | None) -> list[str]:
@@ -144,6 +170,9 @@ def torchtitan_toml(s: Strategy, model: ModelSpec | None, header: str = "") -> s
         lines.append(f"# precision {s.precision}: enable torchtitan's float8/MX converter by hand ([model] converters)")
     if s.cp_comm != "p2p" and s.cp > 1:
         lines.append(f"# cp_comm {s.cp_comm}: torchtitan's context parallelism is ring attention (p2p) only")
+    if s.ep > 1 or s.etp > 1:
+        # torchtitan job_config.py [parallelism]: expert parallelism for MoE models
+        lines += [f"expert_parallel_degree = {s.ep}", f"expert_tensor_parallel_degree = {s.etp}"]
     if s.uneven:
         lines.append(f"# not exported: the uneven first/last stages ({s.first_stage_layers}/{s.last_stage_layers} "
                      "layers); torchtitan splits stages by module_fqns_per_model_part, write them by hand")

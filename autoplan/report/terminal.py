@@ -9,10 +9,11 @@ from rich.table import Table
 from rich.text import Text
 
 GIB = 1024**3
-COLORS = {"compute": "green", "recompute": "dark_green", "tp": "cyan", "cp": "blue", "pp": "magenta",
+COLORS = {"compute": "green", "recompute": "dark_green", "tp": "cyan", "cp": "blue", "ep": "orange3", "pp": "magenta",
           "dp": "yellow", "optimizer": "white", "bubble": "red"}
 LABELS = {"compute": "compute", "recompute": "recompute", "tp": "exposed TP comm", "cp": "exposed CP comm",
-          "pp": "exposed PP comm", "dp": "exposed DP comm", "optimizer": "optimizer", "bubble": "bubble / idle"}
+          "ep": "exposed EP all-to-all", "pp": "exposed PP comm", "dp": "exposed DP comm", "optimizer": "optimizer",
+          "bubble": "bubble / idle"}
 
 
 def breakdown_bar(breakdown: dict[str, float], width: int = 60) -> Text:

@@ -63,13 +63,17 @@ def chunk_layers(layers: int, s: Plan) -> tuple[int, int, int]:
     return outer[0], mid, outer[1]
 
 
-def balanced_layout(layers: int, pp: int) -> tuple[int, int]:
+def balanced_layout(layers: int, pp: int, most: int = 2) -> tuple[int, int]:
     """The (first, last) stage layers that make ``layers`` split over ``pp`` stages when they do not evenly: the
-    end stages give up one layer each at most, the last first (it holds the output layer and the loss); (0, 0)
-    when the split is even or needs more. Llama 3 405B: 126 layers over 16 stages = 7 + 14·8 + 7
-    (arXiv 2407.21783 §3.3.2)."""
+    end stages give up at most ``most`` layers in all, the last first and more (it holds the output layer and the
+    loss); (0, 0) when the split is even or needs more. Llama 3 405B: 126 layers over 16 stages = 7 + 14·8 + 7
+    (arXiv 2407.21783 §3.3.2); DeepSeek-V3's 61 layers over 16 stages (``most`` 3) = 3 + 14·4 + 2."""
     short = -layers % pp
-    if pp < 2 or short not in (1, 2):
+    if pp < 2 or not 1 <= short <= most:
         return 0, 0
     k = -(-layers // pp)
-    return (k - 1 if short == 2 else 0), k - 1
+    first_short = short // 2
+    last = k - (short - first_short)
+    if last < 1:
+        return 0, 0
+    return (k - first_short if first_short else 0), last

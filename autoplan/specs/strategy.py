@@ -165,6 +165,21 @@ class Strategy:
     turn the sequence split into a head split (``a2a``, DeepSpeed-Ulysses, Jacobs et al. 2023), or both, a2a
     inside each node and a ring across (``a2a+p2p``, Megatron-Core ``--cp-comm-type``)."""
 
+    ep: int = knob(1, help="Expert-parallel degree (MoE): each rank holds experts / ep experts; "
+                           "ep·etp divides tp·cp·dp (Megatron-Core).", axis=True,
+                   fix_help="Fix expert parallelism (MoE).", label=lambda v: f"ep{v}" if v > 1 else "")
+    """Expert-parallel degree: the routed experts split over ``ep`` ranks (Megatron-Core
+    ``--expert-model-parallel-size``; its expert ranks are laid out etp, ep, edp fastest first within a stage)."""
+    etp: int = knob(1, help="Expert tensor-parallel degree (MoE): each expert's FFN split over etp ranks.", axis=True,
+                    fix_help="Fix expert tensor parallelism (MoE).", label=lambda v: f"etp{v}" if v > 1 else "")
+    """Expert tensor-parallel degree (Megatron-Core ``--expert-tensor-parallel-size``); the expert-data-parallel
+    degree is edp = tp·cp·dp / (etp·ep)."""
+    ep_overlap: bool = knob(False, choices=_BOOL, axis=True, label=lambda v: "epo" if v else "",
+                            help="Hide the EP all-to-alls behind another micro-batch's compute (MoE, ep > 1).",
+                            megatron={True: ("--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute")})
+    """Overlap the expert-parallel all-to-alls with compute (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
+    batch-level overlap of one micro-batch's forward with another's backward; DeepSeek-V3's DualPipe)."""
+
     def __post_init__(self) -> None:
         for name in _COUNTS:
             value = getattr(self, name)
@@ -192,6 +207,11 @@ class Strategy:
         return self.dp * self.tp * self.pp * self.cp * self.spatial * self.channel * self.filter
 
     @property
+    def edp(self) -> int:
+        """Expert-data-parallel degree: replicas of each expert shard, tp·cp·dp / (etp·ep) (Megatron-Core)."""
+        return max(1, self.tp * self.cp * self.dp // (self.ep * self.etp))
+
+    @property
     def micro_batches(self) -> int:
         """Micro-batches per pipeline per step (gradient-accumulation steps)."""
         return max(1, self.global_batch // (self.dp * self.micro_batch))
@@ -212,9 +232,10 @@ class Strategy:
         return bool(self.first_stage_layers or self.last_stage_layers)
 
     def to_dict(self) -> dict:
-        """Plain fields, for JSON and trial parameters (the uneven-stage layers only when set, so that even plans
-        read as before they existed)."""
-        return {k: v for k, v in asdict(self).items() if (v or k not in _ZERO_OK) and not (v == 1 and k in _CNN_AXES)}
+        """Plain fields, for JSON and trial parameters (the uneven-stage layers only when set and the expert and CNN
+        degrees only above 1, so that even dense plans read as before they existed)."""
+        return {k: v for k, v in asdict(self).items()
+                if (v or k not in _ZERO_OK) and not (k in _HIDDEN and v == _HIDDEN[k])}
 
     def short(self) -> str:
         """A compact one-line label, e.g. ``tp8 pp8 dp16 mb1 1f1b sp sel z1``: the degrees, then each field's
@@ -237,7 +258,9 @@ _COUNTS = tuple(f.name for f in KNOBS if not f.metadata["knob"].choices)
 _ZERO_OK = ("first_stage_layers", "last_stage_layers")
 """Counts where 0 means "not set"."""
 _CNN_AXES = ("spatial", "channel", "filter")
-"""CNN degrees, left out of ``to_dict`` at 1 so that other plans read as before they existed."""
+"""CNN degrees (1 for transformers)."""
+_HIDDEN = {"ep": 1, "etp": 1, "ep_overlap": False, **{k: 1 for k in _CNN_AXES}}
+"""Expert and CNN knobs left out of ``to_dict`` at their defaults, so that other plans read as before they existed."""
 _BOOLS = tuple(f.name for f in KNOBS if f.metadata["knob"].choices == _BOOL)
 _CHOICES = tuple((f.name, frozenset((type(c), c) for c in f.metadata["knob"].choices))
                  for f in KNOBS if f.metadata["knob"].choices and f.name not in _BOOLS)
@@ -300,6 +323,10 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
             out.append(f"the interleaved schedule needs micro-batches ({s.micro_batches}) divisible by pp ({s.pp})")
     elif s.virtual_stages != 1:
         out.append(f"virtual_stages {s.virtual_stages} needs the interleaved schedule, not {s.schedule}")
+    if s.ep_overlap and s.ep == 1:
+        out.append("ep_overlap needs expert parallelism (ep > 1)")
+    if (s.ep > 1 or s.etp > 1) and not model.moe:
+        out.append(f"ep {s.ep} / etp {s.etp} need a mixture-of-experts model; {model.name} has no experts")
     if s.zero >= 2 and s.pp > 1:
         out.append(f"ZeRO stage {s.zero} shards gradients across micro-batches and cannot run with pp > 1 (DeepSpeed)")
     return out + feature_violations(model, s)

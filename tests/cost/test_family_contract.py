@@ -69,11 +69,18 @@ def _plans(gpus: int, **kw: object) -> list[Strategy]:
               dict(dp=gpus // 4, pp=2, tp=2, sequence_parallel=True, recompute="selective"),
               dict(dp=gpus // 8, pp=2, tp=2, cp=2, schedule="interleaved", virtual_stages=2),
               dict(dp=gpus // 2, tp=2, zero=3, overlap_param_gather=False, gradient_accumulation_fusion=False),
-              dict(dp=gpus // 4, tp=2, cp=2, overlap_grad_reduce=False, recompute="full")]
+              dict(dp=gpus // 4, tp=2, cp=2, overlap_grad_reduce=False, recompute="full"),
+              # expert parallelism (MoE families; invalid for the others)
+              dict(dp=gpus // 4, pp=2, tp=2, sequence_parallel=True, ep=4, zero=1),
+              dict(dp=gpus // 2, tp=2, sequence_parallel=True, ep=2, etp=2, recompute="full", overlap_grad_reduce=False,
+                   gradient_accumulation_fusion=False, overlap_param_gather=False, zero=1)]
     return [Strategy(global_batch=64, **{**s, **kw}) for s in shapes]
 
 
+TINY_MOE = replace(TINY, name="tiny-moe", experts=8, top_k=2, moe_ffn_hidden=512, shared_experts=1, dense_layers=1,
+                   family="moe")
 EXAMPLES: dict[str, tuple[ModelSpec, int]] = {"dense": (TINY, 64), "toy": (replace(TINY, family="toy"), 64),
+                                              "moe": (TINY_MOE, 64),
                                               "cnn": (as_model(resnet("tiny-resnet", (1, 1, 1, 1), 64, 10)), 64)}
 """A small model of each family and the GPU count its plans run on; a new family adds its line here."""
 
@@ -183,5 +190,5 @@ def test_a_new_family_runs_through_evaluate_unchanged(monkeypatch, a100_8):
 
 
 def test_an_unknown_family_is_a_user_error(a100_8):
-    with pytest.raises(SpecError, match="family 'moe' is not one of .*dense"):
-        evaluate(replace(TINY, family="moe"), a100_8, Strategy(dp=8, global_batch=8))
+    with pytest.raises(SpecError, match="family 'rnn' is not one of .*dense"):
+        evaluate(replace(TINY, family="rnn"), a100_8, Strategy(dp=8, global_batch=8))
