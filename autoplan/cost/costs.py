@@ -60,6 +60,9 @@ class StepCosts:
     """Per stage, an all-gather of the updated weights after the optimizer (no overlap)."""
     tied: float | None
     """All-reduce of the tied embedding's gradient between the first and last stage."""
+    weight_grad: Mapping[tuple[bool, bool], PassCost] | None = None
+    """For schedules that split the backward (zero bubble), the W part of a backward pass by (holds the
+    embedding, holds the output layer); its B part is the rest. None: the schedule runs whole backwards."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

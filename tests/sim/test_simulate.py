@@ -296,5 +296,5 @@ def test_plans_of_one_shape_share_a_graph_and_score_as_if_built_alone(tiny_gpt, 
         alone.append(score(tiny_gpt, a100_64, s))
     assert shared == alone
     sim = simulate_step(tiny_gpt, a100_64, plans[0])
-    assert sim.lowered.meta[sim.lowered.compute_tasks[0][0]] == (0, True, 0, 0)
+    assert sim.lowered.meta[sim.lowered.compute_tasks[0][0]] == (0, True, 0, 0, "")
     assert set(sim.lowered.parts) == {i for ids in sim.lowered.compute_tasks for i in ids}
