@@ -267,7 +267,7 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
     elif s.virtual_stages != 1:
         out.append(f"virtual_stages {s.virtual_stages} needs the interleaved schedule, not {s.schedule}")
     if s.schedule in SPLIT_BACKWARD and s.pp == 1:
-        out.append(f"the {s.schedule} schedule needs pp > 1")
+        out.append("a zero-bubble schedule (split backward) needs pp > 1")
     if s.zero >= 2 and s.pp > 1:
         out.append(f"ZeRO stage {s.zero} shards gradients across micro-batches and cannot run with pp > 1 (DeepSpeed)")
     return out

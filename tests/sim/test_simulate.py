@@ -32,7 +32,8 @@ def _plans(draw, layers: int = 8, interleaved: bool = True):
     assume(gpus % (tp * pp * cp) == 0)
     dp = gpus // (tp * pp * cp)
     interleavable = [v for v in (2, 4) if interleaved and pp > 1 and layers % (pp * v) == 0]
-    schedule = draw(st.sampled_from(["gpipe", "1f1b"] + (["interleaved"] if interleavable else [])))
+    zero_bubble = (["zb-h1"] if pp > 1 else []) + (["zbv"] if pp > 1 and layers % (2 * pp) == 0 else [])
+    schedule = draw(st.sampled_from(["gpipe", "1f1b"] + (["interleaved"] if interleavable else []) + zero_bubble))
     if schedule == "interleaved":
         v = draw(st.sampled_from(interleavable))
         m = pp * draw(st.integers(1, 12))
