@@ -30,6 +30,14 @@ def pass_cost(*parts: tuple[str, float]) -> PassCost:
     return PassCost(sum(p[1] for p in kept), kept)
 
 
+def split_backward(backward: PassCost, weight: PassCost) -> tuple[PassCost, PassCost]:
+    """A backward pass as its B part (input gradients: the rest of its compute, its recompute and its TP/CP
+    communication) and its W part (``weight``, all compute); the two add up to ``backward``."""
+    w = weight.seconds
+    parts = tuple((k, x - w) if k == "compute" else (k, x) for k, x in backward.parts)
+    return PassCost(backward.seconds - w, parts), weight
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepCosts:
     """Seconds of every kind of task in one training step of one representative pipeline.

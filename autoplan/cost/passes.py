@@ -7,7 +7,7 @@ from functools import lru_cache
 
 from autoplan.cost import compute, network
 from autoplan.cost.compute import Collective, LayerCompute, Op
-from autoplan.cost.costs import PassCost, PassKey, pass_cost
+from autoplan.cost.costs import PassCost, PassKey, pass_cost, split_backward  # noqa: F401 (re-export)
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.layout import chunk_layers
@@ -114,14 +114,6 @@ def weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> di
                 w += grad_accumulation(model, cluster, s, n, first, last).seconds
             out[(first, last)] = pass_cost(("compute", w))
     return out
-
-
-def split_backward(backward: PassCost, weight: PassCost) -> tuple[PassCost, PassCost]:
-    """A backward pass as its B part (input gradients: the rest of its compute, its recompute and its TP/CP
-    communication) and its W part (``weight``, all compute); the two add up to ``backward``."""
-    w = weight.seconds
-    parts = tuple((k, x - w) if k == "compute" else (k, x) for k, x in backward.parts)
-    return PassCost(backward.seconds - w, parts), weight
 
 
 def grad_accumulation(model: ModelSpec, cluster: ClusterSpec, s: Strategy, layers: int, first: bool = False,

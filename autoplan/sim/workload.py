@@ -19,14 +19,13 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from autoplan.cost.costs import PassCost
+from autoplan.cost.costs import PassCost, split_backward
 from autoplan.cost.families import step_costs
-from autoplan.cost.passes import split_backward
 from autoplan.sim.engine import Plan, Tasks, plan_of, sized_cache
 from autoplan.sim.schedule import Step, stage_order, virtual_stage
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy
+from autoplan.specs.strategy import SPLIT_BACKWARD, Strategy
 
 
 @dataclass(slots=True)
@@ -137,19 +136,21 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
     g = _graph(shape)
     costs = c.passes
     last_vs = p * v - 1
+    split = s.schedule in SPLIT_BACKWARD
     cost: dict[object, PassCost] = {}
     for i in range(p):
         for ch in range(v):
             vs = virtual_stage(s.schedule, i, ch, p)
             for fwd in (True, False):
                 cost[(i, fwd, ch)] = costs[(fwd, vs == 0, vs == last_vs)]
-            if c.weight_grad is not None:
-                # zero-bubble schedules: the backward as B (input gradients) and W (weight gradients)
-                cost[(i, "B", ch)], cost[(i, "W", ch)] = split_backward(cost[(i, False, ch)],
-                                                                       c.weight_grad[(vs == 0, vs == last_vs)])
+            if split:
+                # zero-bubble schedules: the backward as B (input gradients) and W (weight gradients); a family
+                # that does not price W leaves the whole backward in B
+                w = c.weight_grad[(vs == 0, vs == last_vs)] if c.weight_grad is not None else PassCost(0.0, ())
+                cost[(i, "B", ch)], cost[(i, "W", ch)] = split_backward(cost[(i, False, ch)], w)
             if segments:
                 # the last backward that produces a chunk's gradients: the whole backward, or its W
-                b = cost[(i, "W" if c.weight_grad is not None else False, ch)]
+                b = cost[(i, "W" if split else False, ch)]
                 cost[("segment", i, ch)] = PassCost(b.seconds / segments, tuple((k, x / segments) for k, x in b.parts))
         cost[("optimizer", i)] = PassCost(c.optimizer[i], (("optimizer", c.optimizer[i]),))
         if c.reduce_all is not None:
