@@ -38,6 +38,33 @@ def split_backward(backward: PassCost, weight: PassCost) -> tuple[PassCost, Pass
     return PassCost(backward.seconds - w, parts), weight
 
 
+COMPUTE_KINDS = ("compute", "recompute", "optimizer")
+"""Part kinds that occupy the GPU's SMs; the others are communication a concurrent pass can hide."""
+
+
+def overlapped(a: PassCost, b: PassCost) -> PassCost:
+    """Two passes of different micro-batches run as one (DualPipe's overlapped forward and backward chunks): their
+    compute adds up, and each one's communication hides under the other's compute, only the excess showing."""
+    # DeepSeek-V3 report (arXiv 2412.19437) §3.2.1: a forward and a backward chunk overlap so that the
+    # communication of one runs during the computation of the other
+    def split(c: PassCost) -> tuple[float, dict[str, float]]:
+        comm = {k: x for k, x in c.parts if k not in COMPUTE_KINDS}
+        return c.seconds - sum(comm.values()), comm
+
+    comp_a, comm_a = split(a)
+    comp_b, comm_b = split(b)
+    parts: dict[str, float] = {}
+    for k, x in a.parts + b.parts:
+        if k in COMPUTE_KINDS:
+            parts[k] = parts.get(k, 0.0) + x
+    for comm, cover in ((comm_a, comp_b), (comm_b, comp_a)):
+        total = sum(comm.values())
+        shown = max(0.0, total - cover) / total if total else 0.0
+        for k, x in comm.items():
+            parts[k] = parts.get(k, 0.0) + x * shown
+    return pass_cost(*parts.items())
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepCosts:
     """Seconds of every kind of task in one training step of one representative pipeline.

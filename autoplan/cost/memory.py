@@ -96,6 +96,10 @@ def inflight_layer_chunks(s: Strategy, stage: int) -> int:
         # Qi et al. 2024 §6: ZB-V peaks at p·M_B on every rank, 2p half-stage chunks (exact for m ≥ 2p − 1; an
         # upper bound below, where the warm-up is cut short)
         return min(2 * p, 2 * m)
+    if s.schedule == "dualpipev":
+        # DeepSeek DualPipe README: DualPipeV holds PP + 1 chunks' activations (PP = 2p stages); the fused
+        # forward allocates before its partner backward frees (needs m ≥ 2p)
+        return min(2 * p + 1, 2 * m)
     # Narayanan et al. SC'21 (arXiv 2104.04473) §2.2.1: 1F1B holds at most p − i micro-batches; so does ZB-H1
     # (Qi et al. 2024 §2.1)
     return min(p - stage, m)
@@ -104,7 +108,8 @@ def inflight_layer_chunks(s: Strategy, stage: int) -> int:
 def weight_grad_held_chunks(s: Strategy, stage: int) -> int:
     """Chunks whose B has run but whose W waits, held beside ``inflight_layer_chunks``' at the stage's peak."""
     if s.schedule != "zb-h1":
-        # ZB-V runs each steady-state W right after its B (Qi et al. 2024 §6): none wait at the peak
+        # ZB-V runs each steady-state W right after its B (Qi et al. 2024 §6), DualPipeV splits only its cool-down
+        # backwards: none wait at the peak
         return 0
     # Qi et al. 2024 §2.3: ZB-H1's worker i (0-based) holds (p − i)·M_B + i·M_W; fewer W wait when m < p + i
     return max(0, min(s.micro_batches - (s.pp - stage), stage))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from autoplan.cost import compute, network, policy
-from autoplan.cost.costs import CommNeed, StepCosts
+from autoplan.cost.costs import COMPUTE_KINDS, CommNeed, PassCost, StepCosts
 from autoplan.cost.passes import cp_kv_bytes, grad_bytes, layer, pass_costs, weight_grad_costs
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
@@ -141,13 +141,19 @@ def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
     p, v, m = s.pp, s.chunks, s.micro_batches
     last = p * v - 1
     worst = 0.0
+    # DualPipeV's fused pairs may hide all of a pass's communication (DeepSeek-V3 §3.2.1): only compute is certain
+    seconds = _compute_seconds if s.schedule == "dualpipev" else (lambda c: c.seconds)
     for i in _end_stages(s):
         vss = [virtual_stage(s.schedule, i, c, p) for c in range(v)]
-        busy = sum(costs[(True, vs == 0, vs == last)].seconds + costs[(False, vs == 0, vs == last)].seconds
+        busy = sum(seconds(costs[(True, vs == 0, vs == last)]) + seconds(costs[(False, vs == 0, vs == last)])
                    for vs in vss) * m
         busy += optimizer_seconds(model, cluster, s, i)
         worst = max(worst, busy)
     return worst
+
+
+def _compute_seconds(c: PassCost) -> float:
+    return sum(x for k, x in c.parts if k in COMPUTE_KINDS)
 
 
 def _end_stages(s: Strategy) -> tuple[int, ...]:

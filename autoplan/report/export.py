@@ -122,10 +122,12 @@ _ZERO_BUBBLE = {
              "its automatic schedule under 1F1B's memory, ZB-1p) or PyTorch ScheduleInterleavedZeroBubble",
     "zbv": "for ZB-V use the sail-sg/zero-bubble-pipeline-parallelism fork of Megatron-LM (--zero-bubble-v-schedule) "
            "or PyTorch ScheduleZBVZeroBubble (two stages per rank, V placement)",
+    "dualpipev": "for DualPipeV use deepseek-ai/DualPipe (DualPipeV) or PyTorch ScheduleDualPipeV (two stages per "
+                 "rank, V placement)",
 }
 """Where each zero-bubble schedule runs, since Megatron-Core has none."""
 _TITAN_SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B",
-                    "zb-h1": "InterleavedZeroBubble", "zbv": "ZBVZeroBubble"}
+                    "zb-h1": "InterleavedZeroBubble", "zbv": "ZBVZeroBubble", "dualpipev": "DualPipeV"}
 
 
 def torchtitan_toml(s: Strategy, model: ModelSpec | None, header: str = "") -> str:
@@ -149,7 +151,7 @@ def torchtitan_toml(s: Strategy, model: ModelSpec | None, header: str = "") -> s
     if s.pp > 1:
         lines += [f'pipeline_parallel_schedule = "{_TITAN_SCHEDULES[s.schedule]}"',
                   f"pipeline_parallel_microbatch_size = {s.micro_batch}"]
-        if s.schedule in ("interleaved", "zbv") and model is not None and not s.uneven:
+        if s.chunks > 1 and model is not None and not s.uneven:
             lines.append(f"pipeline_parallel_layers_per_stage = {model.layers // (s.pp * s.chunks)}")
     lines += ["", "[activation_checkpoint]", f'mode = "{s.recompute}"']
     if s.recompute == "selective":

@@ -19,7 +19,8 @@ class Step(NamedTuple):
     micro_batch: int
     chunk: int
     part: str = ""
-    """A backward's part: "" the whole backward, "B" its input gradient, "W" its weight gradient."""
+    """A backward's part: "" the whole backward, "B" its input gradient, "W" its weight gradient; "&" on a
+    forward: it runs fused with the next step of the order (a whole backward of the other chunk, DualPipeV)."""
 
 
 def gpipe(stage: int, stages: int, micro_batches: int) -> list[Step]:
@@ -129,9 +130,73 @@ def zbv(stage: int, stages: int, micro_batches: int) -> list[Step]:
     return [st for st in order if st.micro_batch < micro_batches]
 
 
+def dualpipev(stage: int, stages: int, micro_batches: int) -> list[Step]:
+    """DualPipeV (DeepSeek's DualPipe repository, "cut-in-half" V-shape DualPipe; DeepSeek-V3 report §3.2.1,
+    arXiv 2412.19437): two chunks per rank in a V; in the steady state a forward of one chunk runs fused with the
+    whole backward of a different micro-batch of the other (``part`` "&" on the forward: fused with the next step),
+    so that each one's communication hides under the other's compute. Phases as PyTorch's ``ScheduleDualPipeV``
+    (torch/distributed/pipelining/schedules.py), which needs m ≥ 2p: warm-up forwards, B-W-F zero-bubble steps,
+    the fused main phase, then backwards, their second half split into B and W, and the pending W."""
+    i, p, m = stage, stages, micro_batches
+    order: list[Step] = []
+    count = {(c, kind): 0 for c in (0, 1) for kind in "FBW"}
+    pending_w: list[tuple[int, int]] = []
+
+    def add(c: int, kind: str, part: str = "") -> None:
+        mb = count[(c, "F" if kind == "F" else "B")]
+        order.append(Step(kind == "F", mb, c, part))
+        count[(c, "F" if kind == "F" else "B")] += 1
+        if part == "B":
+            pending_w.append((mb, c))
+
+    def weight() -> None:
+        if pending_w:
+            mb, c = pending_w.pop(0)
+            order.append(Step(False, mb, c, "W"))
+
+    def fused(f_chunk: int) -> None:
+        add(f_chunk, "F", "&")
+        add(1 - f_chunk, "B")
+
+    for _ in range(2 * (p - i - 1)):
+        add(0, "F")
+    for _ in range(i + 1):
+        add(0, "F")
+        add(1, "F")
+    for _ in range(p - i - 1):
+        add(1, "B", "B")
+        weight()
+        add(1, "F")
+    for k in range(m - 2 * p + i + 1):
+        if k == 0 and i == p - 1:
+            add(0, "F")                                 # PyTorch: not fused, to shorten the bubble
+            add(1, "B")
+        else:
+            fused(0)
+        fused(1)
+    for _ in range(p - i - 1):
+        add(1, "B")
+        fused(1)
+    split = False
+    for k in range(i + 1):
+        # the second half of the cool-down splits its backwards, the W filling the tail
+        if k == (i + 1) // 2 and i % 2 == 1:
+            split = True
+        add(1, "B", "B" if split else "")
+        if k == (i + 1) // 2 and i % 2 == 0:
+            split = True
+        add(0, "B", "B" if split else "")
+    for _ in range(p - i - 1):
+        weight()
+        add(0, "B", "B" if split else "")
+    for _ in range(i + 1):
+        weight()
+    return order
+
+
 @lru_cache(maxsize=1024)
 def stage_order(schedule: str, stage: int, stages: int, micro_batches: int, chunks: int = 1) -> tuple[Step, ...]:
-    """The pass order of ``stage`` under ``schedule`` (gpipe, 1f1b, interleaved, zb-h1 or zbv)."""
+    """The pass order of ``stage`` under ``schedule`` (gpipe, 1f1b, interleaved, zb-h1, zbv or dualpipev)."""
     if schedule == "gpipe":
         return tuple(gpipe(stage, stages, micro_batches))
     if schedule == "1f1b":
@@ -142,6 +207,8 @@ def stage_order(schedule: str, stage: int, stages: int, micro_batches: int, chun
         return tuple(zb_h1(stage, stages, micro_batches))
     if schedule == "zbv":
         return tuple(zbv(stage, stages, micro_batches))
+    if schedule == "dualpipev":
+        return tuple(dualpipev(stage, stages, micro_batches))
     raise ValueError(f"unknown schedule {schedule!r}")
 
 

@@ -52,11 +52,11 @@ def _steady_state_points(s: Strategy) -> tuple[int, int, int] | None:
     When PP transfers are not negligible next to a pass, 1F1B's increments repeat with period pp rather than 1
     (measured: pp 2, 4, 8 give cyclicity 2, 4, 8), as the interleaved schedule's do; so both use period pp.
     The first point is 2·pp: from there the split of idle time into PP waits and bubble repeats too. ZB-H1 keeps
-    1F1B's shape and period (tests check it against the full simulation). ZB-V's transient has no such bound
-    (GPT-3, pp 8, B longer than F: increments settle only from 40 micro-batches on), so it is simulated in full:
-    sampling until two increments agree cost more than the full run for the batches a search sees.
+    1F1B's shape and period (tests check it against the full simulation). ZB-V's (and DualPipeV's) transient has
+    no such bound (GPT-3, pp 8, B longer than F: increments settle only from 40 micro-batches on), so they are
+    simulated in full: sampling until two increments agree cost more than the full run for a search's batches.
     """
-    if s.schedule == "zbv":
+    if s.schedule in ("zbv", "dualpipev"):
         return None
     period = s.pp
     m = s.micro_batches

@@ -108,7 +108,7 @@ def _name(lowered: Lowered, i: int, kind: str) -> tuple[str, dict]:
 def _label(meta: tuple[int, bool, int, int, str] | None, kind: str) -> str:
     if meta is not None:
         _, forward, mb, chunk, part = meta
-        return f"{'F' if forward else part or 'B'}{mb}" + (f".c{chunk}" if chunk else "")
+        return f"{'F' if forward else 'F&B' if part == '&' else part or 'B'}{mb}" + (f".c{chunk}" if chunk else "")
     return {"pp": "send", "dp": "dp collective", "optimizer": "optimizer"}.get(kind, kind)
 
 

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from autoplan.cost.costs import PassCost, split_backward
+from autoplan.cost.costs import PassCost, overlapped, split_backward
 from autoplan.cost.families import step_costs
 from autoplan.sim.engine import Plan, Tasks, plan_of, sized_cache
 from autoplan.sim.schedule import Step, stage_order, virtual_stage
@@ -148,10 +148,16 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
                 # that does not price W leaves the whole backward in B
                 w = c.weight_grad[(vs == 0, vs == last_vs)] if c.weight_grad is not None else PassCost(0.0, ())
                 cost[(i, "B", ch)], cost[(i, "W", ch)] = split_backward(cost[(i, False, ch)], w)
-            if segments:
-                # the last backward that produces a chunk's gradients: the whole backward, or its W
-                b = cost[(i, "W" if split else False, ch)]
-                cost[("segment", i, ch)] = PassCost(b.seconds / segments, tuple((k, x / segments) for k, x in b.parts))
+            for kind in (False, "W") if segments else ():
+                # the last backward that produces a chunk's gradients: a whole backward, or a split one's W
+                b = cost.get((i, kind, ch))
+                if b is not None:
+                    cost[("segment", i, ch, kind)] = PassCost(b.seconds / segments,
+                                                              tuple((k, x / segments) for k, x in b.parts))
+        if s.schedule == "dualpipev":
+            # DualPipeV's fused pair: a forward of one chunk with the whole backward of the other
+            for ch in range(v):
+                cost[(i, "F&B", ch)] = overlapped(cost[(i, True, ch)], cost[(i, False, v - 1 - ch)])
         cost[("optimizer", i)] = PassCost(c.optimizer[i], (("optimizer", c.optimizer[i]),))
         if c.reduce_all is not None:
             cost[("reduce_all", i)] = _comm(c.reduce_all[i])
@@ -207,13 +213,34 @@ def _graph(shape: _Shape) -> _Graph:
                 gather_first[(i, c)] = add(dp_stream[i], slot("param_gather"), (), "dp", None)
     hop, shard_gather, shard_reduce = slot("hop"), slot("shard_gather"), slot("shard_reduce")
     pass_slot = {(i, fwd, c): slot((i, fwd, c)) for i in range(p) for fwd in (True, False) for c in range(v)}
-    if any(st.part for st in orders[0]):
+    parts = {st.part for st in orders[0]} - {""}
+    if parts:
         pass_slot.update({(i, part, c): slot((i, part, c)) for i in range(p) for part in ("B", "W") for c in range(v)})
+    if "&" in parts:
+        pass_slot.update({(i, "F&B", c): slot((i, "F&B", c)) for i in range(p) for c in range(v)})
+    fused: list[tuple[Step, list[int]] | None] = [None] * p   # per stage, a fused forward waiting for its backward
     stage_of_vs = {virtual_stage(shape.schedule, i, c, p): i for i in range(p) for c in range(v)}
     sent: dict[tuple[bool, int, int], int] = {}          # (forward, micro-batch, virtual stage) -> arriving send
     waiting: dict[tuple[bool, int, int], list[int]] = {}  # the same key -> deps of a pass created before its send
     last_task = [0] * p
     t_res, t_dur, t_deps, t_kind, t_label = tasks.resource, tasks.duration, tasks.deps, tasks.kind, tasks.label
+
+    def _send(i: int, target: tuple[bool, int, int], link: int, last: int) -> None:
+        """Stage ``i``'s pass ``last`` feeds the pass ``target`` (forward, micro-batch, virtual stage) over ``link``."""
+        if stage_of_vs[target[2]] == i:
+            # a V shape's turn on its last rank: the next chunk is on this GPU, nothing to send
+            _deliver(target, last, sent, waiting)
+            return
+        t_res.append(comp[i] if shape.blocking_p2p else link)
+        if shape.blocking_p2p:
+            # synchronous p2p (Megatron-LM's batch_isend_irecv + cuda synchronize): the sender's compute waits
+            on_compute[i].append(len(t_dur))
+        send = len(t_dur)                              # add(link, hop, (last,), "pp", None), inlined
+        t_dur.append(hop)
+        t_deps.append((last,))
+        t_kind.append("pp")
+        t_label.append(None)
+        _deliver(target, send, sent, waiting)
     # stages take turns step by step, so most dependencies already exist when a task is added (engine fast path)
     for st, i in _round_robin(orders):
         fwd, mb, chunk, part = st
@@ -233,9 +260,30 @@ def _graph(shape: _Shape) -> _Graph:
         if shape.shard_gather:
             # ZeRO-3 gathers a chunk's weights before every pass (Rajbhandari et al. 2020, §5.3)
             d.append(add(dp_stream[i], shard_gather, (), "dp", None))
+        if part == "&":
+            fused[i] = (st, d)                         # one task with the next step (DualPipeV)
+            continue
+        pair = fused[i]
+        if pair is not None:
+            # the fused task waits for both passes' inputs: one dependency list, kept where a late send finds it
+            fused[i] = None
+            d_fwd = pair[1]
+            d_fwd.extend(d)
+            if waiting.get((fwd, mb, vs)) is d:
+                waiting[(fwd, mb, vs)] = d_fwd
+            last = add(comp[i], pass_slot[(i, "F&B", pair[0].chunk)], d_fwd, "pass", None)
+            passes[i][last] = Step(False, mb, chunk, "&")
+            on_compute[i].append(last)
+            last_task[i] = last
+            f_vs = virtual_stage(shape.schedule, i, pair[0].chunk, p)
+            for target, link in (((True, pair[0].micro_batch, f_vs + 1), fwd_link[i]),
+                                 ((False, mb, vs - 1), bwd_link[i])):
+                if 0 <= target[2] <= last_vs:
+                    _send(i, target, link, last)
+            continue
         if not fwd and part != "B" and shape.segments and last_backward[(i, chunk)] == mb:
             # the last backward of a chunk, in bucket-sized pieces; each piece's gradients reduce as it ends
-            piece = slot(("segment", i, chunk))
+            piece = slot(("segment", i, chunk, part or False))
             for j in range(shape.segments):
                 last = add(comp[i], piece, d if j == 0 else (), "pass", None)
                 passes[i][last] = st
@@ -263,21 +311,7 @@ def _graph(shape: _Shape) -> _Graph:
             link = bwd_link[i]
         else:
             continue
-        if stage_of_vs[target[2]] == i:
-            # a V shape's turn on its last rank: the next chunk is on this GPU, nothing to send
-            _deliver(target, last, sent, waiting)
-            continue
-        t_res.append(link)
-        if shape.blocking_p2p:
-            # synchronous p2p (Megatron-LM's batch_isend_irecv + cuda synchronize): the sender's compute waits
-            t_res[-1] = comp[i]
-            on_compute[i].append(len(t_dur))
-        send = len(t_dur)                              # add(link, hop, (last,), "pp", None), inlined
-        t_dur.append(hop)
-        t_deps.append((last,))
-        t_kind.append("pp")
-        t_label.append(None)
-        _deliver(target, send, sent, waiting)
+        _send(i, target, link, last)
     for i in range(p):
         last_pass = last_task[i]
         if shape.reduce_all:

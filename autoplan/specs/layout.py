@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Protocol
 
 
-V_SHAPE = ("zbv",)
+V_SHAPE = ("zbv", "dualpipev")
 """Schedules with two chunks per rank placed in a V: rank i holds virtual stages i and 2p − 1 − i."""
 
 

@@ -9,11 +9,12 @@ from autoplan.errors import SpecError
 from autoplan.specs.layout import V_SHAPE, balanced_layout, uneven_violations
 from autoplan.specs.model import MAX_SIZE, ModelSpec
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zbv")
-SPLIT_BACKWARD = ("zb-h1", "zbv")
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev")
+SPLIT_BACKWARD = ("zb-h1", "zbv", "dualpipev")
 """Zero-bubble schedules: each backward runs as B (input gradients) then W (weight gradients), Qi et al. 2024
 (arXiv 2401.10241); Megatron-Core has none of them (reference implementations: sail-sg/zero-bubble-pipeline-
-parallelism, PyTorch ``torch.distributed.pipelining`` ScheduleInterleavedZeroBubble and ScheduleZBVZeroBubble)."""
+parallelism, PyTorch ``torch.distributed.pipelining`` ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble and
+ScheduleDualPipeV; DualPipeV from deepseek-ai/DualPipe)."""
 RECOMPUTE = ("none", "selective", "full")
 COLLECTIVE_POLICIES = ("nccl", "baseline", "themis")
 RANK_ORDER = ("tp", "cp", "dp", "pp")
@@ -70,10 +71,11 @@ class Strategy:
     global_batch: int = knob(1, help="Sequences per optimizer step.")
     """Sequences per optimizer step over all replicas."""
     schedule: str = knob("1f1b", choices=SCHEDULES, axis=True, fix_help="",
-                         help="Pipeline schedule [default: interleaved if --virtual-stages > 1, else 1f1b]; zb-h1 and "
-                              "zbv are zero-bubble schedules (not in Megatron-Core).")
+                         help="Pipeline schedule [default: interleaved if --virtual-stages > 1, else 1f1b]; zb-h1, "
+                              "zbv and dualpipev are zero-bubble schedules (not in Megatron-Core).")
     """Pipeline schedule: gpipe, 1f1b (PipeDream-flush), interleaved (Megatron virtual stages), zb-h1 (1F1B with
-    split backward, Qi et al. 2024 §2.1) or zbv (two chunks per rank in a V, Qi et al. 2024 §6)."""
+    split backward, Qi et al. 2024 §2.1), zbv (two chunks per rank in a V, Qi et al. 2024 §6) or dualpipev
+    (DeepSeek's V-shape DualPipe, fused forward-backward chunk pairs)."""
     virtual_stages: int = knob(1, help="Model chunks per pipeline rank (interleaved schedule).", axis=True,
                                fix_help="")
     """Model chunks per pipeline rank for the interleaved schedule (1 otherwise)."""
@@ -163,9 +165,10 @@ class Strategy:
     @property
     def synchronous_p2p(self) -> bool:
         """Pipeline transfers block the sender's compute: Megatron-Core overlaps them only when interleaved."""
-        # zbv: PyTorch's pipelining runtime posts its sends and receives asynchronously (torch.distributed.pipelining
-        # _PipelineScheduleRuntime); zb-h1 keeps the 1F1B transfers it derives from (sail-sg's Megatron fork)
-        return self.pp > 1 and not (self.overlap_p2p_comm and self.schedule in ("interleaved", "zbv"))
+        # zbv, dualpipev: PyTorch's pipelining runtime posts its sends and receives asynchronously
+        # (torch.distributed.pipelining _PipelineScheduleRuntime); zb-h1 keeps the 1F1B transfers it derives from
+        # (sail-sg's Megatron fork)
+        return self.pp > 1 and not (self.overlap_p2p_comm and self.schedule in ("interleaved", "zbv", "dualpipev"))
 
     @property
     def chunks(self) -> int:
@@ -282,4 +285,7 @@ def _v_shape_violations(s: Strategy) -> list[str]:
                    f"{s.virtual_stages}")
     if s.uneven:
         out.append(f"the {s.schedule} schedule needs an even split (no first/last stage layers)")
+    if s.schedule == "dualpipev" and s.micro_batches < 2 * s.pp:
+        # PyTorch ScheduleDualPipeV: at least as many micro-batches as stages (2 per rank)
+        out.append(f"the dualpipev schedule needs micro-batches ({s.micro_batches}) ≥ 2·pp ({2 * s.pp})")
     return out

@@ -69,7 +69,8 @@ def _plans(gpus: int, **kw: object) -> list[Strategy]:
               dict(dp=gpus // 8, pp=2, tp=2, cp=2, schedule="interleaved", virtual_stages=2),
               dict(dp=gpus // 2, tp=2, zero=3, overlap_param_gather=False, gradient_accumulation_fusion=False),
               dict(dp=gpus // 4, tp=2, cp=2, overlap_grad_reduce=False, recompute="full"),
-              dict(dp=gpus // 4, pp=4, schedule="zb-h1"), dict(dp=gpus // 2, pp=2, schedule="zbv", zero=1)]
+              dict(dp=gpus // 4, pp=4, schedule="zb-h1"), dict(dp=gpus // 2, pp=2, schedule="zbv", zero=1),
+              dict(dp=gpus // 4, pp=2, tp=2, sequence_parallel=True, schedule="dualpipev")]
     return [Strategy(global_batch=64, **{**s, **kw}) for s in shapes]
 
 

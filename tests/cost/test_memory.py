@@ -133,9 +133,10 @@ def test_stage_out_of_range(tiny_gpt):
 def model_and_plan(draw):
     tp = draw(st.sampled_from([1, 2, 4, 8]))
     pp = draw(st.sampled_from([1, 2, 4]))
-    schedule = draw(st.sampled_from(["gpipe", "1f1b", "interleaved", "zb-h1", "zbv"] if pp > 1 else ["gpipe", "1f1b"]))
+    schedule = draw(st.sampled_from(["gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev"] if pp > 1
+                                    else ["gpipe", "1f1b"]))
     v = draw(st.integers(2, 3)) if schedule == "interleaved" else 1
-    chunks = 2 if schedule == "zbv" else v
+    chunks = 2 if schedule in ("zbv", "dualpipev") else v
     heads = 8 * draw(st.integers(1, 4))
     kv_heads = draw(st.sampled_from([h for h in (heads, 8) if heads % h == 0]))
     head_dim = draw(st.sampled_from([32, 64]))
@@ -216,7 +217,8 @@ def test_zb_h1_stages_hold_waiting_weight_gradients_beyond_1f1b(tiny_gpt):
     one = Strategy(pp=4, dp=2, global_batch=64, schedule="1f1b")
     zb = Strategy(pp=4, dp=2, global_batch=64, schedule="zb-h1")
     per_w = 2 * weight_grad_bytes_per_layer(tiny_gpt, zb)                  # 2 layers per stage
-    for i, (a, b) in enumerate(zip(memory_per_stage(tiny_gpt, CLUSTER, one), memory_per_stage(tiny_gpt, CLUSTER, zb))):
+    stages = zip(memory_per_stage(tiny_gpt, CLUSTER, one), memory_per_stage(tiny_gpt, CLUSTER, zb))
+    for i, (a, b) in enumerate(stages):
         assert b.activations - a.activations == pytest.approx(i * per_w)   # Qi et al. §2.3: i·M_W on worker i
         assert (b.weights, b.embedding) == (a.weights, a.embedding)
 

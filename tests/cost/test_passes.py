@@ -65,3 +65,17 @@ def test_backward_splits_into_input_and_weight_gradients(tiny_gpt, a100_8, recom
     middle = weights[(False, False)].seconds
     accumulate = 0.0 if fused else passes.grad_accumulation(tiny_gpt, a100_8, s, 4).seconds
     assert middle == pytest.approx(4 * wgrad + accumulate, rel=1e-12)      # 4 layers per stage
+
+
+def test_overlapped_pair_hides_each_ones_communication_under_the_others_compute():
+    # DeepSeek-V3 §3.2.1 (DualPipe): a forward and a backward chunk overlap communication with computation
+    from autoplan.cost.costs import overlapped, pass_cost
+    f = pass_cost(("compute", 1.0), ("tp", 0.3))
+    b = pass_cost(("compute", 2.0), ("recompute", 0.5), ("tp", 3.0), ("cp", 1.0))
+    both = overlapped(f, b)
+    # F's 0.3 s of TP hide under B's 2.5 s of compute; B's 4 s of communication show 3 s beyond F's 1 s
+    assert both.seconds == pytest.approx(1.0 + 2.5 + 3.0)
+    assert dict(both.parts) == pytest.approx({"compute": 3.0, "recompute": 0.5, "tp": 2.25, "cp": 0.75})
+    assert overlapped(f, b).seconds <= f.seconds + b.seconds
+    plain = pass_cost(("compute", 1.0))
+    assert overlapped(plain, plain).seconds == 2.0

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from autoplan.cost.families import lower_bound
 from autoplan.cost.memory import inflight_layer_chunks, weight_grad_held_chunks
 from autoplan.sim.engine import Tasks, Timeline, run
 from autoplan.sim.schedule import Step, max_in_flight, peak_held, stage_order, virtual_stage
@@ -19,32 +20,42 @@ from autoplan.specs.strategy import Strategy, violations
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
-def _pipeline(schedule: str, p: int, m: int, f: float, b: float, w: float) -> Timeline:
+def _pipeline(schedule: str, p: int, m: int, f: float, b: float, w: float, fb: float | None = None) -> Timeline:
     """Run ``schedule`` on the engine, one stream per stage, free transfers; a chunk's F takes f/v, its B b/v and its
-    W w/v (a whole backward (b + w)/v). F of virtual stage k waits for F of k − 1; B of k for its F and B of k + 1;
-    W for its B. Tasks are added only once their dependencies exist, so a schedule that deadlocks fails here."""
-    v = 2 if schedule == "zbv" else 1
+    W w/v (a whole backward (b + w)/v, a fused F&B pair fb/v, by default f + b + w). F of virtual stage k waits for
+    F of k − 1; B of k for its F and B of k + 1; W for its B. Tasks are added only once their dependencies exist,
+    so a schedule that deadlocks fails here."""
+    v = 2 if schedule in ("zbv", "dualpipev") else 1
     orders = [stage_order(schedule, i, p, m, v) for i in range(p)]
     tasks = Tasks()
     streams = [tasks.stream(f"stage{i}.compute") for i in range(p)]
     last_vs = p * v - 1
+
+    def kind_and_needs(step: Step, vs: int) -> tuple[str, list[tuple[str, int, int]]]:
+        kind = "F" if step.forward else "W" if step.part == "W" else "B"
+        return kind, {"F": [("F", step.micro_batch, vs - 1)] if vs > 0 else [],
+                      "B": [("F", step.micro_batch, vs)] + ([("B", step.micro_batch, vs + 1)] if vs < last_vs else []),
+                      "W": [("B", step.micro_batch, vs)]}[kind]
+
     ids: dict[tuple[str, int, int], int] = {}
     pos = [0] * p
     while any(pos[i] < len(orders[i]) for i in range(p)):
         progressed = False
         for i in range(p):
             while pos[i] < len(orders[i]):
-                step = orders[i][pos[i]]
-                vs = virtual_stage(schedule, i, step.chunk, p)
-                kind = "F" if step.forward else "W" if step.part == "W" else "B"
-                need = {"F": [("F", step.micro_batch, vs - 1)] if vs > 0 else [],
-                        "B": [("F", step.micro_batch, vs)] + ([("B", step.micro_batch, vs + 1)] if vs < last_vs else []),
-                        "W": [("B", step.micro_batch, vs)]}[kind]
+                group = orders[i][pos[i]:pos[i] + (2 if orders[i][pos[i]].part == "&" else 1)]
+                placed = [(st, virtual_stage(schedule, i, st.chunk, p)) for st in group]
+                found = [kind_and_needs(st, vs) for st, vs in placed]
+                need = [k for _, ks in found for k in ks]
                 if any(k not in ids for k in need):
                     break
-                seconds = {"F": f, "B": b if step.part else b + w, "W": w}[kind] / v
-                ids[(kind, step.micro_batch, vs)] = tasks.add(streams[i], seconds, tuple(ids[k] for k in need))
-                pos[i] += 1
+                step, kind = group[0], found[0][0]
+                seconds = ((fb if fb is not None else f + b + w) if len(group) == 2
+                           else {"F": f, "B": b if step.part else b + w, "W": w}[kind]) / v
+                task = tasks.add(streams[i], seconds, tuple(ids[k] for k in need))
+                for (st, vs), (k, _) in zip(placed, found):
+                    ids[(k, st.micro_batch, vs)] = task
+                pos[i] += len(group)
                 progressed = True
         assert progressed, f"{schedule} p={p} m={m} deadlocks at positions {pos}"
     return run(tasks)
@@ -82,20 +93,26 @@ def test_v_shape_places_the_second_chunk_mirrored():
 
 
 @settings(max_examples=80, deadline=None)
-@given(schedule=st.sampled_from(["zb-h1", "zbv"]), p=st.integers(1, 9), m=st.integers(1, 40))
+@given(schedule=st.sampled_from(["zb-h1", "zbv", "dualpipev"]), p=st.integers(1, 9), m=st.integers(1, 40))
 def test_every_pass_runs_once_after_its_predecessors_on_the_stage(schedule, p, m):
-    v = 2 if schedule == "zbv" else 1
+    v = 1 if schedule == "zb-h1" else 2
+    if schedule == "dualpipev":
+        m = max(m, 2 * p)                               # PyTorch ScheduleDualPipeV: m ≥ 2p
     for i in range(p):
         order = stage_order(schedule, i, p, m, v)
-        keys = [(s.forward, s.part, s.micro_batch, s.chunk) for s in order]
-        assert len(keys) == len(set(keys)) == 3 * m * v                      # every F, B and W once
         seen: set[tuple[str, int, int]] = set()
-        for s in order:
-            kind = "F" if s.forward else s.part
-            assert kind in "FBW" and kind
-            before = {"F": None, "B": "F", "W": "B"}[kind]
-            assert before is None or (before, s.micro_batch, s.chunk) in seen, (schedule, i, s)
-            seen.add((kind, s.micro_batch, s.chunk))
+        for k, s in enumerate(order):
+            kind = "F" if s.forward else s.part or "BW"          # "BW": a whole backward, B and W at once
+            assert (kind, s.micro_batch, s.chunk) not in seen
+            before = {"F": [], "B": ["F"], "W": ["B"], "BW": ["F"]}[kind]
+            assert all((x, s.micro_batch, s.chunk) in seen for x in before), (schedule, i, s)
+            if s.part == "&":                                     # fused with a whole backward of the other chunk
+                assert s.forward and not order[k + 1].forward and order[k + 1].part == ""
+                assert order[k + 1].chunk != s.chunk
+            seen |= {(x, s.micro_batch, s.chunk) for x in (("B", "W") if kind == "BW" else (kind,))}
+        assert seen == {(x, j, c) for x in "FBW" for j in range(m) for c in range(v)}   # every F, B and W once
+        if schedule != "dualpipev":
+            assert all(s.part for s in order if not s.forward)          # ZB-H1 and ZB-V split every backward
 
 
 # ------------------------------------------------------------------------------------- closed-form makespans
@@ -156,6 +173,29 @@ def test_zbv_does_every_pass_once_without_deadlock(p, m, f, b, w):
     assert tl.makespan >= m * (f + b + w) * (1 - 1e-12)                 # no rank does less than its share
 
 
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("extra", [0, 1, 5])
+@pytest.mark.parametrize("overlap", [1.0, 0.8, 2 / 3])
+def test_dualpipev_bubble_is_the_dualpipe_readme_formula(p, extra, overlap):
+    # deepseek-ai/DualPipe README: DualPipeV's bubble is (PP/2 − 1)(F&B + B − 3W), PP = 2p stages, B a whole
+    # backward chunk, F&B a fused forward-backward pair; with F = B = W per chunk it is the most idle rank's idle
+    m = 2 * p + extra
+    f = b = w = 2.0                                     # one unit per chunk pass (two chunks per rank)
+    fb = overlap * (f + b + w)                          # F&B from no overlap (F + B) down to max(F, B)
+    tl = _pipeline("dualpipev", p, m, f, b, w, fb)
+    idle = max(tl.makespan - tl.busy(f"stage{i}.compute") for i in range(p))
+    assert idle == pytest.approx((p - 1) * (fb / 2 + 2 - 3), rel=1e-12, abs=1e-12)
+
+
+@settings(max_examples=40, **_SETTINGS)
+@given(p=st.integers(1, 8), extra=st.integers(0, 20), f=st.floats(0.2, 3.0), b=st.floats(0.2, 3.0),
+       w=st.floats(0.01, 3.0), overlap=st.floats(0.5, 1.0))
+def test_dualpipev_runs_without_deadlock(p, extra, f, b, w, overlap):
+    m = 2 * p + extra
+    tl = _pipeline("dualpipev", p, m, f, b, w, max(f, b + w) + overlap * min(f, b + w))
+    assert tl.makespan > 0
+
+
 # --------------------------------------------------------------------------------------------- memory bounds
 
 
@@ -170,6 +210,17 @@ def test_zb_h1_memory_matches_the_papers_closed_form(p, m, held_w):
         expected = inflight_layer_chunks(s, i) + weight_grad_held_chunks(s, i) * held_w
         assert peak_held(order, 1.0, held_w) == pytest.approx(expected, abs=1e-12)
     assert max(inflight_layer_chunks(s, i) for i in range(p)) == min(p, m)    # 1F1B's peak, on stage 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(p=st.integers(1, 10), extra=st.integers(0, 30), held_w=st.floats(0.0, 1.0))
+def test_dualpipev_memory_is_pp_plus_one_chunks(p, extra, held_w):
+    # DualPipe README: DualPipeV holds PP + 1 chunks' activations (PP = 2p stages) on every rank
+    m = 2 * p + extra
+    s = Strategy(pp=p, global_batch=m, schedule="dualpipev")
+    for i in range(p):
+        assert peak_held(stage_order("dualpipev", i, p, m, 2), 1.0, held_w) == inflight_layer_chunks(s, i) == 2 * p + 1
+        assert weight_grad_held_chunks(s, i) == 0
 
 
 @settings(max_examples=80, deadline=None)
@@ -193,8 +244,8 @@ def _zb_plans(pp: int, m: int, schedule: str, **kw) -> Strategy:
     return Strategy(pp=pp, dp=dp, micro_batch=1, global_batch=m * dp, schedule=schedule, **kw)
 
 
-@settings(max_examples=40, **_SETTINGS)
-@given(schedule=st.sampled_from(["zb-h1", "zbv"]), pp=st.sampled_from([2, 4]), m=st.integers(1, 24),
+@settings(max_examples=60, **_SETTINGS)
+@given(schedule=st.sampled_from(["zb-h1", "zbv", "dualpipev"]), pp=st.sampled_from([2, 4]), m=st.integers(1, 24),
        overlap=st.booleans(), recompute=st.sampled_from(["none", "full"]), zero=st.sampled_from([0, 1]),
        fused=st.booleans())
 def test_step_events_respect_the_pipeline_dependencies(tiny_gpt, a100_8, schedule, pp, m, overlap, recompute,
@@ -204,11 +255,19 @@ def test_step_events_respect_the_pipeline_dependencies(tiny_gpt, a100_8, schedul
     assume(not violations(tiny_gpt, 8, s))
     sim = simulate_step(tiny_gpt, a100_8, s)
     tl, meta = sim.timeline, sim.lowered.meta
+    orders = [stage_order(schedule, i, pp, m, s.chunks) for i in range(pp)]
     when: dict[tuple[str, int, int], list[tuple[float, float]]] = {}
     for j, (i, fwd, mb, chunk, part) in meta.items():
-        kind = "F" if fwd else part
-        assert kind in ("F", "B", "W")
-        when.setdefault((kind, mb, virtual_stage(schedule, i, chunk, pp)), []).append((tl.start[j], tl.end[j]))
+        if part == "&":                                 # DualPipeV's fused pair: this backward and its forward
+            k = next(n for n, st in enumerate(orders[i]) if not st.forward and not st.part and
+                     (st.micro_batch, st.chunk) == (mb, chunk))
+            f_step = orders[i][k - 1]
+            assert f_step.part == "&"
+            when.setdefault(("F", f_step.micro_batch, virtual_stage(schedule, i, f_step.chunk, pp)),
+                            []).append((tl.start[j], tl.end[j]))
+        kinds = ("F",) if fwd else ("B", "W") if part in ("", "&") else (part,)
+        for kind in kinds:
+            when.setdefault((kind, mb, virtual_stage(schedule, i, chunk, pp)), []).append((tl.start[j], tl.end[j]))
     last_vs = pp * s.chunks - 1
     assert len(when) == 3 * m * (last_vs + 1)                           # every pass of every virtual stage ran
     for (kind, mb, vs), spans in when.items():
@@ -217,11 +276,14 @@ def test_step_events_respect_the_pipeline_dependencies(tiny_gpt, a100_8, schedul
                   "B": [("F", mb, vs)] + ([("B", mb, vs + 1)] if vs < last_vs else []),
                   "W": [("B", mb, vs)]}[kind]
         for k in before:
+            # a whole or fused backward holds its B and W in one task: W "after" B is that same task
+            if kind == "W" and spans == when[k]:
+                continue
             assert start >= max(e for _, e in when[k]) - 1e-12, (kind, mb, vs, k)
 
 
 @settings(max_examples=40, **_SETTINGS)
-@given(schedule=st.sampled_from(["zb-h1", "zbv"]), pp=st.sampled_from([2, 4, 8]), m=st.integers(1, 60),
+@given(schedule=st.sampled_from(["zb-h1", "zbv", "dualpipev"]), pp=st.sampled_from([2, 4, 8]), m=st.integers(1, 60),
        tp=st.sampled_from([1, 2]), recompute=st.sampled_from(["none", "selective", "full"]),
        zero=st.sampled_from([0, 1]), overlap_grad=st.booleans(), fused=st.booleans(), flash=st.booleans())
 def test_score_equals_the_full_simulation(tiny_gpt, a100_64, schedule, pp, m, tp, recompute, zero, overlap_grad,
@@ -235,6 +297,7 @@ def test_score_equals_the_full_simulation(tiny_gpt, a100_64, schedule, pp, m, tp
     full = simulate_step(tiny_gpt, cluster, s)
     got = score(tiny_gpt, cluster, s)
     assert got.step_time == pytest.approx(full.timeline.makespan, rel=1e-9)
+    assert lower_bound(tiny_gpt, cluster, s) <= got.step_time * (1 + 1e-9)    # the search's pruning stays exact
 
 
 def _free_network(cluster):

@@ -215,3 +215,11 @@ def test_zero_bubble_p2p_overlap_follows_the_reference_runtimes():
     assert not Strategy(pp=4, schedule="zbv").synchronous_p2p
     assert Strategy(pp=4, schedule="zbv", overlap_p2p_comm=False).synchronous_p2p
     assert Strategy(pp=4, schedule="zb-h1").synchronous_p2p
+
+
+def test_dualpipev_needs_two_micro_batches_per_stage(tiny_gpt):
+    # PyTorch ScheduleDualPipeV: at least as many micro-batches as stages (2 per rank, V placement)
+    assert violations(tiny_gpt, 8, Strategy(pp=2, dp=4, global_batch=16, schedule="dualpipev")) == []
+    assert Strategy(pp=2, schedule="dualpipev").chunks == 2
+    msg = _only(tiny_gpt, 8, Strategy(pp=2, dp=4, global_batch=12, schedule="dualpipev"))
+    assert "micro-batches (3) ≥ 2·pp (4)" in msg
