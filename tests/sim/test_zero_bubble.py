@@ -282,13 +282,14 @@ def test_step_events_respect_the_pipeline_dependencies(tiny_gpt, a100_8, schedul
             assert start >= max(e for _, e in when[k]) - 1e-12, (kind, mb, vs, k)
 
 
-@settings(max_examples=40, **_SETTINGS)
-@given(schedule=st.sampled_from(["zb-h1", "zbv", "dualpipev"]), pp=st.sampled_from([2, 4, 8]), m=st.integers(1, 60),
+@settings(max_examples=80, **_SETTINGS)
+@given(schedule=st.sampled_from(["zb-h1", "zbv", "dualpipev"]), pp=st.sampled_from([2, 4, 8]), m=st.integers(1, 160),
        tp=st.sampled_from([1, 2]), recompute=st.sampled_from(["none", "selective", "full"]),
        zero=st.sampled_from([0, 1]), overlap_grad=st.booleans(), fused=st.booleans(), flash=st.booleans())
 def test_score_equals_the_full_simulation(tiny_gpt, a100_64, schedule, pp, m, tp, recompute, zero, overlap_grad,
                                           fused, flash):
-    # ZB-H1 is extrapolated from two steady-state runs as 1F1B; ZB-V is simulated in full
+    # ZB-H1 is extrapolated from two steady-state runs as 1F1B; ZB-V and DualPipeV from runs sampled until their
+    # increments settle (or simulated in full when that is cheaper)
     cluster = replace(a100_64, flash_attention=flash)
     dp = 64 // (pp * tp)
     s = Strategy(pp=pp, tp=tp, dp=dp, global_batch=m * dp, schedule=schedule, recompute=recompute, zero=zero,
