@@ -122,12 +122,20 @@ def _extrapolated(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> _Total
     return out
 
 
+SAMPLED_FROM_PERIODS = 32
+"""V-shape schedules with fewer micro-batches than this many periods (pp each) are simulated in full."""
+
+
 def _extrapolated_once_settled(model: ModelSpec, cluster: ClusterSpec, s: Strategy, a: int,
                                period: int) -> _Totals:
     """V-shape schedules: runs of a, a + period, a + 2·period, … micro-batches until two consecutive increments
     agree in step time and every breakdown and activity term, extended from the last two; the full simulation
-    instead once the samples would cost more (their micro-batches together) than it."""
+    instead below SAMPLED_FROM_PERIODS periods (GPT-3's ZB-V transient lasts 5 (measured): runs of 2, 3, …, 7
+    periods add up to 27, more than a full run of fewer periods) or once the samples would cost more (their
+    micro-batches together) than it."""
     m = s.micro_batches
+    if m < SAMPLED_FROM_PERIODS * period:
+        return _totals(model, cluster, s)
     runs = [_totals(model, cluster, _with_micro_batches(s, n)) for n in (a, a + period)]
     spent, n = 2 * a + period, a + 2 * period
     while n < m and spent + n < m:
