@@ -130,7 +130,12 @@ def build_plan(model_name: str, cluster: str, gpus: int, **kw: Any) -> tuple[Any
     if dp is None:
         if gpus % (tp * pp * cp):
             raise SpecError(f"--gpus {gpus} is not divisible by tp·pp·cp = {tp}·{pp}·{cp} = {tp * pp * cp}")
-        dp = data_parallel(gpus, tp, pp, cp)
+        split = kw["spatial"] * kw["channel"] * kw["filter"]        # CNN degrees (1 for transformers)
+        if gpus % (tp * pp * cp * split):
+            raise SpecError(f"--gpus {gpus} is not divisible by pp·spatial·channel·filter = {pp}·{kw['spatial']}·"
+                            f"{kw['channel']}·{kw['filter']} = {pp * split}" + (f" (times tp·cp = {tp * cp})"
+                                                                               if tp * cp > 1 else ""))
+        dp = data_parallel(gpus, tp, pp, cp) // split
     schedule = kw["schedule"] or ("interleaved" if kw["virtual_stages"] > 1 else "1f1b")
     s = Strategy(**{f.name: kw[f.name] for f in KNOBS} | {"dp": dp, "schedule": schedule})
     return model, spec, s
@@ -159,7 +164,8 @@ def models(as_json: bool) -> None:
     for col in ("name", "params", "layers", "hidden", "heads (kv)", "ffn", "vocab", "seq", "mlp", "source"):
         t.add_column(col, justify="right" if col not in ("name", "source", "mlp") else "left")
     for m in ms:
-        t.add_row(m.name, f"{m.params() / 1e9:.1f}B", str(m.layers), str(m.hidden), f"{m.heads} ({m.kv_heads})",
+        n = m.params()
+        t.add_row(m.name, f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.1f}M", str(m.layers), str(m.hidden), f"{m.heads} ({m.kv_heads})",
                   str(m.ffn_hidden), str(m.vocab), str(m.seq_len), m.activation, m.source)
     _console().print(t)
     _console().print("aliases: " + ", ".join(f"{a} → {n}" for a, n in sorted(aliases().items())))
@@ -224,9 +230,10 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
 
     from autoplan.sim.simulate import evaluate, score, simulate_step
     from autoplan.cost.families import violations
+    from autoplan.specs.hardware import hardware_violations
 
     model, spec, s = build_plan(model_name, cluster, gpus, **kw)
-    reasons = violations(model, spec.gpus, s)
+    reasons = violations(model, spec.gpus, s) + hardware_violations(model, spec, s)
     if reasons:
         raise SpecError("invalid plan: " + "; ".join(reasons))
     e = evaluate(model, spec, s)
@@ -307,7 +314,16 @@ def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: i
                         f"not {fixed['schedule']}")
     model = get_model(model_name)
     spec = load_cluster(cluster, gpus)
-    return model, spec, load_space(space, {k: v for k, v in fixed.items() if k in _fixable()})
+    if space == "default":                      # a family may bring its own axes (CNNs: spatial, channel, filter)
+        from autoplan.cost.families import family_of
+        space = getattr(family_of(model), "default_space", space)
+    loaded = load_space(space, {k: v for k, v in fixed.items() if k in _fixable()})
+    from autoplan.specs.hardware import unsupported_precisions
+
+    refused = unsupported_precisions(spec, loaded.axes["precision"])
+    if refused:
+        raise SpecError(refused)
+    return model, spec, loaded
 
 
 @main.command()
@@ -435,7 +451,7 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
     from autoplan.report.terminal import leaderboard_table
     con = _console()
     con.print(leaderboard_table(table, f"Best plans: {model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
-                                       f"global batch {inputs['global_batch']}"))
+                                       f"global batch {inputs['global_batch']}", _throughput_unit(model)))
     if not result.leaderboard:
         con.print("[bold red]no plan fits in memory[/]: try more GPUs, recompute, ZeRO or a smaller micro-batch")
     same = f" ({result.equivalent} same as another plan here)" if result.equivalent else ""
@@ -447,6 +463,11 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
               f"run folder: {folder.path}")
     if not result.leaderboard:
         sys.exit(1)
+
+
+def _throughput_unit(model: Any) -> str:
+    """samples/s for models whose sample is one "token" (CNNs), else tokens/s."""
+    return "samples/s" if model is not None and model.structure is not None else "tokens/s"
 
 
 _RESUMED = ("gpus", "global_batch", "top", "sampler", "budget", "seed")
@@ -525,7 +546,7 @@ def show_cmd(run: str, top: int | None, as_json: bool) -> None:
         click.echo(json.dumps({"run": str(r.folder), "leaderboard": table}, indent=2))
         return
     from autoplan.report.terminal import leaderboard_table
-    _console().print(leaderboard_table(table, f"Best plans: {r.title}"))
+    _console().print(leaderboard_table(table, f"Best plans: {r.title}", _throughput_unit(r.model)))
     if not table:
         click.echo("no plan of this run fits in memory")
     elif (top or 0) > r.top_k and r.inputs.get("sampler") == "exhaustive":
@@ -536,8 +557,9 @@ def show_cmd(run: str, top: int | None, as_json: bool) -> None:
 @main.command("export")
 @click.argument("run")
 @click.option("--rank", type=int, default=1, show_default=True, help="Which plan of the leaderboard (1 = best).")
-@click.option("--format", "fmt", type=click.Choice(["megatron", "torchtitan"]), default="megatron",
-              show_default=True, help="Megatron-LM arguments or a torchtitan job-config fragment.")
+@click.option("--format", "fmt", type=click.Choice(["megatron", "torchtitan", "pytorch"]), default=None,
+              help="Megatron-LM arguments, a torchtitan job-config fragment, or a PyTorch DDP launch hint "
+                   "[default: pytorch for CNNs, else megatron].")
 @friendly
 def export_cmd(run: str, rank: int, fmt: str) -> None:
     """Print the launch settings of a plan of a run folder."""
@@ -550,6 +572,8 @@ def export_cmd(run: str, rank: int, fmt: str) -> None:
     header = (f"rank {rank} of {r.folder.name}: {e.strategy.short()} ({m.step_time:.3f} s/step, "
               f"{m.tokens_per_s:,.0f} tokens/s, {e.peak_memory / 2**30:.1f} GiB peak)\n{r.title}")
     flash = r.cluster.flash_attention if r.cluster is not None else True
+    if fmt is None:
+        fmt = "pytorch" if r.model is not None and r.model.structure is not None else "megatron"
     click.echo(export_text(fmt, e.strategy, r.model, flash, header), nl=False)
 
 

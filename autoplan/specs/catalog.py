@@ -9,6 +9,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from autoplan.errors import SpecError
+from autoplan.specs.cnn import CNN_MODELS, CNNSpec
 from autoplan.specs.model import SIZES, ModelSpec
 
 _GPT = dict(vocab=51200, seq_len=2048, activation="gelu", position="learned", norm="layernorm", bias=True,
@@ -55,15 +56,19 @@ _MODELS: tuple[ModelSpec, ...] = (
     ModelSpec(name="opt-175b", layers=96, hidden=12288, heads=96, ffn_hidden=49152, vocab=50272, seq_len=2048,
               activation="gelu", position="learned", norm="layernorm", bias=True, tied_embeddings=True,
               source="Zhang et al. 2022 (OPT, arXiv 2205.01068), Table 1"),
-)
+) + CNN_MODELS
 
 _ALIASES = {
     "gpt3": "gpt3-175b", "gpt-175b": "gpt3-175b", "gpt3-175B": "gpt3-175b", "mt-nlg-530b": "gpt-530b",
     "gpt-529.6b": "gpt-530b", "gpt-1008b": "gpt-1t", "llama3.1-8b": "llama3-8b", "llama3.1-70b": "llama3-70b",
     "llama3.1-405b": "llama3-405b", "nemotron-4-340b": "nemotron4-340b", "bloom": "bloom-176b",
+    "resnet-50": "resnet50", "resnet-152": "resnet152", "vgg-16": "vgg16", "3d-unet": "unet3d",
 }
 
 _BY_NAME = {m.name: m for m in _MODELS}
+
+STRUCTURE_TYPES: dict[str, type] = {"cnn": CNNSpec}
+"""The type of ``ModelSpec.structure`` per family that has one (for reading run folders back)."""
 
 
 def list_models() -> tuple[ModelSpec, ...]:
@@ -137,7 +142,7 @@ def load_model(path: Path) -> ModelSpec:
     data = data.get("model", data)
     if not isinstance(data, dict):
         raise SpecError(f"model file {str(path)!r}: [model] must be a table of ModelSpec fields, got {data!r}")
-    allowed = {f.name for f in fields(ModelSpec)}
+    allowed = {f.name for f in fields(ModelSpec)} - {"structure"}      # a family's structure is built in code
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise SpecError(f"model file {str(path)!r}: unknown key(s) {', '.join(unknown)}; "

@@ -44,6 +44,13 @@ class GPUSpec:
     (0: as ``memory_efficiency``)."""
     clock_ratio: float = 1.0
     """Sustained tensor-core clock under training load over the clock the peak is quoted at (power capping)."""
+    fp8_peak_flops: float = 0.0
+    """Dense FP8 tensor-core FLOP/s (0: no FP8 tensor cores, e.g. A100)."""
+    fp8_gemm_efficiency: float = 0.0
+    """Fraction of ``fp8_peak_flops`` large FP8 GEMMs reach (before wave quantization), like ``gemm_efficiency``
+    (0: the same fraction as BF16's)."""
+    mxfp8: bool = False
+    """The tensor cores take MXFP8 block-scaled operands natively (Blackwell and later)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,13 +149,14 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "gemm_efficiency": (0.01, 1.0, False), "attention_efficiency": (0.01, 1.0, False),
     "memory_efficiency": (0.01, 1.0, False), "attention_memory_efficiency": (0.01, 1.0, True),
     "clock_ratio": (0.1, 1.0, False), "gemm_half_k": (0.0, 1e5, False), "kernel_overhead_us": (0.0, 1e6, False),
-    "memory_reserve_gib": (0.0, 1e5, False),
+    "memory_reserve_gib": (0.0, 1e5, False), "fp8_peak_tflops": (0.1, 1e5, True), "fp8_gemm_efficiency": (0.01, 1.0, True),
     "bandwidth_gb_per_s": (0.01, 1e6, False), "efficiency": (0.01, 1.0, False), "latency_us": (0.0, 1e6, False),
     "allreduce_busbw_gb_per_s": (0.01, 1e6, True), "half_bandwidth_mib": (0.0, 1e6, False),
 }
 OPTIONAL: dict[str, dict[str, object]] = {
     "top": {"name": None, "description": "", "source": "", "nodes": 1, "flash_attention": True},
-    "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0, "clock_ratio": 1.0},
+    "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0, "clock_ratio": 1.0,
+            "fp8_peak_tflops": 0.0, "fp8_gemm_efficiency": 0.0, "mxfp8": False},
     "tier": {"gpus": 0, "allreduce_busbw_gb_per_s": 0.0, "half_bandwidth_mib": 0.0},
 }
 """Keys a cluster file may leave out, per table, with their defaults (the top level's name: the file's stem)."""
@@ -214,7 +222,8 @@ class _Table:
 _CLUSTER_KEYS = {"name", "description", "source", "gpus_per_node", "nodes", "flash_attention", "gpu", "tiers"}
 _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
              "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
-             "clock_ratio", "kernel_overhead_us", "memory_reserve_gib"}
+             "clock_ratio", "kernel_overhead_us", "memory_reserve_gib", "fp8_peak_tflops", "fp8_gemm_efficiency",
+             "mxfp8"}
 _TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", "allreduce_busbw_gb_per_s",
               "half_bandwidth_mib"}
 
@@ -237,7 +246,9 @@ def _gpu(g: _Table) -> GPUSpec:
         attention_memory_efficiency=g.number("attention_memory_efficiency", d["attention_memory_efficiency"]),
         kernel_overhead=g.number("kernel_overhead_us") * 1e-6,
         memory_reserve_bytes=g.number("memory_reserve_gib") * GIB,
-        clock_ratio=g.number("clock_ratio", d["clock_ratio"]))
+        clock_ratio=g.number("clock_ratio", d["clock_ratio"]),
+        fp8_peak_flops=g.number("fp8_peak_tflops", d["fp8_peak_tflops"]) * 1e12,
+        fp8_gemm_efficiency=g.number("fp8_gemm_efficiency", d["fp8_gemm_efficiency"]), mxfp8=g.flag("mxfp8", d["mxfp8"]))
     if gpu.memory_reserve_bytes >= gpu.hbm_bytes:
         g.fail(f"memory_reserve_gib {gpu.memory_reserve_bytes / GIB:g} in {g.where} leaves nothing of "
                f"hbm_gib {gpu.hbm_bytes / GIB:g} for training")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from autoplan.errors import SpecError
 
@@ -58,6 +59,9 @@ class ModelSpec:
     """Where the numbers come from."""
     family: str = "dense"
     """The model family that costs it (``autoplan.cost.families``): ``dense`` for a dense transformer."""
+    structure: Any = None
+    """A family's own description of the model (e.g. a CNN's layer list, ``specs/cnn.py``); None for a transformer.
+    When set, it answers ``params()`` and ``model_flops_per_sample()`` and one sample counts as one token."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -135,6 +139,8 @@ class ModelSpec:
 
     def params(self) -> int:
         """Total trainable parameters."""
+        if self.structure is not None:
+            return self.structure.params()
         return self.layers * self.layer_params() + self.embedding_params() + self.output_params()
 
     def layer_forward_flops_per_token(self, causal: bool = False) -> float:
@@ -172,8 +178,13 @@ class ModelSpec:
 
     def model_flops_per_iteration(self, global_batch: int) -> float:
         """Model FLOPs of one optimizer step over ``global_batch`` sequences."""
+        if self.structure is not None:
+            return global_batch * self.structure.model_flops_per_sample()
         return global_batch * self.seq_len * self.model_flops_per_token()
 
     def hardware_flops_per_iteration(self, global_batch: int, recompute: str = "full") -> float:
         """Hardware FLOPs (with recompute) of one optimizer step over ``global_batch`` sequences."""
+        if self.structure is not None:
+            # full recompute repeats the forward: 4/3 of the model FLOPs (Chen et al. 2016, arXiv 1604.06174)
+            return self.model_flops_per_iteration(global_batch) * (4 / 3 if recompute == "full" else 1.0)
         return global_batch * self.seq_len * self.hardware_flops_per_token(recompute)

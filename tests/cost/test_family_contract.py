@@ -16,6 +16,7 @@ from autoplan.cost.memory import StageMemory
 from autoplan.errors import SpecError
 from autoplan.sim.simulate import evaluate
 from autoplan.specs.cluster import ClusterSpec, load_cluster
+from autoplan.specs.cnn import as_model, resnet
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
 
@@ -74,7 +75,8 @@ def _plans(gpus: int, **kw: object) -> list[Strategy]:
     return [Strategy(global_batch=64, **{**s, **kw}) for s in shapes]
 
 
-EXAMPLES: dict[str, tuple[ModelSpec, int]] = {"dense": (TINY, 64), "toy": (replace(TINY, family="toy"), 64)}
+EXAMPLES: dict[str, tuple[ModelSpec, int]] = {"dense": (TINY, 64), "toy": (replace(TINY, family="toy"), 64),
+                                              "cnn": (as_model(resnet("tiny-resnet", (1, 1, 1, 1), 64, 10)), 64)}
 """A small model of each family and the GPU count its plans run on; a new family adds its line here."""
 
 
@@ -185,5 +187,5 @@ def test_a_new_family_runs_through_evaluate_unchanged(monkeypatch, a100_8):
 
 
 def test_an_unknown_family_is_a_user_error(a100_8):
-    with pytest.raises(SpecError, match="family 'moe' is not one of dense"):
+    with pytest.raises(SpecError, match="family 'moe' is not one of .*dense"):
         evaluate(replace(TINY, family="moe"), a100_8, Strategy(dp=8, global_batch=8))

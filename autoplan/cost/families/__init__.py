@@ -9,6 +9,7 @@ from __future__ import annotations
 from autoplan.cost.compute import Op
 from autoplan.cost.costs import CommNeed, StepCosts
 from autoplan.cost.families.base import ModelFamily
+from autoplan.cost.families.cnn import ConvNet
 from autoplan.cost.families.dense import DenseTransformer
 from autoplan.cost.memory import StageMemory
 from autoplan.errors import SpecError
@@ -36,6 +37,7 @@ def family_of(model: ModelSpec) -> ModelFamily:
 
 
 register(DenseTransformer())
+register(ConvNet())
 
 
 def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
