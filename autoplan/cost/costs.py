@@ -30,6 +30,41 @@ def pass_cost(*parts: tuple[str, float]) -> PassCost:
     return PassCost(sum(p[1] for p in kept), kept)
 
 
+def split_backward(backward: PassCost, weight: PassCost) -> tuple[PassCost, PassCost]:
+    """A backward pass as its B part (input gradients: the rest of its compute, its recompute and its TP/CP
+    communication) and its W part (``weight``, all compute); the two add up to ``backward``."""
+    w = weight.seconds
+    parts = tuple((k, x - w) if k == "compute" else (k, x) for k, x in backward.parts)
+    return PassCost(backward.seconds - w, parts), weight
+
+
+COMPUTE_KINDS = ("compute", "recompute", "optimizer")
+"""Part kinds that occupy the GPU's SMs; the others are communication a concurrent pass can hide."""
+
+
+def overlapped(a: PassCost, b: PassCost) -> PassCost:
+    """Two passes of different micro-batches run as one (DualPipe's overlapped forward and backward chunks): their
+    compute adds up, and each one's communication hides under the other's compute, only the excess showing."""
+    # DeepSeek-V3 report (arXiv 2412.19437) §3.2.1: a forward and a backward chunk overlap so that the
+    # communication of one runs during the computation of the other
+    def split(c: PassCost) -> tuple[float, dict[str, float]]:
+        comm = {k: x for k, x in c.parts if k not in COMPUTE_KINDS}
+        return c.seconds - sum(comm.values()), comm
+
+    comp_a, comm_a = split(a)
+    comp_b, comm_b = split(b)
+    parts: dict[str, float] = {}
+    for k, x in a.parts + b.parts:
+        if k in COMPUTE_KINDS:
+            parts[k] = parts.get(k, 0.0) + x
+    for comm, cover in ((comm_a, comp_b), (comm_b, comp_a)):
+        total = sum(comm.values())
+        shown = max(0.0, total - cover) / total if total else 0.0
+        for k, x in comm.items():
+            parts[k] = parts.get(k, 0.0) + x * shown
+    return pass_cost(*parts.items())
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepCosts:
     """Seconds of every kind of task in one training step of one representative pipeline.
@@ -60,6 +95,9 @@ class StepCosts:
     """Per stage, an all-gather of the updated weights after the optimizer (no overlap)."""
     tied: float | None
     """All-reduce of the tied embedding's gradient between the first and last stage."""
+    weight_grad: Mapping[tuple[bool, bool], PassCost] | None = None
+    """For schedules that split the backward (zero bubble), the W part of a backward pass by (holds the
+    embedding, holds the output layer); its B part is the rest. None: the schedule runs whole backwards."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -116,6 +116,9 @@ def megatron_notes(s: Strategy, model: ModelSpec | None) -> list[str]:
              f"(tp {s.tp} · pp {s.pp} · cp {s.cp})"]
     if s.schedule == "gpipe" and s.pp > 1:
         notes.append("Megatron-LM has no GPipe schedule: it runs this plan with 1F1B (same bubble, less memory)")
+    if s.schedule in _ZERO_BUBBLE:
+        notes.append(f"Megatron-Core has no zero-bubble schedule ({s.schedule}): these arguments run 1F1B; "
+                     f"{_ZERO_BUBBLE[s.schedule]}")
     if s.cp_comm == "a2a+p2p" and s.cp > 1:
         notes.append("--cp-comm-type a2a+p2p also needs --hierarchical-context-parallel-sizes A R with A·R = cp "
                      f"{s.cp}: autoplan priced A = the CP ranks sharing a node (all-to-all) and a ring of R across")
@@ -145,7 +148,18 @@ def megatron_text(s: Strategy, model: ModelSpec | None, flash_attention: bool = 
     return "\n".join(lines) + "\n"
 
 
-_TITAN_SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}
+_ZERO_BUBBLE = {
+    # sail-sg/zero-bubble-pipeline-parallelism README (a Megatron-LM fork) and torch.distributed.pipelining
+    "zb-h1": "for ZB-H1 use the sail-sg/zero-bubble-pipeline-parallelism fork of Megatron-LM (--enable-zero-bubble, "
+             "its automatic schedule under 1F1B's memory, ZB-1p) or PyTorch ScheduleInterleavedZeroBubble",
+    "zbv": "for ZB-V use the sail-sg/zero-bubble-pipeline-parallelism fork of Megatron-LM (--zero-bubble-v-schedule) "
+           "or PyTorch ScheduleZBVZeroBubble (two stages per rank, V placement)",
+    "dualpipev": "for DualPipeV use deepseek-ai/DualPipe (DualPipeV) or PyTorch ScheduleDualPipeV (two stages per "
+                 "rank, V placement)",
+}
+"""Where each zero-bubble schedule runs, since Megatron-Core has none."""
+_TITAN_SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B",
+                    "zb-h1": "InterleavedZeroBubble", "zbv": "ZBVZeroBubble", "dualpipev": "DualPipeV"}
 
 
 def torchtitan_toml(s: Strategy, model: ModelSpec | None, header: str = "") -> str:
@@ -179,8 +193,8 @@ def torchtitan_toml(s: Strategy, model: ModelSpec | None, header: str = "") -> s
     if s.pp > 1:
         lines += [f'pipeline_parallel_schedule = "{_TITAN_SCHEDULES[s.schedule]}"',
                   f"pipeline_parallel_microbatch_size = {s.micro_batch}"]
-        if s.schedule == "interleaved" and model is not None and not s.uneven:
-            lines.append(f"pipeline_parallel_layers_per_stage = {model.layers // (s.pp * s.virtual_stages)}")
+        if s.chunks > 1 and model is not None and not s.uneven:
+            lines.append(f"pipeline_parallel_layers_per_stage = {model.layers // (s.pp * s.chunks)}")
     lines += ["", "[activation_checkpoint]", f'mode = "{s.recompute}"']
     if s.recompute == "selective":
         lines.append('selective_ac_option = "op"  # approximate: per-op selective checkpointing, not Megatron\'s '

@@ -100,8 +100,8 @@ def breakdown_figure(board: list[Evaluation]) -> go.Figure:
 def _task_kind(sim: Simulation, i: int) -> tuple[str, str]:
     meta = sim.lowered.meta.get(i)
     if meta is not None:
-        _, forward, mb, chunk = meta
-        label = f"{'F' if forward else 'B'}{mb}" + (f".c{chunk}" if chunk else "")
+        _, forward, mb, chunk, part = meta
+        label = f"{'F' if forward else 'F&B' if part == '&' else part or 'B'}{mb}" + (f".c{chunk}" if chunk else "")
         return ("forward" if forward else "backward"), label
     kind = sim.lowered.tasks.kind[i]
     name = {"pp": "PP send", "dp": "DP collective", "optimizer": "optimizer"}.get(kind, kind)

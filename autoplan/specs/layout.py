@@ -6,6 +6,24 @@ from __future__ import annotations
 from typing import Protocol
 
 
+V_SHAPE = ("zbv", "dualpipev")
+"""Schedules with two chunks per rank placed in a V: rank i holds virtual stages i and 2p − 1 − i."""
+
+
+def virtual_stage(schedule: str, stage: int, chunk: int, stages: int) -> int:
+    """The model piece (0 = first layers) that ``chunk`` of ``stage`` holds: interleaved placement (chunk·p + i,
+    Megatron-LM) or, for a V-shape schedule, i for chunk 0 and 2p − 1 − i for chunk 1 (Qi et al. 2024 §6)."""
+    if schedule in V_SHAPE and chunk:
+        return 2 * stages - 1 - stage
+    return chunk * stages + stage
+
+
+def holds_output(schedule: str, stage: int, stages: int) -> bool:
+    """Whether pipeline rank ``stage`` holds the last layers and the output layer: the last rank, or the first
+    under a V-shape schedule (its second chunk is the last virtual stage)."""
+    return stage == (0 if schedule in V_SHAPE else stages - 1)
+
+
 class Plan(Protocol):
     """What a layout reads of a Strategy (``specs.strategy`` imports this module, not the other way round)."""
 

@@ -6,10 +6,15 @@ from dataclasses import Field, asdict, dataclass, field, fields
 from typing import Any, Callable
 
 from autoplan.errors import SpecError
-from autoplan.specs.layout import balanced_layout, uneven_violations
+from autoplan.specs.layout import V_SHAPE, balanced_layout, uneven_violations
 from autoplan.specs.model import MAX_SIZE, ModelSpec
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved")
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev")
+SPLIT_BACKWARD = ("zb-h1", "zbv", "dualpipev")
+"""Zero-bubble schedules: each backward runs as B (input gradients) then W (weight gradients), Qi et al. 2024
+(arXiv 2401.10241); Megatron-Core has none of them (reference implementations: sail-sg/zero-bubble-pipeline-
+parallelism, PyTorch ``torch.distributed.pipelining`` ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble and
+ScheduleDualPipeV; DualPipeV from deepseek-ai/DualPipe)."""
 RECOMPUTE = ("none", "selective", "full")
 COLLECTIVE_POLICIES = ("nccl", "baseline", "themis")
 PRECISIONS = ("bf16", "fp8", "fp8-blockwise", "mxfp8")
@@ -77,8 +82,11 @@ class Strategy:
     global_batch: int = knob(1, help="Sequences per optimizer step.")
     """Sequences per optimizer step over all replicas."""
     schedule: str = knob("1f1b", choices=SCHEDULES, axis=True, fix_help="",
-                         help="Pipeline schedule [default: interleaved if --virtual-stages > 1, else 1f1b].")
-    """Pipeline schedule: gpipe, 1f1b (PipeDream-flush) or interleaved (Megatron virtual stages)."""
+                         help="Pipeline schedule [default: interleaved if --virtual-stages > 1, else 1f1b]; zb-h1, "
+                              "zbv and dualpipev are zero-bubble schedules (not in Megatron-Core).")
+    """Pipeline schedule: gpipe, 1f1b (PipeDream-flush), interleaved (Megatron virtual stages), zb-h1 (1F1B with
+    split backward, Qi et al. 2024 §2.1), zbv (two chunks per rank in a V, Qi et al. 2024 §6) or dualpipev
+    (DeepSeek's V-shape DualPipe, fused forward-backward chunk pairs)."""
     virtual_stages: int = knob(1, help="Model chunks per pipeline rank (interleaved schedule).", axis=True,
                                fix_help="")
     """Model chunks per pipeline rank for the interleaved schedule (1 otherwise)."""
@@ -219,11 +227,16 @@ class Strategy:
     @property
     def synchronous_p2p(self) -> bool:
         """Pipeline transfers block the sender's compute: Megatron-Core overlaps them only when interleaved."""
-        return self.pp > 1 and not (self.overlap_p2p_comm and self.schedule == "interleaved")
+        # zbv, dualpipev: PyTorch's pipelining runtime posts its sends and receives asynchronously
+        # (torch.distributed.pipelining _PipelineScheduleRuntime); zb-h1 keeps the 1F1B transfers it derives from
+        # (sail-sg's Megatron fork)
+        return self.pp > 1 and not (self.overlap_p2p_comm and self.schedule in ("interleaved", "zbv", "dualpipev"))
 
     @property
     def chunks(self) -> int:
-        """Model chunks per pipeline rank (virtual stages when interleaved, else 1)."""
+        """Model chunks per pipeline rank (virtual stages when interleaved, 2 for a V-shape schedule, else 1)."""
+        if self.schedule in V_SHAPE:
+            return 2
         return self.virtual_stages if self.schedule == "interleaved" else 1
 
     @property
@@ -321,12 +334,16 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
             out.append("the interleaved schedule needs virtual_stages ≥ 2")
         if s.micro_batches % s.pp:
             out.append(f"the interleaved schedule needs micro-batches ({s.micro_batches}) divisible by pp ({s.pp})")
+    elif s.schedule in V_SHAPE:
+        out += _v_shape_violations(s)
     elif s.virtual_stages != 1:
         out.append(f"virtual_stages {s.virtual_stages} needs the interleaved schedule, not {s.schedule}")
     if s.ep_overlap and s.ep == 1:
         out.append("ep_overlap needs expert parallelism (ep > 1)")
     if (s.ep > 1 or s.etp > 1) and not model.moe:
         out.append(f"ep {s.ep} / etp {s.etp} need a mixture-of-experts model; {model.name} has no experts")
+    if s.schedule in SPLIT_BACKWARD and s.pp == 1:
+        out.append("a zero-bubble schedule (split backward) needs pp > 1")
     if s.zero >= 2 and s.pp > 1:
         out.append(f"ZeRO stage {s.zero} shards gradients across micro-batches and cannot run with pp > 1 (DeepSpeed)")
     return out + feature_violations(model, s)
@@ -346,3 +363,17 @@ def feature_violations(model: ModelSpec, s: Strategy) -> list[str]:
         out.append(f"cp_comm a2a: attention heads {model.heads} are not divisible by cp·tp = {s.cp}·{s.tp}")
     return out
 
+
+
+def _v_shape_violations(s: Strategy) -> list[str]:
+    """A V-shape schedule places exactly two chunks per rank (Qi et al. 2024 §6), with even stages."""
+    out = []
+    if s.virtual_stages not in (1, 2):
+        out.append(f"the {s.schedule} schedule places 2 model chunks per rank (V shape), not virtual_stages "
+                   f"{s.virtual_stages}")
+    if s.uneven:
+        out.append(f"the {s.schedule} schedule needs an even split (no first/last stage layers)")
+    if s.schedule == "dualpipev" and s.micro_batches < 2 * s.pp:
+        # PyTorch ScheduleDualPipeV: at least as many micro-batches as stages (2 per rank)
+        out.append(f"the dualpipev schedule needs micro-batches ({s.micro_batches}) ≥ 2·pp ({2 * s.pp})")
+    return out

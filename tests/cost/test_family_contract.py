@@ -73,7 +73,9 @@ def _plans(gpus: int, **kw: object) -> list[Strategy]:
               # expert parallelism (MoE families; invalid for the others)
               dict(dp=gpus // 4, pp=2, tp=2, sequence_parallel=True, ep=4, zero=1),
               dict(dp=gpus // 2, tp=2, sequence_parallel=True, ep=2, etp=2, recompute="full", overlap_grad_reduce=False,
-                   gradient_accumulation_fusion=False, overlap_param_gather=False, zero=1)]
+                   gradient_accumulation_fusion=False, overlap_param_gather=False, zero=1),
+              dict(dp=gpus // 4, pp=4, schedule="zb-h1"), dict(dp=gpus // 2, pp=2, schedule="zbv", zero=1),
+              dict(dp=gpus // 4, pp=2, tp=2, sequence_parallel=True, schedule="dualpipev")]
     return [Strategy(global_batch=64, **{**s, **kw}) for s in shapes]
 
 
@@ -128,6 +130,8 @@ def test_pass_costs_are_positive_and_a_backward_outweighs_its_forward(case):
             assert p.seconds == pytest.approx(sum(x for _, x in p.parts), rel=1e-12)
             if not fwd:
                 assert p.seconds >= c.passes[(True, first, last)].seconds
+        for (first, last), w in (c.weight_grad or {}).items():    # zero-bubble: the W part of a backward
+            assert 0 < w.seconds <= dict(c.passes[(False, first, last)].parts)["compute"]
 
 
 def test_step_communication_is_finite_and_per_stage_where_it_says_so(case):

@@ -22,7 +22,7 @@ from autoplan.cost.costs import CommNeed, PassCost, PassKey, StepCosts, pass_cos
 from autoplan.cost.memory import (GRADIENT_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES, StageMemory, _stage,
                                   activation_bytes_per_layer, inflight_layer_chunks)
 from autoplan.specs.cluster import ClusterSpec
-from autoplan.specs.layout import chunk_layers, stage_layers
+from autoplan.specs.layout import chunk_layers, stage_layers, virtual_stage
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy, violations as dense_violations
 
@@ -263,9 +263,12 @@ def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
     p, v, m = s.pp, s.chunks, s.micro_batches
     last = p * v - 1
     worst = 0.0
+    # DualPipeV's fused pairs may hide all of a pass's communication (DeepSeek-V3 §3.2.1): only compute is certain
+    seconds = plan._compute_seconds if s.schedule == "dualpipev" else (lambda c: c.seconds)
     for i in _stages_to_check(model, s):
-        busy = sum(costs[(True, c * p + i == 0, c * p + i == last)].seconds
-                   + costs[(False, c * p + i == 0, c * p + i == last)].seconds for c in range(v)) * m
+        vss = [virtual_stage(s.schedule, i, c, p) for c in range(v)]
+        busy = sum(seconds(costs[(True, vs == 0, vs == last)]) + seconds(costs[(False, vs == 0, vs == last)])
+                   for vs in vss) * m
         worst = max(worst, busy + _optimizer(cluster, s, stage_params(model, s, i)))
     return worst
 
