@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from autoplan.cost import compute, network
-from autoplan.cost.compute import BF16, Collective, LayerCompute, Op
+from autoplan.cost.compute import BF16, FP8, Collective, LayerCompute, Op
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
@@ -25,10 +25,20 @@ one. Fedus et al. 2021 (Switch Transformer, arXiv 2101.03961) §2.2 train with c
 under 1 % of tokens at 1.25, so the busiest expert holds about 1.1-1.2× the mean; a model-level constant, not fitted
 to any run. A model's ``capacity_factor`` > 0 caps it (tokens above capacity are dropped)."""
 
-_DENSE_MLP = frozenset({"fc1", "activation", "fc2", "fc1.dgrad", "fc1.wgrad", "fc2.dgrad", "fc2.wgrad",
-                        "activation.bwd"})
-_MHA = frozenset({"qkv", "proj", "qkv.dgrad", "qkv.wgrad", "proj.dgrad", "proj.wgrad", "attention.flash",
-                  "attention.flash.bwd", "attention.core", "attention.core.bwd"})
+_DENSE_MLP = frozenset({"fc1", "activation", "fc2"})
+_MHA = frozenset({"qkv", "proj", "attention"})
+"""Kernels of the dense layer's MLP and attention, by the name before the first dot (their backward and FP8
+quantizing passes share it)."""
+
+FP8_TILE = 128
+"""Values per FP8 scale of DeepSeek-V3's activation quantization: 1×128 tiles, one fp32 scale each (arXiv
+2412.19437 §3.3.2, fine-grained quantization)."""
+
+RECOMPUTED_MODULES = frozenset({"norm1", "norm2", "kv_up", "q_up", "kv_up.quantize", "q_up.quantize",
+                                "expert.activation", "shared.activation"})
+"""What ``recompute modules`` runs again before the backward: the norms, MLA's up-projections and the experts'
+SwiGLU (DeepSeek-V3 §3.3.3, "Recomputation of RMSNorm and MLA Up-Projection", and "Low-Precision Storage":
+the SwiGLU output is recomputed; Megatron-Core --recompute-modules layernorm mla_up_proj moe_act)."""
 
 
 def imbalance(model: ModelSpec) -> float:
@@ -52,17 +62,71 @@ def expert_rows(model: ModelSpec, s: Strategy) -> int:
     return max(1, math.ceil(mean * imbalance(model)))
 
 
+def fp8(s: Strategy) -> bool:
+    """Whether the plan's linear layers (MLA projections, experts, shared experts) run FP8 GEMMs."""
+    return s.precision != "bf16"
+
+
+def dispatch_value_bytes(s: Strategy) -> float:
+    """Bytes per value the dispatch all-to-all moves: FP8 and its tile scales under fp8-blockwise, else BF16."""
+    # DeepSeek-V3 §3.3.3 (low-precision communication): activations are quantized to FP8 (1×128 tiles, an fp32
+    # scale each) before the dispatch, the input of the experts' up-projection; the combine stays BF16
+    return FP8 + 4 / FP8_TILE if s.precision == "fp8-blockwise" else BF16
+
+
+def routed_bytes(model: ModelSpec, s: Strategy, value_bytes: float) -> float:
+    """Bytes of one GPU's T·top_k routed token copies of h values."""
+    return value_bytes * local_tokens(model, s) * model.top_k * model.hidden
+
+
 def dispatch_bytes(model: ModelSpec, s: Strategy) -> float:
-    """Bytes one GPU holds for the dispatch all-to-all: its T·top_k token copies of h bf16 values."""
+    """Bytes one GPU holds for the dispatch all-to-all: its T·top_k token copies of h values (FP8 under
+    fp8-blockwise, else bf16)."""
     # Megatron-Core alltoall dispatcher: every routed copy is sent (to itself when its expert is local); the
     # (ep−1)/ep that leave the GPU are what network.all_to_all prices (Lepikhin et al. 2020, GShard §3.2)
-    return BF16 * local_tokens(model, s) * model.top_k * model.hidden
+    return routed_bytes(model, s, dispatch_value_bytes(s))
+
+
+def combine_bytes(model: ModelSpec, s: Strategy) -> float:
+    """Bytes one GPU holds for the combine all-to-all: the experts' outputs for its copies, in BF16 (§3.3.3)."""
+    return routed_bytes(model, s, BF16)
 
 
 def a2a_bytes_leaving(model: ModelSpec, s: Strategy) -> float:
-    """Bytes one GPU sends to other EP ranks per dispatch (and receives per combine):
-    tokens·top_k·h·2·(ep−1)/ep."""
+    """Bytes one GPU sends to other EP ranks per dispatch (and receives per combine), without node-limited
+    routing: tokens·top_k·h·value bytes·(ep−1)/ep."""
     return dispatch_bytes(model, s) * (s.ep - 1) / s.ep
+
+
+def inter_node_copies(model: ModelSpec, shape: network.GroupShape) -> float:
+    """Mean copies of one token that cross the inter-node network per dispatch over an EP group of ``shape``.
+
+    Unlimited routing: each of the top_k copies travels alone and (n − k)/n of them land off the node (k ranks
+    per node, uniform experts). Node-limited (``route_nodes`` M > 0): a token reaches at most min(M, top_k,
+    nodes) nodes and crosses to each once, the source node being one of them with chance 1/nodes."""
+    if shape.nodes <= 1:
+        return 0.0
+    if not model.route_nodes:
+        # pairwise all-to-all (Thakur et al. 2005): the share of peers outside the node
+        return model.top_k * (shape.size - shape.per_node) / shape.size
+    # DeepSeek-V3 §2.1.2 (node-limited routing) and §3.2.2: one IB transfer per target node, then NVLink
+    reached = min(model.route_nodes, model.top_k, shape.nodes)
+    return reached * (shape.nodes - 1) / shape.nodes
+
+
+def routed_a2a_time(model: ModelSpec, cluster: ClusterSpec, s: Strategy, value_bytes: float) -> float:
+    """Seconds of one dispatch or combine all-to-all moving one GPU's routed copies at ``value_bytes`` a value."""
+    shape = ep_shape(cluster, s)
+    nbytes = routed_bytes(model, s, value_bytes)
+    if not model.route_nodes or shape.nodes <= 1:
+        return network.all_to_all(cluster, shape, nbytes)
+    # DeepSeek-V3 §3.2.2: a token goes over IB once per target node to the GPU of the same local index there,
+    # which forwards it over NVLink to the GPUs of its experts; of the top_k copies, (k − 1)/k end on another GPU
+    # of their node than the one they arrive at (or leave from) and cross NVLink
+    per_copy = value_bytes * local_tokens(model, s) * model.hidden
+    inter = per_copy * inter_node_copies(model, shape)
+    intra = nbytes * (shape.per_node - 1) / shape.per_node
+    return network.two_hop_all_to_all(cluster, shape, inter, intra)
 
 
 def ep_shape(cluster: ClusterSpec, s: Strategy) -> network.GroupShape:
@@ -97,15 +161,33 @@ class MoELayer:
     """Expert-TP all-gather of the dispatched tokens and reduce-scatter of the experts' outputs (0 if etp = 1)."""
 
 
-def _grouped(gpu, name: str, experts: int, m: int, n: int, k: int) -> Op:
+def _grouped(gpu, name: str, experts: int, m: int, n: int, k: int, fp8: bool = False) -> Op:
     # grouped GEMM (Megatron-Core --moe-grouped-gemm, CUTLASS grouped GEMM): the local experts' GEMMs as one
     # batched launch, each of the busiest expert's m tokens (the slowest expert sets the time)
-    return compute._gemm(gpu, name, m, n, k, experts)
+    return compute._gemm(gpu, name, m, n, k, experts, fp8=fp8)
 
 
-def _grouped_backward(gpu, name: str, experts: int, m: int, n: int, k: int) -> tuple[Op, Op]:
+def _grouped_backward(gpu, name: str, experts: int, m: int, n: int, k: int, fp8: bool = False) -> tuple[Op, Op]:
     # dgrad (m×n)·(n×k) and wgrad (k×m)·(m×n) per expert (Narayanan et al. SC'21 §5.1)
-    return compute._gemm(gpu, f"{name}.dgrad", m, k, n, experts), compute._gemm(gpu, f"{name}.wgrad", k, n, m, experts)
+    return (compute._gemm(gpu, f"{name}.dgrad", m, k, n, experts, fp8=fp8),
+            compute._gemm(gpu, f"{name}.wgrad", k, n, m, experts, fp8=fp8))
+
+
+def _quantize(gpu, name: str, values: float) -> Op:
+    # Transformer Engine's cast before an FP8 GEMM: read BF16, write FP8 row- and column-wise (compute._quantize_ops)
+    return compute._mem(gpu, name, (BF16 + 2 * FP8) * values)
+
+
+def _linear(gpu, name: str, m: int, n: int, k: int, fp8: bool, quantize_input: bool = True) -> tuple[Op, ...]:
+    """A linear layer's forward: its FP8 input cast (when FP8 and the input arrives BF16) and its GEMM."""
+    cast = (_quantize(gpu, f"{name}.quantize", m * k),) if fp8 and quantize_input else ()
+    return (*cast, compute._gemm(gpu, name, m, n, k, fp8=fp8))
+
+
+def _linear_bwd(gpu, name: str, m: int, n: int, k: int, fp8: bool) -> tuple[Op, ...]:
+    """A linear layer's backward: the FP8 cast of its output gradient (when FP8), dgrad and wgrad."""
+    cast = (_quantize(gpu, f"{name}.quantize_grad", m * n),) if fp8 else ()
+    return (*cast, *compute._linear_backward(gpu, name, m, n, k, fp8=fp8))
 
 
 def _mla_ops(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
@@ -122,12 +204,14 @@ def _mla_ops(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> tuple[tuple
                    ("q_up", tokens, a * model.qk_head_dim // t, model.q_lora_rank)]
     else:
         shapes += [("q_proj", tokens, a * model.qk_head_dim // t, h)]
-    fwd = [compute._gemm(gpu, name, m, n, k) for name, m, n, k in shapes]
-    bwd = [op for name, m, n, k in shapes for op in compute._linear_backward(gpu, name, m, n, k)]
+    # DeepSeek-V3 §3.3.1: every linear layer runs FP8 GEMMs under an FP8 precision (the core stays BF16)
+    f8 = fp8(s)
+    fwd = [op for name, m, n, k in shapes for op in _linear(gpu, name, m, n, k, f8)]
+    bwd = [op for name, m, n, k in shapes for op in _linear_bwd(gpu, name, m, n, k, f8)]
     # the core: QK^T over d + d_R, AV over d_v; FLOPs as heads of their mean width (attention_core_dim)
     proxy = replace(model, head_dim=model.attention_core_dim // model.heads, kv_lora_rank=0, q_lora_rank=0,
                     qk_rope_head_dim=0, v_head_dim=0, experts=0, top_k=0, moe_ffn_hidden=0, shared_experts=0,
-                    dense_layers=0, family="dense")
+                    dense_layers=0, route_nodes=0, family="dense")
     core_f, core_b = compute._attention(cluster, proxy, s.micro_batch, model.seq_len // s.cp, model.seq_len,
                                         a // t, model.dropout)
     return (*fwd, core_f), (*bwd, core_b)
@@ -140,8 +224,8 @@ def _attention_ops(model: ModelSpec, cluster: ClusterSpec, s: Strategy, dense: L
     drop = set() if keep_mlp else set(_DENSE_MLP)
     if model.mla:
         drop |= _MHA
-    fwd = tuple(op for op in dense.forward if op.name not in drop)
-    bwd = tuple(op for op in dense.backward if op.name not in drop)
+    fwd = tuple(op for op in dense.forward if op.name.split(".")[0] not in drop)
+    bwd = tuple(op for op in dense.backward if op.name.split(".")[0] not in drop)
     core = next(op for op in dense.forward if op.name.startswith("attention"))
     if model.mla:
         mla_f, mla_b = _mla_ops(model, cluster, s)
@@ -155,15 +239,19 @@ def _recompute(s: Strategy, cluster: ClusterSpec, forward: tuple[Op, ...], core:
         return forward
     if s.recompute == "selective" and not cluster.flash_attention:
         return (core,)
+    if s.recompute == "modules":
+        return tuple(op for op in forward if op.name in RECOMPUTED_MODULES)
     return ()
 
 
 @lru_cache(maxsize=4096)
 def dense_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> LayerCompute:
     """One dense-FFN layer of a MoE model (its leading ``dense_layers``), with MLA when the model has it."""
-    dense = compute.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute)
+    dense = compute.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
+                                  s.precision)
     if not model.mla:
-        return dense
+        return replace(dense, recompute=_recompute(s, cluster, dense.forward, dense.forward[0])) if (
+            s.recompute == "modules") else dense
     fwd, bwd, core = _attention_ops(model, cluster, s, dense, keep_mlp=True)
     rec = _recompute(s, cluster, fwd, core)
     return replace(dense, forward=fwd, backward=bwd, recompute=rec, attention_forward=core.seconds)
@@ -172,8 +260,9 @@ def dense_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> LayerCom
 @lru_cache(maxsize=4096)
 def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> MoELayer:
     """One MoE layer for one micro-batch on one GPU: attention, router, dispatch, experts, combine, shared experts."""
-    gpu, h, t = cluster.gpu, model.hidden, s.tp
-    dense = compute.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute)
+    gpu, h, t, f8 = cluster.gpu, model.hidden, s.tp, fp8(s)
+    dense = compute.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
+                                  s.precision)
     attn_f, attn_b, core = _attention_ops(model, cluster, s, dense, keep_mlp=False)
     tokens_in = local_tokens(model, s)
     experts = model.experts // s.ep
@@ -188,13 +277,23 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> MoELayer:
     permute = compute._mem(gpu, "permute", 2 * routed * s.etp)
     unpermute = compute._mem(gpu, "unpermute", 2 * routed * s.etp)
     act_bytes = BF16 * experts * rows * width * (3 if model.gated else 2)
-    fwd = [router, topk, permute,
-           _grouped(gpu, "expert.fc1", experts, rows, up, h), compute._mem(gpu, "expert.activation", act_bytes),
-           _grouped(gpu, "expert.fc2", experts, rows, h, width), unpermute]
-    bwd = [compute._mem(gpu, "unpermute.bwd", 2 * routed * s.etp),
-           *_grouped_backward(gpu, "expert.fc2", experts, rows, h, width),
-           compute._mem(gpu, "expert.activation.bwd", 1.5 * act_bytes),
-           *_grouped_backward(gpu, "expert.fc1", experts, rows, up, h),
+    # FP8 experts (DeepSeek-V3 §3.3.1-3.3.3): the tokens are cast before the dispatch (T·h values, not the
+    # T·top_k copies) under fp8-blockwise, else after it; the SwiGLU output before fc2; in the backward each
+    # GEMM's output gradient
+    cast_f = cast_b = ()
+    if f8:
+        fc1_cast = tokens_in * h if s.precision == "fp8-blockwise" else experts * rows * h
+        cast_f = (_quantize(gpu, "expert.fc1.quantize", fc1_cast),
+                  _quantize(gpu, "expert.fc2.quantize", experts * rows * width))
+        cast_b = (_quantize(gpu, "expert.fc2.quantize_grad", experts * rows * h),
+                  _quantize(gpu, "expert.fc1.quantize_grad", experts * rows * up))
+    fwd = [router, topk, *cast_f[:1], permute,
+           _grouped(gpu, "expert.fc1", experts, rows, up, h, f8), compute._mem(gpu, "expert.activation", act_bytes),
+           *cast_f[1:], _grouped(gpu, "expert.fc2", experts, rows, h, width, f8), unpermute]
+    bwd = [compute._mem(gpu, "unpermute.bwd", 2 * routed * s.etp), *cast_b[:1],
+           *_grouped_backward(gpu, "expert.fc2", experts, rows, h, width, f8),
+           compute._mem(gpu, "expert.activation.bwd", 1.5 * act_bytes), *cast_b[1:],
+           *_grouped_backward(gpu, "expert.fc1", experts, rows, up, h, f8),
            compute._mem(gpu, "permute.bwd", 2 * routed * s.etp), *compute._linear_backward(gpu, "router", tokens_in,
                                                                                            model.experts, h)]
     if model.shared_experts:
@@ -204,11 +303,11 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> MoELayer:
         sw = model.shared_experts * model.moe_ffn_hidden // t
         sup = (2 if model.gated else 1) * sw
         sact = BF16 * tokens * sw * (3 if model.gated else 2)
-        fwd += [compute._gemm(gpu, "shared.fc1", tokens, sup, h), compute._mem(gpu, "shared.activation", sact),
-                compute._gemm(gpu, "shared.fc2", tokens, h, sw)]
-        bwd += [*compute._linear_backward(gpu, "shared.fc2", tokens, h, sw),
+        fwd += [*_linear(gpu, "shared.fc1", tokens, sup, h, f8), compute._mem(gpu, "shared.activation", sact),
+                *_linear(gpu, "shared.fc2", tokens, h, sw, f8)]
+        bwd += [*_linear_bwd(gpu, "shared.fc2", tokens, h, sw, f8),
                 compute._mem(gpu, "shared.activation.bwd", 1.5 * sact),
-                *compute._linear_backward(gpu, "shared.fc1", tokens, sup, h)]
+                *_linear_bwd(gpu, "shared.fc1", tokens, sup, h, f8)]
     forward = attn_f + tuple(fwd)
     backward = tuple(bwd) + attn_b
     # TP collectives: the attention block's (two, four with SP) and the shared experts' pair; over the expert-TP
@@ -225,12 +324,15 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> MoELayer:
     lay = LayerCompute(forward=forward, backward=backward, recompute=_recompute(s, cluster, forward, core),
                        forward_collectives=coll, backward_collectives=coll,
                        recompute_collectives=coll if s.recompute == "full" else (), attention_forward=core.seconds)
-    # dispatch and combine: one all-to-all each way per pass (Lepikhin et al. 2020, GShard §3.2)
-    a2a = 2 * all_to_all_time(cluster, s, dispatch_bytes(model, s)) if s.ep > 1 else 0.0
+    # dispatch and combine: one all-to-all each way per pass (Lepikhin et al. 2020, GShard §3.2); the dispatch
+    # in FP8 under fp8-blockwise, the combine in BF16 (DeepSeek-V3 §3.3.3; the backward mirrors them: the
+    # gradient sent to the experts in FP8, the one sent back in BF16)
+    a2a = (routed_a2a_time(model, cluster, s, dispatch_value_bytes(s)) + routed_a2a_time(model, cluster, s, BF16)
+           if s.ep > 1 else 0.0)
     return MoELayer(compute=lay, a2a_forward=a2a, etp_forward=etp)
 
 
 def layer_key(s: Strategy) -> Strategy:
     """The fields of ``s`` a layer's cost reads (so that plans differing elsewhere share the cached layer)."""
     return Strategy(tp=s.tp, cp=s.cp, sequence_parallel=s.sequence_parallel, micro_batch=s.micro_batch,
-                    recompute=s.recompute, ep=s.ep, etp=s.etp)
+                    recompute=s.recompute, ep=s.ep, etp=s.etp, precision=s.precision)

@@ -137,6 +137,23 @@ def all_to_all(cluster: ClusterSpec, g: GroupShape, nbytes: float) -> float:
     return max(intra, inter) + (n - 1) * outer.latency
 
 
+def two_hop_all_to_all(cluster: ClusterSpec, g: GroupShape, inter_bytes: float, intra_bytes: float) -> float:
+    """Seconds for an all-to-all that sends ``inter_bytes`` per GPU across nodes, each to the peer of the same
+    local index in the target node, and ``intra_bytes`` per GPU over NVLink (the in-node share and the forwarding
+    of what arrived), both at once: DeepSeek-V3's node-limited dispatch (arXiv 2412.19437 §3.2.2, DeepEP)."""
+    if g.size <= 1 or inter_bytes + intra_bytes <= 0:
+        return 0.0
+    nvl = cluster.tiers[0]
+    intra = intra_bytes / _rate(nvl, intra_bytes) if intra_bytes > 0 else 0.0
+    if g.nodes == 1:
+        return intra + (g.per_node - 1) * nvl.latency
+    outer = _inter_tier(cluster, g)
+    inter = inter_bytes / _rate(outer, inter_bytes) if inter_bytes > 0 else 0.0
+    # IB and NVLink transfers pipeline in DeepSeek's kernels (§3.2.2): the slower one sets the time; one message
+    # per remote node's peer, one per GPU of the node (Hockney's α per message)
+    return max(intra, inter) + (g.nodes - 1) * outer.latency + (g.per_node - 1) * nvl.latency
+
+
 @lru_cache(maxsize=4096)
 def send_recv(cluster: ClusterSpec, same_node: bool, nbytes: float) -> float:
     """Seconds to send ``nbytes`` to one peer: NVLink inside a node, the GPU's own NIC across nodes."""

@@ -70,9 +70,10 @@ _MOE_MODELS: tuple[ModelSpec, ...] = (
                      "mistralai/Mixtral-8x22B-v0.1 config.json; seq_len 4096 as NeMo's Mixtral recipes", **_MOE),
     ModelSpec(name="deepseek-v3", layers=61, hidden=7168, heads=128, head_dim=128, ffn_hidden=18432, vocab=129280,
               seq_len=4096, experts=256, top_k=8, moe_ffn_hidden=2048, shared_experts=1, dense_layers=3,
-              q_lora_rank=1536, kv_lora_rank=512, qk_rope_head_dim=64, v_head_dim=128,
+              q_lora_rank=1536, kv_lora_rank=512, qk_rope_head_dim=64, v_head_dim=128, route_nodes=4,
               source="DeepSeek-V3 technical report (arXiv 2412.19437) §4.2 (671B total, 37B active, 4K pre-training "
-                     "length); HF deepseek-ai/DeepSeek-V3 config.json; the multi-token-prediction module (14B) is "
+                     "length); HF deepseek-ai/DeepSeek-V3 config.json (topk_group 4 of n_group 8: node-limited "
+                     "routing to M = 4 nodes, §2.1.2, §3.2.2); the multi-token-prediction module (14B) is "
                      "left out", **_MOE),
     ModelSpec(name="qwen3-235b-a22b", layers=94, hidden=4096, heads=64, kv_heads=4, head_dim=128, ffn_hidden=12288,
               vocab=151936, seq_len=4096, experts=128, top_k=8, moe_ffn_hidden=1536,

@@ -8,7 +8,7 @@ from typing import Any
 from autoplan.errors import SpecError
 
 MOE_COUNTS = ("experts", "top_k", "moe_ffn_hidden", "shared_experts", "dense_layers", "q_lora_rank", "kv_lora_rank",
-              "qk_rope_head_dim", "v_head_dim")
+              "qk_rope_head_dim", "v_head_dim", "route_nodes")
 """Mixture-of-experts and multi-head-latent-attention counts (0: not used)."""
 SIZES = ("layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len")
 """The shape fields a model must give (positive integers)."""
@@ -86,6 +86,10 @@ class ModelSpec:
     """MLA: width of the decoupled RoPE part of each query/key head (the non-RoPE part is ``head_dim``)."""
     v_head_dim: int = 0
     """MLA: width of each value head (0: ``head_dim``)."""
+    route_nodes: int = 0
+    """Node-limited routing: each token reaches experts on at most this many nodes, crossing the inter-node network
+    once per node and fanning out over NVLink there (DeepSeek-V3, arXiv 2412.19437 §2.1.2 and §3.2.2: M = 4);
+    0 means unlimited (every routed copy travels on its own, Megatron-Core's alltoall dispatcher)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -130,7 +134,8 @@ class ModelSpec:
         if self.experts == 0:
             if self.family == "moe":
                 raise SpecError(f"model {self.name!r}: family 'moe' needs experts > 0")
-            extra = [n for n in ("top_k", "moe_ffn_hidden", "shared_experts", "dense_layers") if getattr(self, n)]
+            extra = [n for n in ("top_k", "moe_ffn_hidden", "shared_experts", "dense_layers", "route_nodes")
+                     if getattr(self, n)]
             if extra:
                 raise SpecError(f"model {self.name!r}: {', '.join(extra)} need experts > 0")
         else:

@@ -15,7 +15,7 @@ SPLIT_BACKWARD = ("zb-h1", "zbv", "dualpipev")
 (arXiv 2401.10241); Megatron-Core has none of them (reference implementations: sail-sg/zero-bubble-pipeline-
 parallelism, PyTorch ``torch.distributed.pipelining`` ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble and
 ScheduleDualPipeV; DualPipeV from deepseek-ai/DualPipe)."""
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "full", "modules")
 COLLECTIVE_POLICIES = ("nccl", "baseline", "themis")
 PRECISIONS = ("bf16", "fp8", "fp8-blockwise", "mxfp8")
 CP_COMMS = ("p2p", "a2a", "a2a+p2p")
@@ -94,11 +94,14 @@ class Strategy:
                                    megatron={True: ("--sequence-parallel",)})
     """Shard norms and dropout along the sequence across the TP group (Korthikanti et al. 2022)."""
     recompute: str = knob("none", choices=RECOMPUTE, help="Activation recomputation.", axis=True, fix_help="",
-                          label=lambda v: {"none": "", "selective": "sel", "full": "full"}[v],
+                          label=lambda v: {"none": "", "selective": "sel", "full": "full", "modules": "rmod"}[v],
                           megatron={"selective": ("--recompute-granularity selective",),
+                                    "modules": ("--recompute-granularity selective",
+                                                "--recompute-modules layernorm mla_up_proj moe_act"),
                                     "full": ("--recompute-granularity full", "--recompute-method uniform",
                                              "--recompute-num-layers 1")})
-    """Activation recomputation: none, selective (attention core) or full (whole layer)."""
+    """Activation recomputation: none, selective (attention core), full (whole layer) or modules (MoE models: the
+    norms, MLA up-projections and expert activations, DeepSeek-V3 §3.3; Megatron-Core --recompute-modules)."""
     zero: int = knob(0, choices=(0, 1, 2, 3), axis=True, fix_help="", label=lambda v: f"z{v}" if v else "",
                      help="Optimizer sharding: 1 = Megatron distributed optimizer, 2 = +grads, 3 = +weights.",
                      megatron={1: ("--use-distributed-optimizer",)})
@@ -344,8 +347,14 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
         out.append(f"ep {s.ep} / etp {s.etp} need a mixture-of-experts model; {model.name} has no experts")
     if s.schedule in SPLIT_BACKWARD and s.pp == 1:
         out.append("a zero-bubble schedule (split backward) needs pp > 1")
-    if s.zero >= 2 and s.pp > 1:
-        out.append(f"ZeRO stage {s.zero} shards gradients across micro-batches and cannot run with pp > 1 (DeepSpeed)")
+    if s.zero >= 3 and s.pp > 1:
+        # ZeRO-2 with pp > 1 is Llama 3's FSDP (arXiv 2407.21783 §3.3.1: optimizer states and gradients sharded,
+        # weights kept after the forward), its gradients reduce-scattered after every micro-batch's backward;
+        # ZeRO-3 would gather the weights again for every micro-batch (not modelled with pp > 1)
+        out.append(f"ZeRO stage {s.zero} shards weights across micro-batches and cannot run with pp > 1 (DeepSpeed)")
+    if s.recompute == "modules" and not model.moe:
+        out.append("recompute modules (norms, MLA up-projections, expert activations) is modelled for MoE models "
+                   "only; use selective or full")
     return out + feature_violations(model, s)
 
 

@@ -14,13 +14,14 @@ module, node-limited routing and FP8 dispatch are not modelled.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import lru_cache
 
 from autoplan.cost import compute, moe, network, passes, plan, policy
 from autoplan.cost.compute import LayerCompute, Op
 from autoplan.cost.costs import CommNeed, PassCost, PassKey, StepCosts, pass_cost
-from autoplan.cost.memory import (GRADIENT_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES, StageMemory, _stage,
-                                  activation_bytes_per_layer, inflight_layer_chunks)
+from autoplan.cost.memory import (FP8_WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES, StageMemory,
+                                  _stage, activation_bytes_per_layer, inflight_layer_chunks)
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.layout import chunk_layers, stage_layers, virtual_stage
 from autoplan.specs.model import ModelSpec
@@ -89,7 +90,7 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pass
                    recompute=s.recompute, schedule=s.schedule, virtual_stages=s.virtual_stages,
                    first_stage_layers=s.first_stage_layers, last_stage_layers=s.last_stage_layers,
                    gradient_accumulation_fusion=s.gradient_accumulation_fusion, ep=s.ep, etp=s.etp,
-                   ep_overlap=s.ep_overlap)
+                   ep_overlap=s.ep_overlap, precision=s.precision)
     return _pass_costs(model, cluster, key)
 
 
@@ -277,24 +278,41 @@ def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
 
 def moe_activation_bytes(model: ModelSpec, s: Strategy, flash: bool) -> tuple[float, float]:
     """Bytes of activations one (dense, MoE) layer stores for one micro-batch on one GPU."""
-    dense = activation_bytes_per_layer(model, s, flash)
+    modules = s.recompute == "modules"
+    # recompute modules keeps what recompute none keeps, less the recomputed modules' outputs (below)
+    dense = activation_bytes_per_layer(model, replace(s, recompute="none") if modules else s, flash)
     if s.recompute == "full":
         return dense, dense                  # Korthikanti Table 2: only the layer input
     sb = model.seq_len / s.cp * s.micro_batch
+    # a linear layer's saved input is its FP8 cast under an FP8 precision (Transformer Engine; DeepSeek-V3
+    # §3.3.3 caches the activations of the Linear backward in FP8), else BF16
+    linear_in = 1 if moe.fp8(s) else 2
+    sp = s.tp if s.sequence_parallel else 1
+    if modules:
+        # Megatron-Core --recompute-modules layernorm: the two norm outputs (the QKV / down-projection input and
+        # the MLP / router input, Korthikanti §4.1-4.2 2sbh each) are recomputed from the norm inputs
+        dense -= 2 * linear_in * sb * model.hidden / sp
     if model.mla:
         # DeepSeek-V2 §2.1: Q, K of d + d_R, V and the projection input of d_v per head, and the q/kv latents
         a = model.heads
         dense += 2 * sb * a * (2 * model.qk_head_dim + 2 * model.value_dim - 2 * model.head_dim
                                - 2 * model.kv_dim // a) / s.tp
-        dense += 2 * sb * (model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim)
+        dense += sb * (linear_in * (model.q_lora_rank + model.kv_lora_rank) + 2 * model.qk_rope_head_dim)
+        if modules:
+            # DeepSeek-V3 §3.3.3: the up-projections run again in the backward, so Q, K and V are not kept
+            dense -= 2 * sb * a * (2 * model.qk_head_dim + model.value_dim) / s.tp
     mlp = (6 if model.gated else 4) * sb * model.ffn_hidden / s.tp           # Korthikanti §4.2 (dense MLP)
+    if moe.fp8(s):
+        mlp -= sb * model.ffn_hidden / s.tp  # the fc2 input's FP8 cast (memory.activation_bytes_per_layer)
     rows = model.experts // s.ep * moe.expert_rows(model, s)
     width = model.moe_ffn_hidden / s.etp
-    # the routed copies: fc1 input 2·rows·h, activation input (4 gated, else 2) and fc2 input 2 per expert width;
-    # fp32 router probabilities (Fedus et al. 2021 §2.1)
-    routed = 2 * rows * model.hidden + ((6 if model.gated else 4) * rows * width)
+    # the routed copies: fc1 input h, activation input (4 bytes gated, else 2) and fc2 input per expert width;
+    # fp32 router probabilities (Fedus et al. 2021 §2.1); recompute modules runs the SwiGLU again (DeepSeek-V3
+    # §3.3.3: its input is cached, its output recomputed), so the fc2 input is not kept
+    fc2_in = 0 if modules else linear_in
+    routed = linear_in * rows * model.hidden + ((4 if model.gated else 2) + fc2_in) * rows * width
     routed += 4 * moe.local_tokens(model, s) * model.experts
-    shared = (6 if model.gated else 4) * sb * model.shared_experts * model.moe_ffn_hidden / s.tp
+    shared = ((4 if model.gated else 2) + fc2_in) * sb * model.shared_experts * model.moe_ffn_hidden / s.tp
     return dense, dense - mlp + routed + shared
 
 
@@ -306,9 +324,16 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: in
     optimizer = OPTIMIZER_BYTES * (non_expert / n + expert / e if s.zero >= 1 else non_expert + expert)
     layers = stage_layers(model.layers, s, stage)
     d = dense_per_stage(model, s)[stage]
+    weights = WEIGHT_BYTES * (non_expert + expert)
+    if moe.fp8(s):
+        # memory._stage: Transformer Engine caches an FP8 copy (and transpose) of each layer weight, replacing the
+        # BF16 one under fp8_param_gather; the embedding and output layer stay BF16
+        other, routed = _moe_layer_params(model, s)
+        fp8_layer = d * model.layer_params() / s.tp + (layers - d) * (other + routed)
+        weights += FP8_WEIGHT_BYTES * fp8_layer - (WEIGHT_BYTES * fp8_layer if s.fp8_param_gather else 0)
     # Narayanan et al. SC'21 §2.2: each in-flight chunk-forward holds its layers' activations (mean per chunk)
     acts = inflight_layer_chunks(s, stage) * (d * per_layer[0] + (layers - d) * per_layer[1]) / s.chunks
-    return StageMemory(stage=stage, weights=WEIGHT_BYTES * (non_expert + expert),
+    return StageMemory(stage=stage, weights=weights,
                        gradients=GRADIENT_BYTES * (non_expert + expert), optimizer=optimizer, activations=acts,
                        embedding=base.embedding, buffers=0.0, reserve=base.reserve)
 
