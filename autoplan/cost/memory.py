@@ -44,7 +44,8 @@ class StageMemory:
     embedding: float
     """Activations of the input embedding (first stage) and of the output layer and fp32 logits (last stage)."""
     buffers: float
-    """Transient buffers: the full weights of the layers that ZeRO-3 gathers."""
+    """Transient buffers: the full weights of the layers that ZeRO-3 gathers, the unsharded gradients of the layer
+    that ZeRO-2 reduce-scatters next."""
     reserve: float
     """Bytes not available to tensors (CUDA context, NCCL, allocator fragmentation), from the cluster spec."""
 
@@ -170,6 +171,12 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int, per_
     if s.zero == 3 and n > 1:
         weights /= n
         buffers = ZERO3_GATHERED_LAYERS * WEIGHT_BYTES * model.layer_params() / t
+    if s.zero == 2 and n > 1:
+        # ZeRO-2's sharded gradients exist whole only until their reduce-scatter, issued as each layer's backward
+        # ends (Zhao et al. 2023, PyTorch FSDP §3.3, one unit per layer; Llama 3's FSDP, arXiv 2407.21783 §3.3.1):
+        # one layer's unsharded gradients at the reduction's width (passes.grad_bytes: fp32 or the 16-bit type).
+        # ZeRO-3's gradient buckets are left inside its gathered-layer buffer (DeepSpeed reduce buckets)
+        buffers += (4 if s.grad_reduce_in_fp32 else 2) * model.layer_params() / t
 
     chunks = inflight_layer_chunks(s, stage)
     # Narayanan et al. SC'21 §2.2: each in-flight chunk-forward holds its layers' activations until its backward

@@ -105,7 +105,7 @@ def test_an_empty_space_names_the_smallest_change_that_admits_plans(name, gpus, 
 
 def test_when_no_single_change_helps_it_says_so(tmp_path):
     model = ModelSpec(name="one-head", layers=4, hidden=64, heads=1, ffn_hidden=256, vocab=100, seq_len=64)
-    space = load_space(fixed={"tp": 1, "sequence_parallel": True, "pp": 2, "zero": 2, "cp": 1})
+    space = load_space(fixed={"tp": 1, "sequence_parallel": True, "pp": 2, "zero": 3, "cp": 1})
     plans, rejected = enumerate_plans(model, 8, space, 64)
     assert not plans
     assert relaxations(model, 8, space, 64, gpus_per_node=8) == []
