@@ -242,6 +242,8 @@ def _known(value: object) -> bool:
 
 def _recompute(value: object) -> str:
     text = str(value).lower()
+    if "modules" in text:
+        return "modules"        # Megatron-Core --recompute-modules (norms, MLA up-projections, SwiGLU)
     return "selective" if "selective" in text else "full" if "full" in text else "none"
 
 
