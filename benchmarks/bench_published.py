@@ -92,11 +92,11 @@ def meta_llama3_405b(overlap: bool):
 MOE_CASES = (
     # name, model, seq_len (None: the catalog's), cluster, GPUs, global batch, published plan, unpublished knobs
     # DeepSeek-V3 §3.2-3.3: FP8 blockwise GEMMs and dispatch, RMSNorm / MLA up-projection / SwiGLU recomputed
-    # (recompute modules), ZeRO-1, DualPipe (1F1B with the EP overlap stands in: 61 layers do not split into a V
-    # of 32 equal chunks); node-limited routing comes with the catalog model (route_nodes 4)
+    # (recompute modules), ZeRO-1, DualPipe (1F1B or ZB-H1 with the EP overlap stand in: 61 layers do not split
+    # into DualPipeV's 32 equal chunks); node-limited routing comes with the catalog model (route_nodes 4)
     ("deepseek-v3-h800-2048 (DualPipe)", "deepseek-v3", None, "dgx-h800-80g", 2048, 15360,
      dict(tp=1, pp=16, ep=64, zero=1, precision="fp8-blockwise", recompute="modules", ep_overlap=True),
-     dict(micro_batch=(1, 2), ends=((3, 2), (2, 3), (4, 1), (1, 4)))),
+     dict(micro_batch=(1, 2), ends=((3, 2), (2, 3), (4, 1), (1, 4)), schedule=("1f1b", "zb-h1"))),
     ("mixtral-8x7b-nemo-recipe-64", "mixtral-8x7b", 8192, "dgx-h100-80g", 64, 512,
      dict(tp=1, pp=4, ep=8, schedule="interleaved", virtual_stages=8, zero=1),
      dict(recompute=("none", "selective", "full", "modules"))),

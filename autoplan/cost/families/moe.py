@@ -25,7 +25,7 @@ from autoplan.cost.memory import (FP8_WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BY
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.layout import chunk_layers, stage_layers, virtual_stage
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy, violations as dense_violations
+from autoplan.specs.strategy import SPLIT_BACKWARD, Strategy, violations as dense_violations
 
 
 # ----------------------------------------------------------------------------------------------- validity
@@ -48,6 +48,9 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
         # Megatron-Core MoE README: tensor and expert parallelism together require sequence parallelism; this
         # model routes sequence-sharded tokens for every tp > 1
         out.append(f"a MoE model with tp {s.tp} needs sequence parallelism")
+    if s.ep_overlap and s.schedule == "dualpipev":
+        # DeepSeek-V3 §3.2.1: DualPipe's overlap is its pairing of one chunk's forward with another's backward
+        out.append("ep_overlap is what dualpipev's fused forward-backward pairs already do; leave it off with dualpipev")
     if s.zero >= 2:
         out.append(f"ZeRO stage {s.zero} is not modelled for MoE models (Megatron-Core's distributed optimizer is "
                    "ZeRO-1)")
@@ -119,6 +122,7 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pas
     # backward reverses both, a full recompute repeats the forward's
     m_fep = _exposed(s, mo.a2a_forward, m_f) + mo.etp_forward
     m_bep = (_exposed(s, mo.a2a_forward * (2 if full else 1), m_b + m_r) + mo.etp_forward * (2 if full else 1))
+    m_f, m_b = m_f + _sm_share(s, mo.a2a_forward), m_b + _sm_share(s, mo.a2a_forward * (2 if full else 1))
     ef, eb, of, ob = sec(emb_f), sec(emb_b), sec(out_f), sec(out_b)
     costs = {}
     for first in (False, True):
@@ -141,15 +145,58 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pas
     return costs
 
 
+def weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[tuple[bool, bool], PassCost]:
+    """The W part of a backward chunk pass for the zero-bubble schedules, keyed by (holds embedding, holds output
+    layer): the wgrad GEMMs of its dense and MoE layers (experts, shared experts, router, attention), the
+    embedding's and output layer's, and an unfused accumulation (passes.weight_grad_costs for a dense model)."""
+    key = Strategy(tp=s.tp, cp=s.cp, pp=s.pp, sequence_parallel=s.sequence_parallel, micro_batch=s.micro_batch,
+                   recompute=s.recompute, schedule=s.schedule, virtual_stages=s.virtual_stages,
+                   first_stage_layers=s.first_stage_layers, last_stage_layers=s.last_stage_layers,
+                   gradient_accumulation_fusion=s.gradient_accumulation_fusion, ep=s.ep, etp=s.etp,
+                   precision=s.precision)
+    return _weight_grad_costs(model, cluster, key)
+
+
+@lru_cache(maxsize=1024)
+def _weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[tuple[bool, bool], PassCost]:
+    dense, mo = _layers(model, cluster, s)
+    # Qi et al. 2024 §2: W = the weight-gradient GEMMs (passes.weight_grad_seconds)
+    w_d, w_m = passes.weight_grad_seconds(dense.backward), passes.weight_grad_seconds(mo.compute.backward)
+    emb = passes.weight_grad_seconds(compute.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
+                                                               s.micro_batch)[1])
+    out = passes.weight_grad_seconds(compute.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
+                                                            s.micro_batch)[1])
+    n_first, n_mid, n_last = chunk_layers(model.layers, s)
+    d_first = _dense_in_first_chunk(model, s)
+    costs = {}
+    for first in (False, True):
+        for last in (False, True):
+            n = n_first if first else n_last if last else n_mid
+            d = d_first if first else 0
+            w = d * w_d + (n - d) * w_m + first * emb + last * out
+            if not s.gradient_accumulation_fusion:
+                w += _grad_accumulation(model, cluster, s, d, n - d).seconds
+            costs[(first, last)] = pass_cost(("compute", w))
+    return costs
+
+
 COMM_SM_SHARE = 20 / 132
 """Share of an H800's 132 SMs that DeepSeek-V3's overlapped all-to-all kernels occupy (arXiv 2412.19437 §3.2.2: 20
 SMs suffice to saturate IB and NVLink): compute that runs beside them loses that share of its speed."""
 
 
+def _sm_share(s: Strategy, a2a: float) -> float:
+    """Seconds DualPipeV's compute loses to the SMs its all-to-all kernels hold (0 for other schedules, where
+    ``_exposed`` charges it)."""
+    # DeepSeek-V3 §3.2.2: the communication kernels keep 20 SMs while the paired chunk computes on the rest
+    return a2a * COMM_SM_SHARE if s.schedule == "dualpipev" else 0.0
+
+
 def _exposed(s: Strategy, a2a: float, compute_seconds: float) -> float:
     """Seconds of a layer's all-to-alls on the critical path: all of them, or with ``ep_overlap`` what the other
-    micro-batch's compute cannot hide, plus the slowdown of the compute that hides them."""
-    if not s.ep_overlap:
+    micro-batch's compute cannot hide, plus the slowdown of the compute that hides them. Under dualpipev all of
+    them: its fused forward-backward pairs hide them (costs.overlapped), outside the pairs nothing does."""
+    if not s.ep_overlap or s.schedule == "dualpipev":
         return a2a
     # Megatron-Core --overlap-moe-expert-parallel-comm / DualPipe (arXiv 2412.19437 §3.2.1): one micro-batch's
     # all-to-alls run beside another's compute of about the same length (1F1B steady state; warm-up and
@@ -247,7 +294,8 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
         segments=segments,
         segment_reduce=_reduce(cluster, s, piece) if segments else None,
         param_gather=_gather(cluster, s, chunk) if s.zero >= 1 and s.overlap_param_gather and replicated else None,
-        shard_gather=0.0, shard_reduce=0.0, reduce_all=reduce_all, final_gather=final_gather, tied=tied)
+        shard_gather=0.0, shard_reduce=0.0, reduce_all=reduce_all, final_gather=final_gather, tied=tied,
+        weight_grad=weight_grad_costs(model, cluster, s) if s.schedule in SPLIT_BACKWARD else None)
 
 
 def _stages_to_check(model: ModelSpec, s: Strategy) -> tuple[int, ...]:
