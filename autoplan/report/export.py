@@ -195,7 +195,10 @@ def torchtitan_toml(s: Strategy, model: ModelSpec | None, header: str = "") -> s
                   f"pipeline_parallel_microbatch_size = {s.micro_batch}"]
         if s.chunks > 1 and model is not None and not s.uneven:
             lines.append(f"pipeline_parallel_layers_per_stage = {model.layers // (s.pp * s.chunks)}")
-    lines += ["", "[activation_checkpoint]", f'mode = "{s.recompute}"']
+    lines += ["", "[activation_checkpoint]", f'mode = "{"selective" if s.recompute == "modules" else s.recompute}"']
+    if s.recompute == "modules":
+        lines.append('selective_ac_option = "op"  # approximate: Megatron-Core --recompute-modules layernorm '
+                     "mla_up_proj moe_act has no torchtitan equivalent")
     if s.recompute == "selective":
         lines.append('selective_ac_option = "op"  # approximate: per-op selective checkpointing, not Megatron\'s '
                      "attention-core recompute")

@@ -187,3 +187,40 @@ def test_deepseek_v3_s_published_layout_fits_without_full_recompute_only_with_it
     e = evaluate(model, cluster, Strategy(**plan, recompute="modules", precision="fp8-blockwise"))
     assert e.feasible and e.metrics.step_time < evaluate(
         model, cluster, Strategy(**plan, recompute="full", precision="fp8-blockwise")).metrics.step_time
+
+
+# ------------------------------------------------------------------------------------ zero-bubble schedules
+
+def _zb(schedule: str, **kw) -> Strategy:
+    v = 2 if schedule in ("zbv", "dualpipev") else 1
+    return _plan(**{**dict(pp=2, dp=32, ep=8, global_batch=256, schedule=schedule, virtual_stages=v), **kw})
+
+
+@pytest.mark.parametrize("schedule", ["zb-h1", "zbv", "dualpipev"])
+def test_a_moe_backward_splits_into_b_and_its_weight_gradient_gemms(h800, schedule):
+    s = _zb(schedule)
+    w = fam.step_costs(MLA, h800, s).weight_grad
+    assert w is not None
+    dense, mo = fam._layers(MLA, h800, moe.layer_key(s))
+    wgrad = sum(op.seconds for op in mo.compute.backward if op.name.endswith(".wgrad"))
+    first, mid, last = fam.chunk_layers(MLA.layers, s)
+    assert w[(False, False)].seconds == pytest.approx(mid * wgrad)
+    # W is part of the backward it splits, never more
+    passes = fam.pass_costs(MLA, h800, s)
+    for (first_, last_), cost in w.items():
+        assert 0 < cost.seconds < dict(passes[(False, first_, last_)].parts)["compute"]
+    assert fam.step_costs(MLA, h800, _zb("1f1b")).weight_grad is None
+
+
+def test_dualpipev_hides_all_to_alls_in_its_pairs_not_with_ep_overlap(h800):
+    assert any("dualpipev" in v for v in fam.violations(MLA, 64, _zb("dualpipev", ep_overlap=True)))
+    s = _zb("dualpipev")
+    lay = moe.moe_layer(MLA, h800, moe.layer_key(s))
+    cost = fam.pass_costs(MLA, h800, s)[(True, False, False)]
+    plain = fam.pass_costs(MLA, h800, _zb("zbv"))[(True, False, False)]
+    # the whole all-to-all stays a communication part (the fused pair hides it), and the compute beside it
+    # pays the 20 of 132 SMs DeepSeek's communication kernels hold (§3.2.2)
+    assert dict(cost.parts)["ep"] == pytest.approx(dict(plain.parts)["ep"])
+    layers = fam.chunk_layers(MLA.layers, s)[1]
+    assert dict(cost.parts)["compute"] - dict(plain.parts)["compute"] == pytest.approx(
+        layers * lay.a2a_forward * fam.COMM_SM_SHARE)
