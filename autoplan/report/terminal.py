@@ -10,9 +10,10 @@ from rich.text import Text
 
 GIB = 1024**3
 COLORS = {"compute": "green", "recompute": "dark_green", "tp": "cyan", "cp": "blue", "pp": "magenta",
-          "dp": "yellow", "optimizer": "white", "bubble": "red"}
+          "dp": "yellow", "a2a": "bright_magenta", "optimizer": "white", "bubble": "red"}
 LABELS = {"compute": "compute", "recompute": "recompute", "tp": "exposed TP comm", "cp": "exposed CP comm",
-          "pp": "exposed PP comm", "dp": "exposed DP comm", "optimizer": "optimizer", "bubble": "bubble / idle"}
+          "pp": "exposed PP comm", "dp": "exposed DP comm", "a2a": "exposed all-to-all", "optimizer": "optimizer",
+          "bubble": "bubble / idle"}
 
 
 def breakdown_bar(breakdown: dict[str, float], width: int = 60) -> Text:

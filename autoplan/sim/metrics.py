@@ -8,8 +8,8 @@ from autoplan.cost.memory import StageMemory
 from autoplan.sim.engine import Timeline
 from autoplan.sim.workload import Lowered
 
-BREAKDOWN_KINDS = ("compute", "recompute", "tp", "cp", "pp", "dp", "optimizer", "bubble")
-"""How a device's step time splits: useful compute, recomputation, exposed TP/CP/PP/DP communication,
+BREAKDOWN_KINDS = ("compute", "recompute", "tp", "cp", "pp", "dp", "a2a", "optimizer", "bubble")
+"""How a device's step time splits: useful compute, recomputation, exposed TP/CP/PP/DP/all-to-all communication,
 the optimizer step, and pipeline bubble or idle time."""
 
 
@@ -52,8 +52,8 @@ class Metrics:
 
     @property
     def exposed_comm_fraction(self) -> float:
-        """Share of the step the GPUs wait on TP, CP, PP or DP communication."""
-        return sum(self.fraction(k) for k in ("tp", "cp", "pp", "dp"))
+        """Share of the step the GPUs wait on TP, CP, PP, DP or all-to-all communication."""
+        return sum(self.fraction(k) for k in ("tp", "cp", "pp", "dp", "a2a"))
 
 
 def stage_breakdowns(lowered: Lowered, timeline: Timeline) -> list[dict[str, float]]:

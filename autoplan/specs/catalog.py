@@ -9,6 +9,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from autoplan.errors import SpecError
+from autoplan.specs.dlrm import DLRMSpec, EmbeddingTable
 from autoplan.specs.model import SIZES, ModelSpec
 
 _GPT = dict(vocab=51200, seq_len=2048, activation="gelu", position="learned", norm="layernorm", bias=True,
@@ -23,6 +24,52 @@ def _gpt(name: str, layers: int, hidden: int, heads: int, source: str, **kw: obj
     return ModelSpec(name=name, layers=layers, hidden=hidden, heads=heads, ffn_hidden=4 * hidden, source=source,
                      **{**_GPT, **kw})
 
+
+_CRITEO_1TB_ROWS = (39884406, 39043, 17289, 7420, 20263, 3, 7120, 1543, 63, 38532951, 2953546, 403346, 10, 2208,
+                    11938, 155, 4, 976, 14, 39979771, 25641295, 39664984, 585935, 12972, 108, 36)
+"""Criteo 1TB table sizes at --max-ind-range 40M (MLPerf DLRM reference dlrm_s_pytorch.py, terabyte dataset)."""
+_CRITEO_MULTIHOT_ROWS = (40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956, 405282, 10, 2209,
+                         11938, 155, 4, 976, 14, 40000000, 40000000, 40000000, 590152, 12973, 108, 36)
+_CRITEO_MULTIHOT_POOLING = (3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1)
+"""MLPerf Training recommendation_v2 (TorchRec DLRM-DCNv2): --num_embeddings_per_feature, --multi_hot_sizes."""
+_SYNTH_GROUPS = ((10, 100, 1, 128), (10, 1000, 1, 128), (10, 1000, 5, 128), (10, 10000, 20, 128), (20, 10000, 100, 128),
+                 (10, 10000, 1, 128), (10, 100000, 1, 128), (10, 1000000, 1, 128), (10, 2000000, 1, 128),
+                 (10, 2000000, 1, 128), (10, 4000000, 1, 128), (20, 4000000, 1, 128), (20, 2000000, 10, 64),
+                 (10, 4000000, 20, 128), (10, 4000000, 30, 128), (10, 4000000, 50, 128), (10, 50000000, 100, 128))
+"""(tables, rows, pooling, dim) groups of HugeCTR's embedding-collection benchmark config 200table_100B_hotness20
+(NVIDIA-Merlin HugeCTR, synthetic data with Zipf alpha 1.1)."""
+
+
+def _dlrm(name: str, tables: tuple[EmbeddingTable, ...], source: str, **kw: object) -> ModelSpec:
+    """A DLRM with MLPerf's bottom (13-512-256-128) and top (1024-1024-512-256-1) MLPs unless ``kw`` says else."""
+    spec = DLRMSpec(**{"tables": tables, "dense_features": 13, "bottom_mlp": (512, 256, 128),
+                       "top_mlp": (1024, 1024, 512, 256, 1), **kw})
+    widths = spec.bottom_mlp + spec.top_mlp
+    # the transformer-shaped fields only name the MLPs: a DLRM "token" is a sample (seq_len 1)
+    return ModelSpec(name=name, layers=len(widths), hidden=spec.bottom_mlp[-1], heads=1, ffn_hidden=max(widths),
+                     vocab=1, seq_len=1, position="rope", bias=True, tied_embeddings=False, dropout=False,
+                     source=source, family="dlrm", dlrm=spec)
+
+
+_MLPERF_DLRM = "MLPerf Training DLRM reference (mlcommons/training recommendation/dlrm, Criteo 1TB, max-ind-range 40M)"
+_MLPERF_DCNV2 = "MLPerf Training recommendation_v2 (mlcommons/training, TorchRec DLRM-DCNv2, Criteo 1TB multi-hot)"
+_CRITEO_SKEW = 1.05
+"""Zipf exponent standing in for Criteo's long-tailed ids (an assumption: Lin et al. 2022, arXiv 2201.07821, model
+the measured per-table distribution, which this catalog does not ship)."""
+
+_DLRMS: tuple[ModelSpec, ...] = (
+    _dlrm("dlrm-criteo", tuple(EmbeddingTable(name=f"cat_{i}", rows=r, dim=128, skew=_CRITEO_SKEW)
+                               for i, r in enumerate(_CRITEO_1TB_ROWS)), _MLPERF_DLRM, global_batch=65536),
+    _dlrm("dlrm-dcnv2", tuple(EmbeddingTable(name=f"cat_{i}", rows=r, dim=128, pooling=p)
+                              for i, (r, p) in enumerate(zip(_CRITEO_MULTIHOT_ROWS, _CRITEO_MULTIHOT_POOLING))),
+          _MLPERF_DCNV2 + "; --multi_hot_distribution_type uniform (skew 0)", interaction="dcn", cross_layers=3,
+          cross_rank=512, global_batch=65536),
+    _dlrm("dlrm-synthetic-100b", tuple(EmbeddingTable(name=f"g{g}_t{i}", rows=r, dim=d, pooling=p, skew=1.1)
+                                       for g, (n, r, p, d) in enumerate(_SYNTH_GROUPS) for i in range(n)),
+          "HugeCTR embedding-collection benchmark 200table_100B_hotness20 (tables, rows, hotness, dims, Zipf 1.1); "
+          f"MLPs and DCN-v2 cross layers as {_MLPERF_DCNV2}", interaction="dcn", cross_layers=3, cross_rank=512,
+          global_batch=65536),
+)
 
 _MODELS: tuple[ModelSpec, ...] = (
     _gpt("gpt-1.7b", 24, 2304, 24, _SC21),
@@ -55,12 +102,13 @@ _MODELS: tuple[ModelSpec, ...] = (
     ModelSpec(name="opt-175b", layers=96, hidden=12288, heads=96, ffn_hidden=49152, vocab=50272, seq_len=2048,
               activation="gelu", position="learned", norm="layernorm", bias=True, tied_embeddings=True,
               source="Zhang et al. 2022 (OPT, arXiv 2205.01068), Table 1"),
-)
+) + _DLRMS
 
 _ALIASES = {
     "gpt3": "gpt3-175b", "gpt-175b": "gpt3-175b", "gpt3-175B": "gpt3-175b", "mt-nlg-530b": "gpt-530b",
     "gpt-529.6b": "gpt-530b", "gpt-1008b": "gpt-1t", "llama3.1-8b": "llama3-8b", "llama3.1-70b": "llama3-70b",
     "llama3.1-405b": "llama3-405b", "nemotron-4-340b": "nemotron4-340b", "bloom": "bloom-176b",
+    "dlrm": "dlrm-criteo", "dlrm-mlperf": "dlrm-criteo", "dcnv2": "dlrm-dcnv2",
 }
 
 _BY_NAME = {m.name: m for m in _MODELS}

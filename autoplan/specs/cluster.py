@@ -44,6 +44,10 @@ class GPUSpec:
     (0: as ``memory_efficiency``)."""
     clock_ratio: float = 1.0
     """Sustained tensor-core clock under training load over the clock the peak is quoted at (power capping)."""
+    l2_cache_bytes: float = 0.0
+    """L2 cache that holds a skewed embedding table's hot rows (0: no cache modelled)."""
+    l2_bandwidth: float = 0.0
+    """Bytes per second the L2 cache serves (0: as HBM)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,10 +149,12 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "memory_reserve_gib": (0.0, 1e5, False),
     "bandwidth_gb_per_s": (0.01, 1e6, False), "efficiency": (0.01, 1.0, False), "latency_us": (0.0, 1e6, False),
     "allreduce_busbw_gb_per_s": (0.01, 1e6, True), "half_bandwidth_mib": (0.0, 1e6, False),
+    "l2_cache_mib": (0.0, 1e6, True), "l2_bandwidth_gb_per_s": (1.0, 1e7, True),
 }
 OPTIONAL: dict[str, dict[str, object]] = {
     "top": {"name": None, "description": "", "source": "", "nodes": 1, "flash_attention": True},
-    "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0, "clock_ratio": 1.0},
+    "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0, "clock_ratio": 1.0,
+            "l2_cache_mib": 0.0, "l2_bandwidth_gb_per_s": 0.0},
     "tier": {"gpus": 0, "allreduce_busbw_gb_per_s": 0.0, "half_bandwidth_mib": 0.0},
 }
 """Keys a cluster file may leave out, per table, with their defaults (the top level's name: the file's stem)."""
@@ -214,7 +220,7 @@ class _Table:
 _CLUSTER_KEYS = {"name", "description", "source", "gpus_per_node", "nodes", "flash_attention", "gpu", "tiers"}
 _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
              "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
-             "clock_ratio", "kernel_overhead_us", "memory_reserve_gib"}
+             "clock_ratio", "kernel_overhead_us", "memory_reserve_gib", "l2_cache_mib", "l2_bandwidth_gb_per_s"}
 _TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", "allreduce_busbw_gb_per_s",
               "half_bandwidth_mib"}
 
@@ -237,7 +243,9 @@ def _gpu(g: _Table) -> GPUSpec:
         attention_memory_efficiency=g.number("attention_memory_efficiency", d["attention_memory_efficiency"]),
         kernel_overhead=g.number("kernel_overhead_us") * 1e-6,
         memory_reserve_bytes=g.number("memory_reserve_gib") * GIB,
-        clock_ratio=g.number("clock_ratio", d["clock_ratio"]))
+        clock_ratio=g.number("clock_ratio", d["clock_ratio"]),
+        l2_cache_bytes=g.number("l2_cache_mib", d["l2_cache_mib"]) * 2**20,
+        l2_bandwidth=g.number("l2_bandwidth_gb_per_s", d["l2_bandwidth_gb_per_s"]) * 1e9)
     if gpu.memory_reserve_bytes >= gpu.hbm_bytes:
         g.fail(f"memory_reserve_gib {gpu.memory_reserve_bytes / GIB:g} in {g.where} leaves nothing of "
                f"hbm_gib {gpu.hbm_bytes / GIB:g} for training")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autoplan.errors import SpecError
+from autoplan.specs.dlrm import DLRMSpec
 
 SIZES = ("layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len")
 """The shape fields a model must give (positive integers)."""
@@ -58,6 +59,8 @@ class ModelSpec:
     """Where the numbers come from."""
     family: str = "dense"
     """The model family that costs it (``autoplan.cost.families``): ``dense`` for a dense transformer."""
+    dlrm: DLRMSpec | None = None
+    """A recommendation model's tables and MLPs (family ``dlrm``); its sizes above then only name the MLPs."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -135,6 +138,8 @@ class ModelSpec:
 
     def params(self) -> int:
         """Total trainable parameters."""
+        if self.dlrm is not None:
+            return self.dlrm.dense_params() + self.dlrm.embedding_params()
         return self.layers * self.layer_params() + self.embedding_params() + self.output_params()
 
     def layer_forward_flops_per_token(self, causal: bool = False) -> float:
@@ -154,7 +159,10 @@ class ModelSpec:
 
         For GPT this is 72·l·h²·(1 + s/6h + V/12lh) per token (Korthikanti et al. 2022, §6 MFU);
         it is also NVIDIA's recipe convention (GQA-aware QKV, full s² attention, 6·V·h).
+        A DLRM's "token" is a sample: 3× its MLP and interaction forward FLOPs.
         """
+        if self.dlrm is not None:
+            return 3 * self.dlrm.forward_flops_per_sample() / self.seq_len
         return 3 * (self.layers * self.layer_forward_flops_per_token() + self.logits_forward_flops_per_token())
 
     def hardware_flops_per_token(self, recompute: str = "full") -> float:
@@ -164,6 +172,8 @@ class ModelSpec:
         selective: adds the attention core's forward (QK^T, AV) once more (Korthikanti et al. 2022, §5).
         """
         extra = 0.0
+        if self.dlrm is not None:
+            return self.model_flops_per_token()
         if recompute == "full":
             extra = self.layers * self.layer_forward_flops_per_token()
         elif recompute == "selective":

@@ -12,6 +12,10 @@ from autoplan.specs.model import MAX_SIZE, ModelSpec
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
 RECOMPUTE = ("none", "selective", "full")
 COLLECTIVE_POLICIES = ("nccl", "baseline", "themis")
+EMBEDDING_SHARDINGS = ("auto", "table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel")
+"""How a DLRM's embedding tables are sharded: the planner's per-table choice, or one kind for every table."""
+_SHARDING_LABELS = {"auto": "", "table_wise": "TW", "row_wise": "RW", "column_wise": "CW", "table_row_wise": "TWRW",
+                    "data_parallel": "DPemb"}
 RANK_ORDER = ("tp", "cp", "dp", "pp")
 """Megatron's rank order, fastest-varying first: ranks of a TP group are consecutive, PP groups are farthest apart."""
 
@@ -122,6 +126,14 @@ class Strategy:
     """How the simulator prices the DP·CP gradient reduction and parameter gathers of groups spanning nodes:
     ``nccl`` (autoplan/cost/network.py), or a chunked schedule over the group's dimensions in ascending order
     (``baseline``) or Themis's load-balancing order (``themis``); not a Megatron-LM argument."""
+
+    sharding: str = knob("auto", choices=EMBEDDING_SHARDINGS, axis=True,
+                         fix_help="Fix the embedding sharding (DLRM models).",
+                         help="DLRM embedding sharding: auto (per-table search) or one kind for every table.",
+                         label=lambda v: _SHARDING_LABELS[v])
+    """Embedding-table sharding of a recommendation model (family ``dlrm``): ``auto`` lets the planner choose each
+    table's sharding (greedy plus local search); a kind pins every table not pinned in the model. Dense
+    transformers have no embedding tables to shard and take only ``auto``."""
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
@@ -254,6 +266,8 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
             out.append(f"the interleaved schedule needs micro-batches ({s.micro_batches}) divisible by pp ({s.pp})")
     elif s.virtual_stages != 1:
         out.append(f"virtual_stages {s.virtual_stages} needs the interleaved schedule, not {s.schedule}")
+    if s.sharding != "auto":
+        out.append(f"embedding sharding {s.sharding} applies to DLRM models only")
     if s.zero >= 2 and s.pp > 1:
         out.append(f"ZeRO stage {s.zero} shards gradients across micro-batches and cannot run with pp > 1 (DeepSpeed)")
     return out

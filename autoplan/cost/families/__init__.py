@@ -10,6 +10,7 @@ from autoplan.cost.compute import Op
 from autoplan.cost.costs import CommNeed, StepCosts
 from autoplan.cost.families.base import ModelFamily
 from autoplan.cost.families.dense import DenseTransformer
+from autoplan.cost.families.dlrm import DLRM
 from autoplan.cost.memory import StageMemory
 from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec
@@ -36,6 +37,7 @@ def family_of(model: ModelSpec) -> ModelFamily:
 
 
 register(DenseTransformer())
+register(DLRM())
 
 
 def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:

@@ -1,0 +1,215 @@
+"""A DLRM's embedding sharding plan: per-table sharding kinds placed on GPUs, the per-GPU loads they add up to, the
+step time those loads give (one critical path per micro-batch), and the planner that picks each table's sharding
+(greedy by cost, then local search, within each GPU's memory)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from autoplan.cost import compute, network
+from autoplan.cost.embedding import (ID_BYTES, POOLED_BYTES, column_shards, lookup_bytes, lookup_seconds, shard_bytes,
+                                     shards_of)
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.dlrm import SHARDINGS, DLRMSpec, EmbeddingTable
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.strategy import Strategy
+
+GRAD_BYTES = 4
+"""Bytes per dense gradient value in the data-parallel all-reduce (fp32)."""
+DENSE_STATE_BYTES = 12
+"""Bytes per dense (MLP, data-parallel table) parameter: fp32 weight, gradient and Adagrad accumulator."""
+SEARCH_PASSES = 4
+"""Local-search sweeps over the tables at most (each sweep tries every other sharding of every table)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TablePlan:
+    """One table's sharding and the GPUs its shards sit on."""
+
+    kind: str
+    gpus: tuple[int, ...]
+
+
+@dataclass
+class Loads:
+    """What every GPU does for the embedding tables in one micro-batch, summed over the placed shards."""
+
+    world: int
+    lookup_s: list[float]
+    """Forward lookup seconds per GPU."""
+    lookup_b: list[float]
+    """Forward lookup bytes per GPU (hardware-free)."""
+    send: list[float]
+    """All-to-all bytes each GPU sends (pooled embeddings of its table-wise and column-wise shards)."""
+    recv: list[float]
+    """All-to-all bytes each GPU receives."""
+    memory: list[float]
+    """Embedding bytes each GPU stores."""
+    ids: list[float] = field(default_factory=list)
+    """Input-distribution bytes (lookup indices) each GPU receives."""
+    row_wise: float = 0.0
+    """Reduce-scatter bytes per GPU over all GPUs (row-wise tables)."""
+    node_rs: float = 0.0
+    """Reduce-scatter bytes per GPU inside a node (table-row-wise tables; the busiest node)."""
+    node_rs_by_node: list[float] = field(default_factory=list)
+    dp_params: float = 0.0
+    """Values of data-parallel tables (their gradients join the dense all-reduce)."""
+
+    @classmethod
+    def empty(cls, world: int, nodes: int) -> "Loads":
+        z = [0.0] * world
+        return cls(world, z[:], z[:], z[:], z[:], z[:], z[:], node_rs_by_node=[0.0] * nodes)
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything a plan's step time needs besides the plan: model, cluster, micro-batch, dense-layer times."""
+
+    model: ModelSpec
+    cluster: ClusterSpec
+    strategy: Strategy
+    dense_fwd: tuple[float, float, float]
+    """Forward seconds of the bottom MLP, the interaction and the top MLP for one micro-batch."""
+    dense_bwd: tuple[float, float, float]
+
+    @property
+    def spec(self) -> DLRMSpec:
+        return self.model.dlrm
+
+    @property
+    def world(self) -> int:
+        return self.strategy.dp
+
+    @property
+    def node_size(self) -> int:
+        return min(self.world, self.cluster.gpus_per_node)
+
+    @property
+    def batch(self) -> int:
+        """Samples of one micro-batch over all GPUs."""
+        return self.strategy.dp * self.strategy.micro_batch
+
+
+def _mlp_times(cluster: ClusterSpec, widths: tuple[int, ...], b: int) -> tuple[float, float]:
+    gpu = cluster.gpu
+    fwd = bwd = 0.0
+    for k, n in zip(widths, widths[1:]):
+        # forward (b×k)·(k×n); backward dgrad and wgrad, about twice the forward (Naumov et al. 2019 §2)
+        fwd += compute.gemm_time(gpu, b, n, k)
+        bwd += compute.gemm_time(gpu, b, k, n) + compute.gemm_time(gpu, k, n, b)
+    return fwd, bwd
+
+
+def _interaction_times(cluster: ClusterSpec, spec: DLRMSpec, b: int) -> tuple[float, float]:
+    gpu = cluster.gpu
+    if spec.interaction == "dot":
+        f, d = spec.features, spec.bottom_mlp[-1]
+        # Z = X·Xᵀ per sample, a batched (F×D)·(D×F) GEMM (DLRM reference interact_features); backward two GEMMs
+        fwd = compute.gemm_time(gpu, f, f, d, b)
+        return fwd, 2 * fwd
+    w, r = spec.interaction_width, spec.cross_rank
+    # DCN-v2 low-rank cross layer: (b×W)·(W×r) then (b×r)·(r×W) (Wang et al. 2021, eq. 2)
+    fwd = spec.cross_layers * (compute.gemm_time(gpu, b, r, w) + compute.gemm_time(gpu, b, w, r))
+    return fwd, 2 * fwd
+
+
+@lru_cache(maxsize=1024)
+def context(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Context:
+    """The dense-layer times of ``model`` at ``s``'s micro-batch, with the model and cluster."""
+    spec, b = model.dlrm, s.micro_batch
+    bot = _mlp_times(cluster, spec.bottom_widths(), b)
+    inter = _interaction_times(cluster, spec, b)
+    top = _mlp_times(cluster, spec.top_widths(), b)
+    return Context(model, cluster, s, (bot[0], inter[0], top[0]), (bot[1], inter[1], top[1]))
+
+
+def _node_gpus(ctx: Context, node: int) -> tuple[int, ...]:
+    k = ctx.node_size
+    return tuple(range(node * k, min(ctx.world, node * k + k)))
+
+
+def apply(ctx: Context, loads: Loads, index: int, plan: TablePlan, sign: float = 1.0) -> None:
+    """Add (or with ``sign`` -1, remove) table ``index`` sharded as ``plan`` to ``loads``."""
+    table = ctx.spec.tables[index]
+    gpu, e, world, batch = ctx.cluster.gpu, ctx.spec.embedding_bytes, ctx.world, ctx.batch
+    local = batch / world
+    for sh in shards_of(table, index, plan.kind, plan.gpus, world, batch):
+        loads.lookup_s[sh.gpu] += sign * lookup_seconds(gpu, sh, e)
+        loads.lookup_b[sh.gpu] += sign * lookup_bytes(sh, e)
+        loads.memory[sh.gpu] += sign * shard_bytes(sh, e)
+        if plan.kind in ("table_wise", "column_wise"):
+            # the owner sends every sample's pooled vector but the 1/world that stays on it (TorchRec TW/CW a2a)
+            loads.send[sh.gpu] += sign * sh.outputs * sh.width * POOLED_BYTES * (world - 1) / world
+            loads.ids[sh.gpu] += sign * table.pooling * batch * ID_BYTES * (world - 1) / world
+        elif plan.kind == "table_row_wise":
+            # after the node's reduce-scatter each member holds 1/k of the pooled vectors and sends them on
+            loads.send[sh.gpu] += sign * batch * table.dim * POOLED_BYTES / len(plan.gpus) * (world - 1) / world
+            loads.ids[sh.gpu] += sign * sh.lookups * ID_BYTES
+        elif plan.kind == "row_wise":
+            loads.ids[sh.gpu] += sign * sh.lookups * ID_BYTES
+        if plan.kind == "data_parallel":
+            loads.memory[sh.gpu] += sign * table.params * GRAD_BYTES       # a dense gradient of the whole table
+    if plan.kind != "data_parallel":
+        for g in range(world):
+            loads.recv[g] += sign * local * table.dim * POOLED_BYTES * (world - 1) / world
+    if plan.kind == "row_wise":
+        loads.row_wise += sign * batch * table.dim * POOLED_BYTES
+    elif plan.kind == "table_row_wise":
+        node = plan.gpus[0] // ctx.node_size
+        loads.node_rs_by_node[node] += sign * batch * table.dim * POOLED_BYTES
+        loads.node_rs = max(loads.node_rs_by_node)
+    elif plan.kind == "data_parallel":
+        loads.dp_params += sign * table.params
+
+
+@dataclass(frozen=True, slots=True)
+class StepTimes:
+    """One micro-batch's forward and backward seconds split by kind, and the step-end reduction and optimizer."""
+
+    fwd_compute: float
+    fwd_a2a: float
+    bwd_compute: float
+    bwd_a2a: float
+    reduce: float
+    optimizer: float
+    micro_batches: int
+
+    @property
+    def total(self) -> float:
+        """The step: every micro-batch's passes, then the gradient all-reduce and the optimizer."""
+        passes = self.fwd_compute + self.fwd_a2a + self.bwd_compute + self.bwd_a2a
+        return self.micro_batches * passes + self.reduce + self.optimizer
+
+
+def step_times(ctx: Context, loads: Loads) -> StepTimes:
+    """The step of a sharding plan: per micro-batch a critical path through lookups, communication and MLPs.
+
+    Lin et al. 2022 §III (critical path of the execution graph): the lookups of the busiest GPU, then the
+    all-to-all (and reduce-scatters) on the communication stream beside the bottom MLP, then the interaction and
+    top MLP; the backward mirrors it, and the embedding update runs after the gradient all-to-all.
+    """
+    cl, world = ctx.cluster, ctx.world
+    everyone = network.group_shape(cl.gpus_per_node, world, 1)
+    node = network.group_shape(cl.gpus_per_node, ctx.node_size, 1)
+    a2a = network.all_to_all(cl, everyone, max(max(loads.send), max(loads.recv)))
+    rw = network.reduce_scatter(cl, everyone, loads.row_wise)
+    twrw = network.reduce_scatter(cl, node, loads.node_rs)
+    comm = a2a + rw + twrw
+    (bot_f, inter_f, top_f), (bot_b, inter_b, top_b) = ctx.dense_fwd, ctx.dense_bwd
+    overhead = cl.gpu.kernel_overhead
+    look_f = max(loads.lookup_s) + overhead
+    # FBGEMM's fused backward reads each row and its state and writes both back: twice the forward's traffic
+    look_b = 2 * max(loads.lookup_s) + overhead
+    # input distribution (indices) runs one batch ahead, hidden behind the dense layers (TorchRec
+    # TrainPipelineSparseDist); only what exceeds them is exposed
+    ids = network.all_to_all(cl, everyone, max(loads.ids))
+    hidden = bot_f + inter_f + top_f + bot_b + inter_b + top_b
+    fwd_a2a = max(0.0, comm - bot_f) + max(0.0, ids - hidden)
+    bwd_a2a = max(0.0, comm - bot_b)
+    dense = ctx.spec.dense_params() + loads.dp_params
+    reduce = network.all_reduce(cl, everyone, dense * GRAD_BYTES) if world > 1 else 0.0
+    return StepTimes(fwd_compute=look_f + bot_f + inter_f + top_f, fwd_a2a=fwd_a2a,
+                     bwd_compute=top_b + inter_b + bot_b + look_b, bwd_a2a=bwd_a2a, reduce=reduce,
+                     optimizer=compute.optimizer_time(cl.gpu, dense, dense),
+                     micro_batches=ctx.strategy.micro_batches)
