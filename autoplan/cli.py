@@ -564,7 +564,8 @@ def export_cmd(run: str, rank: int, fmt: str | None) -> None:
     e = r.plan(rank)
     m = e.metrics
     unit = "samples/s" if r.model is not None and r.model.dlrm is not None else "tokens/s"
-    header = (f"rank {rank} of {r.folder.name}: {e.strategy.short()} ({m.step_time:.4g} s/step, "
+    digits = 3 if unit == "tokens/s" else 6
+    header = (f"rank {rank} of {r.folder.name}: {e.strategy.short()} ({m.step_time:.{digits}f} s/step, "
               f"{m.tokens_per_s:,.0f} {unit}, {e.peak_memory / 2**30:.1f} GiB peak)\n{r.title}")
     if r.model is not None and r.model.dlrm is not None:
         from autoplan.report.export_torchrec import torchrec_text

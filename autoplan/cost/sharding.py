@@ -213,3 +213,44 @@ def step_times(ctx: Context, loads: Loads) -> StepTimes:
                      bwd_compute=top_b + inter_b + bot_b + look_b, bwd_a2a=bwd_a2a, reduce=reduce,
                      optimizer=compute.optimizer_time(cl.gpu, dense, dense),
                      micro_batches=ctx.strategy.micro_batches)
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolicCost:
+    """A plan's hardware-free counts per step (SMSG-style symbolic costs: data computed and communicated)."""
+
+    lookup_bytes: float
+    """Embedding bytes the busiest GPU reads (forward) and reads and writes (backward), all micro-batches."""
+    intra_bytes: float
+    """Bytes the busiest GPU sends to GPUs of its own node (all-to-all, reduce-scatters, all-reduce)."""
+    inter_bytes: float
+    """Bytes per GPU that cross node boundaries (0 on one node)."""
+    mlp_flops: float
+    """MLP and interaction FLOPs per GPU (the same under every sharding)."""
+
+    @property
+    def key(self) -> tuple[float, float]:
+        """The hardware-free ranking: fewest bytes sent, then fewest bytes looked up."""
+        return self.intra_bytes + self.inter_bytes, self.lookup_bytes
+
+    def seconds(self, hbm: float, intra: float, inter: float, flops: float) -> float:
+        """The counts over datasheet rates (B/s, FLOP/s), summed: a roofline with no calibration, no overlap."""
+        return self.lookup_bytes / hbm + self.intra_bytes / intra + self.inter_bytes / inter + self.mlp_flops / flops
+
+
+def symbolic_cost(ctx: Context, loads: Loads) -> SymbolicCost:
+    """The counts of ``loads`` under ``ctx`` without any hardware constant (no bandwidth, cache, latency): only
+    bytes, FLOPs and the group's shape (members per node)."""
+    m, world, k = ctx.strategy.micro_batches, ctx.world, ctx.node_size
+    a2a = max(max(loads.send), max(loads.recv))
+    # forward reads, backward reads and writes each row (3×); a2a and reduce-scatter both ways (2×); a ring
+    # all-reduce sends 2(n-1)/n of the buffer (Patarasuk & Yuan 2009)
+    rings = 2 * (world - 1) / world * (m * loads.row_wise + (ctx.spec.dense_params() + loads.dp_params) * GRAD_BYTES)
+    node = 2 * m * (k - 1) / k * loads.node_rs
+    # pairwise all-to-all: (k-1)/n of each member's bytes stay in the node (Thakur et al. 2005); a ring over N
+    # nodes crosses each node boundary once per channel, the node's k rails sharing the crossing (NCCL rings)
+    a2a_out = 2 * m * a2a * (world - k) / world
+    inter = a2a_out + rings / k if world > k else 0.0
+    intra = 2 * m * a2a * (k - 1) / world + node + (rings * (k - 1) / k if world > k else rings)
+    flops = 3 * ctx.spec.forward_flops_per_sample() * ctx.strategy.micro_batch
+    return SymbolicCost(3 * m * max(loads.lookup_b), intra, inter, m * flops)

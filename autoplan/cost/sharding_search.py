@@ -102,21 +102,40 @@ def _best(ctx: sh.Context, loads: sh.Loads, index: int, room: float) -> sh.Table
     return min(found, key=lambda r: r[0])[1] if found else None
 
 
-def search(ctx: sh.Context, room: float, local_search: bool = True) -> ShardingPlan:
-    """Greedy placement in ``_order``, then sweeps that re-shard one table at a time while the step shrinks."""
+def _start(ctx: sh.Context, room: float, kind: str | None) -> tuple[sh.Loads, dict[int, sh.TablePlan], list[str]]:
+    """Tables placed in ``_order``: each as ``kind`` where allowed and placeable, else its greedy best."""
     world = ctx.world
     loads = sh.Loads.empty(world, -(-world // ctx.node_size))
     plans: dict[int, sh.TablePlan] = {}
     unplaced = []
     for i in _order(ctx):
-        best = _best(ctx, loads, i, room)
+        best = None
+        if kind in allowed_kinds(ctx, i):
+            best = place(ctx, loads, i, kind, room)
+        best = best or _best(ctx, loads, i, room)
         if best is None:
             unplaced.append(ctx.spec.tables[i].name)
             continue
         sh.apply(ctx, loads, i, best)
         plans[i] = best
-    if local_search and not unplaced:
-        _improve(ctx, loads, plans, room)
+    return loads, plans, unplaced
+
+
+def search(ctx: sh.Context, room: float, local_search: bool = True) -> ShardingPlan:
+    """Greedy placement in ``_order``, then sweeps that re-shard one table at a time while the step shrinks; with
+    ``local_search`` also from every all-one-kind start (the best result wins, ties to the earlier start)."""
+    starts: list[str | None] = [None]
+    if local_search and ctx.strategy.sharding == "auto":
+        starts += list(SHARDINGS)
+    best: tuple[float, sh.Loads, dict[int, sh.TablePlan], list[str]] | None = None
+    for kind in starts:
+        loads, plans, unplaced = _start(ctx, room, kind)
+        if local_search and not unplaced:
+            _improve(ctx, loads, plans, room)
+        total = sh.step_times(ctx, loads).total + (float("inf") if unplaced else 0.0)
+        if best is None or total < best[0] * (1 - 1e-9):
+            best = (total, loads, plans, unplaced)
+    _, loads, plans, unplaced = best
     tables = tuple(plans.get(i, sh.TablePlan("unplaced", ())) for i in range(len(ctx.spec.tables)))
     return ShardingPlan(tables, loads, sh.step_times(ctx, loads), tuple(unplaced))
 
