@@ -201,12 +201,12 @@ def step_times(ctx: Context, loads: Loads) -> StepTimes:
     look_f = max(loads.lookup_s) + overhead
     # FBGEMM's fused backward reads each row and its state and writes both back: twice the forward's traffic
     look_b = 2 * max(loads.lookup_s) + overhead
-    # input distribution (indices) runs one batch ahead, hidden behind the dense layers (TorchRec
-    # TrainPipelineSparseDist); only what exceeds them is exposed
+    # the next batch's input distribution (indices) runs during this batch's dense layers (TorchRec
+    # TrainPipelineSparseDist); only what exceeds them is exposed, at the end of the backward
     ids = network.all_to_all(cl, everyone, max(loads.ids))
     hidden = bot_f + inter_f + top_f + bot_b + inter_b + top_b
-    fwd_a2a = max(0.0, comm - bot_f) + max(0.0, ids - hidden)
-    bwd_a2a = max(0.0, comm - bot_b)
+    fwd_a2a = max(0.0, comm - bot_f)
+    bwd_a2a = max(0.0, comm - bot_b) + max(0.0, ids - hidden)
     dense = ctx.spec.dense_params() + loads.dp_params
     reduce = network.all_reduce(cl, everyone, dense * GRAD_BYTES) if world > 1 else 0.0
     return StepTimes(fwd_compute=look_f + bot_f + inter_f + top_f, fwd_a2a=fwd_a2a,

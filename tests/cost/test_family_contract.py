@@ -17,6 +17,7 @@ from autoplan.errors import SpecError
 from autoplan.sim.simulate import evaluate
 from autoplan.specs.cluster import ClusterSpec, load_cluster
 from autoplan.specs.model import ModelSpec
+from autoplan.specs.dlrm import DLRMSpec, EmbeddingTable
 from autoplan.specs.strategy import Strategy
 
 TINY = ModelSpec(name="tiny-gpt", layers=8, hidden=256, heads=8, ffn_hidden=1024, vocab=1024, seq_len=256)
@@ -72,7 +73,11 @@ def _plans(gpus: int, **kw: object) -> list[Strategy]:
     return [Strategy(global_batch=64, **{**s, **kw}) for s in shapes]
 
 
-EXAMPLES: dict[str, tuple[ModelSpec, int]] = {"dense": (TINY, 64), "toy": (replace(TINY, family="toy"), 64)}
+TINY_DLRM = replace(TINY, name="tiny-dlrm", family="dlrm", dlrm=DLRMSpec(
+    tables=tuple(EmbeddingTable(name=f"t{i}", rows=10 ** (i + 2), dim=64, pooling=1 + 3 * i, skew=0.5 * i)
+                 for i in range(5)), dense_features=13, bottom_mlp=(128, 64), top_mlp=(256, 1)))
+EXAMPLES: dict[str, tuple[ModelSpec, int]] = {"dense": (TINY, 64), "toy": (replace(TINY, family="toy"), 64),
+                                              "dlrm": (TINY_DLRM, 64)}
 """A small model of each family and the GPU count its plans run on; a new family adds its line here."""
 
 

@@ -1,0 +1,145 @@
+"""The DLRM family: lookup cost, all-to-all bytes, sharding plans and their memory, validity."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autoplan.cost import sharding as sh
+from autoplan.cost.embedding import POOLED_BYTES, Shard, hit_rate, lookup_seconds
+from autoplan.cost.families.dlrm import sharding_plan, violations
+from autoplan.cost.sharding_search import search
+from autoplan.errors import SpecError
+from autoplan.sim.simulate import evaluate
+from autoplan.specs.catalog import get_model
+from autoplan.specs.cluster import load_cluster
+from autoplan.specs.dlrm import SHARDINGS, DLRMSpec, EmbeddingTable
+from autoplan.specs.strategy import Strategy
+
+H100 = load_cluster("dgx-h100-80g", 16)
+
+
+def _model(tables: tuple[EmbeddingTable, ...]):
+    base = get_model("dlrm-criteo")
+    return replace(base, dlrm=replace(base.dlrm, tables=tables))
+
+
+def _plan(gpus: int = 16, mb: int = 512, **kw) -> Strategy:
+    return Strategy(dp=gpus, micro_batch=mb, global_batch=gpus * mb, **kw)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.integers(10**3, 10**8), pooling=st.floats(1, 100), more=st.floats(1.01, 10), skew=st.floats(0, 1.5))
+def test_lookup_time_grows_with_pooling_and_falls_with_skew(rows, pooling, more, skew):
+    def t(p: float, a: float) -> float:
+        return lookup_seconds(H100.gpu, Shard(0, 0, rows, 128, 1024 * p, 1024, a), 4)
+
+    assert t(pooling * more, skew) > t(pooling, skew)
+    assert t(pooling, skew + 0.3) <= t(pooling, skew) * (1 + 1e-12)
+
+
+def test_hit_rate_closed_forms():
+    assert hit_rate(1000, 100, 0.0) == pytest.approx(0.1)                  # uniform: the cached share of rows
+    assert hit_rate(1000, 2000, 1.0) == 1.0                                # whole table cached
+    assert hit_rate(10, 1, 1.0) == pytest.approx(1 / sum(1 / i for i in range(1, 11)))
+
+
+@pytest.mark.parametrize("world", [8, 16, 64])
+def test_table_wise_all_to_all_bytes_closed_form(world):
+    """One table-wise table of dim D: its owner sends B·D·4·(n-1)/n bytes, every GPU receives b·D·4·(n-1)/n."""
+    table = EmbeddingTable(name="t", rows=10**6, dim=128, sharding="table_wise")
+    model, s = _model((table,)), _plan(world, 1024)
+    loads = sharding_plan(model, load_cluster("dgx-h100-80g", world), s).loads
+    batch = world * 1024
+    assert max(loads.send) == pytest.approx(batch * 128 * POOLED_BYTES * (world - 1) / world)
+    assert sum(1 for x in loads.send if x > 0) == 1
+    assert all(r == pytest.approx(1024 * 128 * POOLED_BYTES * (world - 1) / world) for r in loads.recv)
+
+
+def test_row_wise_reduce_scatter_and_data_parallel_need_no_all_to_all():
+    tables = (EmbeddingTable(name="a", rows=10**5, dim=128, sharding="row_wise"),
+              EmbeddingTable(name="b", rows=100, dim=128, sharding="data_parallel"))
+    loads = sharding_plan(_model(tables), H100, _plan()).loads
+    assert max(loads.send) == 0
+    assert loads.row_wise == pytest.approx(16 * 512 * 128 * POOLED_BYTES)
+    assert loads.dp_params == 100 * 128
+
+
+def test_every_table_is_placed_once_within_memory():
+    model, s = get_model("dlrm-criteo"), _plan(16, 1024)
+    plan = sharding_plan(model, H100, s)
+    assert not plan.unplaced and len(plan.tables) == 26
+    assert all(p.kind in SHARDINGS and p.gpus for p in plan.tables)
+    stored = sum(plan.loads.memory)
+    rows_bytes = sum(t.rows * (t.dim * 4 + 4) for t in model.dlrm.tables)
+    assert stored >= rows_bytes * (1 - 1e-9)                  # every row somewhere (data-parallel ones everywhere)
+    e = evaluate(model, H100, s)
+    assert e.feasible and e.peak_memory <= H100.gpu.hbm_bytes
+
+
+def test_memory_is_balanced_by_the_planner():
+    """64 equal big table-wise tables on 16 GPUs: four per GPU (placement by least load)."""
+    tables = tuple(EmbeddingTable(name=f"t{i}", rows=10**6, dim=128, sharding="table_wise") for i in range(64))
+    mem = sharding_plan(_model(tables), H100, _plan()).loads.memory
+    assert max(mem) == pytest.approx(min(mem))
+
+
+def test_tables_that_fit_nowhere_make_the_plan_not_fit():
+    huge = (EmbeddingTable(name="huge", rows=10**9, dim=128, sharding="table_wise"),)
+    e = evaluate(_model(huge), H100, _plan())
+    assert not e.feasible and "GiB per GPU" in e.violations[0]
+
+
+def test_auto_is_no_slower_than_any_single_kind():
+    model = get_model("dlrm-dcnv2")
+    cluster = load_cluster("dgx-h100-80g", 16)
+    auto = evaluate(model, cluster, _plan(16, 1024)).metrics.step_time
+    for kind in SHARDINGS:
+        e = evaluate(model, cluster, _plan(16, 1024, sharding=kind))
+        assert not e.feasible or e.metrics.step_time >= auto * (1 - 1e-9)
+
+
+def test_local_search_never_hurts_the_greedy_plan():
+    model = get_model("dlrm-criteo")
+    ctx = sh.context(model, H100, _plan(16, 1024))
+    room = H100.gpu.hbm_bytes
+    assert search(ctx, room).times.total <= search(ctx, room, local_search=False).times.total * (1 + 1e-12)
+
+
+def test_symbolic_cost_has_no_hardware_in_it():
+    model = get_model("dlrm-criteo")
+    s = _plan(16, 1024, sharding="table_wise")
+    a100 = load_cluster("dgx-a100-80g", 16)
+    counts = [sh.symbolic_cost(sh.context(model, c, s), sharding_plan(model, c, s).loads) for c in (H100, a100)]
+    assert counts[0] == counts[1]
+
+
+def test_validity():
+    model = get_model("dlrm-criteo")
+    assert violations(model, 16, _plan()) == []
+    assert any("dp must be" in r for r in violations(model, 16, Strategy(dp=8, tp=2, global_batch=16)))
+    assert any("zero" in r.lower() for r in violations(model, 16, _plan(zero=1)))
+    assert any("divisible" in r for r in violations(model, 16, Strategy(dp=16, micro_batch=3, global_batch=64)))
+    dense = get_model("gpt3")
+    assert any("DLRM models only" in r for r in violations(dense, 16, _plan(sharding="row_wise")) or
+               [r for r in evaluate(dense, H100, _plan(sharding="row_wise")).violations])
+
+
+def test_spec_errors_name_the_numbers():
+    with pytest.raises(SpecError, match="rows must be a positive integer"):
+        EmbeddingTable(name="t", rows=0, dim=8)
+    with pytest.raises(SpecError, match="sharding 'diagonal'"):
+        EmbeddingTable(name="t", rows=1, dim=8, sharding="diagonal")
+    with pytest.raises(SpecError, match="dot interaction needs every table dim"):
+        DLRMSpec(tables=(EmbeddingTable(name="t", rows=1, dim=8),), dense_features=1, bottom_mlp=(16,), top_mlp=(1,))
+
+
+def test_catalog_models_have_sources_and_samples_as_tokens():
+    for name in ("dlrm-criteo", "dlrm-dcnv2", "dlrm-synthetic-100b"):
+        m = get_model(name)
+        assert m.family == "dlrm" and m.source and m.seq_len == 1
+    assert len(get_model("dlrm-criteo").dlrm.tables) == 26
+    assert get_model("dlrm-criteo").dlrm.interaction_width == 479      # MLPerf reference ln_top[0]
