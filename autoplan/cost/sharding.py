@@ -217,40 +217,62 @@ def step_times(ctx: Context, loads: Loads) -> StepTimes:
 
 @dataclass(frozen=True, slots=True)
 class SymbolicCost:
-    """A plan's hardware-free counts per step (SMSG-style symbolic costs: data computed and communicated)."""
+    """A plan's hardware-free counts per step on its busiest GPU (SMSG-style symbolic costs: the data computed and
+    communicated, with no bandwidth, cache or latency in them); each count over all micro-batches."""
 
     lookup_bytes: float
-    """Embedding bytes the busiest GPU reads (forward) and reads and writes (backward), all micro-batches."""
-    intra_bytes: float
-    """Bytes the busiest GPU sends to GPUs of its own node (all-to-all, reduce-scatters, all-reduce)."""
-    inter_bytes: float
-    """Bytes per GPU that cross node boundaries (0 on one node)."""
+    """Embedding bytes read in the forward and read and written in the backward (3× the forward's rows)."""
+    a2a_intra: float
+    """Bytes of the all-to-alls and reduce-scatters (both ways) that stay inside the node."""
+    a2a_inter: float
+    """Bytes of them that cross node boundaries, per GPU (0 on one node)."""
+    reduce_intra: float
+    """Bytes of the step-end dense all-reduce inside the node."""
+    reduce_inter: float
+    """Bytes of it across nodes, per GPU."""
+    bottom_flops: float
+    """Bottom-MLP FLOPs (forward and backward), what the all-to-alls overlap with."""
     mlp_flops: float
-    """MLP and interaction FLOPs per GPU (the same under every sharding)."""
+    """All MLP and interaction FLOPs (the same under every sharding)."""
+
+    @property
+    def comm_bytes(self) -> float:
+        """Every byte the busiest GPU sends, inside and across nodes."""
+        return self.a2a_intra + self.a2a_inter + self.reduce_intra + self.reduce_inter
 
     @property
     def key(self) -> tuple[float, float]:
         """The hardware-free ranking: fewest bytes sent, then fewest bytes looked up."""
-        return self.intra_bytes + self.inter_bytes, self.lookup_bytes
+        return self.comm_bytes, self.lookup_bytes
 
     def seconds(self, hbm: float, intra: float, inter: float, flops: float) -> float:
-        """The counts over datasheet rates (B/s, FLOP/s), summed: a roofline with no calibration, no overlap."""
-        return self.lookup_bytes / hbm + self.intra_bytes / intra + self.inter_bytes / inter + self.mlp_flops / flops
+        """The counts at datasheet rates (B/s, FLOP/s; no calibration) on the critical path of
+        ``step_times``: lookups, then the all-to-alls beside the bottom MLP, the rest of the MLPs, the all-reduce."""
+        comm = self.a2a_intra / intra + self.a2a_inter / inter
+        overlap = max(comm, self.bottom_flops / flops)
+        rest = (self.mlp_flops - self.bottom_flops) / flops
+        return self.lookup_bytes / hbm + overlap + rest + self.reduce_intra / intra + self.reduce_inter / inter
 
 
 def symbolic_cost(ctx: Context, loads: Loads) -> SymbolicCost:
-    """The counts of ``loads`` under ``ctx`` without any hardware constant (no bandwidth, cache, latency): only
-    bytes, FLOPs and the group's shape (members per node)."""
+    """The counts of ``loads`` under ``ctx`` without any hardware constant: only bytes, FLOPs and the group's
+    shape (members per node)."""
     m, world, k = ctx.strategy.micro_batches, ctx.world, ctx.node_size
-    a2a = max(max(loads.send), max(loads.recv))
-    # forward reads, backward reads and writes each row (3×); a2a and reduce-scatter both ways (2×); a ring
-    # all-reduce sends 2(n-1)/n of the buffer (Patarasuk & Yuan 2009)
-    rings = 2 * (world - 1) / world * (m * loads.row_wise + (ctx.spec.dense_params() + loads.dp_params) * GRAD_BYTES)
+    a2a = 2 * m * max(max(loads.send), max(loads.recv))
+    share = (world - 1) / world
+    rs = 2 * m * share * loads.row_wise
     node = 2 * m * (k - 1) / k * loads.node_rs
-    # pairwise all-to-all: (k-1)/n of each member's bytes stay in the node (Thakur et al. 2005); a ring over N
-    # nodes crosses each node boundary once per channel, the node's k rails sharing the crossing (NCCL rings)
-    a2a_out = 2 * m * a2a * (world - k) / world
-    inter = a2a_out + rings / k if world > k else 0.0
-    intra = 2 * m * a2a * (k - 1) / world + node + (rings * (k - 1) / k if world > k else rings)
-    flops = 3 * ctx.spec.forward_flops_per_sample() * ctx.strategy.micro_batch
-    return SymbolicCost(3 * m * max(loads.lookup_b), intra, inter, m * flops)
+    # a ring all-reduce sends 2(n-1)/n of the buffer (Patarasuk & Yuan 2009)
+    dense = 2 * share * (ctx.spec.dense_params() + loads.dp_params) * GRAD_BYTES
+    if world > k:
+        # pairwise all-to-all: (k-1)/n of each member's bytes stay in the node (Thakur et al. 2005); a ring over
+        # N nodes crosses each node boundary once per channel, the node's k rails sharing it (NCCL rings)
+        a2a_inter, a2a_intra = a2a * (world - k) / world + rs / k, a2a * (k - 1) / world + rs + node
+        reduce_inter, reduce_intra = dense / k, dense
+    else:
+        a2a_inter, a2a_intra, reduce_inter, reduce_intra = 0.0, a2a + rs + node, 0.0, dense
+    b, spec = ctx.strategy.micro_batch, ctx.spec
+    bottom = 3 * m * b * 2.0 * sum(x * y for x, y in zip(spec.bottom_widths(), spec.bottom_widths()[1:]))
+    return SymbolicCost(lookup_bytes=3 * m * max(loads.lookup_b), a2a_intra=a2a_intra, a2a_inter=a2a_inter,
+                        reduce_intra=reduce_intra, reduce_inter=reduce_inter, bottom_flops=bottom,
+                        mlp_flops=3 * m * b * spec.forward_flops_per_sample())
