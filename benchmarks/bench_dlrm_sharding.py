@@ -53,8 +53,8 @@ def one_set(base, cluster, s: Strategy, tables) -> dict:
     rates = (gpu.hbm_bandwidth, tiers[0].bandwidth, tiers[-1].bandwidth, gpu.peak_flops)
     pick = {name: min(scored, key=key) for name, key in (
         ("symbolic", lambda x: (x[1].key, x[2])),
-        ("lookup-then-comm", lambda x: (x[1].lookup_bytes, x[1].comm_bytes, x[2])),
-        ("datasheet-rates", lambda x: (x[1].seconds(*rates), x[2])))}
+        ("datasheet-rates", lambda x: (x[1].seconds(*rates), x[2])),
+        ("datasheet+latency", lambda x: (x[1].seconds(*rates, tiers[-1].latency, tiers[0].latency), x[2])))}
     auto = evaluate(model, cluster, replace(s, sharding="auto")).metrics.step_time
     return {"plans": len(scored), "best": best[0], "picks": {k: v[0] for k, v in pick.items()}, "auto": auto}
 

@@ -234,6 +234,11 @@ class SymbolicCost:
     """Bottom-MLP FLOPs (forward and backward), what the all-to-alls overlap with."""
     mlp_flops: float
     """All MLP and interaction FLOPs (the same under every sharding)."""
+    rounds: int
+    """Sequential message rounds of the per-micro-batch collectives over all GPUs (n-1 per all-to-all or ring,
+    Thakur et al. 2005), all micro-batches: the latency (α) terms of an α-β model."""
+    node_rounds: int
+    """The same for the collectives inside one node (table-row-wise reduce-scatters)."""
 
     @property
     def comm_bytes(self) -> float:
@@ -245,10 +250,11 @@ class SymbolicCost:
         """The hardware-free ranking: fewest bytes sent, then fewest bytes looked up."""
         return self.comm_bytes, self.lookup_bytes
 
-    def seconds(self, hbm: float, intra: float, inter: float, flops: float) -> float:
-        """The counts at datasheet rates (B/s, FLOP/s; no calibration) on the critical path of
-        ``step_times``: lookups, then the all-to-alls beside the bottom MLP, the rest of the MLPs, the all-reduce."""
-        comm = self.a2a_intra / intra + self.a2a_inter / inter
+    def seconds(self, hbm: float, intra: float, inter: float, flops: float, latency: float = 0.0,
+                node_latency: float = 0.0) -> float:
+        """The counts at datasheet rates (B/s, FLOP/s) and per-round latencies (s), no calibration, on the critical
+        path of ``step_times``: lookups, the all-to-alls beside the bottom MLP, the rest of the MLPs, the all-reduce."""
+        comm = self.a2a_intra / intra + self.a2a_inter / inter + self.rounds * latency + self.node_rounds * node_latency
         overlap = max(comm, self.bottom_flops / flops)
         rest = (self.mlp_flops - self.bottom_flops) / flops
         return self.lookup_bytes / hbm + overlap + rest + self.reduce_intra / intra + self.reduce_inter / inter
@@ -271,8 +277,10 @@ def symbolic_cost(ctx: Context, loads: Loads) -> SymbolicCost:
         reduce_inter, reduce_intra = dense / k, dense
     else:
         a2a_inter, a2a_intra, reduce_inter, reduce_intra = 0.0, a2a + rs + node, 0.0, dense
+    rounds = 2 * m * (world - 1) * ((max(loads.send) > 0) + (loads.row_wise > 0))
     b, spec = ctx.strategy.micro_batch, ctx.spec
     bottom = 3 * m * b * 2.0 * sum(x * y for x, y in zip(spec.bottom_widths(), spec.bottom_widths()[1:]))
     return SymbolicCost(lookup_bytes=3 * m * max(loads.lookup_b), a2a_intra=a2a_intra, a2a_inter=a2a_inter,
                         reduce_intra=reduce_intra, reduce_inter=reduce_inter, bottom_flops=bottom,
-                        mlp_flops=3 * m * b * spec.forward_flops_per_sample())
+                        mlp_flops=3 * m * b * spec.forward_flops_per_sample(), rounds=rounds,
+                        node_rounds=2 * m * (k - 1) * (loads.node_rs > 0))
