@@ -88,7 +88,7 @@ def shard_bytes(shard: Shard, value_bytes: int) -> float:
 
 
 def column_shards(table: EmbeddingTable, gpus: int) -> int:
-    """Column-wise shards of a table: dim / CW_WIDTH, at least 2 (at most one per GPU)."""
+    """Column-wise shards of a table: dim / CW_WIDTH, at most one per GPU (1: it cannot be split)."""
     return max(1, min(gpus, table.dim // CW_WIDTH))
 
 

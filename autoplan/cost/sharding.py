@@ -8,10 +8,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from autoplan.cost import compute, network
-from autoplan.cost.embedding import (ID_BYTES, POOLED_BYTES, column_shards, lookup_bytes, lookup_seconds, shard_bytes,
-                                     shards_of)
+from autoplan.cost.embedding import ID_BYTES, POOLED_BYTES, lookup_bytes, lookup_seconds, shard_bytes, shards_of
 from autoplan.specs.cluster import ClusterSpec
-from autoplan.specs.dlrm import SHARDINGS, DLRMSpec, EmbeddingTable
+from autoplan.specs.dlrm import DLRMSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
 
@@ -124,7 +123,8 @@ def context(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Context:
     return Context(model, cluster, s, (bot[0], inter[0], top[0]), (bot[1], inter[1], top[1]))
 
 
-def _node_gpus(ctx: Context, node: int) -> tuple[int, ...]:
+def node_gpus(ctx: Context, node: int) -> tuple[int, ...]:
+    """The GPUs of node ``node``."""
     k = ctx.node_size
     return tuple(range(node * k, min(ctx.world, node * k + k)))
 

@@ -71,8 +71,8 @@ def place(ctx: sh.Context, loads: sh.Loads, index: int, kind: str, room: float) 
         choices = [tuple(range(world))]
     elif kind == "table_row_wise":
         nodes = range(-(-world // ctx.node_size))
-        order = sorted(nodes, key=lambda n: (sum(_busy(loads, g)[0] for g in sh._node_gpus(ctx, n)), n))
-        choices = [sh._node_gpus(ctx, n) for n in order]
+        order = sorted(nodes, key=lambda n: (sum(_busy(loads, g)[0] for g in sh.node_gpus(ctx, n)), n))
+        choices = [sh.node_gpus(ctx, n) for n in order]
     else:
         count = column_shards(table, world) if kind == "column_wise" else 1
         order = sorted(range(world), key=lambda g: _busy(loads, g))
