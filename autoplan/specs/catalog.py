@@ -9,7 +9,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from autoplan.errors import SpecError
-from autoplan.specs.dlrm import DLRMSpec, EmbeddingTable
+from autoplan.specs.dlrm import DLRMSpec, EmbeddingTable, dlrm_from_data
 from autoplan.specs.model import SIZES, ModelSpec
 
 _GPT = dict(vocab=51200, seq_len=2048, activation="gelu", position="learned", norm="layernorm", bias=True,
@@ -191,6 +191,11 @@ def load_model(path: Path) -> ModelSpec:
         raise SpecError(f"model file {str(path)!r}: unknown key(s) {', '.join(unknown)}; "
                         f"allowed: {', '.join(sorted(allowed))}")
     data.setdefault("name", Path(path).stem)
+    if "dlrm" in data:
+        data["dlrm"] = dlrm_from_data(data["dlrm"], f"model file {str(path)!r}")
+        data.setdefault("family", "dlrm")
+        for key, value in dict(layers=1, hidden=1, heads=1, ffn_hidden=1, vocab=1, seq_len=1).items():
+            data.setdefault(key, value)
     missing = [k for k in SIZES if k not in data]
     if missing:
         raise SpecError(f"model file {str(path)!r}: missing key(s) {', '.join(missing)} "

@@ -150,3 +150,30 @@ class DLRMSpec:
     def forward_flops_per_sample(self) -> float:
         """Forward FLOPs of the MLPs and the interaction for one sample (lookups are memory traffic, not FLOPs)."""
         return _mlp_flops(self.bottom_widths()) + _mlp_flops(self.top_widths()) + self.interaction_flops()
+
+
+def dlrm_from_data(data: object, where: str) -> DLRMSpec:
+    """A DLRMSpec from a model file's ``[model.dlrm]`` table (``tables`` an array of tables); SpecError naming
+    ``where`` and the key if it does not fit."""
+    if not isinstance(data, dict):
+        raise SpecError(f"{where}: dlrm must be a table, got {data!r:.60}")
+    allowed = {"tables", "dense_features", "bottom_mlp", "top_mlp", "interaction", "cross_layers", "cross_rank",
+               "embedding_bytes", "global_batch"}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise SpecError(f"{where}: unknown dlrm key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+    tables = data.get("tables")
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise SpecError(f"{where}: dlrm.tables must be an array of tables ([[model.dlrm.tables]])")
+    keys = {"name", "rows", "dim", "pooling", "skew", "sharding"}
+    built = []
+    for i, t in enumerate(tables):
+        if set(t) - keys or not {"rows", "dim"} <= set(t):
+            raise SpecError(f"{where}: dlrm table {i} needs rows and dim and may have {', '.join(sorted(keys))}; "
+                            f"got {', '.join(sorted(t))}")
+        built.append(EmbeddingTable(**{"name": f"table_{i}", **t}))
+    rest = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k != "tables"}
+    try:
+        return DLRMSpec(tables=tuple(built), **rest)
+    except TypeError as err:
+        raise SpecError(f"{where}: {err}") from None

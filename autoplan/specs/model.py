@@ -81,6 +81,10 @@ class ModelSpec:
                 raise SpecError(f"model {self.name!r}: {name} must be true or false, got {getattr(self, name)!r}")
         if not isinstance(self.family, str) or not self.family:
             raise SpecError(f"model {self.name!r}: family must be a non-empty string, got {self.family!r}")
+        if self.dlrm is not None and not isinstance(self.dlrm, DLRMSpec):
+            raise SpecError(f"model {self.name!r}: dlrm must be a table of tables and MLPs, got {self.dlrm!r:.60}")
+        if (self.family == "dlrm") != (self.dlrm is not None):
+            raise SpecError(f"model {self.name!r}: family 'dlrm' and a [model.dlrm] table go together")
         if not isinstance(self.source, str):
             raise SpecError(f"model {self.name!r}: source must be a string, got {self.source!r}")
         if self.kv_heads == 0:

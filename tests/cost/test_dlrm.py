@@ -143,3 +143,19 @@ def test_catalog_models_have_sources_and_samples_as_tokens():
         assert m.family == "dlrm" and m.source and m.seq_len == 1
     assert len(get_model("dlrm-criteo").dlrm.tables) == 26
     assert get_model("dlrm-criteo").dlrm.interaction_width == 479      # MLPerf reference ln_top[0]
+
+
+def test_a_dlrm_from_a_model_file(tmp_path):
+    from autoplan.specs.catalog import load_model
+
+    path = tmp_path / "mine.toml"
+    path.write_text('[model]\nsource = "test"\n[model.dlrm]\ndense_features = 13\nbottom_mlp = [64, 32]\n'
+                    'top_mlp = [64, 1]\n[[model.dlrm.tables]]\nrows = 1000\ndim = 32\npooling = 4\n'
+                    '[[model.dlrm.tables]]\nname = "c"\nrows = 10\ndim = 32\nsharding = "data_parallel"\n')
+    m = load_model(path)
+    assert m.family == "dlrm" and [t.name for t in m.dlrm.tables] == ["table_0", "c"]
+    assert evaluate(m, H100, _plan()).feasible
+    path.write_text('[model]\n[model.dlrm]\ndense_features = 13\nbottom_mlp = [32]\ntop_mlp = [1]\n'
+                    '[[model.dlrm.tables]]\nrows = 10\n')
+    with pytest.raises(SpecError, match="needs rows and dim"):
+        load_model(path)
