@@ -37,3 +37,11 @@ def test_simulate_a_pinned_sharding_and_errors_exit_2():
     assert dense.exit_code == 2 and "DLRM models only" in dense.output
     pp = run("simulate", "--model", "dlrm-criteo", "--gpus", "8", "--pp", "2")
     assert pp.exit_code == 2 and "pp must be 1" in pp.output
+
+
+def test_space_counts_data_parallel_criteo_as_not_fitting():
+    """Replicating Criteo's 26 tables (~96 GB of fp32 rows) on every GPU cannot fit 80 GiB: the census says so."""
+    r = run("space", "--model", "dlrm-criteo", "--gpus", "16", "--json")
+    c = json.loads(r.stdout)
+    per_sharding = c["valid"] // len(c["axes"]["sharding"])
+    assert r.exit_code == 0 and c["out_of_memory"] == per_sharding
