@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoplan.cost import sharding as sh
-from autoplan.cost.embedding import POOLED_BYTES, Shard, hit_rate, lookup_seconds
+from autoplan.cost.embedding import POOLED_BYTES, Shard, column_shards, hit_rate, lookup_seconds
 from autoplan.cost.families.dlrm import sharding_plan, violations
 from autoplan.cost.sharding_search import search
 from autoplan.errors import SpecError
@@ -159,3 +159,25 @@ def test_a_dlrm_from_a_model_file(tmp_path):
                     '[[model.dlrm.tables]]\nrows = 10\n')
     with pytest.raises(SpecError, match="needs rows and dim"):
         load_model(path)
+
+
+@settings(max_examples=40, deadline=None)
+@given(kinds=st.lists(st.sampled_from(SHARDINGS), min_size=1, max_size=6),
+       rows=st.lists(st.integers(10, 10**7), min_size=6, max_size=6), world=st.sampled_from([8, 16, 32]))
+def test_stored_and_sent_bytes_are_conserved(kinds, rows, world):
+    """Whatever the placement: every row is stored once (data-parallel: once per GPU, with a dense gradient) with
+    its row state (one per column shard), and the pooled vectors of the table-, column- and table-row-wise tables
+    are sent once, less the 1/n share that stays home."""
+    tables = tuple(EmbeddingTable(name=f"t{i}", rows=r, dim=128, sharding=k)
+                   for i, (k, r) in enumerate(zip(kinds, rows)))
+    cluster, s = load_cluster("dgx-h100-80g", world), _plan(world, 256)
+    loads = search(sh.context(_model(tables), cluster, s), float("inf")).loads
+    replicas = [world if t.sharding == "data_parallel" else 1 for t in tables]
+    states = [column_shards(t, world) if t.sharding == "column_wise" else 1 for t in tables]
+    stored = sum(n * t.rows * (t.dim * 4 + 4 * c + (t.dim * 4 if n > 1 else 0))
+                 for t, n, c in zip(tables, replicas, states))
+    assert sum(loads.memory) == pytest.approx(stored, rel=1e-9)
+    batch = world * 256
+    sent = sum(batch * t.dim * POOLED_BYTES * (world - 1) / world for t in tables
+               if t.sharding in ("table_wise", "column_wise", "table_row_wise"))
+    assert sum(loads.send) == pytest.approx(sent, rel=1e-9)
