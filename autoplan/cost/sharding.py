@@ -218,18 +218,23 @@ def step_times(ctx: Context, loads: Loads) -> StepTimes:
 @dataclass(frozen=True, slots=True)
 class SymbolicCost:
     """A plan's hardware-free counts per step on its busiest GPU (SMSG-style symbolic costs: the data computed and
-    communicated, with no bandwidth, cache or latency in them); each count over all micro-batches."""
+    communicated, with no bandwidth, cache or latency in them); each count over all micro-batches. Bytes are
+    split by the level they cross: inside the node (intra) or across nodes, per GPU (inter; 0 on one node)."""
 
     lookup_bytes: float
     """Embedding bytes read in the forward and read and written in the backward (3× the forward's rows)."""
     a2a_intra: float
-    """Bytes of the all-to-alls and reduce-scatters (both ways) that stay inside the node."""
+    """All-to-all bytes (pooled embeddings forward, their gradients backward) to peers in the node."""
     a2a_inter: float
-    """Bytes of them that cross node boundaries, per GPU (0 on one node)."""
+    """All-to-all bytes to peers in other nodes."""
+    ring_intra: float
+    """Reduce-scatter / all-gather bytes of row-wise and table-row-wise tables inside nodes."""
+    ring_inter: float
+    """Their bytes across nodes."""
     reduce_intra: float
-    """Bytes of the step-end dense all-reduce inside the node."""
+    """Step-end dense all-reduce bytes inside the node."""
     reduce_inter: float
-    """Bytes of it across nodes, per GPU."""
+    """Its bytes across nodes."""
     bottom_flops: float
     """Bottom-MLP FLOPs (forward and backward), what the all-to-alls overlap with."""
     mlp_flops: float
@@ -243,7 +248,8 @@ class SymbolicCost:
     @property
     def comm_bytes(self) -> float:
         """Every byte the busiest GPU sends, inside and across nodes."""
-        return self.a2a_intra + self.a2a_inter + self.reduce_intra + self.reduce_inter
+        return (self.a2a_intra + self.a2a_inter + self.ring_intra + self.ring_inter + self.reduce_intra
+                + self.reduce_inter)
 
     @property
     def key(self) -> tuple[float, float]:
@@ -253,11 +259,14 @@ class SymbolicCost:
     def seconds(self, hbm: float, intra: float, inter: float, flops: float, latency: float = 0.0,
                 node_latency: float = 0.0) -> float:
         """The counts at datasheet rates (B/s, FLOP/s) and per-round latencies (s), no calibration, on the critical
-        path of ``step_times``: lookups, the all-to-alls beside the bottom MLP, the rest of the MLPs, the all-reduce."""
-        comm = self.a2a_intra / intra + self.a2a_inter / inter + self.rounds * latency + self.node_rounds * node_latency
+        path of ``step_times``: lookups, the all-to-alls beside the bottom MLP, the rest of the MLPs, the all-reduce.
+        The levels of one collective run at once (its time is the slower level's)."""
+        comm = (max(self.a2a_intra / intra, self.a2a_inter / inter) + max(self.ring_intra / intra,
+                self.ring_inter / inter) + self.rounds * latency + self.node_rounds * node_latency)
         overlap = max(comm, self.bottom_flops / flops)
         rest = (self.mlp_flops - self.bottom_flops) / flops
-        return self.lookup_bytes / hbm + overlap + rest + self.reduce_intra / intra + self.reduce_inter / inter
+        return (self.lookup_bytes / hbm + overlap + rest
+                + max(self.reduce_intra / intra, self.reduce_inter / inter))
 
 
 def symbolic_cost(ctx: Context, loads: Loads) -> SymbolicCost:
@@ -265,22 +274,22 @@ def symbolic_cost(ctx: Context, loads: Loads) -> SymbolicCost:
     shape (members per node)."""
     m, world, k = ctx.strategy.micro_batches, ctx.world, ctx.node_size
     a2a = 2 * m * max(max(loads.send), max(loads.recv))
-    share = (world - 1) / world
-    rs = 2 * m * share * loads.row_wise
+    # ring reduce-scatter and all-gather send (n-1)/n of the buffer, a ring all-reduce 2(n-1)/n (Patarasuk & Yuan
+    # 2009); a table-row-wise reduce-scatter runs over the k GPUs of one node
+    rings = 2 * m * (world - 1) / world * loads.row_wise
     node = 2 * m * (k - 1) / k * loads.node_rs
-    # a ring all-reduce sends 2(n-1)/n of the buffer (Patarasuk & Yuan 2009)
-    dense = 2 * share * (ctx.spec.dense_params() + loads.dp_params) * GRAD_BYTES
-    if world > k:
-        # pairwise all-to-all: (k-1)/n of each member's bytes stay in the node (Thakur et al. 2005); a ring over
-        # N nodes crosses each node boundary once per channel, the node's k rails sharing it (NCCL rings)
-        a2a_inter, a2a_intra = a2a * (world - k) / world + rs / k, a2a * (k - 1) / world + rs + node
-        reduce_inter, reduce_intra = dense / k, dense
-    else:
-        a2a_inter, a2a_intra, reduce_inter, reduce_intra = 0.0, a2a + rs + node, 0.0, dense
+    dense = 2 * (world - 1) / world * (ctx.spec.dense_params() + loads.dp_params) * GRAD_BYTES
+    # pairwise all-to-all: (k-1)/n of each member's bytes stay in the node (Thakur et al. 2005); a ring over N
+    # nodes crosses each node boundary once per channel, the node's k rails sharing it, and (k-1)/k of its hops
+    # stay inside (NCCL rings, as network.all_reduce)
+    out = (world - k) / world
+    inside = (k - 1) / k if world > k else 1.0
     rounds = 2 * m * (world - 1) * ((max(loads.send) > 0) + (loads.row_wise > 0))
     b, spec = ctx.strategy.micro_batch, ctx.spec
     bottom = 3 * m * b * 2.0 * sum(x * y for x, y in zip(spec.bottom_widths(), spec.bottom_widths()[1:]))
-    return SymbolicCost(lookup_bytes=3 * m * max(loads.lookup_b), a2a_intra=a2a_intra, a2a_inter=a2a_inter,
-                        reduce_intra=reduce_intra, reduce_inter=reduce_inter, bottom_flops=bottom,
+    return SymbolicCost(lookup_bytes=3 * m * max(loads.lookup_b), a2a_intra=a2a * (k - 1) / world,
+                        a2a_inter=a2a * out, ring_intra=rings * inside + node,
+                        ring_inter=rings / k if world > k else 0.0, reduce_intra=dense * inside,
+                        reduce_inter=dense / k if world > k else 0.0, bottom_flops=bottom,
                         mlp_flops=3 * m * b * spec.forward_flops_per_sample(), rounds=rounds,
                         node_rounds=2 * m * (k - 1) * (loads.node_rs > 0))
