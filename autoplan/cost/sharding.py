@@ -260,13 +260,13 @@ class SymbolicCost:
                 node_latency: float = 0.0) -> float:
         """The counts at datasheet rates (B/s, FLOP/s) and per-round latencies (s), no calibration, on the critical
         path of ``step_times``: lookups, the all-to-alls beside the bottom MLP, the rest of the MLPs, the all-reduce.
-        The levels of one collective run at once (its time is the slower level's)."""
-        comm = (max(self.a2a_intra / intra, self.a2a_inter / inter) + max(self.ring_intra / intra,
-                self.ring_inter / inter) + self.rounds * latency + self.node_rounds * node_latency)
+        Each level's bytes take their own time, one after another (measured closer to the simulator than letting a
+        collective's levels overlap, which the simulator does: small transfers reach less than the datasheet rate)."""
+        comm = (self.a2a_intra / intra + self.a2a_inter / inter + self.ring_intra / intra + self.ring_inter / inter
+                + self.rounds * latency + self.node_rounds * node_latency)
         overlap = max(comm, self.bottom_flops / flops)
         rest = (self.mlp_flops - self.bottom_flops) / flops
-        return (self.lookup_bytes / hbm + overlap + rest
-                + max(self.reduce_intra / intra, self.reduce_inter / inter))
+        return self.lookup_bytes / hbm + overlap + rest + self.reduce_intra / intra + self.reduce_inter / inter
 
 
 def symbolic_cost(ctx: Context, loads: Loads) -> SymbolicCost:
