@@ -35,12 +35,12 @@ def random_tables(rng: random.Random, count: int) -> tuple[EmbeddingTable, ...]:
 
 
 def one_set(base, cluster, s: Strategy, tables) -> dict:
-    model = replace(base, dlrm=replace(base.dlrm, tables=tables))
+    model = replace(base, structure=replace(base.structure, tables=tables))
     ctx = sh.context(model, cluster, s)
     kinds = [allowed_kinds(ctx, i) for i in range(len(tables))]
     scored = []
     for combo in itertools.product(*kinds):
-        pinned = replace(model, dlrm=replace(model.dlrm, tables=tuple(
+        pinned = replace(model, structure=replace(model.structure, tables=tuple(
             replace(t, sharding=k) for t, k in zip(tables, combo))))
         e = evaluate(pinned, cluster, s)
         if not e.feasible:

@@ -20,6 +20,8 @@ WEIGHT_BYTES = 2
 GRADIENT_BYTES = 4
 """fp32 ``main_grad`` per parameter."""
 OPTIMIZER_BYTES = 12
+FP8_WEIGHT_BYTES = 2
+"""FP8 weight and its transpose per layer parameter (Transformer Engine, FP8 precisions)."""
 """fp32 master weight plus Adam's first and second moments per parameter."""
 ZERO3_GATHERED_LAYERS = 2   # Rajbhandari et al. 2020 (ZeRO) §5.3, with DeepSpeed stage-3 prefetching one ahead
 """Layers whose full bf16 weights a ZeRO-3 rank holds at once: the one computing and the one prefetched."""
@@ -73,6 +75,12 @@ def activation_bytes_per_layer(model: ModelSpec, s: Strategy, cluster_flash_atte
     sharded = 2 * sb * (2 * model.q_dim + 2 * model.kv_dim)
     # Korthikanti §4.2: activation input 2sbf (4sbf for SwiGLU's gate and up), fc2 input 2sbf
     sharded += (6 if model.gated else 4) * sb * model.ffn_hidden
+    if s.precision != "bf16":
+        # Transformer Engine saves the FP8 cast of each linear layer's input for its wgrad (TE docs, "Using FP8
+        # with Transformer Engine"): 1 byte instead of 2 for the QKV and fc1 inputs (sbh each) and the projection
+        # and fc2 inputs (sb·q, sb·f); the norm inputs, Q, K, V and the activation's input stay BF16
+        replicated -= 2 * sb * model.hidden
+        sharded -= sb * (model.q_dim + model.ffn_hidden)
     if s.recompute == "none":
         if cluster_flash_attention:
             # Dao et al. 2022 (FlashAttention, arXiv 2205.14135) Alg. 2: fp32 log-sum-exp per query row and head
@@ -111,6 +119,12 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int, per_
             params += model.vocab * model.hidden / t
     # Megatron-LM distributed optimizer docs (the WEIGHT/GRADIENT/OPTIMIZER_BYTES above): bytes per parameter
     weights = WEIGHT_BYTES * params
+    if s.precision != "bf16":
+        # Transformer Engine keeps an FP8 copy of each layer weight and its transpose beside the BF16 one, cached
+        # across micro-batches; with --fp8-param-gather the FP8 weight (and transpose) replaces the BF16 copy
+        # (Megatron-LM docs, fp8_param_gather; TE Float8Tensor). The embedding and output layer stay BF16.
+        fp8_layer = layers * model.layer_params() / t
+        weights += FP8_WEIGHT_BYTES * fp8_layer - (WEIGHT_BYTES * fp8_layer if s.fp8_param_gather else 0)
     gradients = GRADIENT_BYTES * params
     optimizer = OPTIMIZER_BYTES * params
     buffers = 0.0

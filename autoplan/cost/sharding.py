@@ -74,7 +74,7 @@ class Context:
 
     @property
     def spec(self) -> DLRMSpec:
-        return self.model.dlrm
+        return self.model.structure
 
     @property
     def world(self) -> int:
@@ -116,7 +116,7 @@ def _interaction_times(cluster: ClusterSpec, spec: DLRMSpec, b: int) -> tuple[fl
 @lru_cache(maxsize=1024)
 def context(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Context:
     """The dense-layer times of ``model`` at ``s``'s micro-batch, with the model and cluster."""
-    spec, b = model.dlrm, s.micro_batch
+    spec, b = model.structure, s.micro_batch
     bot = _mlp_times(cluster, spec.bottom_widths(), b)
     inter = _interaction_times(cluster, spec, b)
     top = _mlp_times(cluster, spec.top_widths(), b)

@@ -12,10 +12,11 @@ from typing import Any
 from autoplan.errors import SpecError
 from autoplan.report.serialize import metrics_dict
 from autoplan.specs import ModelSpec, Strategy
+from autoplan.specs.dlrm import dlrm_of
 from autoplan.specs.layout import chunk_layers
 from autoplan.specs.strategy import KNOBS
 
-FORMATS = ("megatron", "torchtitan")
+FORMATS = ("megatron", "torchtitan", "pytorch")
 
 
 def megatron_parallel_args(s: Strategy, layers: int | None) -> list[str]:
@@ -90,6 +91,12 @@ def megatron_notes(s: Strategy, model: ModelSpec | None) -> list[str]:
              f"(tp {s.tp} · pp {s.pp} · cp {s.cp})"]
     if s.schedule == "gpipe" and s.pp > 1:
         notes.append("Megatron-LM has no GPipe schedule: it runs this plan with 1F1B (same bubble, less memory)")
+    if s.cp_comm == "a2a+p2p" and s.cp > 1:
+        notes.append("--cp-comm-type a2a+p2p also needs --hierarchical-context-parallel-sizes A R with A·R = cp "
+                     f"{s.cp}: autoplan priced A = the CP ranks sharing a node (all-to-all) and a ring of R across")
+    if s.precision != "bf16":
+        notes.append("FP8 runs through Transformer Engine (--transformer-impl transformer_engine); the embedding, "
+                     "output layer and attention stay BF16")
     if model is None:
         notes.append("model shape arguments left out: the run's model could not be rebuilt")
     else:
@@ -131,6 +138,13 @@ def torchtitan_toml(s: Strategy, model: ModelSpec | None, header: str = "") -> s
         lines.append("# torchtitan's tensor parallelism always shards norms along the sequence (sequence parallel)")
     lines += ["", "[parallelism]", *dp, f"tensor_parallel_degree = {s.tp}", f"context_parallel_degree = {s.cp}",
               f"pipeline_parallel_degree = {s.pp}"]
+    if s.tp_comm_overlap:
+        # torchtitan docs (async tensor parallel): overlaps TP collectives with matmuls, needs torch.compile
+        lines.append("enable_async_tensor_parallel = true  # TP-comm overlap; needs [compile] enable = true")
+    if s.precision != "bf16":
+        lines.append(f"# precision {s.precision}: enable torchtitan's float8/MX converter by hand ([model] converters)")
+    if s.cp_comm != "p2p" and s.cp > 1:
+        lines.append(f"# cp_comm {s.cp_comm}: torchtitan's context parallelism is ring attention (p2p) only")
     if s.uneven:
         lines.append(f"# not exported: the uneven first/last stages ({s.first_stage_layers}/{s.last_stage_layers} "
                      "layers); torchtitan splits stages by module_fqns_per_model_part, write them by hand")
@@ -150,6 +164,33 @@ def torchtitan_toml(s: Strategy, model: ModelSpec | None, header: str = "") -> s
     return "\n".join(lines) + "\n"
 
 
+def pytorch_text(s: Strategy, model: ModelSpec | None, header: str = "") -> str:
+    """A PyTorch DDP launch hint (torchrun) for a CNN plan, with what stock PyTorch does not provide."""
+    lines = [f"# {line}" for line in header.splitlines()]
+    nodes_hint = "--nnodes $NNODES --nproc-per-node $GPUS_PER_NODE"
+    lines.append(f"# {s.gpus} processes: data-parallel {s.dp} × pipeline {s.pp} × spatial {s.spatial} × channel "
+                 f"{s.channel} × filter {s.filter}")
+    lines.append(f"# per GPU: micro-batch {s.micro_batch}, {s.micro_batches} accumulation step(s) "
+                 f"(model.no_sync() on all but the last), global batch {s.global_batch}")
+    lines.append("# DistributedDataParallel(model, bucket_cap_mb=25, gradient_as_bucket_view=True): gradient "
+                 "all-reduce overlapped with the backward; torch.autocast(dtype=torch.bfloat16)")
+    if s.recompute == "full":
+        lines.append("# activation checkpointing: torch.utils.checkpoint.checkpoint_sequential over the model")
+    if s.pp > 1:
+        lines.append(f"# pipeline: torch.distributed.pipelining with Schedule{'GPipe' if s.schedule == 'gpipe' else '1F1B'}"
+                     f", {s.pp} stages split by compute time, micro-batch {s.micro_batch}")
+    if s.spatial > 1:
+        lines.append(f"# spatial {s.spatial}: no stock PyTorch API; shard H (D in 3D) and exchange halos per "
+                     "convolution (LBANN DistConv, Dryden et al. IPDPS'19; or torch.distributed send/recv by hand)")
+    if s.filter > 1 or s.channel > 1:
+        lines.append("# filter/channel split: shard Conv weights along out/in channels with torch.distributed.tensor "
+                     "(Shard(0)/Shard(1)) and all-gather/all-reduce activations per layer (Dryden et al. SC'19)")
+    name = model.name if model is not None else "MODEL"
+    lines.append(f"torchrun {nodes_hint} train.py --arch {name} --batch-size {s.micro_batch} "
+                 f"--global-batch-size {s.global_batch}")
+    return "\n".join(lines) + "\n"
+
+
 def export_text(fmt: str, s: Strategy, model: ModelSpec | None, flash_attention: bool = True,
                 header: str = "") -> str:
     """The plan in format ``fmt`` (megatron or torchtitan)."""
@@ -157,21 +198,26 @@ def export_text(fmt: str, s: Strategy, model: ModelSpec | None, flash_attention:
         return megatron_text(s, model, flash_attention, header)
     if fmt == "torchtitan":
         return torchtitan_toml(s, model, header)
+    if fmt == "pytorch":
+        return pytorch_text(s, model, header)
     raise SpecError(f"unknown export format {fmt!r}; formats are {', '.join(FORMATS)}")
 
 
 def best_plan(e: Any, model: ModelSpec | None, flash_attention: bool = True) -> dict:
     """best_plan.json: the plan's fields, its metrics and its launch settings."""
     s = e.strategy
-    if model is not None and model.dlrm is not None:
+    if dlrm_of(model) is not None:
         return {"plan": s.short(), "strategy": s.to_dict(), "metrics": metrics_dict(e.metrics),
                 "torchrec": "autoplan export RUN --format torchrec prints the per-table sharding plan"}
     try:
         megatron: dict = {"args": megatron_args(s, model, flash_attention), "notes": megatron_notes(s, model)}
     except SpecError as err:
         megatron = {"args": None, "notes": [str(err)]}
-    return {"plan": s.short(), "strategy": s.to_dict(), "metrics": metrics_dict(e.metrics), "megatron": megatron,
-            "torchtitan_toml": torchtitan_toml(s, model)}
+    out = {"plan": s.short(), "strategy": s.to_dict(), "metrics": metrics_dict(e.metrics), "megatron": megatron,
+           "torchtitan_toml": torchtitan_toml(s, model)}
+    if model is not None and model.structure is not None:
+        out["pytorch"] = pytorch_text(s, model)
+    return out
 
 
 def best_plan_json(e: Any, model: ModelSpec | None, flash_attention: bool = True) -> str:

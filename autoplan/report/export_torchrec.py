@@ -6,6 +6,7 @@ from __future__ import annotations
 from autoplan.cost.families.dlrm import sharding_plan
 from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.dlrm import dlrm_of
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
 
@@ -25,13 +26,13 @@ def sharding_rows(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[d
     """One row per table: name, rows, dim, pooling, skew, sharding kind and ranks."""
     plan = sharding_plan(model, cluster, s)
     return [{"table": t.name, "rows": t.rows, "dim": t.dim, "pooling": t.pooling, "skew": t.skew, "sharding": p.kind,
-             "ranks": _ranks(p.gpus, s.dp)} for t, p in zip(model.dlrm.tables, plan.tables)]
+             "ranks": _ranks(p.gpus, s.dp)} for t, p in zip(model.structure.tables, plan.tables)]
 
 
 def torchrec_text(model: ModelSpec, cluster: ClusterSpec, s: Strategy, header: str = "") -> str:
     """The launch hint, ParameterConstraints and the sharding plan of DLRM plan ``s`` as Python comment lines
     and code to paste into a TorchRec training script."""
-    if model.dlrm is None:
+    if dlrm_of(model) is None:
         raise SpecError(f"model {model.name!r} is not a DLRM; --format torchrec exports embedding sharding plans "
                         "(use megatron or torchtitan)")
     rows = sharding_rows(model, cluster, s)

@@ -119,15 +119,15 @@ def check_view(report: dict, model: Any, cluster: Any, s: Any) -> Group:
     return Group(head, verdict, mem, layer, coll)
 
 
-def leaderboard_table(rows: list[dict], title: str) -> Table:
-    """The ranked plans."""
+def leaderboard_table(rows: list[dict], title: str, throughput: str = "tokens/s") -> Table:
+    """The ranked plans (``throughput`` names the unit of the tokens_per_s column: samples/s for CNNs)."""
     t = Table(title=title, title_justify="left")
-    for col, label in (("rank", "#"), ("plan", "plan"), ("step_s", "step s"), ("tokens_per_s", "tokens/s"),
+    for col, label in (("rank", "#"), ("plan", "plan"), ("step_s", "step s"), ("tokens_per_s", throughput),
                        ("mfu_pct", "MFU %"), ("bubble_pct", "bubble %"), ("exposed_comm_pct", "exposed comm %"),
                        ("peak_gib", "peak GiB")):
         t.add_column(label, justify="left" if col == "plan" else "right")
     for r in rows:
-        step = f"{r['step_s']:.{3 if r['step_s'] >= 0.1 else 4}f}"          # a DLRM step takes milliseconds
+        step = f"{r['step_s']:.3f}" if r["step_s"] >= 0.1 else f"{r['step_s']:.4f}"    # CNN steps last milliseconds
         t.add_row(str(r["rank"]), r["plan"], step, f"{r['tokens_per_s']:,}", f"{r['mfu_pct']:.1f}",
                   f"{r['bubble_pct']:.1f}", f"{r['exposed_comm_pct']:.1f}", f"{r['peak_gib']:.1f}/{r['capacity_gib']:.0f}")
     return t

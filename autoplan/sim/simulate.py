@@ -10,6 +10,7 @@ from autoplan.sim import metrics as met
 from autoplan.sim.engine import Timeline, run
 from autoplan.sim.workload import Lowered, lower
 from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.hardware import hardware_violations
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
 
@@ -150,7 +151,7 @@ def _metrics(model: ModelSpec, cluster: ClusterSpec, s: Strategy, step: float, s
 def evaluate(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Evaluation:
     """Score plan ``s``: reasons if invalid or out of memory (never simulated), else its metrics. Never raises
     for a valid model and cluster."""
-    reasons = violations(model, cluster.gpus, s)
+    reasons = violations(model, cluster.gpus, s) + hardware_violations(model, cluster, s)
     if reasons:
         return Evaluation(strategy=s, metrics=None, violations=tuple(reasons))
     mem = tuple(memory_per_stage(model, cluster, s))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from autoplan.errors import SpecError
 from autoplan.specs.dlrm import DLRMSpec, EmbeddingTable, dlrm_from_data
+from autoplan.specs.cnn import CNN_MODELS, CNNSpec
 from autoplan.specs.model import SIZES, ModelSpec
 
 _GPT = dict(vocab=51200, seq_len=2048, activation="gelu", position="learned", norm="layernorm", bias=True,
@@ -48,7 +49,7 @@ def _dlrm(name: str, tables: tuple[EmbeddingTable, ...], source: str, **kw: obje
     # the transformer-shaped fields only name the MLPs: a DLRM "token" is a sample (seq_len 1)
     return ModelSpec(name=name, layers=len(widths), hidden=spec.bottom_mlp[-1], heads=1, ffn_hidden=max(widths),
                      vocab=1, seq_len=1, position="rope", bias=True, tied_embeddings=False, dropout=False,
-                     source=source, family="dlrm", dlrm=spec)
+                     source=source, family="dlrm", structure=spec)
 
 
 _MLPERF_DLRM = "MLPerf Training DLRM reference (mlcommons/training recommendation/dlrm, Criteo 1TB, max-ind-range 40M)"
@@ -102,16 +103,20 @@ _MODELS: tuple[ModelSpec, ...] = (
     ModelSpec(name="opt-175b", layers=96, hidden=12288, heads=96, ffn_hidden=49152, vocab=50272, seq_len=2048,
               activation="gelu", position="learned", norm="layernorm", bias=True, tied_embeddings=True,
               source="Zhang et al. 2022 (OPT, arXiv 2205.01068), Table 1"),
-) + _DLRMS
+) + CNN_MODELS + _DLRMS
 
 _ALIASES = {
     "gpt3": "gpt3-175b", "gpt-175b": "gpt3-175b", "gpt3-175B": "gpt3-175b", "mt-nlg-530b": "gpt-530b",
     "gpt-529.6b": "gpt-530b", "gpt-1008b": "gpt-1t", "llama3.1-8b": "llama3-8b", "llama3.1-70b": "llama3-70b",
     "llama3.1-405b": "llama3-405b", "nemotron-4-340b": "nemotron4-340b", "bloom": "bloom-176b",
+    "resnet-50": "resnet50", "resnet-152": "resnet152", "vgg-16": "vgg16", "3d-unet": "unet3d",
     "dlrm": "dlrm-criteo", "dlrm-mlperf": "dlrm-criteo", "dcnv2": "dlrm-dcnv2",
 }
 
 _BY_NAME = {m.name: m for m in _MODELS}
+
+STRUCTURE_TYPES: dict[str, type] = {"cnn": CNNSpec, "dlrm": DLRMSpec}
+"""The type of ``ModelSpec.structure`` per family that has one (for reading run folders back)."""
 
 
 def list_models() -> tuple[ModelSpec, ...]:
@@ -185,14 +190,14 @@ def load_model(path: Path) -> ModelSpec:
     data = data.get("model", data)
     if not isinstance(data, dict):
         raise SpecError(f"model file {str(path)!r}: [model] must be a table of ModelSpec fields, got {data!r}")
-    allowed = {f.name for f in fields(ModelSpec)}
+    allowed = ({f.name for f in fields(ModelSpec)} - {"structure"}) | {"dlrm"}  # a structure is built in code
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise SpecError(f"model file {str(path)!r}: unknown key(s) {', '.join(unknown)}; "
                         f"allowed: {', '.join(sorted(allowed))}")
     data.setdefault("name", Path(path).stem)
     if "dlrm" in data:
-        data["dlrm"] = dlrm_from_data(data["dlrm"], f"model file {str(path)!r}")
+        data["structure"] = dlrm_from_data(data.pop("dlrm"), f"model file {str(path)!r}")
         data.setdefault("family", "dlrm")
         for key, value in dict(layers=1, hidden=1, heads=1, ffn_hidden=1, vocab=1, seq_len=1).items():
             data.setdefault(key, value)

@@ -147,6 +147,14 @@ class DLRMSpec:
         """Values in all embedding tables."""
         return sum(t.params for t in self.tables)
 
+    def params(self) -> int:
+        """Every trainable parameter: the dense part and the tables (``ModelSpec.params`` asks this)."""
+        return self.dense_params() + self.embedding_params()
+
+    def model_flops_per_sample(self) -> float:
+        """Model FLOPs of one trained sample: forward and backward (3× the forward) of the MLPs and interaction."""
+        return 3 * self.forward_flops_per_sample()
+
     def forward_flops_per_sample(self) -> float:
         """Forward FLOPs of the MLPs and the interaction for one sample (lookups are memory traffic, not FLOPs)."""
         return _mlp_flops(self.bottom_widths()) + _mlp_flops(self.top_widths()) + self.interaction_flops()
@@ -177,3 +185,9 @@ def dlrm_from_data(data: object, where: str) -> DLRMSpec:
         return DLRMSpec(tables=tuple(built), **rest)
     except TypeError as err:
         raise SpecError(f"{where}: {err}") from None
+
+
+def dlrm_of(model: object) -> DLRMSpec | None:
+    """The DLRMSpec a ModelSpec carries in its ``structure``, or None for any other model."""
+    structure = getattr(model, "structure", None)
+    return structure if isinstance(structure, DLRMSpec) else None

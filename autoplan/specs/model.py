@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from autoplan.errors import SpecError
-from autoplan.specs.dlrm import DLRMSpec
 
 SIZES = ("layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len")
 """The shape fields a model must give (positive integers)."""
@@ -59,8 +59,9 @@ class ModelSpec:
     """Where the numbers come from."""
     family: str = "dense"
     """The model family that costs it (``autoplan.cost.families``): ``dense`` for a dense transformer."""
-    dlrm: DLRMSpec | None = None
-    """A recommendation model's tables and MLPs (family ``dlrm``); its sizes above then only name the MLPs."""
+    structure: Any = None
+    """A family's own description of the model (e.g. a CNN's layer list, ``specs/cnn.py``); None for a transformer.
+    When set, it answers ``params()`` and ``model_flops_per_sample()`` and one sample counts as one token."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -81,10 +82,6 @@ class ModelSpec:
                 raise SpecError(f"model {self.name!r}: {name} must be true or false, got {getattr(self, name)!r}")
         if not isinstance(self.family, str) or not self.family:
             raise SpecError(f"model {self.name!r}: family must be a non-empty string, got {self.family!r}")
-        if self.dlrm is not None and not isinstance(self.dlrm, DLRMSpec):
-            raise SpecError(f"model {self.name!r}: dlrm must be a table of tables and MLPs, got {self.dlrm!r:.60}")
-        if (self.family == "dlrm") != (self.dlrm is not None):
-            raise SpecError(f"model {self.name!r}: family 'dlrm' and a [model.dlrm] table go together")
         if not isinstance(self.source, str):
             raise SpecError(f"model {self.name!r}: source must be a string, got {self.source!r}")
         if self.kv_heads == 0:
@@ -142,8 +139,8 @@ class ModelSpec:
 
     def params(self) -> int:
         """Total trainable parameters."""
-        if self.dlrm is not None:
-            return self.dlrm.dense_params() + self.dlrm.embedding_params()
+        if self.structure is not None:
+            return self.structure.params()
         return self.layers * self.layer_params() + self.embedding_params() + self.output_params()
 
     def layer_forward_flops_per_token(self, causal: bool = False) -> float:
@@ -163,10 +160,7 @@ class ModelSpec:
 
         For GPT this is 72·l·h²·(1 + s/6h + V/12lh) per token (Korthikanti et al. 2022, §6 MFU);
         it is also NVIDIA's recipe convention (GQA-aware QKV, full s² attention, 6·V·h).
-        A DLRM's "token" is a sample: 3× its MLP and interaction forward FLOPs.
         """
-        if self.dlrm is not None:
-            return 3 * self.dlrm.forward_flops_per_sample() / self.seq_len
         return 3 * (self.layers * self.layer_forward_flops_per_token() + self.logits_forward_flops_per_token())
 
     def hardware_flops_per_token(self, recompute: str = "full") -> float:
@@ -176,8 +170,6 @@ class ModelSpec:
         selective: adds the attention core's forward (QK^T, AV) once more (Korthikanti et al. 2022, §5).
         """
         extra = 0.0
-        if self.dlrm is not None:
-            return self.model_flops_per_token()
         if recompute == "full":
             extra = self.layers * self.layer_forward_flops_per_token()
         elif recompute == "selective":
@@ -186,8 +178,13 @@ class ModelSpec:
 
     def model_flops_per_iteration(self, global_batch: int) -> float:
         """Model FLOPs of one optimizer step over ``global_batch`` sequences."""
+        if self.structure is not None:
+            return global_batch * self.structure.model_flops_per_sample()
         return global_batch * self.seq_len * self.model_flops_per_token()
 
     def hardware_flops_per_iteration(self, global_batch: int, recompute: str = "full") -> float:
         """Hardware FLOPs (with recompute) of one optimizer step over ``global_batch`` sequences."""
+        if self.structure is not None:
+            # full recompute repeats the forward: 4/3 of the model FLOPs (Chen et al. 2016, arXiv 1604.06174)
+            return self.model_flops_per_iteration(global_batch) * (4 / 3 if recompute == "full" else 1.0)
         return global_batch * self.seq_len * self.hardware_flops_per_token(recompute)

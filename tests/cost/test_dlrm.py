@@ -24,7 +24,7 @@ H100 = load_cluster("dgx-h100-80g", 16)
 
 def _model(tables: tuple[EmbeddingTable, ...]):
     base = get_model("dlrm-criteo")
-    return replace(base, dlrm=replace(base.dlrm, tables=tables))
+    return replace(base, structure=replace(base.structure, tables=tables))
 
 
 def _plan(gpus: int = 16, mb: int = 512, **kw) -> Strategy:
@@ -74,7 +74,7 @@ def test_every_table_is_placed_once_within_memory():
     assert not plan.unplaced and len(plan.tables) == 26
     assert all(p.kind in SHARDINGS and p.gpus for p in plan.tables)
     stored = sum(plan.loads.memory)
-    rows_bytes = sum(t.rows * (t.dim * 4 + 4) for t in model.dlrm.tables)
+    rows_bytes = sum(t.rows * (t.dim * 4 + 4) for t in model.structure.tables)
     assert stored >= rows_bytes * (1 - 1e-9)                  # every row somewhere (data-parallel ones everywhere)
     e = evaluate(model, H100, s)
     assert e.feasible and e.peak_memory <= H100.gpu.hbm_bytes
@@ -141,8 +141,8 @@ def test_catalog_models_have_sources_and_samples_as_tokens():
     for name in ("dlrm-criteo", "dlrm-dcnv2", "dlrm-synthetic-100b"):
         m = get_model(name)
         assert m.family == "dlrm" and m.source and m.seq_len == 1
-    assert len(get_model("dlrm-criteo").dlrm.tables) == 26
-    assert get_model("dlrm-criteo").dlrm.interaction_width == 479      # MLPerf reference ln_top[0]
+    assert len(get_model("dlrm-criteo").structure.tables) == 26
+    assert get_model("dlrm-criteo").structure.interaction_width == 479      # MLPerf reference ln_top[0]
 
 
 def test_a_dlrm_from_a_model_file(tmp_path):
@@ -153,7 +153,7 @@ def test_a_dlrm_from_a_model_file(tmp_path):
                     'top_mlp = [64, 1]\n[[model.dlrm.tables]]\nrows = 1000\ndim = 32\npooling = 4\n'
                     '[[model.dlrm.tables]]\nname = "c"\nrows = 10\ndim = 32\nsharding = "data_parallel"\n')
     m = load_model(path)
-    assert m.family == "dlrm" and [t.name for t in m.dlrm.tables] == ["table_0", "c"]
+    assert m.family == "dlrm" and [t.name for t in m.structure.tables] == ["table_0", "c"]
     assert evaluate(m, H100, _plan()).feasible
     path.write_text('[model]\n[model.dlrm]\ndense_features = 13\nbottom_mlp = [32]\ntop_mlp = [1]\n'
                     '[[model.dlrm.tables]]\nrows = 10\n')

@@ -16,6 +16,7 @@ from autoplan.cost.memory import StageMemory
 from autoplan.errors import SpecError
 from autoplan.sim.simulate import evaluate
 from autoplan.specs.cluster import ClusterSpec, load_cluster
+from autoplan.specs.cnn import as_model, resnet
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.dlrm import DLRMSpec, EmbeddingTable
 from autoplan.specs.strategy import Strategy
@@ -73,10 +74,11 @@ def _plans(gpus: int, **kw: object) -> list[Strategy]:
     return [Strategy(global_batch=64, **{**s, **kw}) for s in shapes]
 
 
-TINY_DLRM = replace(TINY, name="tiny-dlrm", family="dlrm", dlrm=DLRMSpec(
+TINY_DLRM = replace(TINY, name="tiny-dlrm", family="dlrm", structure=DLRMSpec(
     tables=tuple(EmbeddingTable(name=f"t{i}", rows=10 ** (i + 2), dim=64, pooling=1 + 3 * i, skew=0.5 * i)
                  for i in range(5)), dense_features=13, bottom_mlp=(128, 64), top_mlp=(256, 1)))
 EXAMPLES: dict[str, tuple[ModelSpec, int]] = {"dense": (TINY, 64), "toy": (replace(TINY, family="toy"), 64),
+                                              "cnn": (as_model(resnet("tiny-resnet", (1, 1, 1, 1), 64, 10)), 64),
                                               "dlrm": (TINY_DLRM, 64)}
 """A small model of each family and the GPU count its plans run on; a new family adds its line here."""
 
@@ -186,5 +188,5 @@ def test_a_new_family_runs_through_evaluate_unchanged(monkeypatch, a100_8):
 
 
 def test_an_unknown_family_is_a_user_error(a100_8):
-    with pytest.raises(SpecError, match="family 'moe' is not one of dense"):
+    with pytest.raises(SpecError, match="family 'moe' is not one of .*dense"):
         evaluate(replace(TINY, family="moe"), a100_8, Strategy(dp=8, global_batch=8))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from autoplan.cost.compute import Op
 from autoplan.cost.costs import CommNeed, StepCosts
 from autoplan.cost.families.base import ModelFamily
+from autoplan.cost.families.cnn import ConvNet
 from autoplan.cost.families.dense import DenseTransformer
 from autoplan.cost.families.dlrm import DLRM
 from autoplan.cost.memory import StageMemory
@@ -37,6 +38,7 @@ def family_of(model: ModelSpec) -> ModelFamily:
 
 
 register(DenseTransformer())
+register(ConvNet())
 register(DLRM())
 
 

@@ -17,6 +17,7 @@ from autoplan.cost.sharding import DENSE_STATE_BYTES, GRAD_BYTES, context
 from autoplan.cost.sharding_search import ShardingPlan
 from autoplan.cost.sharding_search import sharding_plan as _plan
 from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.dlrm import dlrm_of
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
 
@@ -26,7 +27,7 @@ ACTIVATION_BYTES = 4
 
 def _activations(model: ModelSpec, s: Strategy) -> float:
     """Bytes of one micro-batch's saved activations: every MLP layer's input and output, the interaction's inputs."""
-    spec = model.dlrm
+    spec = model.structure
     widths = sum(spec.bottom_widths()) + sum(spec.top_widths())
     inputs = sum(t.dim for t in spec.tables) + spec.bottom_mlp[-1]
     # activations kept for the backward, one value per layer output and input (Korthikanti et al. 2022 §4 logic)
@@ -34,7 +35,7 @@ def _activations(model: ModelSpec, s: Strategy) -> float:
 
 
 def _fixed_bytes(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
-    return model.dlrm.dense_params() * DENSE_STATE_BYTES + _activations(model, s) + cluster.gpu.memory_reserve_bytes
+    return model.structure.dense_params() * DENSE_STATE_BYTES + _activations(model, s) + cluster.gpu.memory_reserve_bytes
 
 
 def sharding_plan(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> ShardingPlan:
@@ -44,6 +45,8 @@ def sharding_plan(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Shardi
 
 def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
     """Every reason ``s`` cannot train DLRM ``model`` on ``gpus`` GPUs."""
+    if dlrm_of(model) is None:
+        return [f"model {model.name!r} has family dlrm but no DLRM structure (tables and MLPs, specs/dlrm.py)"]
     out = []
     if s.gpus != gpus or s.dp != gpus:
         out.append(f"a DLRM trains its MLPs data-parallel on every GPU: dp must be the {gpus} GPUs "
@@ -87,7 +90,7 @@ def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
 def memory(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[StageMemory]:
     """Bytes on the fullest GPU: its embedding shards (tables that fit nowhere count in full), the dense part."""
     plan = sharding_plan(model, cluster, s)
-    spec = model.dlrm
+    spec = model.structure
     lost = sum(t.params * spec.embedding_bytes for t in spec.tables if t.name in plan.unplaced)
     dense = spec.dense_params()
     loads = plan.loads
@@ -115,7 +118,7 @@ def collectives(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[Com
         out.append(CommNeed(group="dp", op="reduce_scatter", shape=everyone, nbytes=loads.row_wise,
                             seconds=network.reduce_scatter(cluster, everyone, loads.row_wise),
                             when="per micro-batch (row-wise tables' partial sums; all-gather backward)"))
-    dense = (model.dlrm.dense_params() + loads.dp_params) * GRAD_BYTES
+    dense = (model.structure.dense_params() + loads.dp_params) * GRAD_BYTES
     if s.dp > 1:
         out.append(CommNeed(group="dp", op="all_reduce", shape=everyone, nbytes=dense,
                             seconds=network.all_reduce(cluster, everyone, dense),
@@ -125,7 +128,7 @@ def collectives(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[Com
 
 def block_ops(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[str, tuple[Op, ...]]:
     """Kernels of one micro-batch on the busiest GPU: the fused lookup, the MLP layers, the interaction."""
-    spec, b, gpu = model.dlrm, s.micro_batch, cluster.gpu
+    spec, b, gpu = model.structure, s.micro_batch, cluster.gpu
     loads = sharding_plan(model, cluster, s).loads
     ctx = context(model, cluster, s)
     look = Op("embedding_lookup", 0.0, max(loads.lookup_b), max(loads.lookup_s))
