@@ -124,8 +124,9 @@ def test_validity():
     assert any("zero" in r.lower() for r in violations(model, 16, _plan(zero=1)))
     assert any("divisible" in r for r in violations(model, 16, Strategy(dp=16, micro_batch=3, global_batch=64)))
     dense = get_model("gpt3")
-    assert any("DLRM models only" in r for r in violations(dense, 16, _plan(sharding="row_wise")) or
-               [r for r in evaluate(dense, H100, _plan(sharding="row_wise")).violations])
+    assert "embedding sharding row_wise applies to DLRM models only" in evaluate(
+        dense, H100, _plan(sharding="row_wise")).violations
+    assert "no DLRM structure" in violations(dense, 16, _plan())[0]
 
 
 def test_spec_errors_name_the_numbers():
