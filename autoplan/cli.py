@@ -303,7 +303,7 @@ def space_options(fn: Callable) -> Callable:
         click.option("--global-batch", type=int, default=None,
                      help=f"Sequences (samples) per step. [default: {DEFAULT_GLOBAL_BATCH}; a DLRM's own batch]"),
         click.option("--space", default="default", show_default=True,
-                     help="Search space name or .toml file (default: the model family's, e.g. dlrm)."),
+                     help="Search space name or .toml file (default: the model family's own, e.g. moe, cnn, dlrm)."),
     ] + [_knob_option(name, knob_of(name), None, knob_of(name).fix_help, False) for name in _fixable()]
     for opt in reversed(opts):
         fn = opt(fn)

@@ -17,6 +17,7 @@ from typing import Callable, TypeVar
 import yaml
 
 from autoplan.cost import network
+from autoplan.cost.families import violations as family_violations
 from autoplan.cost.memory import memory_per_stage
 from autoplan.errors import SpecError
 from autoplan.cost.families import cnn as cnn_family
@@ -26,7 +27,7 @@ from autoplan.specs.catalog import list_models
 from autoplan.specs.cluster import ClusterSpec, load_cluster
 from autoplan.specs.layout import balanced_layout
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import KNOBS, Strategy, data_parallel, violations
+from autoplan.specs.strategy import KNOBS, Strategy, data_parallel
 
 GIB = 1024**3
 T = TypeVar("T")
@@ -170,11 +171,12 @@ def check_cases(data: dict, where: str) -> None:
         for key in ("kv_heads", "head_dim"):
             _positive(model.get(key) or None, f"{at}: model.{key}", optional=True)
         _positive(st.get("global_batch"), f"{at}: strategy.global_batch")
-        for key in ("tp", "pp", "cp", "dp", "microbatch", "virtual_stages_per_rank"):
+        for key in ("tp", "pp", "cp", "dp", "microbatch", "virtual_stages_per_rank", "ep", "etp"):
             _positive(st.get(key) or None, f"{at}: strategy.{key}", optional=True)
-        metric = next((k for k in ("iteration_time_s", "tflops_per_gpu") if k in measured), None)
+        metric = next((k for k in ("iteration_time_s", "tflops_per_gpu", "tokens_per_s_per_gpu") if k in measured),
+                      None)
         if metric is None:
-            raise SpecError(f"{at}: measured needs iteration_time_s or tflops_per_gpu")
+            raise SpecError(f"{at}: measured needs iteration_time_s, tflops_per_gpu or tokens_per_s_per_gpu")
         _positive(measured[metric], f"{at}: measured.{metric}", integer=False)
     for i, mc in enumerate(_list(data, "memory_cases", where), 1):
         at = f"{where}: memory case #{i}"
@@ -204,6 +206,8 @@ def group_of(case: dict) -> str:
         return "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)"
     if "2104.04473" in src:
         return "Megatron SC'21 (A100)"
+    if "H100" in str(case.get("hardware", {}).get("gpu", "")) and case.get("model", {}).get("experts"):
+        return "MoE: NVIDIA H100 recipes"
     if "H100" in str(case.get("hardware", {}).get("gpu", "")):
         return "NVIDIA H100 recipes" + (", FP8" if precision_of(case) != "bf16" else "")
     return str(case.get("group", "other"))
@@ -215,7 +219,10 @@ def model_of(m: dict) -> ModelSpec:
     for spec in list_models():
         if (spec.layers, spec.hidden, spec.heads, spec.kv_heads, spec.ffn_hidden, spec.vocab) == (
                 m["layers"], m["hidden"], m["heads"], kv, m["ffn_hidden"], m["vocab"]):
-            return replace(spec, seq_len=m["seq_len"])
+            spec = replace(spec, seq_len=m["seq_len"])
+            # NVIDIA's MoE benchmarks force-balance the routing (Megatron-Core --moe-router-force-load-balancing): every
+            # expert gets the mean load, as with capacity factor 1.0 (a published setting, not a fitted one)
+            return replace(spec, capacity_factor=1.0) if spec.moe and m.get("force_balanced_routing") else spec
     return ModelSpec(name=str(m.get("name", "case-model")), layers=m["layers"], hidden=m["hidden"], heads=m["heads"],
                      kv_heads=kv, head_dim=m.get("head_dim") or 0, ffn_hidden=m["ffn_hidden"], vocab=m["vocab"],
                      seq_len=m["seq_len"])
@@ -252,6 +259,9 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
     st = case["strategy"]
     tp, pp, cp = st.get("tp") or 1, st.get("pp") or 1, st.get("cp") or 1
     dp = st.get("dp") or data_parallel(gpus, tp, pp, cp)
+    # Megatron-Core: expert tensor parallelism defaults to the tensor-parallel size
+    ep = st.get("ep") or 1
+    etp = st.get("etp") or (tp if ep > 1 else 1)
     axes: dict[str, list] = {}
     axes["micro_batch"] = [st["microbatch"]] if _known(st.get("microbatch")) else [1, 2, 4, 8]
     vstages = st.get("virtual_stages_per_rank")
@@ -284,6 +294,8 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
     defaults |= {"overlap_grad_reduce": modern, "overlap_p2p_comm": modern}
     for knob, default in defaults.items():
         axes[knob] = [bool(st[knob])] if _known(st.get(knob)) else [default]
+    if ep > 1 and not _known(st.get("ep_overlap")):
+        axes["ep_overlap"] = [False, True]       # the EP all-to-all overlap, when the source does not say
     searched = tuple(k for k, vals in axes.items() if len(vals) > 1)
     # uneven first/last stages as published; else the balanced split when the layers do not divide (Megatron-Core)
     layout = dict(zip(("first_stage_layers", "last_stage_layers"), balanced_layout(model.layers, pp)))
@@ -292,9 +304,9 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
     for combo in itertools.product(*axes.values()):
         kw = dict(zip(axes, combo))
         v = kw.pop("virtual_stages")
-        plans.append(Strategy(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=st["global_batch"],
+        plans.append(Strategy(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=st["global_batch"], ep=ep, etp=etp,
                               schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v, **layout, **kw))
-    return [p for p in plans if not violations(model, gpus, p)], searched
+    return [p for p in plans if not family_violations(model, gpus, p)], searched
 
 
 def run_case(case: dict) -> CaseResult:
@@ -309,8 +321,14 @@ def run_case(case: dict) -> CaseResult:
         if e.feasible and (best is None or e.metrics.step_time < best.metrics.step_time):
             best = e
     group = group_of(case)
-    if "iteration_time_s" in measured:
-        metric, value = "iteration_time_s", float(measured["iteration_time_s"])
+    if "iteration_time_s" in measured or "tokens_per_s_per_gpu" in measured:
+        metric = "iteration_time_s"
+        if "iteration_time_s" in measured:
+            value = float(measured["iteration_time_s"])
+        else:
+            # a step is global batch × sequence tokens over every GPU's tokens/s
+            st = case["strategy"]
+            value = st["global_batch"] * case["model"]["seq_len"] / (float(measured["tokens_per_s_per_gpu"]) * gpus)
         predicted = best.metrics.step_time if best else None
     else:
         # SC'21 reports hardware TFLOP/s with eq. 3 (full recompute counted): compare in that convention

@@ -18,14 +18,19 @@ def _group(report: Report, prefix: str) -> dict:
     return Report.summary(rows)
 
 
+def _dense(report: Report) -> list:
+    return [c for c in report.cases if not c.group.startswith("MoE")]
+
+
 def test_every_case_has_a_prediction(report):
-    assert len(report.cases) == 46
+    assert len(report.cases) == 48
     assert all(c.predicted is not None for c in report.cases)
 
 
 def test_known_gaps_are_shown_but_not_counted(report):
     gaps = [c for c in report.cases if c.known_gap]
-    assert {c.id.split("-")[3] for c in gaps} == {"zero3"} and len(gaps) == 6
+    assert sum("zero3" in c.id for c in gaps) == 6 and sum(c.group.startswith("MoE") for c in gaps) == 2
+    assert len(gaps) == 8
     assert Report.summary(report.cases)["n"] == 40
     assert Report.summary(gaps)["n"] == 0
 
@@ -38,7 +43,7 @@ def test_sc21_table2_ptdp_rows_are_held_out_within_ten_percent(report):
 
 
 def test_zero3_rows_simulate_zero3_without_model_parallelism(report):
-    rows = [c for c in report.cases if c.known_gap]
+    rows = [c for c in report.cases if c.known_gap and "zero3" in c.id]
     assert all(c.plan.zero == 3 and c.plan.tp == c.plan.pp == 1 and c.searched == () for c in rows)
 
 
@@ -59,6 +64,12 @@ def test_precision_comes_from_the_file():
     assert precision_of(case) == "fp8"
     assert precision_of({"strategy": {"precision": "fp8-blockwise"}, "model": {"dtype": "fp8"}}) == "fp8-blockwise"
     assert precision_of({"strategy": {}, "model": {"dtype": "bf16"}}) == "bf16"
+
+
+def test_moe_runs_are_their_own_group_with_expert_parallel_plans(report):
+    moe = [c for c in report.cases if c.group.startswith("MoE")]
+    assert len(moe) == 2 and all(c.plan.ep == 8 and c.plan.etp == 1 for c in moe)
+    assert all("ep_overlap" in c.searched for c in moe)      # not stated by the source: searched
 
 
 def test_korthikanti_cases_beat_calculon(report):

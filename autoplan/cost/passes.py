@@ -7,7 +7,7 @@ from functools import lru_cache
 
 from autoplan.cost import compute, network, policy, tp_overlap
 from autoplan.cost.compute import Collective, LayerCompute, Op
-from autoplan.cost.costs import PassCost, PassKey, pass_cost
+from autoplan.cost.costs import PassCost, PassKey, pass_cost, split_backward  # noqa: F401 (re-export)
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.hardware import cp_a2a_degree
 from autoplan.specs.model import ModelSpec
@@ -120,6 +120,36 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pass
             costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", n * rec), ("tp", b_tp),
                                                     ("cp", n * (cp_bwd + (cp_fwd if s.recompute == "full" else 0))))
     return costs
+
+
+def weight_grad_seconds(ops: tuple[Op, ...]) -> float:
+    """Seconds of the weight-gradient kernels among a backward's ``ops``: the wgrad GEMMs and the embedding's
+    gradient scatter; the input-gradient GEMMs, attention core and element-wise backwards stay in B."""
+    # Qi et al. 2024 (arXiv 2401.10241) §2, Fig. 1: a linear layer's backward is B = ∇x (dgrad) and W = ∇W (wgrad)
+    return sum(op.seconds for op in ops if op.name.endswith(".wgrad") or op.name == "embedding.bwd")
+
+
+@lru_cache(maxsize=4096)
+def weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[tuple[bool, bool], PassCost]:
+    """The W part (weight gradients) of a backward chunk pass, keyed by (holds embedding, holds output layer):
+    its layers' wgrad GEMMs, the embedding's and output layer's weight gradients and, without gradient-accumulation
+    fusion, the separate accumulation. All compute; the rest of ``pass_costs``' backward is the B part."""
+    lay = layer(model, cluster, s)
+    n_first, n_mid, n_last = chunk_layers(model.layers, s)
+    w_layer = weight_grad_seconds(lay.backward)
+    emb_b = weight_grad_seconds(compute.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
+                                                          s.micro_batch)[1])
+    out_b = weight_grad_seconds(compute.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
+                                                       s.micro_batch)[1])
+    out = {}
+    for first in (False, True):
+        for last in (False, True):
+            n = n_first if first else n_last if last else n_mid
+            w = n * w_layer + first * emb_b + last * out_b
+            if not s.gradient_accumulation_fusion:
+                w += grad_accumulation(model, cluster, s, n, first, last).seconds
+            out[(first, last)] = pass_cost(("compute", w))
+    return out
 
 
 def grad_accumulation(model: ModelSpec, cluster: ClusterSpec, s: Strategy, layers: int, first: bool = False,

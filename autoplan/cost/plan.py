@@ -7,13 +7,13 @@ from __future__ import annotations
 import math
 
 from autoplan.cost import compute, network, policy
-from autoplan.cost.costs import CommNeed, PassCost, PassKey, StepCosts
-from autoplan.cost.passes import cp_kv_bytes, grad_bytes, layer, pass_costs, ulysses_bytes
+from autoplan.cost.costs import COMPUTE_KINDS, CommNeed, PassCost, PassKey, StepCosts
+from autoplan.cost.passes import cp_kv_bytes, grad_bytes, layer, pass_costs, ulysses_bytes, weight_grad_costs
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.hardware import cp_a2a_degree
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.layout import chunk_layers, stage_layers
-from autoplan.specs.strategy import Strategy
+from autoplan.specs.layout import chunk_layers, holds_output, stage_layers, virtual_stage
+from autoplan.specs.strategy import SPLIT_BACKWARD, Strategy
 
 PARAM_BYTES = 2         # bf16 weights, all-gathered after a sharded optimizer step (Megatron-LM distributed optimizer)
 BUCKET_PARAMS = 40e6    # Megatron-LM DDP bucket size: max(40M, 1M·dp) parameters (distributed_data_parallel.py)
@@ -35,10 +35,11 @@ def _stage_params(model: ModelSpec, s: Strategy, stage: int, layer_params: int) 
     params = stage_layers(model.layers, s, stage) * layer_params / s.tp
     if stage == 0:
         params += model.embedding_params() / s.tp
-    if stage == s.pp - 1:
+    if holds_output(s.schedule, stage, s.pp):
         params += model.output_params() / s.tp
-        if model.tied_embeddings and s.pp > 1:
-            # Megatron-LM: with pp > 1 the last stage holds a copy of the tied embedding
+        if model.tied_embeddings and stage > 0:
+            # Megatron-LM: with pp > 1 the last stage holds a copy of the tied embedding (a V shape's first rank
+            # holds both ends: no copy)
             params += model.vocab * model.hidden / s.tp
     return params
 
@@ -171,7 +172,7 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
         # Megatron-LM distributed optimizer docs: the updated bf16 shards are all-gathered after the step
         final_gather = tuple(policy.all_gather(cluster, grads, param_bytes(s) * x, s.collective_policy) for x in params)
     tied = None
-    if model.tied_embeddings and p > 1:
+    if model.tied_embeddings and p > 1 and not holds_output(s.schedule, 0, p):
         # the first and last stage hold the tied embedding and all-reduce its gradient (Megatron-LM
         # finalize_model_grads, _allreduce_word_embedding_grads)
         pair = network.group_shape(cluster.domain_gpus, 2, network.stride(s, "pp") * (p - 1))
@@ -190,7 +191,8 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
         shard_gather=(policy.all_gather(cluster, grads, param_bytes(s) * chunk, s.collective_policy)
                       if s.zero == 3 else 0.0),
         shard_reduce=grad_reduce_time(cluster, grads, s, chunk) if s.zero >= 2 else 0.0,
-        reduce_all=reduce_all, final_gather=final_gather, tied=tied)
+        reduce_all=reduce_all, final_gather=final_gather, tied=tied,
+        weight_grad=weight_grad_costs(model, cluster, s) if s.schedule in SPLIT_BACKWARD else None)
 
 
 def _zero3_step(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts:
@@ -210,12 +212,19 @@ def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
     p, v, m = s.pp, s.chunks, s.micro_batches
     last = p * v - 1
     worst = 0.0
+    # DualPipeV's fused pairs may hide all of a pass's communication (DeepSeek-V3 §3.2.1): only compute is certain
+    seconds = _compute_seconds if s.schedule == "dualpipev" else (lambda c: c.seconds)
     for i in _end_stages(s):
-        busy = sum(costs[(True, c * p + i == 0, c * p + i == last)].seconds
-                   + costs[(False, c * p + i == 0, c * p + i == last)].seconds for c in range(v)) * m
+        vss = [virtual_stage(s.schedule, i, c, p) for c in range(v)]
+        busy = sum(seconds(costs[(True, vs == 0, vs == last)]) + seconds(costs[(False, vs == 0, vs == last)])
+                   for vs in vss) * m
         busy += optimizer_seconds(model, cluster, s, i)
         worst = max(worst, busy)
     return worst
+
+
+def _compute_seconds(c: PassCost) -> float:
+    return sum(x for k, x in c.parts if k in COMPUTE_KINDS)
 
 
 def _end_stages(s: Strategy) -> tuple[int, ...]:

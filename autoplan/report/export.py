@@ -28,6 +28,9 @@ def megatron_parallel_args(s: Strategy, layers: int | None) -> list[str]:
                         "with zero ≤ 1, or use --format torchtitan (FSDP)")
     args = [f"--tensor-model-parallel-size {s.tp}", f"--pipeline-model-parallel-size {s.pp}",
             f"--context-parallel-size {s.cp}"]
+    if s.ep > 1 or s.etp > 1:
+        # Megatron-Core MoE README: expert parallelism and expert tensor parallelism
+        args += [f"--expert-model-parallel-size {s.ep}", f"--expert-tensor-parallel-size {s.etp}"]
     if s.uneven:
         args += _uneven_args(s, layers)
     elif s.schedule == "interleaved" and layers:
@@ -82,7 +85,30 @@ def megatron_model_args(model: ModelSpec, flash_attention: bool) -> list[str]:
         args += ["--attention-dropout 0.0", "--hidden-dropout 0.0"]
     if flash_attention:
         args.append("--use-flash-attn")
-    return args + ["--bf16"]
+    return args + _megatron_moe_args(model) + ["--bf16"]
+
+
+def _megatron_moe_args(model: ModelSpec) -> list[str]:
+    """Megatron-Core's MoE and MLA arguments (megatron/core/transformer/moe/README.md; MLA: --multi-latent-attention)."""
+    args: list[str] = []
+    if model.moe:
+        args += [f"--num-experts {model.experts}", f"--moe-router-topk {model.top_k}",
+                 f"--moe-ffn-hidden-size {model.moe_ffn_hidden}", "--moe-grouped-gemm",
+                 "--moe-token-dispatcher-type alltoall"]
+        if model.shared_experts:
+            args.append(f"--moe-shared-expert-intermediate-size {model.shared_experts * model.moe_ffn_hidden}")
+        if model.dense_layers:
+            # one entry per layer: 0 dense, 1 MoE (Megatron-Core --moe-layer-freq list form)
+            args.append(f'--moe-layer-freq "([0]*{model.dense_layers}+[1]*{model.moe_layers})"')
+        if model.capacity_factor:
+            args.append(f"--moe-expert-capacity-factor {model.capacity_factor:g}")
+    if model.mla:
+        args += ["--multi-latent-attention", f"--kv-lora-rank {model.kv_lora_rank}",
+                 f"--qk-head-dim {model.head_dim}", f"--qk-pos-emb-head-dim {model.qk_rope_head_dim}",
+                 f"--v-head-dim {model.value_dim}"]
+        if model.q_lora_rank:
+            args.append(f"--q-lora-rank {model.q_lora_rank}")
+    return args
 
 
 def megatron_notes(s: Strategy, model: ModelSpec | None) -> list[str]:
@@ -91,6 +117,9 @@ def megatron_notes(s: Strategy, model: ModelSpec | None) -> list[str]:
              f"(tp {s.tp} · pp {s.pp} · cp {s.cp})"]
     if s.schedule == "gpipe" and s.pp > 1:
         notes.append("Megatron-LM has no GPipe schedule: it runs this plan with 1F1B (same bubble, less memory)")
+    if s.schedule in _ZERO_BUBBLE:
+        notes.append(f"Megatron-Core has no zero-bubble schedule ({s.schedule}): these arguments run 1F1B; "
+                     f"{_ZERO_BUBBLE[s.schedule]}")
     if s.cp_comm == "a2a+p2p" and s.cp > 1:
         notes.append("--cp-comm-type a2a+p2p also needs --hierarchical-context-parallel-sizes A R with A·R = cp "
                      f"{s.cp}: autoplan priced A = the CP ranks sharing a node (all-to-all) and a ring of R across")
@@ -120,7 +149,18 @@ def megatron_text(s: Strategy, model: ModelSpec | None, flash_attention: bool = 
     return "\n".join(lines) + "\n"
 
 
-_TITAN_SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}
+_ZERO_BUBBLE = {
+    # sail-sg/zero-bubble-pipeline-parallelism README (a Megatron-LM fork) and torch.distributed.pipelining
+    "zb-h1": "for ZB-H1 use the sail-sg/zero-bubble-pipeline-parallelism fork of Megatron-LM (--enable-zero-bubble, "
+             "its automatic schedule under 1F1B's memory, ZB-1p) or PyTorch ScheduleInterleavedZeroBubble",
+    "zbv": "for ZB-V use the sail-sg/zero-bubble-pipeline-parallelism fork of Megatron-LM (--zero-bubble-v-schedule) "
+           "or PyTorch ScheduleZBVZeroBubble (two stages per rank, V placement)",
+    "dualpipev": "for DualPipeV use deepseek-ai/DualPipe (DualPipeV) or PyTorch ScheduleDualPipeV (two stages per "
+                 "rank, V placement)",
+}
+"""Where each zero-bubble schedule runs, since Megatron-Core has none."""
+_TITAN_SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B",
+                    "zb-h1": "InterleavedZeroBubble", "zbv": "ZBVZeroBubble", "dualpipev": "DualPipeV"}
 
 
 def torchtitan_toml(s: Strategy, model: ModelSpec | None, header: str = "") -> str:
@@ -145,14 +185,17 @@ def torchtitan_toml(s: Strategy, model: ModelSpec | None, header: str = "") -> s
         lines.append(f"# precision {s.precision}: enable torchtitan's float8/MX converter by hand ([model] converters)")
     if s.cp_comm != "p2p" and s.cp > 1:
         lines.append(f"# cp_comm {s.cp_comm}: torchtitan's context parallelism is ring attention (p2p) only")
+    if s.ep > 1 or s.etp > 1:
+        # torchtitan job_config.py [parallelism]: expert parallelism for MoE models
+        lines += [f"expert_parallel_degree = {s.ep}", f"expert_tensor_parallel_degree = {s.etp}"]
     if s.uneven:
         lines.append(f"# not exported: the uneven first/last stages ({s.first_stage_layers}/{s.last_stage_layers} "
                      "layers); torchtitan splits stages by module_fqns_per_model_part, write them by hand")
     if s.pp > 1:
         lines += [f'pipeline_parallel_schedule = "{_TITAN_SCHEDULES[s.schedule]}"',
                   f"pipeline_parallel_microbatch_size = {s.micro_batch}"]
-        if s.schedule == "interleaved" and model is not None and not s.uneven:
-            lines.append(f"pipeline_parallel_layers_per_stage = {model.layers // (s.pp * s.virtual_stages)}")
+        if s.chunks > 1 and model is not None and not s.uneven:
+            lines.append(f"pipeline_parallel_layers_per_stage = {model.layers // (s.pp * s.chunks)}")
     lines += ["", "[activation_checkpoint]", f'mode = "{s.recompute}"']
     if s.recompute == "selective":
         lines.append('selective_ac_option = "op"  # approximate: per-op selective checkpointing, not Megatron\'s '

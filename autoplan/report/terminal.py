@@ -9,10 +9,11 @@ from rich.table import Table
 from rich.text import Text
 
 GIB = 1024**3
-COLORS = {"compute": "green", "recompute": "dark_green", "tp": "cyan", "cp": "blue", "pp": "magenta",
+COLORS = {"compute": "green", "recompute": "dark_green", "tp": "cyan", "cp": "blue", "ep": "orange3", "pp": "magenta",
           "dp": "yellow", "a2a": "bright_magenta", "optimizer": "white", "bubble": "red"}
 LABELS = {"compute": "compute", "recompute": "recompute", "tp": "exposed TP comm", "cp": "exposed CP comm",
-          "pp": "exposed PP comm", "dp": "exposed DP comm", "a2a": "exposed all-to-all", "optimizer": "optimizer",
+          "ep": "exposed EP all-to-all", "pp": "exposed PP comm", "dp": "exposed DP comm",
+          "a2a": "exposed embedding all-to-all", "optimizer": "optimizer",
           "bubble": "bubble / idle"}
 
 

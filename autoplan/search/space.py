@@ -138,9 +138,10 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
         if gpus % (tp * pp * cp):
             rejected[f"tp·pp·cp does not divide the GPU count {gpus}"] += _rest(space)
             continue
-        # layers that do not split over pp: the balanced uneven layout (Megatron-LM first/last stage layers);
-        # a model with its own structure (a CNN) balances its stages itself
-        first, last = balanced_layout(model.layers, pp) if model.structure is None else (0, 0)
+        # layers that do not split over pp: the balanced uneven layout (Megatron-LM first/last stage layers; MoE
+        # end stages may give up to 3 layers: DeepSeek-V3's 61); a model with its own structure (a CNN) balances
+        # its stages itself
+        first, last = balanced_layout(model.layers, pp, 3 if model.moe else 2) if model.structure is None else (0, 0)
         for kw in inner:
             # the CNN degrees (spatial·channel·filter, 1 for transformers) take their share of the GPUs too
             split = kw["spatial"] * kw["channel"] * kw["filter"]

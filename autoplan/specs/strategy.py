@@ -6,10 +6,15 @@ from dataclasses import Field, asdict, dataclass, field, fields
 from typing import Any, Callable
 
 from autoplan.errors import SpecError
-from autoplan.specs.layout import balanced_layout, uneven_violations
+from autoplan.specs.layout import V_SHAPE, balanced_layout, uneven_violations
 from autoplan.specs.model import MAX_SIZE, ModelSpec
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved")
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev")
+SPLIT_BACKWARD = ("zb-h1", "zbv", "dualpipev")
+"""Zero-bubble schedules: each backward runs as B (input gradients) then W (weight gradients), Qi et al. 2024
+(arXiv 2401.10241); Megatron-Core has none of them (reference implementations: sail-sg/zero-bubble-pipeline-
+parallelism, PyTorch ``torch.distributed.pipelining`` ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble and
+ScheduleDualPipeV; DualPipeV from deepseek-ai/DualPipe)."""
 RECOMPUTE = ("none", "selective", "full")
 COLLECTIVE_POLICIES = ("nccl", "baseline", "themis")
 EMBEDDING_SHARDINGS = ("auto", "table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel")
@@ -81,8 +86,11 @@ class Strategy:
     global_batch: int = knob(1, help="Sequences per optimizer step.")
     """Sequences per optimizer step over all replicas."""
     schedule: str = knob("1f1b", choices=SCHEDULES, axis=True, fix_help="",
-                         help="Pipeline schedule [default: interleaved if --virtual-stages > 1, else 1f1b].")
-    """Pipeline schedule: gpipe, 1f1b (PipeDream-flush) or interleaved (Megatron virtual stages)."""
+                         help="Pipeline schedule [default: interleaved if --virtual-stages > 1, else 1f1b]; zb-h1, "
+                              "zbv and dualpipev are zero-bubble schedules (not in Megatron-Core).")
+    """Pipeline schedule: gpipe, 1f1b (PipeDream-flush), interleaved (Megatron virtual stages), zb-h1 (1F1B with
+    split backward, Qi et al. 2024 §2.1), zbv (two chunks per rank in a V, Qi et al. 2024 §6) or dualpipev
+    (DeepSeek's V-shape DualPipe, fused forward-backward chunk pairs)."""
     virtual_stages: int = knob(1, help="Model chunks per pipeline rank (interleaved schedule).", axis=True,
                                fix_help="")
     """Model chunks per pipeline rank for the interleaved schedule (1 otherwise)."""
@@ -169,6 +177,20 @@ class Strategy:
     turn the sequence split into a head split (``a2a``, DeepSpeed-Ulysses, Jacobs et al. 2023), or both, a2a
     inside each node and a ring across (``a2a+p2p``, Megatron-Core ``--cp-comm-type``)."""
 
+    ep: int = knob(1, help="Expert-parallel degree (MoE): each rank holds experts / ep experts; "
+                           "ep·etp divides tp·cp·dp (Megatron-Core).", axis=True,
+                   fix_help="Fix expert parallelism (MoE).", label=lambda v: f"ep{v}" if v > 1 else "")
+    """Expert-parallel degree: the routed experts split over ``ep`` ranks (Megatron-Core
+    ``--expert-model-parallel-size``; its expert ranks are laid out etp, ep, edp fastest first within a stage)."""
+    etp: int = knob(1, help="Expert tensor-parallel degree (MoE): each expert's FFN split over etp ranks.", axis=True,
+                    fix_help="Fix expert tensor parallelism (MoE).", label=lambda v: f"etp{v}" if v > 1 else "")
+    """Expert tensor-parallel degree (Megatron-Core ``--expert-tensor-parallel-size``); the expert-data-parallel
+    degree is edp = tp·cp·dp / (etp·ep)."""
+    ep_overlap: bool = knob(False, choices=_BOOL, axis=True, label=lambda v: "epo" if v else "",
+                            help="Hide the EP all-to-alls behind another micro-batch's compute (MoE, ep > 1).",
+                            megatron={True: ("--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute")})
+    """Overlap the expert-parallel all-to-alls with compute (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
+    batch-level overlap of one micro-batch's forward with another's backward; DeepSeek-V3's DualPipe)."""
     sharding: str = knob("auto", choices=EMBEDDING_SHARDINGS, axis=True,
                          fix_help="Fix the embedding sharding (DLRM models).",
                          help="DLRM embedding sharding: auto (per-table search) or one kind for every table.",
@@ -204,6 +226,11 @@ class Strategy:
         return self.dp * self.tp * self.pp * self.cp * self.spatial * self.channel * self.filter
 
     @property
+    def edp(self) -> int:
+        """Expert-data-parallel degree: replicas of each expert shard, tp·cp·dp / (etp·ep) (Megatron-Core)."""
+        return max(1, self.tp * self.cp * self.dp // (self.ep * self.etp))
+
+    @property
     def micro_batches(self) -> int:
         """Micro-batches per pipeline per step (gradient-accumulation steps)."""
         return max(1, self.global_batch // (self.dp * self.micro_batch))
@@ -211,11 +238,16 @@ class Strategy:
     @property
     def synchronous_p2p(self) -> bool:
         """Pipeline transfers block the sender's compute: Megatron-Core overlaps them only when interleaved."""
-        return self.pp > 1 and not (self.overlap_p2p_comm and self.schedule == "interleaved")
+        # zbv, dualpipev: PyTorch's pipelining runtime posts its sends and receives asynchronously
+        # (torch.distributed.pipelining _PipelineScheduleRuntime); zb-h1 keeps the 1F1B transfers it derives from
+        # (sail-sg's Megatron fork)
+        return self.pp > 1 and not (self.overlap_p2p_comm and self.schedule in ("interleaved", "zbv", "dualpipev"))
 
     @property
     def chunks(self) -> int:
-        """Model chunks per pipeline rank (virtual stages when interleaved, else 1)."""
+        """Model chunks per pipeline rank (virtual stages when interleaved, 2 for a V-shape schedule, else 1)."""
+        if self.schedule in V_SHAPE:
+            return 2
         return self.virtual_stages if self.schedule == "interleaved" else 1
 
     @property
@@ -224,9 +256,10 @@ class Strategy:
         return bool(self.first_stage_layers or self.last_stage_layers)
 
     def to_dict(self) -> dict:
-        """Plain fields, for JSON and trial parameters (the uneven-stage layers only when set, so that even plans
-        read as before they existed)."""
-        return {k: v for k, v in asdict(self).items() if (v or k not in _ZERO_OK) and not (v == 1 and k in _CNN_AXES)}
+        """Plain fields, for JSON and trial parameters (the uneven-stage layers only when set and the expert and CNN
+        degrees only above 1, so that even dense plans read as before they existed)."""
+        return {k: v for k, v in asdict(self).items()
+                if (v or k not in _ZERO_OK) and not (k in _HIDDEN and v == _HIDDEN[k])}
 
     def short(self) -> str:
         """A compact one-line label, e.g. ``tp8 pp8 dp16 mb1 1f1b sp sel z1``: the degrees, then each field's
@@ -249,7 +282,9 @@ _COUNTS = tuple(f.name for f in KNOBS if not f.metadata["knob"].choices)
 _ZERO_OK = ("first_stage_layers", "last_stage_layers")
 """Counts where 0 means "not set"."""
 _CNN_AXES = ("spatial", "channel", "filter")
-"""CNN degrees, left out of ``to_dict`` at 1 so that other plans read as before they existed."""
+"""CNN degrees (1 for transformers)."""
+_HIDDEN = {"ep": 1, "etp": 1, "ep_overlap": False, **{k: 1 for k in _CNN_AXES}}
+"""Expert and CNN knobs left out of ``to_dict`` at their defaults, so that other plans read as before they existed."""
 _BOOLS = tuple(f.name for f in KNOBS if f.metadata["knob"].choices == _BOOL)
 _CHOICES = tuple((f.name, frozenset((type(c), c) for c in f.metadata["knob"].choices))
                  for f in KNOBS if f.metadata["knob"].choices and f.name not in _BOOLS)
@@ -310,10 +345,18 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
             out.append("the interleaved schedule needs virtual_stages ≥ 2")
         if s.micro_batches % s.pp:
             out.append(f"the interleaved schedule needs micro-batches ({s.micro_batches}) divisible by pp ({s.pp})")
+    elif s.schedule in V_SHAPE:
+        out += _v_shape_violations(s)
     elif s.virtual_stages != 1:
         out.append(f"virtual_stages {s.virtual_stages} needs the interleaved schedule, not {s.schedule}")
     if s.sharding != "auto":
         out.append(f"embedding sharding {s.sharding} applies to DLRM models only")
+    if s.ep_overlap and s.ep == 1:
+        out.append("ep_overlap needs expert parallelism (ep > 1)")
+    if (s.ep > 1 or s.etp > 1) and not model.moe:
+        out.append(f"ep {s.ep} / etp {s.etp} need a mixture-of-experts model; {model.name} has no experts")
+    if s.schedule in SPLIT_BACKWARD and s.pp == 1:
+        out.append("a zero-bubble schedule (split backward) needs pp > 1")
     if s.zero >= 2 and s.pp > 1:
         out.append(f"ZeRO stage {s.zero} shards gradients across micro-batches and cannot run with pp > 1 (DeepSpeed)")
     return out + feature_violations(model, s)
@@ -333,3 +376,17 @@ def feature_violations(model: ModelSpec, s: Strategy) -> list[str]:
         out.append(f"cp_comm a2a: attention heads {model.heads} are not divisible by cp·tp = {s.cp}·{s.tp}")
     return out
 
+
+
+def _v_shape_violations(s: Strategy) -> list[str]:
+    """A V-shape schedule places exactly two chunks per rank (Qi et al. 2024 §6), with even stages."""
+    out = []
+    if s.virtual_stages not in (1, 2):
+        out.append(f"the {s.schedule} schedule places 2 model chunks per rank (V shape), not virtual_stages "
+                   f"{s.virtual_stages}")
+    if s.uneven:
+        out.append(f"the {s.schedule} schedule needs an even split (no first/last stage layers)")
+    if s.schedule == "dualpipev" and s.micro_batches < 2 * s.pp:
+        # PyTorch ScheduleDualPipeV: at least as many micro-batches as stages (2 per rank)
+        out.append(f"the dualpipev schedule needs micro-batches ({s.micro_batches}) ≥ 2·pp ({2 * s.pp})")
+    return out

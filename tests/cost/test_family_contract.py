@@ -70,14 +70,23 @@ def _plans(gpus: int, **kw: object) -> list[Strategy]:
               dict(dp=gpus // 4, pp=2, tp=2, sequence_parallel=True, recompute="selective"),
               dict(dp=gpus // 8, pp=2, tp=2, cp=2, schedule="interleaved", virtual_stages=2),
               dict(dp=gpus // 2, tp=2, zero=3, overlap_param_gather=False, gradient_accumulation_fusion=False),
-              dict(dp=gpus // 4, tp=2, cp=2, overlap_grad_reduce=False, recompute="full")]
+              dict(dp=gpus // 4, tp=2, cp=2, overlap_grad_reduce=False, recompute="full"),
+              # expert parallelism (MoE families; invalid for the others)
+              dict(dp=gpus // 4, pp=2, tp=2, sequence_parallel=True, ep=4, zero=1),
+              dict(dp=gpus // 2, tp=2, sequence_parallel=True, ep=2, etp=2, recompute="full", overlap_grad_reduce=False,
+                   gradient_accumulation_fusion=False, overlap_param_gather=False, zero=1),
+              dict(dp=gpus // 4, pp=4, schedule="zb-h1"), dict(dp=gpus // 2, pp=2, schedule="zbv", zero=1),
+              dict(dp=gpus // 4, pp=2, tp=2, sequence_parallel=True, schedule="dualpipev")]
     return [Strategy(global_batch=64, **{**s, **kw}) for s in shapes]
 
 
+TINY_MOE = replace(TINY, name="tiny-moe", experts=8, top_k=2, moe_ffn_hidden=512, shared_experts=1, dense_layers=1,
+                   family="moe")
 TINY_DLRM = replace(TINY, name="tiny-dlrm", family="dlrm", structure=DLRMSpec(
     tables=tuple(EmbeddingTable(name=f"t{i}", rows=10 ** (i + 2), dim=64, pooling=1 + 3 * i, skew=0.5 * i)
                  for i in range(5)), dense_features=13, bottom_mlp=(128, 64), top_mlp=(256, 1)))
 EXAMPLES: dict[str, tuple[ModelSpec, int]] = {"dense": (TINY, 64), "toy": (replace(TINY, family="toy"), 64),
+                                              "moe": (TINY_MOE, 64),
                                               "cnn": (as_model(resnet("tiny-resnet", (1, 1, 1, 1), 64, 10)), 64),
                                               "dlrm": (TINY_DLRM, 64)}
 """A small model of each family and the GPU count its plans run on; a new family adds its line here."""
@@ -126,6 +135,8 @@ def test_pass_costs_are_positive_and_a_backward_outweighs_its_forward(case):
             assert p.seconds == pytest.approx(sum(x for _, x in p.parts), rel=1e-12)
             if not fwd:
                 assert p.seconds >= c.passes[(True, first, last)].seconds
+        for (first, last), w in (c.weight_grad or {}).items():    # zero-bubble: the W part of a backward
+            assert 0 < w.seconds <= dict(c.passes[(False, first, last)].parts)["compute"]
 
 
 def test_step_communication_is_finite_and_per_stage_where_it_says_so(case):
@@ -188,5 +199,5 @@ def test_a_new_family_runs_through_evaluate_unchanged(monkeypatch, a100_8):
 
 
 def test_an_unknown_family_is_a_user_error(a100_8):
-    with pytest.raises(SpecError, match="family 'moe' is not one of .*dense"):
-        evaluate(replace(TINY, family="moe"), a100_8, Strategy(dp=8, global_batch=8))
+    with pytest.raises(SpecError, match="family 'rnn' is not one of .*dense"):
+        evaluate(replace(TINY, family="rnn"), a100_8, Strategy(dp=8, global_batch=8))

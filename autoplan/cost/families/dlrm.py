@@ -9,6 +9,8 @@ gives the tables' plan of any Strategy, for reports and export.
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from autoplan.cost import network
 from autoplan.cost.compute import Op, gemm_time
 from autoplan.cost.costs import CommNeed, StepCosts, pass_cost
@@ -21,6 +23,10 @@ from autoplan.specs.dlrm import dlrm_of
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
 
+_ONE = ("tp", "pp", "cp", "spatial", "channel", "filter", "ep", "etp")
+"""Parallel degrees of other families that a DLRM plan leaves at 1."""
+_DEFAULT_ONLY = ("precision", "tp_comm_overlap", "cp_comm", "ep_overlap")
+"""Other families' knobs a DLRM plan leaves at their defaults (not modelled here)."""
 ACTIVATION_BYTES = 4
 """Bytes per saved activation value (fp32 MLPs, as the MLPerf reference)."""
 
@@ -51,7 +57,10 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
     if s.gpus != gpus or s.dp != gpus:
         out.append(f"a DLRM trains its MLPs data-parallel on every GPU: dp must be the {gpus} GPUs "
                    f"(dp·tp·pp·cp = {s.dp}·{s.tp}·{s.pp}·{s.cp})")
-    out += [f"{k} must be 1 for a DLRM, got {getattr(s, k)}" for k in ("tp", "pp", "cp") if getattr(s, k) != 1]
+    out += [f"{k} must be 1 for a DLRM, got {getattr(s, k)}" for k in _ONE if getattr(s, k, 1) != 1]
+    defaults = {f.name: f.default for f in fields(Strategy)}
+    out += [f"{k} {getattr(s, k)!r} is not modelled for a DLRM (use {defaults[k]!r})" for k in _DEFAULT_ONLY
+            if k in defaults and getattr(s, k) != defaults[k]]
     if s.global_batch % (s.dp * s.micro_batch):
         out.append(f"global batch {s.global_batch} is not divisible by dp·micro_batch = {s.dp}·{s.micro_batch}")
     if s.schedule != "1f1b" or s.virtual_stages != 1:
