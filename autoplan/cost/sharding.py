@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from autoplan.cost import compute, network
+from autoplan.cost import compute, network, policy
 from autoplan.cost.embedding import ID_BYTES, POOLED_BYTES, lookup_bytes, lookup_seconds, shard_bytes, shards_of
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.dlrm import DLRMSpec
@@ -82,7 +82,7 @@ class Context:
 
     @property
     def node_size(self) -> int:
-        return min(self.world, self.cluster.gpus_per_node)
+        return min(self.world, self.cluster.domain_gpus)
 
     @property
     def batch(self) -> int:
@@ -189,12 +189,13 @@ def step_times(ctx: Context, loads: Loads) -> StepTimes:
     all-to-all (and reduce-scatters) on the communication stream beside the bottom MLP, then the interaction and
     top MLP; the backward mirrors it, and the embedding update runs after the gradient all-to-all.
     """
-    cl, world = ctx.cluster, ctx.world
-    everyone = network.group_shape(cl.gpus_per_node, world, 1)
-    node = network.group_shape(cl.gpus_per_node, ctx.node_size, 1)
-    a2a = network.all_to_all(cl, everyone, max(max(loads.send), max(loads.recv)))
-    rw = network.reduce_scatter(cl, everyone, loads.row_wise)
-    twrw = network.reduce_scatter(cl, node, loads.node_rs)
+    cl, world, pol = ctx.cluster, ctx.world, ctx.strategy.collective_policy
+    everyone = network.group_shape(cl.domain_gpus, world, 1)
+    node = network.group_shape(cl.domain_gpus, ctx.node_size, 1)
+    # collectives priced under the plan's collective policy (nccl, or Themis-style chunked schedules: cost/policy.py)
+    a2a = policy.all_to_all(cl, everyone, max(max(loads.send), max(loads.recv)), pol)
+    rw = policy.reduce_scatter(cl, everyone, loads.row_wise, pol)
+    twrw = policy.reduce_scatter(cl, node, loads.node_rs, pol)
     comm = a2a + rw + twrw
     (bot_f, inter_f, top_f), (bot_b, inter_b, top_b) = ctx.dense_fwd, ctx.dense_bwd
     overhead = cl.gpu.kernel_overhead
@@ -203,12 +204,12 @@ def step_times(ctx: Context, loads: Loads) -> StepTimes:
     look_b = 2 * max(loads.lookup_s) + overhead
     # the next batch's input distribution (indices) runs during this batch's dense layers (TorchRec
     # TrainPipelineSparseDist); only what exceeds them is exposed, at the end of the backward
-    ids = network.all_to_all(cl, everyone, max(loads.ids))
+    ids = policy.all_to_all(cl, everyone, max(loads.ids), pol)
     hidden = bot_f + inter_f + top_f + bot_b + inter_b + top_b
     fwd_a2a = max(0.0, comm - bot_f)
     bwd_a2a = max(0.0, comm - bot_b) + max(0.0, ids - hidden)
     dense = ctx.spec.dense_params() + loads.dp_params
-    reduce = network.all_reduce(cl, everyone, dense * GRAD_BYTES) if world > 1 else 0.0
+    reduce = policy.all_reduce(cl, everyone, dense * GRAD_BYTES, pol) if world > 1 else 0.0
     return StepTimes(fwd_compute=look_f + bot_f + inter_f + top_f, fwd_a2a=fwd_a2a,
                      bwd_compute=top_b + inter_b + bot_b + look_b, bwd_a2a=bwd_a2a, reduce=reduce,
                      optimizer=compute.optimizer_time(cl.gpu, dense, dense),

@@ -182,3 +182,19 @@ def test_stored_and_sent_bytes_are_conserved(kinds, rows, world):
     sent = sum(batch * t.dim * POOLED_BYTES * (world - 1) / world for t in tables
                if t.sharding in ("table_wise", "column_wise", "table_row_wise"))
     assert sum(loads.send) == pytest.approx(sent, rel=1e-9)
+
+
+def test_collective_policy_prices_the_dlrm_collectives():
+    # issue 16: DP/EP/embedding collectives take the plan's policy; Themis is never slower than the baseline order
+    from dataclasses import replace as _replace
+
+    from autoplan.sim.simulate import evaluate
+    from autoplan.specs.catalog import get_model
+    from autoplan.specs.cluster import load_cluster
+    from autoplan.specs.strategy import Strategy
+
+    model, cluster = get_model("dlrm-criteo"), load_cluster("dgx-h100-80g", 64)
+    s = Strategy(dp=64, micro_batch=1024, global_batch=65536)
+    steps = {p: evaluate(model, cluster, _replace(s, collective_policy=p)) for p in ("nccl", "baseline", "themis")}
+    assert all(e.feasible for e in steps.values())
+    assert steps["themis"].metrics.step_time <= steps["baseline"].metrics.step_time * (1 + 1e-9)

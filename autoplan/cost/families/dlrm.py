@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from autoplan.cost import network
+from autoplan.cost import network, policy
 from autoplan.cost.compute import Op, gemm_time
 from autoplan.cost.costs import CommNeed, StepCosts, pass_cost
 from autoplan.cost.memory import StageMemory
@@ -73,8 +73,6 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
         out.append(f"ZeRO stage {s.zero} is not modelled for a DLRM (TorchRec shards the tables itself; use 0)")
     if s.uneven:
         out.append("uneven pipeline stages need pp > 1")
-    if s.collective_policy != "nccl":
-        out.append(f"collective policy {s.collective_policy} is not modelled for a DLRM (use nccl)")
     return out
 
 
@@ -116,21 +114,21 @@ def peak_memory(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
 def collectives(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommNeed]:
     """The all-to-all of pooled embeddings, row-wise reduce-scatters and the dense gradient all-reduce."""
     loads = sharding_plan(model, cluster, s).loads
-    everyone = network.group_shape(cluster.gpus_per_node, s.dp, 1)
+    everyone = network.group_shape(cluster.domain_gpus, s.dp, 1)
     a2a = max(max(loads.send), max(loads.recv))
     out = []
     if s.dp > 1 and a2a > 0:
         out.append(CommNeed(group="dp", op="all_to_all", shape=everyone, nbytes=a2a,
-                            seconds=network.all_to_all(cluster, everyone, a2a),
+                            seconds=policy.all_to_all(cluster, everyone, a2a, s.collective_policy),
                             when="2× per micro-batch (pooled embeddings forward, their gradients backward)"))
     if s.dp > 1 and loads.row_wise > 0:
         out.append(CommNeed(group="dp", op="reduce_scatter", shape=everyone, nbytes=loads.row_wise,
-                            seconds=network.reduce_scatter(cluster, everyone, loads.row_wise),
+                            seconds=policy.reduce_scatter(cluster, everyone, loads.row_wise, s.collective_policy),
                             when="per micro-batch (row-wise tables' partial sums; all-gather backward)"))
     dense = (model.structure.dense_params() + loads.dp_params) * GRAD_BYTES
     if s.dp > 1:
         out.append(CommNeed(group="dp", op="all_reduce", shape=everyone, nbytes=dense,
-                            seconds=network.all_reduce(cluster, everyone, dense),
+                            seconds=policy.all_reduce(cluster, everyone, dense, s.collective_policy),
                             when="per step (MLP and data-parallel tables' gradients)"))
     return out
 
