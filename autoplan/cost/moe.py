@@ -130,12 +130,12 @@ def _grouped_backward(gpu, name: str, experts: int, m: int, n: int, k: int, fp8:
 def activation_ops(model: ModelSpec, gpu, values: int) -> tuple[Op, Op, int, int]:
     """Forward and backward of the experts' activation over ``values`` fc1 outputs, and their kernel counts.
 
-    A gated unit reads gate and up and writes one (Shazeer 2020, arXiv 2002.05202): 1.5 bytes-of-fc1-output forward,
-    1.5× that backward. GPT-OSS's clamped SwiGLU (Megatron-Core ``weighted_bias_quick_geglu_impl`` with a
+    A gated unit reads gate and up and writes one (Shazeer 2020, arXiv 2002.05202): 1.5 bytes-of-fc1-output forward
+    (an ungated one 2), 1.5× that backward. GPT-OSS's clamped SwiGLU (Megatron-Core ``weighted_bias_quick_geglu_impl`` with a
     ``clamp_value``) first clamps gate and linear halves (two kernels, read and write each) and concatenates them (a
     third, read and write), then runs the fused unit; its backward adds the two clamps' masked gradients."""
     full = BF16 * values                       # bytes of fc1's output (gate and linear halves)
-    gated_fwd = full * (1.5 if model.gated else 1.0)
+    gated_fwd = full * (1.5 if model.gated else 2.0)     # an ungated unit reads its input and writes one
     if not model.glu_clamp:
         return (compute._mem(gpu, "expert.activation", gated_fwd), compute._mem(gpu, "expert.activation.bwd",
                                                                                  1.5 * gated_fwd), 1, 1)
@@ -278,12 +278,12 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> MoELayer:
         sw = model.shared_experts * model.moe_ffn_hidden // t
         sup = (2 if model.gated else 1) * sw
         sact = BF16 * tokens * sw * (3 if model.gated else 2)
-        post_sync += [(compute._gemm(gpu, "shared.fc1", tokens, sup, h), 1),
+        post_sync += [(compute._gemm(gpu, "shared.fc1", tokens, sup, h, fp8=fp8), 1),
                       (compute._mem(gpu, "shared.activation", sact), 1),
-                      (compute._gemm(gpu, "shared.fc2", tokens, h, sw), 1)]
-        backward_ops += [*((op, 1) for op in compute._linear_backward(gpu, "shared.fc2", tokens, h, sw)),
+                      (compute._gemm(gpu, "shared.fc2", tokens, h, sw, fp8=fp8), 1)]
+        backward_ops += [*((op, 1) for op in compute._linear_backward(gpu, "shared.fc2", tokens, h, sw, fp8)),
                          (compute._mem(gpu, "shared.activation.bwd", 1.5 * sact), 1),
-                         *((op, 1) for op in compute._linear_backward(gpu, "shared.fc1", tokens, sup, h))]
+                         *((op, 1) for op in compute._linear_backward(gpu, "shared.fc1", tokens, sup, h, fp8))]
     post_sync = [x for x in post_sync if x[0] is not None]
     backward_ops = [x for x in backward_ops if x[0] is not None]
     # dispatch and combine: one all-to-all each way per pass (Lepikhin et al. 2020, GShard §3.2)

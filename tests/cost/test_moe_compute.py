@@ -101,17 +101,19 @@ def test_gpt_oss_catalog_follows_its_config():
 
 # ------------------------------------------------------------------------------------------ activation
 
-@pytest.mark.parametrize("clamp", [0.0, 7.0])
-def test_expert_activation_bytes(clamp):
-    m = replace(get_model("gpt-oss-120b"), glu_clamp=clamp)
+@pytest.mark.parametrize("clamp, activation", [(0.0, "swiglu"), (7.0, "swiglu"), (0.0, "gelu")])
+def test_expert_activation_bytes(clamp, activation):
+    m = replace(get_model("gpt-oss-120b"), glu_clamp=clamp, activation=activation)
     values = 1000 * 5760
     fwd, bwd, kf, kb = moe.activation_ops(m, GPU, values)
     full = BF16 * values
     if clamp:
         # two clamps and a concatenation (read and write each), then the fused unit (read full, write half)
         assert (fwd.bytes, bwd.bytes, kf, kb) == (5.5 * full, 5.5 * full, 4, 3)
-    else:
+    elif m.gated:
         assert (fwd.bytes, bwd.bytes, kf, kb) == (1.5 * full, 2.25 * full, 1, 1)
+    else:
+        assert (fwd.bytes, bwd.bytes, kf, kb) == (2 * full, 3 * full, 1, 1)
 
 
 # ------------------------------------------------------------------------------------------- host sync
