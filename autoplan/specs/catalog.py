@@ -121,6 +121,10 @@ _MOE_MODELS: tuple[ModelSpec, ...] = (
               source="DeepSeek-V3 technical report (arXiv 2412.19437) §4.2 (671B total, 37B active, 4K pre-training "
                      "length); HF deepseek-ai/DeepSeek-V3 config.json; the multi-token-prediction module (14B) is "
                      "left out", **_MOE),
+    ModelSpec(name="qwen3-30b-a3b", layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn_hidden=6144,
+              vocab=151936, seq_len=4096, experts=128, top_k=8, moe_ffn_hidden=768,
+              source="Qwen3 technical report (arXiv 2505.09388), Table 2 (30.5B total, 3.3B active); HF "
+                     "Qwen/Qwen3-30B-A3B config.json; per-head q/k norms (128 weights each) left out", **_MOE),
     ModelSpec(name="qwen3-235b-a22b", layers=94, hidden=4096, heads=64, kv_heads=4, head_dim=128, ffn_hidden=12288,
               vocab=151936, seq_len=4096, experts=128, top_k=8, moe_ffn_hidden=1536,
               source="Qwen3 technical report (arXiv 2505.09388), Table 2 (235B total, 22B active); HF "
@@ -128,9 +132,10 @@ _MOE_MODELS: tuple[ModelSpec, ...] = (
     ModelSpec(name="gpt-oss-120b", layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn_hidden=2880,
               vocab=201088, seq_len=4096, experts=128, top_k=4, moe_ffn_hidden=2880,
               source="OpenAI gpt-oss model card (arXiv 2508.10925), Table 1 (116.8B total, 5.1B active); HF "
-                     "openai/gpt-oss-120b config.json; its alternating 128-token sliding-window layers and "
-                     "attention sinks are costed as full causal attention",
-              **{**_MOE, "bias": True}),
+                     "openai/gpt-oss-120b config.json (sliding_window 128 on every other layer, swiglu_limit 7.0); "
+                     "Megatron-Bridge GPTOSSProvider (window_size (128, 0), window_attn_skip_freq 2, "
+                     "activation_func_clamp_value 7.0); attention sinks are costed as plain softmax",
+              window=128, window_layers=18, glu_clamp=7.0, **{**_MOE, "bias": True}),
 )
 _MODELS = _MODELS + _MOE_MODELS
 
@@ -140,7 +145,7 @@ _ALIASES = {
     "llama3.1-405b": "llama3-405b", "nemotron-4-340b": "nemotron4-340b", "bloom": "bloom-176b",
     "resnet-50": "resnet50", "resnet-152": "resnet152", "vgg-16": "vgg16", "3d-unet": "unet3d",
     "dlrm": "dlrm-criteo", "dlrm-mlperf": "dlrm-criteo", "dcnv2": "dlrm-dcnv2",
-    "mixtral": "mixtral-8x7b", "deepseek-v3-671b": "deepseek-v3", "qwen3-235b": "qwen3-235b-a22b",
+    "mixtral": "mixtral-8x7b", "deepseek-v3-671b": "deepseek-v3", "qwen3-235b": "qwen3-235b-a22b", "qwen3-30b": "qwen3-30b-a3b",
     "gpt-oss": "gpt-oss-120b",
 }
 
