@@ -5,8 +5,10 @@
    in this process, serial.
 2. The published layout, DeepSeek-V3 report (arXiv 2412.19437) §3.2: 2048 H800, PP16 EP64 TP1 (so DP128 with
    ZeRO-1), 15360 sequences of 4096 at the end of the batch-size schedule (§4.2), DualPipe. DualPipe is not in
-   the space (1F1B stands in for it); the micro-batch, recompute and the first/last-stage split of the 61 layers
-   are not published, so the fastest feasible variant over them is ranked against every plan of the MoE space.
+   the space (1F1B stands in for it); the micro-batch, recompute (DeepSeek's is ``modules``, §3.3.3) and the
+   first/last-stage split of the 61 layers are not published here, so the fastest feasible variant over them is
+   ranked against every plan of the MoE space (BF16: the CLI's default; `bench_published.py --moe-only` ranks
+   it with FP8 and the zero-bubble schedules).
 
 Run: python benchmarks/bench_moe_search.py
 """
@@ -46,7 +48,7 @@ def cli_wall() -> tuple[float, float]:
 def published_variants(model, cluster):
     """Every feasible variant of DeepSeek's PP16 EP64 TP1 plan over the knobs the report does not give."""
     out = []
-    for mb, rc, (first, last), ovl in itertools.product((1, 2), ("none", "selective", "full"),
+    for mb, rc, (first, last), ovl in itertools.product((1, 2), ("none", "selective", "full", "modules"),
                                                         ((3, 2), (2, 3), (4, 1), (1, 4)), _overlaps()):
         s = Strategy(tp=1, pp=16, dp=128, ep=64, global_batch=BATCH, micro_batch=mb, recompute=rc, zero=1,
                      first_stage_layers=first, last_stage_layers=last, **ovl)

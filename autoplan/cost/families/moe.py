@@ -437,6 +437,9 @@ class MoETransformer:
 
     name = "moe"
     axes = ("dp", "tp", "pp", "cp", "ep", "etp")
+    default_space = "moe"
+    """The search space ``autoplan search`` uses for these models unless told otherwise (the default axes plus
+    expert parallelism: search_spaces/moe.toml)."""
 
     violations = staticmethod(violations)
     step_costs = staticmethod(step_costs)
