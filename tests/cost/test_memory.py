@@ -180,6 +180,10 @@ def test_higher_zero_stage_never_uses_more(case):
     model, cluster, s = case
     totals = [m.total for m in memory_per_stage(model, cluster, _with(s, zero=0))]
     for k in (1, 2):
+        if k == 2:
+            # ZeRO-2 holds one layer's unsharded gradients until their reduce-scatter; with dp·cp = 2 that outweighs
+            # the sharded gradients of a 1-layer stage (real: FSDP's reduce-scatter input on a very shallow stage)
+            assume(s.dp * s.cp == 1 or model.layers // s.pp >= 2)
         nxt = [m.total for m in memory_per_stage(model, cluster, _with(s, zero=k))]
         assert all(b <= a * (1 + 1e-12) for a, b in zip(totals, nxt))
         totals = nxt
