@@ -404,10 +404,14 @@ def collectives(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[Com
     """The dense plan's collectives, plus the EP all-to-alls, the expert-TP pair and the expert-DP reduction."""
     out = [c for c in plan.collectives(model, cluster, s) if c.group != "dp"]
     if s.ep > 1:
-        shape, nbytes = moe.ep_shape(cluster, s), moe.dispatch_bytes(model, s)
-        out.append(CommNeed(group="ep", op="all_to_all", shape=shape, nbytes=nbytes,
-                            seconds=network.all_to_all(cluster, shape, nbytes),
-                            when=f"dispatch and combine, 2× per MoE layer and pass ({model.moe_layers} MoE layers)"))
+        shape = moe.ep_shape(cluster, s)
+        limited = f", node-limited to {model.route_nodes} nodes" if model.route_nodes else ""
+        # the dispatch (FP8 under fp8-blockwise) and the BF16 combine, each once per MoE layer and pass
+        for what, nbytes, value in (("dispatch", moe.dispatch_bytes(model, s), moe.dispatch_value_bytes(s)),
+                                    ("combine", moe.combine_bytes(model, s), compute.BF16)):
+            out.append(CommNeed(group="ep", op="all_to_all", shape=shape, nbytes=nbytes,
+                                seconds=moe.routed_a2a_time(model, cluster, s, value),
+                                when=f"{what}, per MoE layer and pass ({model.moe_layers} MoE layers{limited})"))
     if s.etp > 1:
         shape, nbytes = moe.etp_shape(cluster, s), moe.dispatch_bytes(model, s) * s.etp
         out.append(CommNeed(group="etp", op="all_gather", shape=shape, nbytes=nbytes,
