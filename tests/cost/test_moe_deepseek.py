@@ -224,3 +224,11 @@ def test_dualpipev_hides_all_to_alls_in_its_pairs_not_with_ep_overlap(h800):
     layers = fam.chunk_layers(MLA.layers, s)[1]
     assert dict(cost.parts)["compute"] - dict(plain.parts)["compute"] == pytest.approx(
         layers * lay.a2a_forward * fam.COMM_SM_SHARE)
+
+
+def test_check_lists_the_dispatch_and_combine_whose_times_make_the_layer_s_all_to_alls(h800):
+    model, s = replace(MLA, route_nodes=2), _plan(ep=32, precision="fp8-blockwise")
+    rows = [c for c in fam.collectives(model, h800, s) if c.group == "ep"]
+    assert [r.when.split(",")[0] for r in rows] == ["dispatch", "combine"]
+    assert rows[0].nbytes < rows[1].nbytes
+    assert sum(r.seconds for r in rows) == pytest.approx(moe.moe_layer(model, h800, moe.layer_key(s)).a2a_forward)
