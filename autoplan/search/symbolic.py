@@ -41,11 +41,17 @@ def _cost_or_inf(model: ModelSpec, cluster: ClusterSpec, s: Strategy, weights: s
 
 def symbolic_order(model: ModelSpec, cluster: ClusterSpec, plans: Sequence[Strategy],
                    weights: str = "balance") -> tuple[list[tuple[float, Strategy]], int]:
-    """Distinct plans that fit, best symbolic score first (ties by label); and how many did not fit."""
+    """Distinct plans that fit, best symbolic score first (``order_key``); and how many did not fit."""
     distinct = distinct_plans(cluster, list(plans))
     fitting = [s for s in distinct if _fits(model, cluster, s)]
-    scored = sorted(((_cost_or_inf(model, cluster, s, weights), s) for s in fitting), key=lambda x: (x[0], x[1].short()))
+    scored = sorted(((_cost_or_inf(model, cluster, s, weights), s) for s in fitting), key=lambda x: order_key(*x))
     return scored, len(distinct) - len(fitting)
+
+
+def order_key(score: float, s: Strategy) -> tuple:
+    """Lowest symbolic cost first; equal costs (e.g. micro-batch sizes of one pipeline-free plan: the same FLOPs
+    and bytes) by fewer passes per step (fewer, larger kernels), then by label (deterministic)."""
+    return (score, s.micro_batches * s.chunks, s.short())
 
 
 def prefilter(model: ModelSpec, cluster: ClusterSpec, plans: Sequence[Strategy], percent: float,
