@@ -98,10 +98,14 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
     from autoplan.search import study as st
 
     t0 = time.perf_counter()
-    dropped = 0
+    counts = None
     if prefilter is not None:
-        kept = symbolic.prefilter(model, cluster, plans, prefilter, weights, keep_at_least=top_k)
-        plans, dropped = kept, len(plans) - len(kept)
+        order, out_of_memory = symbolic.symbolic_order(model, cluster, plans, weights)
+        kept = symbolic.best_percent(order, prefilter, top_k)
+        # the search sees only the kept plans; its summary counts the whole space's
+        counts = dict(valid=len(plans), equivalent=len(plans) - len(order) - out_of_memory,
+                      out_of_memory=out_of_memory, prefiltered=len(order) - len(kept))
+        plans = kept
     folder = folder if isinstance(folder, RunFolder) else RunFolder(folder)
     resuming = folder.file(RECORD).exists()
     known = folder.load_evaluations()
@@ -131,8 +135,9 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
     finally:
         recorder.close()
         executor.close()
-    result.prefiltered = dropped
-    if dropped:
+    if counts:
+        for name, value in counts.items():
+            setattr(result, name, value)
         result.seconds = time.perf_counter() - t0     # the symbolic scoring of every plan counts too
     return result
 

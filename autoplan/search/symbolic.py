@@ -57,7 +57,11 @@ def order_key(score: float, s: Strategy) -> tuple:
 def prefilter(model: ModelSpec, cluster: ClusterSpec, plans: Sequence[Strategy], percent: float,
               weights: str = "balance", keep_at_least: int = 1) -> list[Strategy]:
     """The symbolic best ``percent`` % of the plans that fit (at least ``keep_at_least``), best first."""
-    order, _ = symbolic_order(model, cluster, plans, weights)
+    return best_percent(symbolic_order(model, cluster, plans, weights)[0], percent, keep_at_least)
+
+
+def best_percent(order: list[tuple[float, Strategy]], percent: float, keep_at_least: int = 1) -> list[Strategy]:
+    """The first ``percent`` % of a symbolic order (at least ``keep_at_least`` plans)."""
     keep = max(keep_at_least, math.ceil(len(order) * percent / 100))
     return [s for _, s in order[:keep]]
 

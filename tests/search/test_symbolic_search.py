@@ -113,3 +113,26 @@ def test_cli_prefilter_and_symbolic_cost_together_are_refused(tmp_path):
     r = CliRunner().invoke(main, ["search", "--model", "llama3-8b", "--gpus", "16", "--out", str(tmp_path),
                                   "--cost", "symbolic", "--prefilter", "10"])
     assert r.exit_code == 2 and "--prefilter" in r.output and "Traceback" not in r.output
+
+
+def test_run_search_with_a_prefilter_counts_the_whole_space(small_case, tmp_path):
+    from autoplan.search.run import run_search
+
+    model, cluster, plans = small_case
+    (tmp_path / "run").mkdir()
+    result = run_search(model, cluster, plans, tmp_path / "run", top_k=3, workers=0, sampler="exhaustive",
+                        prefilter=10)
+    order, out_of_memory = symbolic_order(model, cluster, plans)
+    assert result.valid == len(plans) and result.out_of_memory == out_of_memory
+    assert result.prefiltered == len(order) - math.ceil(len(order) / 10)
+    assert len(result.evaluations) + result.pruned + result.prefiltered == len(order)
+
+
+def test_run_search_by_symbolic_cost_keeps_its_order(small_case, tmp_path):
+    from autoplan.search.run import run_search
+
+    model, cluster, plans = small_case
+    (tmp_path / "run").mkdir()
+    result = run_search(model, cluster, plans, tmp_path / "run", top_k=4, workers=0, cost="symbolic")
+    order, _ = symbolic_order(model, cluster, plans)
+    assert [e.strategy for e in result.leaderboard] == [s for _, s in order[:4]]
