@@ -78,7 +78,7 @@ def model_options(fn: Callable) -> Callable:
     fn = click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True,
                       help="Cluster spec name (see `autoplan clusters`) or a .toml file.")(fn)
     fn = click.option("--model", "model_name", default="gpt3", show_default=True,
-                      help="Model name (see `autoplan models`) or a .toml file.")(fn)
+                      help="Model name (see `autoplan models`), a .toml file or a HuggingFace config.json.")(fn)
     return fn
 
 
@@ -278,7 +278,8 @@ def _fixable() -> list[str]:
 def space_options(fn: Callable) -> Callable:
     """--model, --gpus, --cluster, --global-batch, --space and a flag to fix each axis of the space."""
     opts = [
-        click.option("--model", "model_name", default="gpt3", show_default=True, help="Model name or .toml file."),
+        click.option("--model", "model_name", default="gpt3", show_default=True,
+                     help="Model name, .toml file or HuggingFace config.json."),
         click.option("--gpus", type=int, default=None, help="Number of GPUs (whole nodes). [required]"),
         click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True, help="Cluster spec name or .toml file."),
         click.option("--global-batch", type=int, default=DEFAULT_GLOBAL_BATCH, show_default=True),
