@@ -69,15 +69,22 @@ def tier_weights(cluster: ClusterSpec, weights: str = "shape") -> tuple[float, .
     raise ValueError(f"symbolic weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
+def weighted_cluster(cluster: ClusterSpec, flop_weight: float, byte_weights: tuple[float, ...]) -> ClusterSpec:
+    """``cluster`` where a second is ``flop_weight`` per FLOP plus ``byte_weights[k]`` per byte through tier k (a
+    zero weight: free), with no efficiency, latency, overhead, wave quantization or ramp; HBM traffic free."""
+    rate = lambda w: 1.0 / w if w else FREE  # noqa: E731
+    gpu = replace(cluster.gpu, peak_flops=rate(flop_weight), clock_ratio=1.0, gemm_efficiency=1.0,
+                  attention_efficiency=1.0, gemm_half_k=0.0, gemm_tile=(1, 1), sm_count=1, kernel_overhead=0.0,
+                  hbm_bandwidth=FREE, memory_efficiency=1.0, attention_memory_efficiency=1.0)
+    tiers = tuple(replace(t, bandwidth=rate(w), efficiency=1.0, latency=0.0, allreduce_busbw=0.0,
+                          half_bandwidth_bytes=0.0) for t, w in zip(cluster.tiers, byte_weights))
+    return replace(cluster, gpu=gpu, tiers=tiers)
+
+
 def unit_cluster(cluster: ClusterSpec, weights: str = "shape") -> ClusterSpec:
     """``cluster`` with every rate 1 (a byte through tier k costs w_k): seconds there are FLOPs and bytes."""
-    gpu = replace(cluster.gpu, peak_flops=1.0, clock_ratio=1.0, gemm_efficiency=1.0, attention_efficiency=1.0,
-                  gemm_half_k=0.0, gemm_tile=(1, 1), sm_count=1, kernel_overhead=0.0,
-                  hbm_bandwidth=FREE, memory_efficiency=1.0, attention_memory_efficiency=1.0)
-    tiers = tuple(replace(t, bandwidth=1.0 / w, efficiency=1.0, latency=0.0, allreduce_busbw=0.0,
-                          half_bandwidth_bytes=0.0) for t, w in zip(cluster.tiers, tier_weights(cluster, weights)))
-    return replace(cluster, gpu=gpu, tiers=tiers)
+    return weighted_cluster(cluster, 1.0, tier_weights(cluster, weights))
 
 
 def bubble_fraction(s: Strategy) -> float:
@@ -129,6 +136,31 @@ def symbolic_score(model: ModelSpec, cluster: ClusterSpec, s: Strategy, weights:
 
 def symbolic_cost(model: ModelSpec, cluster: ClusterSpec, s: Strategy, weights: str = "shape") -> float:
     """``symbolic_score(...).score`` without the memory check (for plans already known to fit)."""
-    costs = family_of(model).step_costs(model, unit_cluster(cluster, weights), s)
-    stretch = 1 + bubble_fraction(s)
+    return _critical(model, unit_cluster(cluster, weights), s)
+
+
+def _critical(model: ModelSpec, unit: ClusterSpec, s: Strategy, bubble: bool = True) -> float:
+    """The slowest stage's busy time (stretched by the bubble unless ``bubble`` is False) plus its exposed time."""
+    costs = family_of(model).step_costs(model, unit, s)
+    stretch = 1 + bubble_fraction(s) if bubble else 1.0
     return max(_stage_busy(costs, s, i) * stretch + _exposed(costs, s, i) for i in _stages(s))
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolicVolumes:
+    """What the slowest stage of a plan computes and moves in one step, per GPU, each on its own."""
+
+    flops: float
+    """FLOPs of the busiest stage's passes over all micro-batches (recompute included; bubble not)."""
+    tier_bytes: tuple[tuple[str, float], ...]
+    """(tier name, bytes through that tier on the critical path), innermost first; bubble not included."""
+    bubble: float
+
+
+def symbolic_volumes(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> SymbolicVolumes:
+    """The FLOPs and the bytes per tier behind ``symbolic_score``, each probed alone (the others made free)."""
+    n = len(cluster.tiers)
+    flops = _critical(model, weighted_cluster(cluster, 1.0, (0.0,) * n), s, bubble=False)
+    tiers = tuple((t.name, _critical(model, weighted_cluster(cluster, 0.0, tuple(float(i == k) for i in range(n))),
+                                     s, bubble=False)) for k, t in enumerate(cluster.tiers))
+    return SymbolicVolumes(flops=flops, tier_bytes=tiers, bubble=bubble_fraction(s))

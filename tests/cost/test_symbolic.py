@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from autoplan.cost import compute, network
-from autoplan.cost.symbolic import (bubble_fraction, symbolic_cost, symbolic_score, tier_weights, unit_cluster)
+from autoplan.cost.symbolic import (bubble_fraction, symbolic_cost, symbolic_score, symbolic_volumes, tier_weights,
+                                     unit_cluster)
 from autoplan.specs.cluster import load_cluster
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
@@ -91,3 +92,36 @@ def test_a_plan_that_does_not_fit_says_so():
     big = ModelSpec(name="big", layers=96, hidden=12288, heads=96, ffn_hidden=4 * 12288, vocab=51200, seq_len=2048)
     assert not symbolic_score(big, H100_64, Strategy(dp=64, micro_batch=1, global_batch=64)).fits
     assert symbolic_score(TINY, H100_64, Strategy(dp=64, micro_batch=1, global_batch=64)).fits
+
+
+@pytest.mark.parametrize("weights", ["shape", "balance"])
+@pytest.mark.parametrize("plan", [dict(dp=2, tp=4), dict(dp=8), dict(dp=4, tp=2, sequence_parallel=True)])
+def test_without_a_pipeline_the_score_is_flops_plus_weighted_bytes(weights, plan):
+    """One node, no pipeline: every term is linear, so the score splits exactly into its volumes."""
+    one = load_cluster("dgx-h100-80g", 8)
+    s = Strategy(micro_batch=1, global_batch=64, **plan)
+    vol = symbolic_volumes(TINY, one, s)
+    w = dict(zip((t.name for t in one.tiers), tier_weights(one, weights)))
+    expected = vol.flops + sum(w[name] * nbytes for name, nbytes in vol.tier_bytes)
+    assert symbolic_cost(TINY, one, s, weights) == pytest.approx(expected, rel=1e-9)
+
+
+def test_tensor_parallel_bytes_stay_on_nvlink_and_data_parallel_bytes_cross_nodes():
+    inside = dict(symbolic_volumes(TINY, H100_64, Strategy(dp=8, tp=8, micro_batch=1, global_batch=64,
+                                                           overlap_grad_reduce=False)).tier_bytes)
+    names = [t.name for t in H100_64.tiers]
+    assert inside[names[0]] > 0 and inside[names[1]] > 0        # TP over NVLink; the DP reduce spans 8 nodes
+    alone = dict(symbolic_volumes(TINY, load_cluster("dgx-h100-80g", 8),
+                                  Strategy(dp=1, tp=8, micro_batch=1, global_batch=8)).tier_bytes)
+    assert alone[names[0]] > 0 and all(alone[n] < 1e-6 for n in names[1:])
+
+
+def test_check_reports_the_symbolic_volumes():
+    from autoplan.inspect import plan_report
+
+    s = Strategy(dp=8, tp=8, micro_batch=1, global_batch=64)
+    sym = plan_report(TINY, H100_64, s)["symbolic"]
+    vol = symbolic_volumes(TINY, H100_64, s)
+    assert sym["tflop"] == pytest.approx(vol.flops / 1e12)
+    assert list(sym["tier_gb"]) == [t.name for t in H100_64.tiers]
+    assert sym["score_shape"] == pytest.approx(symbolic_cost(TINY, H100_64, s, "shape"))
