@@ -15,12 +15,14 @@ registered family (``autoplan.cost.families``) without new per-family code, and 
 
 What it may know of the hardware (the issue's "nothing beyond the topology shape"):
 
-* ``shape`` weights (the default): w_k = 1 for every tier. Only the topology's shape is kept: GPUs per node,
-  the tiers and how many GPUs each joins (which decides which tier a group's traffic crosses and how a node's
-  rails share it). A FLOP and a byte weigh the same.
+* ``shape`` weights (these functions' default): w_k = 1 for every tier. Only the topology's shape is kept: GPUs
+  per node, the tiers and how many GPUs each joins (which decides which tier a group's traffic crosses and how a
+  node's rails share it). A FLOP and a byte weigh the same.
 * ``balance`` weights: w_k = peak FLOP/s ÷ tier bandwidth (B/s), both datasheet numbers (the roofline's
   machine balance, Williams et al. 2009): one dimensionless ratio per tier, no efficiency, latency or other
-  calibration constant. It is a hardware constant, offered to measure what the strict mode gives up.
+  calibration constant. It is a hardware constant; ``autoplan search --cost symbolic`` uses it by default, as
+  the strict mode ranks poorly (Kendall τ 0.12–0.55 against the simulator, balance 0.71–0.88:
+  ``benchmarks/bench_symbolic.py``).
 
 HBM capacity is used only as the feasibility constraint (a plan that does not fit is no plan), through the
 family's ``peak_memory`` on the real cluster.
