@@ -8,8 +8,6 @@ import math
 import time
 from typing import Callable, Sequence
 
-import numpy as np
-
 from autoplan.cost.families import peak_memory
 from autoplan.cost.symbolic import symbolic_cost
 from autoplan.search.exhaustive import SearchResult, distinct_plans
@@ -99,6 +97,8 @@ def symbolic_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy
 def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
     """Kendall's τ-b of two rankings of the same items: +1 same order, −1 reversed, ties counted as neither
     (Kendall 1945, Biometrika 33(3), τ_b); nan when either is constant."""
+    import numpy as np                           # only the benchmarks and tests measure agreement
+
     a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if a.shape != b.shape or a.ndim != 1:
         raise ValueError(f"kendall_tau needs two equally long sequences, got {a.shape} and {b.shape}")
@@ -116,5 +116,7 @@ def kendall_tau(x: Sequence[float], y: Sequence[float]) -> float:
 
 def top_overlap(x: Sequence[float], y: Sequence[float], k: int = 10) -> int:
     """How many of the k lowest items by ``x`` are also among the k lowest by ``y`` (ties by position)."""
+    import numpy as np
+
     first = set(np.argsort(np.asarray(x, dtype=float), kind="stable")[:k].tolist())
     return len(first & set(np.argsort(np.asarray(y, dtype=float), kind="stable")[:k].tolist()))
