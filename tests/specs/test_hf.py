@@ -130,3 +130,16 @@ def test_cli_checks_a_plan_of_a_config_json():
                                   "--json"])
     assert r.exit_code in (0, 1), r.output           # 1: valid, but does not fit in memory
     assert json.loads(r.output)["model"] == "llama-3.1-8b"
+
+
+def test_qwen3_moe_names_its_experts_num_experts():
+    # the keys of Qwen/Qwen3-30B-A3B's config.json (sizes as published there)
+    data = {"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 2048,
+            "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+            "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
+            "vocab_size": 151936, "max_position_embeddings": 40960, "hidden_act": "silu", "rms_norm_eps": 1e-6,
+            "tie_word_embeddings": False, "attention_bias": False}
+    kw = config_fields(data)
+    assert {k: kw[k] for k in MOE_FIELDS} == dict(experts=128, top_k=8, moe_ffn_hidden=768, shared_experts=0,
+                                                  dense_layers=0, capacity_factor=0.0)
+    assert kw["head_dim"] == 128 and kw["kv_heads"] == 4
