@@ -4,6 +4,10 @@ Reads the architectures autoplan can cost: Llama, Mistral, Qwen2/3 (dense), GPT-
 MLA models Mixtral, Qwen3-MoE and DeepSeek-V2/V3, whose expert and latent-attention fields map to the MoE
 family's ModelSpec fields (``MOE_FIELDS``, ``MLA_FIELDS``). Field meanings: the ``transformers`` configuration
 classes (``LlamaConfig``, ``MixtralConfig``, ``DeepseekV3Config``, ``GPT2Config``, ``GPTNeoXConfig`` docs).
+
+Not modelled, and so ignored: rope_theta and the RoPE scaling itself (only its pre-training length is read),
+sliding_window, Qwen2's QKV bias and Qwen3's QK norm, GPT-NeoX's parallel residual and partial rotary, DeepSeek-V3's
+multi-token-prediction layer (num_nextn_predict_layers), router details (groups, scoring, aux losses).
 """
 
 from __future__ import annotations
