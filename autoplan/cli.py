@@ -130,7 +130,12 @@ def build_plan(model_name: str, cluster: str, gpus: int, **kw: Any) -> tuple[Any
     if dp is None:
         if gpus % (tp * pp * cp):
             raise SpecError(f"--gpus {gpus} is not divisible by tp·pp·cp = {tp}·{pp}·{cp} = {tp * pp * cp}")
-        dp = data_parallel(gpus, tp, pp, cp)
+        split = kw["spatial"] * kw["channel"] * kw["filter"]        # CNN degrees (1 for transformers)
+        if gpus % (tp * pp * cp * split):
+            raise SpecError(f"--gpus {gpus} is not divisible by pp·spatial·channel·filter = {pp}·{kw['spatial']}·"
+                            f"{kw['channel']}·{kw['filter']} = {pp * split}" + (f" (times tp·cp = {tp * cp})"
+                                                                               if tp * cp > 1 else ""))
+        dp = data_parallel(gpus, tp, pp, cp) // split
     schedule = kw["schedule"] or ("interleaved" if kw["virtual_stages"] > 1 else "1f1b")
     s = Strategy(**{f.name: kw[f.name] for f in KNOBS} | {"dp": dp, "schedule": schedule})
     return model, spec, s
@@ -159,7 +164,8 @@ def models(as_json: bool) -> None:
     for col in ("name", "params", "layers", "hidden", "heads (kv)", "ffn", "vocab", "seq", "mlp", "source"):
         t.add_column(col, justify="right" if col not in ("name", "source", "mlp") else "left")
     for m in ms:
-        t.add_row(m.name, f"{m.params() / 1e9:.1f}B", str(m.layers), str(m.hidden), f"{m.heads} ({m.kv_heads})",
+        n = m.params()
+        t.add_row(m.name, f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.1f}M", str(m.layers), str(m.hidden), f"{m.heads} ({m.kv_heads})",
                   str(m.ffn_hidden), str(m.vocab), str(m.seq_len), m.activation, m.source)
     _console().print(t)
     _console().print("aliases: " + ", ".join(f"{a} → {n}" for a, n in sorted(aliases().items())))
@@ -175,7 +181,8 @@ def clusters(as_json: bool) -> None:
     specs = [load_cluster(name) for name in list_clusters()]
     if as_json:
         click.echo(json.dumps([{"name": c.name, "description": c.description, "gpu": c.gpu.name,
-                                "gpus_per_node": c.gpus_per_node, "peak_tflops": c.gpu.peak_flops / 1e12,
+                                "gpus_per_node": c.gpus_per_node, "nvlink_domain_gpus": c.domain_gpus,
+                                "peak_tflops": c.gpu.peak_flops / 1e12,
                                 "hbm_gib": c.gpu.hbm_bytes / 2**30,
                                 "tiers": [{"name": t.name, "gpus": t.gpus, "bandwidth_gb_per_s": t.bandwidth / 1e9,
                                            "efficiency": t.efficiency} for t in c.tiers]} for c in specs], indent=2))
@@ -186,7 +193,8 @@ def clusters(as_json: bool) -> None:
         t.add_column(col)
     for c in specs:
         tiers = ", ".join(f"{x.name} {x.bandwidth / 1e9:g}×{x.efficiency:g}" for x in c.tiers)
-        t.add_row(c.name, c.gpu.name, str(c.gpus_per_node), f"{c.gpu.peak_flops / 1e12:g}",
+        per_node = str(c.gpus_per_node) + (f" (NVLink {c.domain_gpus})" if c.domain_gpus != c.gpus_per_node else "")
+        t.add_row(c.name, c.gpu.name, per_node, f"{c.gpu.peak_flops / 1e12:g}",
                   f"{c.gpu.hbm_bytes / 2**30:g}", tiers)
     _console().print(t)
 
@@ -224,9 +232,10 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
 
     from autoplan.sim.simulate import evaluate, score, simulate_step
     from autoplan.cost.families import violations
+    from autoplan.specs.hardware import hardware_violations
 
     model, spec, s = build_plan(model_name, cluster, gpus, **kw)
-    reasons = violations(model, spec.gpus, s)
+    reasons = violations(model, spec.gpus, s) + hardware_violations(model, spec, s)
     if reasons:
         raise SpecError("invalid plan: " + "; ".join(reasons))
     e = evaluate(model, spec, s)
@@ -283,7 +292,8 @@ def space_options(fn: Callable) -> Callable:
         click.option("--gpus", type=int, default=None, help="Number of GPUs (whole nodes). [required]"),
         click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True, help="Cluster spec name or .toml file."),
         click.option("--global-batch", type=int, default=DEFAULT_GLOBAL_BATCH, show_default=True),
-        click.option("--space", default="default", show_default=True, help="Search space name or .toml file."),
+        click.option("--space", default="default", show_default=True,
+                     help="Search space name or .toml file (MoE models: default means moe)."),
     ] + [_knob_option(name, knob_of(name), None, knob_of(name).fix_help, False) for name in _fixable()]
     for opt in reversed(opts):
         fn = opt(fn)
@@ -308,7 +318,16 @@ def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: i
                         f"not {fixed['schedule']}")
     model = get_model(model_name)
     spec = load_cluster(cluster, gpus)
-    return model, spec, load_space(space, {k: v for k, v in fixed.items() if k in _fixable()})
+    if space == "default":                      # a family may bring its own axes (CNNs: spatial, channel, filter)
+        from autoplan.cost.families import family_of
+        space = getattr(family_of(model), "default_space", space)
+    loaded = load_space(space, {k: v for k, v in fixed.items() if k in _fixable()})
+    from autoplan.specs.hardware import unsupported_precisions
+
+    refused = unsupported_precisions(spec, loaded.axes["precision"])
+    if refused:
+        raise SpecError(refused)
+    return model, spec, loaded
 
 
 @main.command()
@@ -452,7 +471,7 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
     from autoplan.report.terminal import leaderboard_table
     con = _console()
     con.print(leaderboard_table(table, f"Best plans: {model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
-                                       f"global batch {inputs['global_batch']}"))
+                                       f"global batch {inputs['global_batch']}", _throughput_unit(model)))
     if not result.leaderboard:
         con.print("[bold red]no plan fits in memory[/]: try more GPUs, recompute, ZeRO or a smaller micro-batch")
     same = f" ({result.equivalent} same as another plan here)" if result.equivalent else ""
@@ -476,6 +495,13 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
 _SYMBOLIC_DEFAULTS = {"cost": "sim", "prefilter": None, "symbolic_weights": "balance"}
 """The symbolic-cost flags of ``search`` (``search/symbolic.py``) and their defaults; inputs.json records them only
 when they differ."""
+
+
+def _throughput_unit(model: Any) -> str:
+    """samples/s for models whose sample is one "token" (CNNs), else tokens/s."""
+    return "samples/s" if model is not None and model.structure is not None else "tokens/s"
+
+
 _RESUMED = ("gpus", "global_batch", "top", "sampler", "budget", "seed")
 """Search settings a resume takes from the run's inputs.json (with the model, cluster and space)."""
 _RESUME_MAY_CHANGE = ("resume", "out", "workers", "ray_address", "storage", "as_json")
@@ -553,7 +579,7 @@ def show_cmd(run: str, top: int | None, as_json: bool) -> None:
         click.echo(json.dumps({"run": str(r.folder), "leaderboard": table}, indent=2))
         return
     from autoplan.report.terminal import leaderboard_table
-    _console().print(leaderboard_table(table, f"Best plans: {r.title}"))
+    _console().print(leaderboard_table(table, f"Best plans: {r.title}", _throughput_unit(r.model)))
     if not table:
         click.echo("no plan of this run fits in memory")
     elif (top or 0) > r.top_k and r.inputs.get("sampler") == "exhaustive":
@@ -564,8 +590,9 @@ def show_cmd(run: str, top: int | None, as_json: bool) -> None:
 @main.command("export")
 @click.argument("run")
 @click.option("--rank", type=int, default=1, show_default=True, help="Which plan of the leaderboard (1 = best).")
-@click.option("--format", "fmt", type=click.Choice(["megatron", "torchtitan"]), default="megatron",
-              show_default=True, help="Megatron-LM arguments or a torchtitan job-config fragment.")
+@click.option("--format", "fmt", type=click.Choice(["megatron", "torchtitan", "pytorch"]), default=None,
+              help="Megatron-LM arguments, a torchtitan job-config fragment, or a PyTorch DDP launch hint "
+                   "[default: pytorch for CNNs, else megatron].")
 @friendly
 def export_cmd(run: str, rank: int, fmt: str) -> None:
     """Print the launch settings of a plan of a run folder."""
@@ -578,6 +605,8 @@ def export_cmd(run: str, rank: int, fmt: str) -> None:
     header = (f"rank {rank} of {r.folder.name}: {e.strategy.short()} ({m.step_time:.3f} s/step, "
               f"{m.tokens_per_s:,.0f} tokens/s, {e.peak_memory / 2**30:.1f} GiB peak)\n{r.title}")
     flash = r.cluster.flash_attention if r.cluster is not None else True
+    if fmt is None:
+        fmt = "pytorch" if r.model is not None and r.model.structure is not None else "megatron"
     click.echo(export_text(fmt, e.strategy, r.model, flash, header), nl=False)
 
 
@@ -620,7 +649,7 @@ def parse_network(text: str) -> tuple:
 
 @main.command("collective")
 @click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True,
-              help="Cluster spec name or a .toml file; its tiers give the dimensions.")
+              help="Cluster spec name or a .toml file; its [[dimensions]], else its tiers, give the dimensions.")
 @click.option("--gpus", type=int, default=None, help="GPUs in the group (required unless --network).")
 @click.option("--network", default=None,
               help="Dimensions instead of a cluster: TOPOLOGY:SIZE:GB_PER_S[:LATENCY_US],... innermost first "
@@ -634,9 +663,11 @@ def parse_network(text: str) -> tuple:
 @click.option("--intra", type=click.Choice(["fifo", "scf"]), default="scf", show_default=True,
               help="Order of waiting chunks within a dimension: arrival, or smallest chunk first.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--trace", "trace_path", type=_UsablePath(dir_okay=False, writable=True), default=None,
+              help="Write the chunk phases, run as events on per-dimension link streams, as a Perfetto trace.")
 @friendly
 def collective_cmd(cluster: str, gpus: int | None, network: str | None, op: str, size: str, policy: str,
-                   chunks: int, intra: str, as_json: bool) -> None:
+                   chunks: int, intra: str, as_json: bool, trace_path: str | None = None) -> None:
     """Time one collective on a multi-dimensional network, baseline or Themis schedule (arXiv 2110.04478)."""
     from autoplan.cost.dims import dims_of
     from autoplan.cost.themis import collective
@@ -653,6 +684,11 @@ def collective_cmd(cluster: str, gpus: int | None, network: str | None, op: str,
         dims, where = dims_of(spec, gpus), f"{gpus} GPUs of {spec.name}"
     r = collective(dims, op, nbytes, policy=policy, chunks=chunks, intra=intra)
     base = collective(dims, op, nbytes, policy="baseline", chunks=chunks, intra=intra)
+    if trace_path is not None:
+        from pathlib import Path
+
+        from autoplan.sim.chunked import simulate, trace_events
+        Path(trace_path).write_text(json.dumps({"traceEvents": trace_events(simulate(r))}))
     rows = [{"dimension": d.name or f"dim {i + 1}", "size": d.size, "topology": d.topology,
              "bandwidth_gb_per_s": d.bandwidth / 1e9, "latency_us": d.latency * 1e6, "sent_bytes": s,
              "busy_ms": b * 1e3, "utilisation": u}

@@ -7,6 +7,7 @@ from autoplan.cost.compute import LayerCompute
 from autoplan.cost.costs import CommNeed
 from autoplan.cost.families import block_ops, collectives, memory_per_stage, violations
 from autoplan.cost.symbolic import WEIGHTS, symbolic_cost, symbolic_volumes
+from autoplan.specs.hardware import hardware_violations
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
@@ -21,7 +22,7 @@ def capacity_text(hbm_bytes: float) -> str:
 
 def plan_report(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict:
     """A JSON-ready report: valid?, reasons, per-stage memory (GiB), one layer's times, each collective."""
-    reasons = violations(model, cluster.gpus, s)
+    reasons = violations(model, cluster.gpus, s) + hardware_violations(model, cluster, s)
     report: dict = {"valid": not reasons, "violations": reasons, "plan": s.to_dict(), "model": model.name,
                     "cluster": cluster.name, "gpus": cluster.gpus}
     if reasons:

@@ -17,13 +17,17 @@ from typing import Callable, TypeVar
 import yaml
 
 from autoplan.cost import network
+from autoplan.cost.families import violations as family_violations
 from autoplan.cost.memory import memory_per_stage
 from autoplan.errors import SpecError
-from autoplan.sim.simulate import evaluate
+from autoplan.cost.families import cnn as cnn_family
+from autoplan.sim.simulate import evaluate, score
+from autoplan.specs.cnn import build
 from autoplan.specs.catalog import list_models
 from autoplan.specs.cluster import ClusterSpec, load_cluster
+from autoplan.specs.layout import balanced_layout
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import KNOBS, Strategy, data_parallel, violations
+from autoplan.specs.strategy import KNOBS, Strategy, data_parallel
 
 GIB = 1024**3
 T = TypeVar("T")
@@ -48,6 +52,8 @@ class CaseResult:
     searched: tuple[str, ...] = ()
     """Knobs the source did not publish, searched here (the fastest feasible plan is reported)."""
     note: str = ""
+    known_gap: str = ""
+    """Why the file marks this run as a known gap of the model (its error is shown, not counted in summaries)."""
 
     @property
     def error_pct(self) -> float | None:
@@ -79,6 +85,8 @@ class Report:
     cases: list[CaseResult]
     memory: list[CheckResult] = field(default_factory=list)
     bandwidth: list[CheckResult] = field(default_factory=list)
+    cnn: list[CaseResult] = field(default_factory=list)
+    """CNN runs (``cnn_cases``), summarised apart from the transformer runs."""
 
     def groups(self) -> dict[str, list[CaseResult]]:
         """Cases by group, in file order."""
@@ -89,8 +97,8 @@ class Report:
 
     @staticmethod
     def summary(rows: list) -> dict[str, float]:
-        """Mean and max |error| (%) over rows that have a prediction."""
-        errs = [abs(r.error_pct) for r in rows if r.error_pct is not None]
+        """Mean and max |error| (%) over rows that have a prediction (known gaps left out)."""
+        errs = [abs(r.error_pct) for r in rows if r.error_pct is not None and not getattr(r, "known_gap", "")]
         return {"n": len(errs), "mean_abs_pct": mean(errs) if errs else float("nan"),
                 "max_abs_pct": max(errs) if errs else float("nan")}
 
@@ -163,11 +171,12 @@ def check_cases(data: dict, where: str) -> None:
         for key in ("kv_heads", "head_dim"):
             _positive(model.get(key) or None, f"{at}: model.{key}", optional=True)
         _positive(st.get("global_batch"), f"{at}: strategy.global_batch")
-        for key in ("tp", "pp", "cp", "dp", "microbatch", "virtual_stages_per_rank"):
+        for key in ("tp", "pp", "cp", "dp", "microbatch", "virtual_stages_per_rank", "ep", "etp"):
             _positive(st.get(key) or None, f"{at}: strategy.{key}", optional=True)
-        metric = next((k for k in ("iteration_time_s", "tflops_per_gpu") if k in measured), None)
+        metric = next((k for k in ("iteration_time_s", "tflops_per_gpu", "tokens_per_s_per_gpu") if k in measured),
+                      None)
         if metric is None:
-            raise SpecError(f"{at}: measured needs iteration_time_s or tflops_per_gpu")
+            raise SpecError(f"{at}: measured needs iteration_time_s, tflops_per_gpu or tokens_per_s_per_gpu")
         _positive(measured[metric], f"{at}: measured.{metric}", integer=False)
     for i, mc in enumerate(_list(data, "memory_cases", where), 1):
         at = f"{where}: memory case #{i}"
@@ -175,6 +184,17 @@ def check_cases(data: dict, where: str) -> None:
         for key, value in ref.items():
             _positive(value, f"{at}: reference_gib_per_gpu.{key}", integer=False)
     _list(data, "collective_bandwidth", where)
+    for i, case in enumerate(_list(data, "cnn_cases", where), 1):
+        at = f"{where}: CNN case #{i} ({str(case.get('id', '?'))[:60]!r})"
+        hw, model, st, measured = (_table(case, k, at) for k in ("hardware", "model", "strategy", "measured"))
+        _positive(hw.get("num_gpus"), f"{at}: hardware.num_gpus")
+        _positive(model.get("image_size"), f"{at}: model.image_size")
+        for key in ("dp", "micro_batch", "global_batch"):
+            _positive(st.get(key), f"{at}: strategy.{key}")
+        metric = next((k for k in CNN_METRICS if k in measured), None)
+        if metric is None:
+            raise SpecError(f"{at}: measured needs one of {', '.join(CNN_METRICS)}")
+        _positive(measured[metric], f"{at}: measured.{metric}", integer=False)
 
 
 def group_of(case: dict) -> str:
@@ -182,10 +202,14 @@ def group_of(case: dict) -> str:
     src = str(case.get("group", "")) + str(case.get("source", ""))
     if "2205.05198" in src:
         return "Korthikanti 2022 (A100)"
+    if "2104.04473" in src and "Table 2" in src:
+        return "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)"
     if "2104.04473" in src:
         return "Megatron SC'21 (A100)"
+    if "H100" in str(case.get("hardware", {}).get("gpu", "")) and case.get("model", {}).get("experts"):
+        return "MoE: NVIDIA H100 recipes"
     if "H100" in str(case.get("hardware", {}).get("gpu", "")):
-        return "NVIDIA H100 recipes"
+        return "NVIDIA H100 recipes" + (", FP8" if precision_of(case) != "bf16" else "")
     return str(case.get("group", "other"))
 
 
@@ -195,7 +219,10 @@ def model_of(m: dict) -> ModelSpec:
     for spec in list_models():
         if (spec.layers, spec.hidden, spec.heads, spec.kv_heads, spec.ffn_hidden, spec.vocab) == (
                 m["layers"], m["hidden"], m["heads"], kv, m["ffn_hidden"], m["vocab"]):
-            return replace(spec, seq_len=m["seq_len"])
+            spec = replace(spec, seq_len=m["seq_len"])
+            # NVIDIA's MoE benchmarks force-balance the routing (Megatron-Core --moe-router-force-load-balancing): every
+            # expert gets the mean load, as with capacity factor 1.0 (a published setting, not a fitted one)
+            return replace(spec, capacity_factor=1.0) if spec.moe and m.get("force_balanced_routing") else spec
     return ModelSpec(name=str(m.get("name", "case-model")), layers=m["layers"], hidden=m["hidden"], heads=m["heads"],
                      kv_heads=kv, head_dim=m.get("head_dim") or 0, ffn_hidden=m["ffn_hidden"], vocab=m["vocab"],
                      seq_len=m["seq_len"])
@@ -218,11 +245,23 @@ def _recompute(value: object) -> str:
     return "selective" if "selective" in text else "full" if "full" in text else "none"
 
 
+def precision_of(case: dict) -> str:
+    """The run's GEMM precision: ``strategy.precision`` if given, else ``model.dtype`` (an "fp8" run: Transformer
+    Engine's tensor-wise delayed scaling, NeMo's default FP8 recipe), else bf16."""
+    st, model = case["strategy"], case["model"]
+    if _known(st.get("precision")):
+        return str(st["precision"])
+    return "fp8" if "fp8" in str(model.get("dtype", "")).lower() else "bf16"
+
+
 def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy], tuple[str, ...]]:
     """The published plan, or every plan over the knobs the source left out."""
     st = case["strategy"]
     tp, pp, cp = st.get("tp") or 1, st.get("pp") or 1, st.get("cp") or 1
     dp = st.get("dp") or data_parallel(gpus, tp, pp, cp)
+    # Megatron-Core: expert tensor parallelism defaults to the tensor-parallel size
+    ep = st.get("ep") or 1
+    etp = st.get("etp") or (tp if ep > 1 else 1)
     axes: dict[str, list] = {}
     axes["micro_batch"] = [st["microbatch"]] if _known(st.get("microbatch")) else [1, 2, 4, 8]
     vstages = st.get("virtual_stages_per_rank")
@@ -232,7 +271,9 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
     elif interleave is False or pp == 1:
         axes["virtual_stages"] = [1]
     else:
-        axes["virtual_stages"] = [v for v in (2, 3, 4, 5, 6, 8, 12) if model.layers % (pp * v) == 0]
+        # interleaving not stated: 1F1B (v = 1) is as likely as any interleaving, so it is searched too
+        axes["virtual_stages"] = ([] if interleave is True else [1]) + [
+            v for v in (2, 3, 4, 5, 6, 8, 12) if model.layers % (pp * v) == 0]
     axes["recompute"] = [_recompute(st["recompute"])] if _known(st.get("recompute")) else ["none", "selective", "full"]
     sp = st.get("sequence_parallel")
     axes["sequence_parallel"] = [bool(sp) and tp > 1] if _known(sp) else ([False, True] if tp > 1 else [False])
@@ -240,6 +281,12 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
     axes["zero"] = [0] if not _known(dist) or str(dist).lower().startswith("false") else [1]
     if not _known(dist) and "H100" in str(case.get("hardware", {}).get("gpu", "")):
         axes["zero"] = [0, 1]
+    if _known(st.get("zero_stage")):
+        axes["zero"] = [int(st["zero_stage"])]      # a ZeRO run (DeepSpeed stage 1-3), as published
+    axes["precision"] = [precision_of(case)]
+    if axes["precision"] != ["bf16"] and not _known(st.get("fp8_param_gather")):
+        axes["fp8_param_gather"] = [False, True]      # FP8 weights (Megatron --fp8-param-gather): not published
+    axes["cp_comm"] = [st["cp_comm"]] if _known(st.get("cp_comm")) else ["p2p"]
     source = str(case.get("source", "")) + str(case.get("group", ""))
     modern = not any(src in source for src in _SYNCHRONOUS_MEGATRON_SOURCES)
     # software knobs: the file's value, else Strategy's default (the overlaps: the source's Megatron-LM)
@@ -247,14 +294,19 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
     defaults |= {"overlap_grad_reduce": modern, "overlap_p2p_comm": modern}
     for knob, default in defaults.items():
         axes[knob] = [bool(st[knob])] if _known(st.get(knob)) else [default]
+    if ep > 1 and not _known(st.get("ep_overlap")):
+        axes["ep_overlap"] = [False, True]       # the EP all-to-all overlap, when the source does not say
     searched = tuple(k for k, vals in axes.items() if len(vals) > 1)
+    # uneven first/last stages as published; else the balanced split when the layers do not divide (Megatron-Core)
+    layout = dict(zip(("first_stage_layers", "last_stage_layers"), balanced_layout(model.layers, pp)))
+    layout |= {k: int(st[k]) for k in layout if _known(st.get(k))}
     plans = []
     for combo in itertools.product(*axes.values()):
         kw = dict(zip(axes, combo))
         v = kw.pop("virtual_stages")
-        plans.append(Strategy(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=st["global_batch"],
-                              schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v, **kw))
-    return [p for p in plans if not violations(model, gpus, p)], searched
+        plans.append(Strategy(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=st["global_batch"], ep=ep, etp=etp,
+                              schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v, **layout, **kw))
+    return [p for p in plans if not family_violations(model, gpus, p)], searched
 
 
 def run_case(case: dict) -> CaseResult:
@@ -269,8 +321,14 @@ def run_case(case: dict) -> CaseResult:
         if e.feasible and (best is None or e.metrics.step_time < best.metrics.step_time):
             best = e
     group = group_of(case)
-    if "iteration_time_s" in measured:
-        metric, value = "iteration_time_s", float(measured["iteration_time_s"])
+    if "iteration_time_s" in measured or "tokens_per_s_per_gpu" in measured:
+        metric = "iteration_time_s"
+        if "iteration_time_s" in measured:
+            value = float(measured["iteration_time_s"])
+        else:
+            # a step is global batch × sequence tokens over every GPU's tokens/s
+            st = case["strategy"]
+            value = st["global_batch"] * case["model"]["seq_len"] / (float(measured["tokens_per_s_per_gpu"]) * gpus)
         predicted = best.metrics.step_time if best else None
     else:
         # SC'21 reports hardware TFLOP/s with eq. 3 (full recompute counted): compare in that convention
@@ -279,7 +337,8 @@ def run_case(case: dict) -> CaseResult:
         predicted = flops / (best.metrics.step_time * gpus) / 1e12 if best else None
     note = "" if best else f"no feasible plan among {len(plans)}"
     return CaseResult(id=case["id"], group=group, metric=metric, measured=value, predicted=predicted,
-                      plan=best.strategy if best else None, searched=searched, note=note)
+                      plan=best.strategy if best else None, searched=searched, note=note,
+                      known_gap=" ".join(str(case.get("known_gap") or "").split()))
 
 
 def _table5_plan(mc: dict, cases: list[dict]) -> tuple[ModelSpec, Strategy, int] | None:
@@ -355,6 +414,37 @@ def run_bandwidth_case(bc: dict) -> CheckResult:
                        predicted=network.bus_bandwidth(kind, g.size, nbytes, seconds) / 1e9, unit="GB/s")
 
 
+CNN_METRICS = ("iteration_time_s", "seconds_per_sample")
+"""What a CNN case may report: seconds per step, or training seconds per sample on one GPU."""
+_CNN_KNOBS = ("dp", "pp", "spatial", "channel", "filter", "micro_batch", "global_batch", "schedule", "recompute",
+              "overlap_grad_reduce")
+
+
+def run_cnn_case(case: dict) -> CaseResult:
+    """Predict one CNN run: the case's plan on the case's cluster, the model built at the case's input size."""
+    m, hw, st = case["model"], case["hardware"], case["strategy"]
+    model = build(str(m["name"]), m["image_size"], m.get("dtype_bytes", 2))
+    base, gpus = load_cluster(str(hw.get("cluster", "abci-v100"))), hw["num_gpus"]
+    # a single-GPU measurement: one node holding only that GPU
+    cluster = base.with_gpus(gpus) if gpus >= base.gpus_per_node else replace(base, gpus_per_node=gpus, nodes=1)
+    unknown = sorted(set(st) - set(_CNN_KNOBS))
+    if unknown:
+        raise SpecError(f"unknown strategy key(s) {', '.join(unknown)}; allowed: {', '.join(_CNN_KNOBS)}")
+    plan = Strategy(**st)
+    reasons = cnn_family.violations(model, cluster.gpus, plan)
+    metric = next(k for k in CNN_METRICS if k in case["measured"])
+    if reasons:
+        return CaseResult(id=case["id"], group=str(case.get("group", "CNN")), metric=metric,
+                          measured=float(case["measured"][metric]), predicted=None, plan=plan, note="; ".join(reasons))
+    e = evaluate(model, cluster, plan)
+    # a run that was measured ran: one the memory model says does not fit is timed anyway, and flagged
+    metrics = e.metrics or score(model, cluster, plan)
+    predicted = metrics.step_time / (plan.global_batch if metric == "seconds_per_sample" else 1)
+    return CaseResult(id=case["id"], group=str(case.get("group", "CNN")), metric=metric,
+                      measured=float(case["measured"][metric]), predicted=predicted, plan=plan,
+                      note="" if e.feasible else "over the memory model's capacity: " + "; ".join(e.violations))
+
+
 def _guarded(run: Callable[..., T], item: dict, what: str, *args: object) -> T:
     """``run(item, *args)``, its errors named by the file's item (a value of a shape the checks did not foresee)."""
     try:
@@ -376,4 +466,5 @@ def validate(path: Path | None = None) -> Report:
     return Report(cases=[_guarded(run_case, c, "case") for c in cases],
                   memory=[r for mc in data.get("memory_cases", []) for r in _guarded(run_memory_case, mc, "memory case",
                                                                                      cases)],
-                  bandwidth=usable + [b for b in bandwidth if b not in usable])
+                  bandwidth=usable + [b for b in bandwidth if b not in usable],
+                  cnn=[_guarded(run_cnn_case, c, "CNN case") for c in data.get("cnn_cases", [])])

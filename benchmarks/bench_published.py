@@ -14,7 +14,13 @@ Llama 3 405B on 16K H100s (Meta, arXiv 2407.21783 §3.3: TP8 CP1 PP16 DP128, int
 8192, one layer fewer on the first and last stage: 126 = 7 + 14·8 + 7) is not in public.yaml (no published
 step time); its row ranks the fastest variant of that plan over the knobs Meta did not publish.
 
-Run: python benchmarks/bench_published.py [--top 10]
+MoE plans (their own table, searched over search_spaces/moe.toml): DeepSeek-V3 on 2048 H800 (arXiv 2412.19437
+§3.2: PP16 EP64 TP1, DualPipe, which the EP all-to-all overlap stands in for), NeMo 2.0's Mixtral 8x7B and 8x22B
+pre-training recipes on H100 (nemo/collections/llm/recipes/mixtral_8x7b.py, mixtral_8x22b.py; expert TP = TP,
+Megatron-Core's default), and Megatron-Bridge's Qwen3 235B-A22B H100 benchmark (docs/performance-summary.md, 25.11:
+FP8, ranked here in BF16). None publishes its recompute; the fastest feasible variant over it is ranked.
+
+Run: python benchmarks/bench_published.py [--top 10] [--moe-only]
 """
 
 from __future__ import annotations
@@ -74,10 +80,83 @@ def meta_llama3_405b(overlap: bool):
     return model, cluster, (min(feasible, key=lambda e: e.metrics.step_time) if feasible else None)
 
 
+MOE_CASES = (
+    # name, model, seq_len (None: the catalog's), cluster, GPUs, global batch, published plan, unpublished knobs
+    ("deepseek-v3-h800-2048 (DualPipe)", "deepseek-v3", None, "dgx-h800-80g", 2048, 15360,
+     dict(tp=1, pp=16, ep=64, zero=1), dict(micro_batch=(1, 2), recompute=("none", "selective", "full"),
+                                           ends=((3, 2), (2, 3), (4, 1), (1, 4)), ep_overlap=(False, True))),
+    ("mixtral-8x7b-nemo-recipe-64", "mixtral-8x7b", 8192, "dgx-h100-80g", 64, 512,
+     dict(tp=1, pp=4, ep=8, schedule="interleaved", virtual_stages=8, zero=1),
+     dict(recompute=("none", "selective", "full"))),
+    ("mixtral-8x22b-nemo-recipe-128", "mixtral-8x22b", 4096, "dgx-h100-80g", 128, 512,
+     dict(tp=2, pp=4, cp=2, ep=8, etp=2, schedule="interleaved", virtual_stages=14, sequence_parallel=True, zero=1),
+     dict(recompute=("none", "selective", "full"))),
+    ("qwen3-235b-bridge-h100-256", "qwen3-235b-a22b", None, "dgx-h100-80g", 256, 2048,
+     dict(tp=2, pp=8, ep=32, schedule="interleaved", virtual_stages=4, sequence_parallel=True, zero=1,
+          first_stage_layers=11, last_stage_layers=11),
+     dict(recompute=("none", "selective", "full"), ep_overlap=(False, True))),
+)
+
+
+def moe_published_best(model, cluster, gpus: int, batch: int, plan: dict, knobs: dict):
+    """The fastest feasible variant of a published MoE plan over the knobs its source did not publish."""
+    knobs = dict(knobs)
+    ends = knobs.pop("ends", (None,))
+    names = list(knobs)
+    evals = []
+    for values in itertools.product(ends, *(knobs[n] for n in names)):
+        kw = dict(plan, **dict(zip(names, values[1:])))
+        if values[0]:
+            kw["first_stage_layers"], kw["last_stage_layers"] = values[0]
+        dp = gpus // (kw.get("tp", 1) * kw.get("pp", 1) * kw.get("cp", 1))
+        evals.append(evaluate(model, cluster, Strategy(dp=dp, global_batch=batch, **kw)))
+    feasible = [e for e in evals if e.feasible]
+    if not feasible:
+        print(f"  (no feasible variant: {evals[0].violations[:2]})")
+    return min(feasible, key=lambda e: e.metrics.step_time) if feasible else None
+
+
+def moe_table(top: int) -> None:
+    """Rank each published MoE plan (its fastest variant) among the MoE space's plans."""
+    print(f"\n{'MoE case':<34} {'GPUs':>5} {'published plan (best variant)':<46} {'pub s':>7} | {'rank':>5} "
+          f"{'our best (moe space)':<46} {'gain':>6} | {'rank':>5} {'our best (published features)':<46} {'gain':>6}")
+    found = {"moe": 0, "features": 0}
+    for name, model_name, seq, cluster_name, gpus, batch, plan, knobs in MOE_CASES:
+        model = get_model(model_name)
+        model = replace(model, seq_len=seq) if seq else model
+        cluster = load_cluster(cluster_name, gpus)
+        pub = moe_published_best(model, cluster, gpus, batch, plan, knobs)
+        if pub is None:
+            print(f"{name:<34} {gpus:>5} (no feasible variant of the published plan)")
+            continue
+        cells = []
+        space = load_space("moe")
+        for key, sp in (("moe", space), ("features", moe_features_space(space, pub.strategy))):
+            plans, _ = enumerate_plans(model, gpus, sp, batch)
+            rank, best, gain = rank_against(model, cluster, plans, pub.metrics.step_time, top)
+            found[key] += not rank.startswith(">") and rank != "-"
+            cells.append(f"{rank:>5} {best:<46} {gain:5.1f}%")
+        print(f"{name:<34} {gpus:>5} {pub.strategy.short():<46} {pub.metrics.step_time:7.3f} | {cells[0]} | {cells[1]}")
+    print(f"published MoE plan in our top {top}: {found['moe']} of {len(MOE_CASES)} cases in the MoE space, "
+          f"{found['features']} with the published features (EP overlap, recompute, sp, cp, ZeRO pinned)")
+
+
+def moe_features_space(space, plan):
+    """The MoE space with the published run's features pinned (its EP overlap too)."""
+    axes = dict(space.axes)
+    for name in ("sequence_parallel", "recompute", "zero", "cp", "ep_overlap"):
+        axes[name] = (getattr(plan, name),)
+    return replace(space, axes=axes)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--moe-only", action="store_true", help="Only the MoE table.")
     args = ap.parse_args()
+    if args.moe_only:
+        moe_table(args.top)
+        return
     space = load_space()
     overlap = space.axes["overlap_grad_reduce"][0]
     print(f"{'case':<34} {'GPUs':>5} {'published plan (best variant)':<32} {'pub s':>7} | {'rank':>4} "
@@ -118,6 +197,7 @@ def main() -> None:
     print(f"published plan in our top {args.top}: {counts['default']} of {counts['n']} cases in the default space, "
           f"{counts['features']} of {counts['n']} with the published features; elsewhere our best is predicted "
           f"faster by the gain shown")
+    moe_table(args.top)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
 """Median wall time of one simulation (evaluate) of GPT-3 175B: TP8 PP8 DP16, micro-batch 1, global batch 1536,
-1F1B and interleaved v=3, on 1024 GPUs; and the same plan shape (DP 256) on 16384 GPUs.
+1F1B, interleaved v=3 and the zero-bubble zb-h1, zbv and dualpipev, on 1024 GPUs; and the same plan shape (DP 256) on
+16384 GPUs.
 
 Then every fitting plan of the default space (GPT-3 on 1024 H100s), and of a space with over 500 pipeline shapes.
 Cold figures clear every cache of every autoplan module first (found by ``autoplan_caches``).
 
-Run: python benchmarks/bench_simulate.py [--repeat N] [--batches 512,1024,...]
+Then every fitting plan of the zero-bubble space (search_spaces/zero-bubble.toml), ms per plan by schedule.
+
+Run: python benchmarks/bench_simulate.py [--repeat N] [--batches 512,1024,...] [--zero-bubble-only]
 """
 
 from __future__ import annotations
@@ -56,13 +59,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--batches", default="512,1024,1536,2048", help="global batches of the many-shapes case")
+    ap.add_argument("--zero-bubble-only", action="store_true",
+                    help="only the single plans and the zero-bubble space (skip the default-space passes)")
     args = ap.parse_args()
     model = get_model("gpt3")
     print(f"{'GPUs':>6} {'schedule':<14} {'step (s)':>9} {'MFU':>6} {'warm median/min ms':>19} "
           f"{'cold median/min ms':>19}")
     for gpus, dp in ((1024, 16), (16384, 256)):
         cluster = load_cluster("dgx-a100-80g", gpus)
-        for schedule, v in (("1f1b", 1), ("interleaved", 3)):
+        for schedule, v in (("1f1b", 1), ("interleaved", 3), ("zb-h1", 1), ("zbv", 1), ("dualpipev", 1)):
             s = Strategy(dp=dp, tp=8, pp=8, micro_batch=1, global_batch=1536 * gpus // 1024, schedule=schedule,
                          virtual_stages=v, sequence_parallel=True, recompute="selective", zero=1)
             e = evaluate(model, cluster, s)
@@ -71,8 +76,32 @@ def main() -> None:
             print(f"{gpus:>6} {schedule + (f' v={v}' if v > 1 else ''):<14} {e.metrics.step_time:9.3f} "
                   f"{100 * e.metrics.mfu:5.1f}% {warm[0]:10.2f} /{warm[1]:6.2f} {cold[0]:10.2f} /{cold[1]:6.2f}")
     print("warm: op/collective and task-graph caches filled (as inside a search); cold: all cleared before each call")
-    whole_space(model)
-    many_shapes(model, args.batches)
+    if not args.zero_bubble_only:
+        whole_space(model)
+        many_shapes(model, args.batches)
+    zero_bubble_space(model)
+
+
+def zero_bubble_space(model) -> None:
+    """Every distinct fitting plan of the zero-bubble space (GPT-3, 1024 H100s) from cold caches, in the exhaustive
+    search's order, with the time spent on each schedule's plans: what the zb schedules cost a search."""
+    from autoplan.cost.memory import peak_memory
+    from autoplan.search.exhaustive import distinct_plans
+    from autoplan.search.space import enumerate_plans, load_space
+
+    cluster = load_cluster("dgx-h100-80g", 1024)
+    plans, _ = enumerate_plans(model, 1024, load_space("zero-bubble"), 1536)
+    fitting = [s for s in distinct_plans(cluster, plans) if peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes]
+    clear_caches()
+    spent: dict[str, list[float]] = {}
+    for s in fitting:
+        t0 = time.perf_counter()
+        evaluate(model, cluster, s)
+        spent.setdefault(s.schedule, []).append(time.perf_counter() - t0)
+    total = sum(map(sum, spent.values()))
+    print(f"zero-bubble space, GPT-3 on 1024 H100s: {len(fitting)} fitting plans in {total:.1f} s (cold caches)")
+    for schedule, walls in spent.items():
+        print(f"  {schedule:<12} {len(walls):5d} plans {sum(walls):6.1f} s  {1e3 * sum(walls) / len(walls):6.1f} ms per plan")
 
 
 def whole_space(model) -> None:

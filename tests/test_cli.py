@@ -200,3 +200,15 @@ def test_simulate_collective_policy_flag():
     assert steps["nccl"] == json.loads(run(*args).output)["metrics"]["step_time_s"]
     r = run(*args, "--collective-policy", "ring")
     assert r.exit_code == 2 and "ring" in r.output and "Traceback" not in r.output
+
+
+def test_precision_the_cluster_lacks_is_one_line_and_exit_2():
+    r = run("search", "--model", "gpt3", "--gpus", "64", "--cluster", "dgx-a100-80g", "--precision", "fp8")
+    assert r.exit_code == 2 and "needs FP8 tensor cores; the A100-SXM4-80GB has none" in r.output
+    r = run("simulate", "--model", "gpt3", "--gpus", "64", "--cluster", "dgx-h100-80g", "--tp", "8", "--pp", "8",
+            "--precision", "mxfp8")
+    assert r.exit_code == 2 and "needs Blackwell tensor cores" in r.output
+    r = run("check", "--model", "gpt3", "--gpus", "64", "--cluster", "dgx-h100-80g", "--tp", "8", "--pp", "8",
+            "--sequence-parallel", "--precision", "fp8", "--tp-comm-overlap", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["plan"]["precision"] == "fp8"

@@ -68,3 +68,24 @@ def test_bad_input_is_one_line_exit_2(args, needle):
 def test_parse_bytes_rejects_units_it_does_not_know():
     with pytest.raises(SpecError, match="use e.g. 1GiB"):
         parse_bytes("3 parsecs")
+
+
+def test_trace_shows_chunks_on_per_dimension_link_streams(tmp_path):
+    path = tmp_path / "c.json"
+    r = run("--network", "switch:8:100,switch:16:50", "--bytes", "64MiB", "--chunks", "4", "--json",
+            "--trace", str(path))
+    assert r.exit_code == 0, r.output
+    events = json.loads(path.read_text())["traceEvents"]
+    rows = {e["args"]["name"] for e in events if e["ph"] == "M"}
+    assert {"dim 1.links", "dim 2.links", "chunk0", "chunk3"} <= rows
+    end = max(e["ts"] + e["dur"] for e in events if e["ph"] == "X")
+    assert end == pytest.approx(json.loads(r.output)["time_ms"] * 1e3, rel=1e-9)
+
+
+def test_nvl72_cluster_uses_its_explicit_dimensions():
+    r = run("--cluster", "gb200-nvl72", "--gpus", "1152", "--bytes", "1GiB", "--json")
+    assert r.exit_code == 0, r.output
+    assert [(d["dimension"], d["size"]) for d in json.loads(r.output)["dimensions"]] == [("nvlink", 72),
+                                                                                        ("infiniband", 16)]
+    bad = run("--cluster", "gb200-nvl72", "--gpus", "1000", "--bytes", "1GiB")
+    assert bad.exit_code == 2 and "does not tile gb200-nvl72's dimensions 72 x rest" in bad.output

@@ -10,11 +10,13 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
+from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec, GPUSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
 
 BF16 = 2                # bytes per bfloat16 value (Kalamkar et al. 2019, arXiv 1905.12322)
+FP8 = 1                 # bytes per E4M3/E5M2 value (Micikevicius et al. 2022, FP8 Formats for Deep Learning, arXiv 2209.05433)
 # cuBLAS picks among tile shapes to limit wave quantization (NVIDIA "Matrix Multiplication Background" guide,
 # tile and wave quantization); the shapes are CUTLASS's BF16 threadblock tiles from the cluster's gemm_tile
 # down to a quarter of it; their efficiencies (smaller tiles reuse less data per load) are this model's own
@@ -61,23 +63,28 @@ class LayerCompute:
 
 
 @lru_cache(maxsize=16384)
-def gemm_time(gpu: GPUSpec, m: int, n: int, k: int, batch: int = 1) -> float:
-    """Seconds for ``batch`` GEMMs of (m×k)·(k×n) in BF16.
+def gemm_time(gpu: GPUSpec, m: int, n: int, k: int, batch: int = 1, fp8: bool = False) -> float:
+    """Seconds for ``batch`` GEMMs of (m×k)·(k×n) in BF16 (or FP8 operands with a BF16 output).
 
     Each SM computes one output tile per wave, so the time is waves × one tile's work at the per-SM rate
     (wave quantization: NVIDIA "Matrix Multiplication Background" guide), at the best of several tile shapes
     (smaller tiles reuse less data: lower rate); the k/(k + k½) factor is each tile's main-loop fill. Never
-    faster than moving its operands (roofline).
+    faster than moving its operands (roofline). FP8 runs at the GPU's FP8 peak times its FP8 efficiency.
     """
+    if fp8 and not gpu.fp8_peak_flops:
+        raise SpecError(f"the {gpu.name} has no FP8 tensor cores (fp8_peak_tflops not set)")
     tm, tn = gpu.gemm_tile
-    per_sm = gpu.peak_flops * gpu.clock_ratio * gpu.gemm_efficiency * k / (k + gpu.gemm_half_k) / gpu.sm_count
+    peak = (gpu.fp8_peak_flops * (gpu.fp8_gemm_efficiency or gpu.gemm_efficiency) if fp8
+            else gpu.peak_flops * gpu.gemm_efficiency)
+    per_sm = peak * gpu.clock_ratio * k / (k + gpu.gemm_half_k) / gpu.sm_count
     best = math.inf
     for (fm, fn), tile_eff in zip(_TILE_CHOICES, _TILE_EFFICIENCY):
         rows, cols = tm * fm, tn * fn
         waves = math.ceil(math.ceil(m / rows) * math.ceil(n / cols) * batch / gpu.sm_count)
         best = min(best, waves * 2.0 * rows * cols * k / (per_sm * tile_eff))
     # roofline (Williams et al. 2009, CACM 52(4)): never faster than reading A, B and writing C once
-    traffic = BF16 * batch * (m * k + k * n + m * n)
+    operand = FP8 if fp8 else BF16
+    traffic = batch * (operand * (m * k + k * n) + BF16 * m * n)
     return max(best, traffic / (gpu.hbm_bandwidth * gpu.memory_efficiency)) + gpu.kernel_overhead
 
 
@@ -88,18 +95,20 @@ def memory_time(gpu: GPUSpec, nbytes: float, kernels: int = 1, efficiency: float
     return nbytes / (gpu.hbm_bandwidth * (efficiency or gpu.memory_efficiency)) + kernels * gpu.kernel_overhead
 
 
-def _gemm(gpu: GPUSpec, name: str, m: int, n: int, k: int, batch: int = 1) -> Op:
+def _gemm(gpu: GPUSpec, name: str, m: int, n: int, k: int, batch: int = 1, fp8: bool = False) -> Op:
     # 2mnk FLOPs (one multiply-add per term of each output) and one pass over A, B, C (Williams et al. 2009)
-    return Op(name, 2.0 * m * n * k * batch, BF16 * batch * (m * k + k * n + m * n), gemm_time(gpu, m, n, k, batch))
+    operand = FP8 if fp8 else BF16
+    return Op(name, 2.0 * m * n * k * batch, batch * (operand * (m * k + k * n) + BF16 * m * n),
+              gemm_time(gpu, m, n, k, batch, fp8))
 
 
 def _mem(gpu: GPUSpec, name: str, nbytes: float, kernels: int = 1) -> Op:
     return Op(name, 0.0, nbytes, memory_time(gpu, nbytes, kernels))
 
 
-def _linear_backward(gpu: GPUSpec, name: str, m: int, n: int, k: int) -> tuple[Op, Op]:
+def _linear_backward(gpu: GPUSpec, name: str, m: int, n: int, k: int, fp8: bool = False) -> tuple[Op, Op]:
     # dgrad (m×n)·(n×k) and wgrad (k×m)·(m×n): backward ≈ 2× forward (Narayanan et al. SC'21 §5.1)
-    return _gemm(gpu, f"{name}.dgrad", m, k, n), _gemm(gpu, f"{name}.wgrad", k, n, m)
+    return _gemm(gpu, f"{name}.dgrad", m, k, n, fp8=fp8), _gemm(gpu, f"{name}.wgrad", k, n, m, fp8=fp8)
 
 
 def _attention(cluster: ClusterSpec, model: ModelSpec, b: int, s_q: int, s_kv: int, heads: int,
@@ -134,18 +143,18 @@ def _attention(cluster: ClusterSpec, model: ModelSpec, b: int, s_q: int, s_kv: i
 
 @lru_cache(maxsize=4096)
 def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool, micro_batch: int,
-                  recompute: str) -> LayerCompute:
-    """Kernels and TP collectives of one layer for one micro-batch on one GPU (Megatron-LM's layer)."""
+                  recompute: str, precision: str = "bf16") -> LayerCompute:
+    """Kernels and TP collectives of one layer for one micro-batch on one GPU (Megatron-LM's layer); with an
+    FP8 precision the four linear layers' GEMMs run in FP8, each after a quantizing pass over its inputs."""
     gpu, h, t, b = cluster.gpu, model.hidden, tp, micro_batch
     s = model.seq_len // cp
     tokens = b * s
+    fp8 = precision != "bf16"
     # Korthikanti et al. 2022 §4.2.2: with SP, norms and dropout see 1/t of the tokens
     norm_tokens = tokens // t if sp else tokens
     act = BF16 * norm_tokens * h
-    # Shoeybi et al. 2019 §3: QKV and fc1 are column-parallel (n/t), proj and fc2 row-parallel (k/t), heads/t
-    qkv_n = (model.q_dim + 2 * model.kv_dim) // t
-    fc1_n = (2 if model.gated else 1) * model.ffn_hidden // t
-    fc2_k = model.ffn_hidden // t
+    shapes = layer_gemm_shapes(model, tp, cp, micro_batch)
+    fc2_k = shapes["fc2"][2]
     heads = model.heads // t
     drop = model.dropout
     # Megatron-LM fused bias-dropout-add: read x and the residual, write the sum, a 1-byte mask per 2-byte value
@@ -156,20 +165,21 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
     # with CP each GPU's s/cp queries meet all s keys over the ring (Liu et al. 2023, Ring Attention); causal
     # balancing halves the work evenly (Megatron-Core context parallelism: two mirrored chunks per rank)
     attn_f, attn_b = _attention(cluster, model, b, s, model.seq_len, heads, drop)
+    gemm = {name: _gemm(gpu, name, *shape, fp8=fp8) for name, shape in shapes.items()}
+    grads = {name: _linear_backward(gpu, name, *shape, fp8=fp8) for name, shape in shapes.items()}
+    quant_f, quant_b = _quantize_ops(gpu, shapes, norm_tokens * h) if fp8 else ((), ())
     forward = (
-        _mem(gpu, "norm1", norm), _gemm(gpu, "qkv", tokens, qkv_n, h), attn_f,
-        _gemm(gpu, "proj", tokens, h, model.q_dim // t), _mem(gpu, "dropout_add1", residual),
-        _mem(gpu, "norm2", norm), _gemm(gpu, "fc1", tokens, fc1_n, h), _mem(gpu, "activation", mlp_act_bytes),
-        _gemm(gpu, "fc2", tokens, h, fc2_k), _mem(gpu, "dropout_add2", residual),
+        _mem(gpu, "norm1", norm), *quant_f[:1], gemm["qkv"], attn_f, *quant_f[1:2], gemm["proj"],
+        _mem(gpu, "dropout_add1", residual), _mem(gpu, "norm2", norm), *quant_f[2:3], gemm["fc1"],
+        _mem(gpu, "activation", mlp_act_bytes), *quant_f[3:], gemm["fc2"], _mem(gpu, "dropout_add2", residual),
     )
     # element-wise backwards read a saved input (those Korthikanti et al. 2022 §4.1 lists) and the incoming
     # gradient and write one: 1.5× the activation's forward bytes, 2× a norm's
     backward = (
-        _mem(gpu, "dropout_add2.bwd", residual), *_linear_backward(gpu, "fc2", tokens, h, fc2_k),
-        _mem(gpu, "activation.bwd", 1.5 * mlp_act_bytes), *_linear_backward(gpu, "fc1", tokens, fc1_n, h),
-        _mem(gpu, "norm2.bwd", 2 * norm), _mem(gpu, "dropout_add1.bwd", residual),
-        *_linear_backward(gpu, "proj", tokens, h, model.q_dim // t), attn_b,
-        *_linear_backward(gpu, "qkv", tokens, qkv_n, h), _mem(gpu, "norm1.bwd", 2 * norm),
+        _mem(gpu, "dropout_add2.bwd", residual), *quant_b[3:], *grads["fc2"],
+        _mem(gpu, "activation.bwd", 1.5 * mlp_act_bytes), *quant_b[2:3], *grads["fc1"],
+        _mem(gpu, "norm2.bwd", 2 * norm), _mem(gpu, "dropout_add1.bwd", residual), *quant_b[1:2], *grads["proj"],
+        attn_b, *quant_b[:1], *grads["qkv"], _mem(gpu, "norm1.bwd", 2 * norm),
     )
     full_buffer = BF16 * tokens * h
     # Shoeybi et al. 2019 (Megatron-LM, arXiv 1909.08053) §3, Fig. 3: two all-reduces of b·s·h per layer and pass;
@@ -190,6 +200,31 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
     return LayerCompute(forward=forward, backward=backward, recompute=recompute_ops,
                         forward_collectives=fwd_coll, backward_collectives=fwd_coll,
                         recompute_collectives=recompute_coll, attention_forward=attn_f.seconds)
+
+
+def layer_gemm_shapes(model: ModelSpec, tp: int, cp: int, micro_batch: int) -> dict[str, tuple[int, int, int]]:
+    """(m, n, k) of one layer's four linear GEMMs on one GPU: qkv, proj, fc1, fc2 (forward)."""
+    tokens, t = micro_batch * (model.seq_len // cp), tp
+    # Shoeybi et al. 2019 §3: QKV and fc1 are column-parallel (n/t), proj and fc2 row-parallel (k/t)
+    return {"qkv": (tokens, (model.q_dim + 2 * model.kv_dim) // t, model.hidden),
+            "proj": (tokens, model.hidden, model.q_dim // t),
+            "fc1": (tokens, (2 if model.gated else 1) * model.ffn_hidden // t, model.hidden),
+            "fc2": (tokens, model.hidden, model.ffn_hidden // t)}
+
+
+def _quantize_ops(gpu: GPUSpec, shapes: dict[str, tuple[int, int, int]],
+                  sharded_input: int) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
+    """Transformer Engine's FP8 casts around each linear layer: forward, the GEMM input (before the SP all-gather
+    for qkv and fc1); backward, the incoming gradient. Each pass reads BF16 and writes FP8 twice, row- and
+    column-wise (the wgrad GEMM's transposed operand), and records the amax (TE docs, "Using FP8 with Transformer
+    Engine": cast_transpose; Hopper FP8 GEMMs take only TN layouts, cuBLASLt docs). The weights' casts run once
+    per step (TE caches them across micro-batches, ``is_first_microbatch``) and are left out."""
+    per_value = BF16 + 2 * FP8
+    inputs = {"qkv": sharded_input, "proj": shapes["proj"][0] * shapes["proj"][2],
+              "fc1": sharded_input, "fc2": shapes["fc2"][0] * shapes["fc2"][2]}
+    fwd = tuple(_mem(gpu, f"{name}.quantize", per_value * n) for name, n in inputs.items())
+    bwd = tuple(_mem(gpu, f"{name}.quantize_grad", per_value * shapes[name][0] * shapes[name][1]) for name in inputs)
+    return fwd, bwd
 
 
 @lru_cache(maxsize=1024)

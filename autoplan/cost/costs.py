@@ -12,7 +12,7 @@ PassKey = tuple[bool, bool, bool]
 """(forward, holds the embedding, holds the output layer): the kinds of chunk pass."""
 
 
-PART_KINDS = ("compute", "recompute", "tp", "cp", "pp", "dp", "optimizer")
+PART_KINDS = ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "optimizer")
 """What a compute-stream task's seconds may be spent on (the simulator's breakdown adds ``bubble``)."""
 
 
@@ -28,6 +28,41 @@ def pass_cost(*parts: tuple[str, float]) -> PassCost:
     """A pass made of ``(kind, seconds)`` parts; parts of zero seconds are left out."""
     kept = tuple(p for p in parts if p[1] > 0)
     return PassCost(sum(p[1] for p in kept), kept)
+
+
+def split_backward(backward: PassCost, weight: PassCost) -> tuple[PassCost, PassCost]:
+    """A backward pass as its B part (input gradients: the rest of its compute, its recompute and its TP/CP
+    communication) and its W part (``weight``, all compute); the two add up to ``backward``."""
+    w = weight.seconds
+    parts = tuple((k, x - w) if k == "compute" else (k, x) for k, x in backward.parts)
+    return PassCost(backward.seconds - w, parts), weight
+
+
+COMPUTE_KINDS = ("compute", "recompute", "optimizer")
+"""Part kinds that occupy the GPU's SMs; the others are communication a concurrent pass can hide."""
+
+
+def overlapped(a: PassCost, b: PassCost) -> PassCost:
+    """Two passes of different micro-batches run as one (DualPipe's overlapped forward and backward chunks): their
+    compute adds up, and each one's communication hides under the other's compute, only the excess showing."""
+    # DeepSeek-V3 report (arXiv 2412.19437) §3.2.1: a forward and a backward chunk overlap so that the
+    # communication of one runs during the computation of the other
+    def split(c: PassCost) -> tuple[float, dict[str, float]]:
+        comm = {k: x for k, x in c.parts if k not in COMPUTE_KINDS}
+        return c.seconds - sum(comm.values()), comm
+
+    comp_a, comm_a = split(a)
+    comp_b, comm_b = split(b)
+    parts: dict[str, float] = {}
+    for k, x in a.parts + b.parts:
+        if k in COMPUTE_KINDS:
+            parts[k] = parts.get(k, 0.0) + x
+    for comm, cover in ((comm_a, comp_b), (comm_b, comp_a)):
+        total = sum(comm.values())
+        shown = max(0.0, total - cover) / total if total else 0.0
+        for k, x in comm.items():
+            parts[k] = parts.get(k, 0.0) + x * shown
+    return pass_cost(*parts.items())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +95,9 @@ class StepCosts:
     """Per stage, an all-gather of the updated weights after the optimizer (no overlap)."""
     tied: float | None
     """All-reduce of the tied embedding's gradient between the first and last stage."""
+    weight_grad: Mapping[tuple[bool, bool], PassCost] | None = None
+    """For schedules that split the backward (zero bubble), the W part of a backward pass by (holds the
+    embedding, holds the output layer); its B part is the rest. None: the schedule runs whole backwards."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,7 +105,7 @@ class CommNeed:
     """One collective or transfer a plan needs, for ``autoplan check``: where, what, how big, how long."""
 
     group: str
-    """The parallel group it runs in (tp, cp, pp, dp)."""
+    """The parallel group it runs in (tp, cp, pp, dp; ep, etp, edp for MoE experts)."""
     op: str
     """all_reduce, reduce_scatter, all_gather or send_recv."""
     shape: GroupShape

@@ -85,6 +85,13 @@ def dims_of(cluster: ClusterSpec, gpus: int | None = None) -> tuple[NetworkDim, 
         raise SpecError(f"--gpus must be a positive integer, got {total!r}")
     if total > cluster.gpus:
         raise SpecError(f"a group of {total} GPUs does not fit in {cluster.name} with {cluster.gpus} GPUs")
+    if cluster.dimensions:
+        dims = explicit_dims(cluster, 1, total)
+        if math.prod(d.size for d in dims) != total:
+            sizes = " x ".join(str(d.size or "rest") for d in cluster.dimensions)
+            raise SpecError(f"a group of {total} consecutive GPUs does not tile {cluster.name}'s dimensions "
+                            f"{sizes}; use a product of the innermost sizes (or a multiple of all but the last)")
+        return dims
     inner_tier, outer = cluster.tiers[0], cluster.tiers[1:]
     domain = total if inner_tier.gpus == 0 or not outer else min(inner_tier.gpus, total)
     if total % domain:
@@ -116,6 +123,8 @@ def dims_of_shape(cluster: ClusterSpec, g: GroupShape, nbytes: float = 0.0,
     schedule prices a collective as that model does, up to latency terms. ``outer_topology`` sets the steps of the
     nodes' dimension (``switch``: log2 steps, as NCCL's inter-node trees take for all-reduce).
     """
+    if cluster.dimensions:
+        return explicit_dims(cluster, (g.span - 1) // (g.size - 1) if g.size > 1 else 1, g.size)
     dims = []
     inner = cluster.tiers[0]
     if g.per_node > 1:
@@ -131,3 +140,22 @@ def dims_of_shape(cluster: ClusterSpec, g: GroupShape, nbytes: float = 0.0,
 def _ramped(tier: NetworkTier, nbytes: float) -> float:
     ramp = nbytes / (nbytes + tier.half_bandwidth_bytes) if nbytes > 0 and tier.half_bandwidth_bytes else 1.0
     return _rate(tier) * ramp
+
+
+def explicit_dims(cluster: ClusterSpec, stride: int, size: int) -> tuple[NetworkDim, ...]:
+    """The dimensions of the cluster's ``[[dimensions]]`` that a group of ``size`` ranks ``stride`` apart spans.
+
+    Ranks are numbered innermost dimension fastest (mixed radix, as ASTRA-sim numbers NPUs over its dimensions),
+    so the group's members vary along every dimension whose rank range [P, P·n) overlaps [stride, stride·size),
+    P the product of the sizes inside it: that many members along it. Bandwidth: line rate × efficiency.
+    """
+    out, inside = [], 1
+    for d in cluster.dimensions:
+        n = d.size or max(2, -(-cluster.gpus // inside))  # size 0: the rest of the cluster
+        lo, hi = max(inside, stride), min(inside * n, stride * size)
+        members = -(-hi // lo) if hi > lo else 1
+        if members >= 2:
+            out.append(NetworkDim(size=members, topology=d.topology, bandwidth=d.bandwidth * d.efficiency,
+                                  latency=d.latency, name=d.name))
+        inside *= n
+    return tuple(out)

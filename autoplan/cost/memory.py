@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.layout import stage_layers
+from autoplan.specs.layout import holds_output, stage_layers
 from autoplan.specs.strategy import Strategy
 
 # Megatron-LM docs, distributed optimizer (bf16 params, fp32 grads): 2 + 4 + 12 = 18 bytes/param, 6 + 12/d sharded
@@ -20,6 +20,8 @@ WEIGHT_BYTES = 2
 GRADIENT_BYTES = 4
 """fp32 ``main_grad`` per parameter."""
 OPTIMIZER_BYTES = 12
+FP8_WEIGHT_BYTES = 2
+"""FP8 weight and its transpose per layer parameter (Transformer Engine, FP8 precisions)."""
 """fp32 master weight plus Adam's first and second moments per parameter."""
 ZERO3_GATHERED_LAYERS = 2   # Rajbhandari et al. 2020 (ZeRO) §5.3, with DeepSpeed stage-3 prefetching one ahead
 """Layers whose full bf16 weights a ZeRO-3 rank holds at once: the one computing and the one prefetched."""
@@ -73,6 +75,12 @@ def activation_bytes_per_layer(model: ModelSpec, s: Strategy, cluster_flash_atte
     sharded = 2 * sb * (2 * model.q_dim + 2 * model.kv_dim)
     # Korthikanti §4.2: activation input 2sbf (4sbf for SwiGLU's gate and up), fc2 input 2sbf
     sharded += (6 if model.gated else 4) * sb * model.ffn_hidden
+    if s.precision != "bf16":
+        # Transformer Engine saves the FP8 cast of each linear layer's input for its wgrad (TE docs, "Using FP8
+        # with Transformer Engine"): 1 byte instead of 2 for the QKV and fc1 inputs (sbh each) and the projection
+        # and fc2 inputs (sb·q, sb·f); the norm inputs, Q, K, V and the activation's input stay BF16
+        replicated -= 2 * sb * model.hidden
+        sharded -= sb * (model.q_dim + model.ffn_hidden)
     if s.recompute == "none":
         if cluster_flash_attention:
             # Dao et al. 2022 (FlashAttention, arXiv 2205.14135) Alg. 2: fp32 log-sum-exp per query row and head
@@ -92,25 +100,65 @@ def inflight_layer_chunks(s: Strategy, stage: int) -> int:
     if s.schedule == "interleaved":
         # Megatron-LM schedules.py, interleaved: warmup (p − i − 1)·2 + (v − 1)·p, plus one in steady state
         return min((p - stage - 1) * 2 + (v - 1) * p + 1, m * v)
-    # Narayanan et al. SC'21 (arXiv 2104.04473) §2.2.1: 1F1B holds at most p − i micro-batches
+    if s.schedule == "zbv":
+        # Qi et al. 2024 §6: ZB-V peaks at p·M_B on every rank, 2p half-stage chunks (exact for m ≥ 2p − 1; an
+        # upper bound below, where the warm-up is cut short)
+        return min(2 * p, 2 * m)
+    if s.schedule == "dualpipev":
+        # DeepSeek DualPipe README: DualPipeV holds PP + 1 chunks' activations (PP = 2p stages); the fused
+        # forward allocates before its partner backward frees (needs m ≥ 2p)
+        return min(2 * p + 1, 2 * m)
+    # Narayanan et al. SC'21 (arXiv 2104.04473) §2.2.1: 1F1B holds at most p − i micro-batches; so does ZB-H1
+    # (Qi et al. 2024 §2.1)
     return min(p - stage, m)
+
+
+def weight_grad_held_chunks(s: Strategy, stage: int) -> int:
+    """Chunks whose B has run but whose W waits, held beside ``inflight_layer_chunks``' at the stage's peak."""
+    if s.schedule != "zb-h1":
+        # ZB-V runs each steady-state W right after its B (Qi et al. 2024 §6), DualPipeV splits only its cool-down
+        # backwards: none wait at the peak
+        return 0
+    # Qi et al. 2024 §2.3: ZB-H1's worker i (0-based) holds (p − i)·M_B + i·M_W; fewer W wait when m < p + i
+    return max(0, min(s.micro_batches - (s.pp - stage), stage))
+
+
+def weight_grad_bytes_per_layer(model: ModelSpec, s: Strategy) -> float:
+    """Bytes one layer keeps from its B to its W for one micro-batch: each linear layer's input and the gradient
+    of its output, what the weight-gradient GEMMs read (Qi et al. 2024 Table 1: 32sbh for GPT-3's shapes)."""
+    sb = model.seq_len / s.cp * s.micro_batch
+    t = s.tp
+    sp = t if s.sequence_parallel else 1
+    fc1_n = (2 if model.gated else 1) * model.ffn_hidden
+    # inputs (Korthikanti et al. 2022 §4.1-4.2): QKV and fc1 see the norm output 2sbh (÷t with SP), the
+    # projection 2sb·q/t, fc2 2sb·f/t; output gradients: QKV 2sb(q + 2kv)/t, fc1 2sb·fc1/t, projection and fc2 2sbh
+    replicated = 2 * sb * model.hidden * 4
+    sharded = 2 * sb * (model.q_dim + model.ffn_hidden + model.q_dim + 2 * model.kv_dim + fc1_n)
+    return replicated / sp + sharded / t
 
 
 def _stage(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int, per_layer: float) -> StageMemory:
     t, p, n = s.tp, s.pp, s.dp * s.cp
     layers = stage_layers(model.layers, s, stage)
-    first, last = stage == 0, stage == p - 1
+    first, last = stage == 0, holds_output(s.schedule, stage, p)
     # Shoeybi et al. 2019 §3: layers, embedding and output are all split over the TP group
     params = layers * model.layer_params() / t
     if first:
         params += model.embedding_params() / t
     if last:
         # Megatron-LM: the output layer is vocab-parallel; with pp > 1 a tied embedding is copied to the last stage
+        # (not under a V shape, whose first rank holds both ends)
         params += model.output_params() / t
-        if model.tied_embeddings and p > 1:
+        if model.tied_embeddings and not first:
             params += model.vocab * model.hidden / t
     # Megatron-LM distributed optimizer docs (the WEIGHT/GRADIENT/OPTIMIZER_BYTES above): bytes per parameter
     weights = WEIGHT_BYTES * params
+    if s.precision != "bf16":
+        # Transformer Engine keeps an FP8 copy of each layer weight and its transpose beside the BF16 one, cached
+        # across micro-batches; with --fp8-param-gather the FP8 weight (and transpose) replaces the BF16 copy
+        # (Megatron-LM docs, fp8_param_gather; TE Float8Tensor). The embedding and output layer stay BF16.
+        fp8_layer = layers * model.layer_params() / t
+        weights += FP8_WEIGHT_BYTES * fp8_layer - (WEIGHT_BYTES * fp8_layer if s.fp8_param_gather else 0)
     gradients = GRADIENT_BYTES * params
     optimizer = OPTIMIZER_BYTES * params
     buffers = 0.0
@@ -127,6 +175,9 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int, per_
     # Narayanan et al. SC'21 §2.2: each in-flight chunk-forward holds its layers' activations until its backward
     # (an uneven end stage's chunks: their mean layer count)
     activations = chunks * (layers / s.chunks) * per_layer
+    waiting_w = weight_grad_held_chunks(s, stage)
+    if waiting_w:
+        activations += waiting_w * (layers / s.chunks) * weight_grad_bytes_per_layer(model, s)
 
     seq = model.seq_len / s.cp
     sbh = seq * s.micro_batch * model.hidden

@@ -49,7 +49,7 @@ def group_shape(gpus_per_node: int, size: int, step: int) -> GroupShape:
 def shape_of(cluster: ClusterSpec, s: Strategy, kind: str) -> GroupShape:
     """Shape of the ``kind`` group (tp, cp, dp or pp) of plan ``s`` on ``cluster``."""
     size = {"tp": s.tp, "cp": s.cp, "dp": s.dp, "pp": s.pp}[kind]
-    return group_shape(cluster.gpus_per_node, size, stride(s, kind))
+    return group_shape(cluster.domain_gpus, size, stride(s, kind))
 
 
 def _inter_tier(cluster: ClusterSpec, g: GroupShape) -> NetworkTier:
@@ -75,11 +75,22 @@ def all_reduce(cluster: ClusterSpec, g: GroupShape, nbytes: float) -> float:
         return 0.0
     nvl = cluster.tiers[0]
     if g.nodes == 1:
-        busbw = _rate(nvl, nbytes) * (nvl.allreduce_busbw / _rate(nvl) if nvl.allreduce_busbw else 1.0)
-        return 2 * (n - 1) / n * nbytes / busbw + 2 * (n - 1) * nvl.latency
+        ring = 2 * (n - 1) / n * nbytes / _rate(nvl, nbytes) + 2 * (n - 1) * nvl.latency
+        return min(ring, _in_switch_all_reduce(nvl, n, nbytes)) if nvl.allreduce_busbw else ring
     outer = _inter_tier(cluster, g)
     tree_latency = 2 * (g.per_node - 1) * nvl.latency + 2 * math.ceil(math.log2(g.nodes)) * outer.latency
     return _ring(nvl, outer, g, 2 * (n - 1) / n * nbytes, 0, nbytes) + min(2 * (n - 1) * outer.latency, tree_latency)
+
+
+def _in_switch_all_reduce(nvl: NetworkTier, n: int, nbytes: float) -> float:
+    """Seconds of an NVLink SHARP (NVLS) all-reduce of ``nbytes`` over ``n`` GPUs of one NVSwitch domain."""
+    # the switch reduces and multicasts, so each GPU sends and receives its buffer about once whatever n is: the
+    # busbw measured over the whole domain (its ``gpus``) is an algorithm bandwidth busbw·ref/(2(ref−1)) (nccl-tests
+    # doc/PERFORMANCE.md: busbw = algbw·2(n−1)/n), not a bus bandwidth that scales with n; NCCL takes the faster of
+    # NVLS and its ring (NCCL tuning picks the algorithm by predicted time)
+    ref = nvl.gpus if nvl.gpus > 1 else n
+    ramp = _rate(nvl, nbytes) / _rate(nvl)
+    return 2 * (ref - 1) / ref * nbytes / (nvl.allreduce_busbw * ramp) + 2 * (n - 1) * nvl.latency
 
 
 def _ring(nvl: NetworkTier, outer: NetworkTier, g: GroupShape, traffic: float, steps: int, nbytes: float) -> float:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from autoplan.cost import compute, network
+from autoplan.cost import compute, network, policy, tp_overlap
 from autoplan.cost.compute import Collective, LayerCompute, Op
-from autoplan.cost.costs import PassCost, PassKey, pass_cost
+from autoplan.cost.costs import PassCost, PassKey, pass_cost, split_backward  # noqa: F401 (re-export)
 from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.hardware import cp_a2a_degree
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.layout import chunk_layers
 from autoplan.specs.strategy import Strategy
@@ -30,25 +31,55 @@ def cp_kv_bytes(model: ModelSpec, s: Strategy) -> int:
 
 
 def _cp_ring(model: ModelSpec, cluster: ClusterSpec, s: Strategy, attention_forward: float) -> tuple[float, float]:
-    """Exposed seconds of one layer's CP ring exchanges in the forward and the backward pass."""
+    """Exposed seconds of one layer's CP exchanges in the forward and the backward pass: a ring of K/V blocks,
+    Ulysses all-to-alls, or all-to-alls inside the node and a ring across (``cp_comm``)."""
     if s.cp == 1:
         return 0.0, 0.0
+    a2a = cp_a2a_degree(s, cluster.domain_gpus)
+    fwd = bwd = ulysses_seconds(model, cluster, s, a2a) if a2a > 1 else 0.0
+    ring = s.cp // a2a
+    if ring == 1:
+        return fwd, bwd
     kv = cp_kv_bytes(model, s)
-    hop = network.send_recv(cluster, network.shape_of(cluster, s, "cp").nodes == 1, kv)
-    # ring attention (Liu et al. 2023): cp−1 K/V block exchanges overlap the blockwise attention compute;
+    shape = network.shape_of(cluster, s, "cp")
+    # a hierarchical ring's neighbours are whole a2a groups apart: across nodes unless the group fits in one
+    same_node = shape.nodes == 1
+    hop = network.send_recv(cluster, same_node, kv)
+    # ring attention (Liu et al. 2023): r−1 K/V block exchanges overlap the blockwise attention compute;
     # the backward sends K/V and their gradients (2×) beside a 2.5× attention backward (Dao 2023, FA2 §3)
-    fwd = max(0.0, (s.cp - 1) * hop - attention_forward * (s.cp - 1) / s.cp) + hop / s.cp
-    bwd = max(0.0, 2 * (s.cp - 1) * hop - CP_BACKWARD_FACTOR * attention_forward * (s.cp - 1) / s.cp) + hop / s.cp
+    fwd += max(0.0, (ring - 1) * hop - attention_forward * (ring - 1) / ring) + hop / ring
+    bwd += max(0.0, 2 * (ring - 1) * hop - CP_BACKWARD_FACTOR * attention_forward * (ring - 1) / ring) + hop / ring
     return fwd, bwd
 
 
-def _collectives_time(cluster: ClusterSpec, shape: network.GroupShape, colls: tuple[Collective, ...]) -> float:
-    return sum(network.COLLECTIVES[c.kind](cluster, shape, c.nbytes) for c in colls)
+def ulysses_bytes(model: ModelSpec, s: Strategy) -> tuple[int, int]:
+    """Bytes per GPU of one Ulysses all-to-all of Q (or the attention output) and of K (or V)."""
+    # Jacobs et al. 2023 (DeepSpeed-Ulysses, arXiv 2309.14509) §3: each all-to-all re-shards one b·(s/cp)·d
+    # tensor of the rank's tp share of heads from a sequence split to a head split (and back for the output)
+    tokens = s.micro_batch * (model.seq_len // s.cp)
+    return compute.BF16 * tokens * model.q_dim // s.tp, compute.BF16 * tokens * model.kv_dim // s.tp
+
+
+def ulysses_seconds(model: ModelSpec, cluster: ClusterSpec, s: Strategy, a2a: int) -> float:
+    """Seconds of one layer's four Ulysses all-to-alls (Q, K, V in; the output back) over ``a2a`` CP ranks; the
+    backward has four as well (the output's gradient in; those of Q, K and V back). They sit on the attention's
+    critical path: nothing to overlap with."""
+    q, kv = ulysses_bytes(model, s)
+    shape = network.group_shape(cluster.domain_gpus, a2a, network.stride(s, "cp"))
+    # Jacobs et al. 2023 §3: all-to-alls of Q, K, V before attention and of its output after it
+    return 2 * network.all_to_all(cluster, shape, q) + 2 * network.all_to_all(cluster, shape, kv)
+
+
+def _collectives_time(cluster: ClusterSpec, shape: network.GroupShape, colls: tuple[Collective, ...],
+                      collective_policy: str = "nccl") -> float:
+    # the plan's collective policy (nccl: network.py unchanged; baseline/Themis when the TP group spans dimensions)
+    return sum(policy.COLLECTIVES[c.kind](cluster, shape, c.nbytes, collective_policy) for c in colls)
 
 
 def layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> LayerCompute:
     """Kernels and TP collectives of one transformer layer for one micro-batch of plan ``s``."""
-    return compute.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute)
+    return compute.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
+                                 s.precision)
 
 
 @lru_cache(maxsize=4096)
@@ -59,14 +90,19 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pass
     cp_fwd, cp_bwd = _cp_ring(model, cluster, s, lay.attention_forward)
     n_first, n_mid, n_last = chunk_layers(model.layers, s)
     fwd = LayerCompute.seconds(lay.forward)
-    fwd_tp = _collectives_time(cluster, tp, lay.forward_collectives)
+    fwd_tp = _collectives_time(cluster, tp, lay.forward_collectives, s.collective_policy)
     bwd = LayerCompute.seconds(lay.backward)
-    bwd_tp = _collectives_time(cluster, tp, lay.backward_collectives)
+    bwd_tp = _collectives_time(cluster, tp, lay.backward_collectives, s.collective_policy)
     rec = LayerCompute.seconds(lay.recompute)
-    rec_tp = _collectives_time(cluster, tp, lay.recompute_collectives)
+    rec_tp = _collectives_time(cluster, tp, lay.recompute_collectives, s.collective_policy)
+    if s.tp_comm_overlap and s.sequence_parallel and s.tp > 1:
+        # chunked collectives hidden behind the GEMMs they feed (Wang et al. ASPLOS'23; TE userbuffers)
+        fwd_tp, bwd_tp = tp_overlap.layer_exposed(model, cluster, s)
+        rec_tp = fwd_tp if lay.recompute_collectives else 0.0
     emb_f, emb_b, emb_c = compute.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
     out_f, out_b, out_c = compute.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
-    emb_tp, out_tp = _collectives_time(cluster, tp, emb_c), _collectives_time(cluster, tp, out_c)
+    emb_tp = _collectives_time(cluster, tp, emb_c, s.collective_policy)
+    out_tp = _collectives_time(cluster, tp, out_c, s.collective_policy)
     costs = {}
     for first in (False, True):
         for last in (False, True):
@@ -84,6 +120,36 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pass
             costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", n * rec), ("tp", b_tp),
                                                     ("cp", n * (cp_bwd + (cp_fwd if s.recompute == "full" else 0))))
     return costs
+
+
+def weight_grad_seconds(ops: tuple[Op, ...]) -> float:
+    """Seconds of the weight-gradient kernels among a backward's ``ops``: the wgrad GEMMs and the embedding's
+    gradient scatter; the input-gradient GEMMs, attention core and element-wise backwards stay in B."""
+    # Qi et al. 2024 (arXiv 2401.10241) §2, Fig. 1: a linear layer's backward is B = ∇x (dgrad) and W = ∇W (wgrad)
+    return sum(op.seconds for op in ops if op.name.endswith(".wgrad") or op.name == "embedding.bwd")
+
+
+@lru_cache(maxsize=4096)
+def weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[tuple[bool, bool], PassCost]:
+    """The W part (weight gradients) of a backward chunk pass, keyed by (holds embedding, holds output layer):
+    its layers' wgrad GEMMs, the embedding's and output layer's weight gradients and, without gradient-accumulation
+    fusion, the separate accumulation. All compute; the rest of ``pass_costs``' backward is the B part."""
+    lay = layer(model, cluster, s)
+    n_first, n_mid, n_last = chunk_layers(model.layers, s)
+    w_layer = weight_grad_seconds(lay.backward)
+    emb_b = weight_grad_seconds(compute.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
+                                                          s.micro_batch)[1])
+    out_b = weight_grad_seconds(compute.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
+                                                       s.micro_batch)[1])
+    out = {}
+    for first in (False, True):
+        for last in (False, True):
+            n = n_first if first else n_last if last else n_mid
+            w = n * w_layer + first * emb_b + last * out_b
+            if not s.gradient_accumulation_fusion:
+                w += grad_accumulation(model, cluster, s, n, first, last).seconds
+            out[(first, last)] = pass_cost(("compute", w))
+    return out
 
 
 def grad_accumulation(model: ModelSpec, cluster: ClusterSpec, s: Strategy, layers: int, first: bool = False,

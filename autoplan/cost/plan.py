@@ -7,16 +7,23 @@ from __future__ import annotations
 import math
 
 from autoplan.cost import compute, network, policy
-from autoplan.cost.costs import CommNeed, StepCosts
-from autoplan.cost.passes import cp_kv_bytes, grad_bytes, layer, pass_costs
+from autoplan.cost.costs import COMPUTE_KINDS, CommNeed, PassCost, PassKey, StepCosts
+from autoplan.cost.passes import cp_kv_bytes, grad_bytes, layer, pass_costs, ulysses_bytes, weight_grad_costs
 from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.hardware import cp_a2a_degree
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.layout import chunk_layers, stage_layers
-from autoplan.specs.strategy import Strategy
+from autoplan.specs.layout import chunk_layers, holds_output, stage_layers, virtual_stage
+from autoplan.specs.strategy import SPLIT_BACKWARD, Strategy
 
 PARAM_BYTES = 2         # bf16 weights, all-gathered after a sharded optimizer step (Megatron-LM distributed optimizer)
 BUCKET_PARAMS = 40e6    # Megatron-LM DDP bucket size: max(40M, 1M·dp) parameters (distributed_data_parallel.py)
 MAX_BUCKETS = 8         # this model's simplification: finer buckets change the overlap by less than one's reduce
+
+
+def param_bytes(s: Strategy) -> int:
+    """Bytes per weight in the distributed optimizer's all-gathers: bf16, or FP8 with ``fp8_param_gather``."""
+    # Megatron-LM --fp8-param-gather: the sharded optimizer all-gathers FP8 weights, half the bf16 bytes
+    return 1 if s.fp8_param_gather else PARAM_BYTES
 
 
 def stage_params(model: ModelSpec, s: Strategy, stage: int) -> float:
@@ -28,10 +35,11 @@ def _stage_params(model: ModelSpec, s: Strategy, stage: int, layer_params: int) 
     params = stage_layers(model.layers, s, stage) * layer_params / s.tp
     if stage == 0:
         params += model.embedding_params() / s.tp
-    if stage == s.pp - 1:
+    if holds_output(s.schedule, stage, s.pp):
         params += model.output_params() / s.tp
-        if model.tied_embeddings and s.pp > 1:
-            # Megatron-LM: with pp > 1 the last stage holds a copy of the tied embedding
+        if model.tied_embeddings and stage > 0:
+            # Megatron-LM: with pp > 1 the last stage holds a copy of the tied embedding (a V shape's first rank
+            # holds both ends: no copy)
             params += model.vocab * model.hidden / s.tp
     return params
 
@@ -69,7 +77,7 @@ def pp_hop_time(model: ModelSpec, cluster: ClusterSpec, s: Strategy, same_node: 
     # tensor (Narayanan et al. SC'21 §4.1, scatter/gather); with SP the tensor is already sequence-sharded
     seconds = network.send_recv(cluster, same_node, full / s.tp)
     if s.tp > 1 and not s.sequence_parallel:
-        seconds += network.all_gather(cluster, network.shape_of(cluster, s, "tp"), full)
+        seconds += policy.all_gather(cluster, network.shape_of(cluster, s, "tp"), full, s.collective_policy)
     return seconds
 
 
@@ -92,10 +100,64 @@ def _optimizer(cluster: ClusterSpec, s: Strategy, params: float) -> float:
     return compute.optimizer_time(cluster.gpu, params, params / (s.dp * s.cp) if s.zero >= 1 else params)
 
 
+def zero3_layer_gather(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
+    """Seconds of the all-gather of one layer's bf16 weights (its TP share) over the DP·CP group (ZeRO-3)."""
+    # FSDP/ZeRO-3 gather one unit (a transformer layer) before its forward and again before its backward
+    # (Rajbhandari et al. 2020 §7.2.2; Zhao et al. 2023, PyTorch FSDP, VLDB 16(12) §3.2)
+    return policy.all_gather(cluster, _dp_shape(cluster, s), PARAM_BYTES * model.layer_params() / s.tp,
+                             s.collective_policy)
+
+
+def zero3_layer_reduce(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
+    """Seconds of the reduce-scatter of one layer's gradients over the DP·CP group (ZeRO-3)."""
+    return grad_reduce_time(cluster, _dp_shape(cluster, s), s, model.layer_params() / s.tp)
+
+
+def _dp_shape(cluster: ClusterSpec, s: Strategy) -> network.GroupShape:
+    return network.group_shape(cluster.domain_gpus, s.dp * s.cp, network.stride(s, "cp"))
+
+
+def zero3_exposed(layers: int, forward: float, backward: float, gather: float, reduce: float) -> tuple[float, float]:
+    """Seconds of ZeRO-3 communication a forward and a backward pass of ``layers`` layers cannot hide.
+
+    Each layer's weights are prefetched while the previous layer computes, one layer ahead (DeepSpeed stage-3
+    prefetch; FSDP forward/backward prefetch, Zhao et al. 2023 §3.3.2): the first gather is exposed, and a later
+    layer waits when its collectives take longer than the layer before it computes. In the backward a layer's
+    gather and the reduce-scatter of the previous layer's gradients share the DP link; the last reduce-scatter
+    ends the pass. ``forward`` and ``backward`` are one layer's seconds (the backward with its recompute).
+    """
+    fwd = gather + (layers - 1) * max(0.0, gather - forward)
+    bwd = gather + (layers - 1) * max(0.0, gather + reduce - backward) + reduce
+    return fwd, bwd
+
+
+def _zero3_passes(model: ModelSpec, cluster: ClusterSpec, s: Strategy,
+                  passes: dict[PassKey, PassCost]) -> dict[PassKey, PassCost]:
+    """The passes of a ZeRO-3 plan (pp = 1: one chunk of every layer) with their exposed DP communication."""
+    n = model.layers
+    gather, reduce = zero3_layer_gather(model, cluster, s), zero3_layer_reduce(model, cluster, s)
+    shape = _dp_shape(cluster, s)
+    # the embedding and output weights (not a transformer layer) are gathered and reduced once per pass, exposed
+    others = stage_params(model, s, 0) - n * model.layer_params() / s.tp
+    g_other = policy.all_gather(cluster, shape, PARAM_BYTES * others, s.collective_policy)
+    r_other = grad_reduce_time(cluster, shape, s, others)
+    # one layer's seconds: a middle chunk of a pp = 1 plan has every layer and no embedding or output layer
+    fwd, bwd = zero3_exposed(n, passes[(True, False, False)].seconds / n, passes[(False, False, False)].seconds / n,
+                             gather, reduce)
+    out = {}
+    for key, cost in passes.items():
+        first_or_last = key[1] or key[2]
+        extra = (fwd if key[0] else bwd) + (g_other + (0.0 if key[0] else r_other) if first_or_last else 0.0)
+        out[key] = PassCost(cost.seconds + extra, cost.parts + (("dp", extra),))
+    return out
+
+
 def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts:
     """Seconds of every task kind of one step of plan ``s`` (which must be valid)."""
     p, group = s.pp, s.dp * s.cp
-    grads = network.group_shape(cluster.gpus_per_node, group, network.stride(s, "cp"))
+    grads = network.group_shape(cluster.domain_gpus, group, network.stride(s, "cp"))
+    if s.zero == 3 and group > 1:
+        return _zero3_step(model, cluster, s)
     chunk = chunk_params(model, s)
     segments = _segments(chunk, s) if (group > 1 and s.overlap_grad_reduce) else 0
     per_layer = model.layer_params()
@@ -108,12 +170,12 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
         reduce_all = tuple(grad_reduce_time(cluster, grads, s, x / n) * n for x, n in zip(params, counts))
     if s.zero >= 1 and group > 1 and not s.overlap_param_gather:
         # Megatron-LM distributed optimizer docs: the updated bf16 shards are all-gathered after the step
-        final_gather = tuple(policy.all_gather(cluster, grads, PARAM_BYTES * x, s.collective_policy) for x in params)
+        final_gather = tuple(policy.all_gather(cluster, grads, param_bytes(s) * x, s.collective_policy) for x in params)
     tied = None
-    if model.tied_embeddings and p > 1:
+    if model.tied_embeddings and p > 1 and not holds_output(s.schedule, 0, p):
         # the first and last stage hold the tied embedding and all-reduce its gradient (Megatron-LM
         # finalize_model_grads, _allreduce_word_embedding_grads)
-        pair = network.group_shape(cluster.gpus_per_node, 2, network.stride(s, "pp") * (p - 1))
+        pair = network.group_shape(cluster.domain_gpus, 2, network.stride(s, "pp") * (p - 1))
         tied = network.all_reduce(cluster, pair, grad_bytes(s) * model.vocab * model.hidden / s.tp)
     return StepCosts(
         passes=pass_costs(model, cluster, s),
@@ -123,13 +185,24 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
         segment_reduce=grad_reduce_time(cluster, grads, s, chunk / segments) if segments and s.zero < 2 else None,
         # overlapped all-gather of a chunk's sharded weights before its first forward (ZeRO >= 1; Megatron-Core
         # --overlap-param-gather)
-        param_gather=(policy.all_gather(cluster, grads, PARAM_BYTES * chunk, s.collective_policy)
+        param_gather=(policy.all_gather(cluster, grads, param_bytes(s) * chunk, s.collective_policy)
                       if s.zero >= 1 and s.overlap_param_gather and group > 1 else None),
         # Rajbhandari et al. 2020 (ZeRO) §5.2-5.3: stage 2/3 reduce-scatter after every backward, 3 gathers weights
-        shard_gather=(policy.all_gather(cluster, grads, PARAM_BYTES * chunk, s.collective_policy)
+        shard_gather=(policy.all_gather(cluster, grads, param_bytes(s) * chunk, s.collective_policy)
                       if s.zero == 3 else 0.0),
         shard_reduce=grad_reduce_time(cluster, grads, s, chunk) if s.zero >= 2 else 0.0,
-        reduce_all=reduce_all, final_gather=final_gather, tied=tied)
+        reduce_all=reduce_all, final_gather=final_gather, tied=tied,
+        weight_grad=weight_grad_costs(model, cluster, s) if s.schedule in SPLIT_BACKWARD else None)
+
+
+def _zero3_step(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts:
+    """A ZeRO-3 step: per-layer gathers and reduce-scatters inside the passes (``_zero3_passes``); the weights
+    stay sharded, so no gather after the optimizer step (Rajbhandari et al. 2020 §5.3)."""
+    params = [_stage_params(model, s, i, model.layer_params()) for i in range(s.pp)]
+    return StepCosts(passes=_zero3_passes(model, cluster, s, pass_costs(model, cluster, s)),
+                     optimizer=tuple(_optimizer(cluster, s, x) for x in params), hop=0.0, segments=0,
+                     segment_reduce=None, param_gather=None, shard_gather=0.0, shard_reduce=0.0, reduce_all=None,
+                     final_gather=None, tied=None)
 
 
 def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
@@ -139,12 +212,19 @@ def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
     p, v, m = s.pp, s.chunks, s.micro_batches
     last = p * v - 1
     worst = 0.0
+    # DualPipeV's fused pairs may hide all of a pass's communication (DeepSeek-V3 §3.2.1): only compute is certain
+    seconds = _compute_seconds if s.schedule == "dualpipev" else (lambda c: c.seconds)
     for i in _end_stages(s):
-        busy = sum(costs[(True, c * p + i == 0, c * p + i == last)].seconds
-                   + costs[(False, c * p + i == 0, c * p + i == last)].seconds for c in range(v)) * m
+        vss = [virtual_stage(s.schedule, i, c, p) for c in range(v)]
+        busy = sum(seconds(costs[(True, vs == 0, vs == last)]) + seconds(costs[(False, vs == 0, vs == last)])
+                   for vs in vss) * m
         busy += optimizer_seconds(model, cluster, s, i)
         worst = max(worst, busy)
     return worst
+
+
+def _compute_seconds(c: PassCost) -> float:
+    return sum(x for k, x in c.parts if k in COMPUTE_KINDS)
 
 
 def _end_stages(s: Strategy) -> tuple[int, ...]:
@@ -163,14 +243,22 @@ def collectives(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[Com
         # Shoeybi et al. 2019 §3: two TP collectives per layer and pass (four with SP, Korthikanti et al. 2022 §4.2.2)
         for c in coll[:2]:
             out.append(CommNeed(group="tp", op=c.kind, shape=tp, nbytes=c.nbytes,
-                                seconds=network.COLLECTIVES[c.kind](cluster, tp, c.nbytes),
+                                seconds=policy.COLLECTIVES[c.kind](cluster, tp, c.nbytes, s.collective_policy),
                                 when=f"{len(coll) // 2}× per layer and pass"))
     if s.cp > 1:
         cp = network.shape_of(cluster, s, "cp")
+        a2a = cp_a2a_degree(s, cluster.domain_gpus)
+        if a2a > 1:
+            q, _ = ulysses_bytes(model, s)
+            group = network.group_shape(cluster.domain_gpus, a2a, network.stride(s, "cp"))
+            out.append(CommNeed(group="cp", op="all_to_all", shape=group, nbytes=q,
+                                seconds=network.all_to_all(cluster, group, q),
+                                when="4× per layer and pass (Ulysses: Q, K, V, output; K, V smaller with GQA)"))
         kv = cp_kv_bytes(model, s)
-        out.append(CommNeed(group="cp", op="send_recv", shape=cp, nbytes=kv,
-                            seconds=network.send_recv(cluster, cp.nodes == 1, kv),
-                            when=f"{s.cp - 1}× per layer (ring K/V)"))
+        if s.cp // a2a > 1:
+            out.append(CommNeed(group="cp", op="send_recv", shape=cp, nbytes=kv,
+                                seconds=network.send_recv(cluster, cp.nodes == 1, kv),
+                                when=f"{s.cp // a2a - 1}× per layer (ring K/V)"))
     if s.pp > 1:
         out += _pp_needs(model, cluster, s)
     if s.dp * s.cp > 1:
@@ -187,13 +275,21 @@ def _pp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommN
     if s.tp > 1 and not s.sequence_parallel:
         tp = network.shape_of(cluster, s, "tp")
         out.append(CommNeed(group="tp", op="all_gather", shape=tp, nbytes=act * s.tp,
-                            seconds=network.all_gather(cluster, tp, act * s.tp),
+                            seconds=policy.all_gather(cluster, tp, act * s.tp, s.collective_policy),
                             when="after each PP receive (scatter/gather)"))
     return out
 
 
 def _dp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommNeed]:
-    grads = network.group_shape(cluster.gpus_per_node, s.dp * s.cp, network.stride(s, "cp"))
+    grads = network.group_shape(cluster.domain_gpus, s.dp * s.cp, network.stride(s, "cp"))
+    if s.zero == 3:
+        layer_params = model.layer_params() / s.tp
+        return [CommNeed(group="dp", op="all_gather", shape=grads, nbytes=PARAM_BYTES * layer_params,
+                         seconds=zero3_layer_gather(model, cluster, s),
+                         when="per layer and micro-batch, before its forward and again before its backward"),
+                CommNeed(group="dp", op="reduce_scatter", shape=grads, nbytes=grad_bytes(s) * layer_params,
+                         seconds=zero3_layer_reduce(model, cluster, s), when="per layer and micro-batch, after its "
+                                                                              "backward")]
     params = max(stage_params(model, s, i) for i in _end_stages(s))
     bucket = min(params, bucket_params(s))
     op = "reduce_scatter" if s.zero >= 1 else "all_reduce"
@@ -202,7 +298,7 @@ def _dp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommN
                     seconds=policy.COLLECTIVES[op](cluster, grads, nbytes, s.collective_policy),
                     when=f"per bucket, {params / bucket:.0f} buckets")]
     if s.zero >= 1:
-        out.append(CommNeed(group="dp", op="all_gather", shape=grads, nbytes=PARAM_BYTES * bucket,
-                            seconds=policy.all_gather(cluster, grads, PARAM_BYTES * bucket, s.collective_policy),
+        out.append(CommNeed(group="dp", op="all_gather", shape=grads, nbytes=param_bytes(s) * bucket,
+                            seconds=policy.all_gather(cluster, grads, param_bytes(s) * bucket, s.collective_policy),
                             when="per bucket, params"))
     return out

@@ -50,6 +50,9 @@ class CollectiveTime:
     """Per chunk, the dimension indices of its reduce-scatter order (all-gather phases run it backwards)."""
     fell_back: bool = False
     """Themis only: the greedy schedule was slower than the baseline's, so the baseline's was kept."""
+    starts: tuple[tuple[float, int, int, int], ...] = ()
+    """Every chunk phase as (start seconds, dimension, chunk, phase index), in start order: the schedule's events,
+    which ``autoplan.sim.chunked`` lowers into engine tasks on per-dimension link streams."""
 
     @property
     def utilisation(self) -> tuple[float, ...]:
@@ -135,20 +138,28 @@ def collective(dims: tuple[NetworkDim, ...], op: str, nbytes: float, *, policy: 
     _check(dims, op, nbytes, policy, chunks, intra)
     chunk = nbytes / chunks
     orders = _orders(dims, chunk, chunks, policy)
-    time, busy, sent = _run(dims, [_phases(dims, op, chunk, o) for o in orders], intra)
+    time, busy, sent, starts = _run(dims, [_phases(dims, op, chunk, o) for o in orders], intra)
     fell_back = False
     if policy == "themis":
         base = _orders(dims, chunk, chunks, "baseline")
-        b_time, b_busy, b_sent = _run(dims, [_phases(dims, op, chunk, o) for o in base], intra)
+        b_time, b_busy, b_sent, b_starts = _run(dims, [_phases(dims, op, chunk, o) for o in base], intra)
         if b_time < time:  # autoplan's guard, after Themis's fallback to baseline: an offline schedule keeps the faster
-            orders, time, busy, sent, fell_back = base, b_time, b_busy, b_sent, True
+            orders, time, busy, sent, starts, fell_back = base, b_time, b_busy, b_sent, b_starts, True
     return CollectiveTime(op=op, policy=policy, nbytes=float(nbytes), chunks=chunks, dims=dims, time=time,
-                          busy=tuple(busy), sent=tuple(sent), orders=tuple(orders), fell_back=fell_back)
+                          busy=tuple(busy), sent=tuple(sent), orders=tuple(orders), fell_back=fell_back,
+                          starts=tuple(starts))
+
+
+def chunk_phases(ct: CollectiveTime) -> list[list[tuple[int, float]]]:
+    """Per chunk, its phases (dimension, data bytes) in execution order, as ``ct`` scheduled them."""
+    chunk = ct.nbytes / ct.chunks
+    return [_phases(ct.dims, ct.op, chunk, o) for o in ct.orders]
 
 
 def _run(dims: tuple[NetworkDim, ...], plans: list[list[tuple[int, float]]], intra: str
-         ) -> tuple[float, list[float], list[float]]:
-    """Event loop over chunk phases; returns (end time, seconds each dimension's links were busy, bytes sent).
+         ) -> tuple[float, list[float], list[float], list[tuple[float, int, int, int]]]:
+    """Event loop over chunk phases; returns (end time, seconds each dimension's links were busy, bytes sent,
+    (start, dimension, chunk, phase) of every phase in start order).
 
     A dimension serialises the bytes of its phases (its links are busy sent/B per phase) while the per-step
     latency only delays the chunk, so phases of different chunks pipeline on a dimension as packets do in
@@ -159,7 +170,7 @@ def _run(dims: tuple[NetworkDim, ...], plans: list[list[tuple[int, float]]], int
     free = [True] * len(dims)
     events = [(0.0, c, 1, c, 0) for c in range(len(plans))]  # (time, seq, kind 0: dim free / 1: chunk ready, x, k)
     heapq.heapify(events)
-    seq, end = len(plans), 0.0
+    seq, end, starts = len(plans), 0.0, []
     while events:
         now = events[0][0]
         while events and events[0][0] == now:
@@ -176,9 +187,10 @@ def _run(dims: tuple[NetworkDim, ...], plans: list[list[tuple[int, float]]], int
                 _, c, k = heapq.heappop(queues[d])
                 nbytes, seconds = phase(dim, plans[c][k][1])
                 free[d] = False
+                starts.append((now, d, c, k))
                 busy[d] += nbytes / dim.bandwidth
                 sent[d] += nbytes
                 heapq.heappush(events, (now + nbytes / dim.bandwidth, seq, 0, d, 0))
                 heapq.heappush(events, (now + seconds, seq + 1, 1, c, k + 1))
                 seq += 2
-    return end, busy, sent
+    return end, busy, sent, starts

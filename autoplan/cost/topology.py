@@ -1,7 +1,8 @@
 """Where a plan's GPUs sit on the network: the cluster graph, Megatron rank placement and per-link ring load.
 
-The graph is a rail-optimised fat tree (DGX SuperPOD reference architecture): GPU ``i`` of a node talks through the
-node's NVSwitch fabric and through its own NIC on rail ``i % gpus_per_node``; each scalable unit (su) has one leaf
+The graph is a rail-optimised fat tree (DGX SuperPOD reference architecture): GPU ``i`` of an NVLink domain (one node,
+or a multi-node NVLink domain such as an NVL72 rack of 18 trays) talks through the domain's NVSwitch fabric and through
+its own NIC on rail ``i % domain_gpus``; each scalable unit (su) has one leaf
 switch per rail and the leaves of a rail meet at that rail's spine. Links are undirected graph edges; ``bandwidth`` is
 per direction.
 """
@@ -32,9 +33,10 @@ class GroupPlacement:
     size: int
     """GPUs in one group."""
     gpus_per_node: int
-    """Members of one group on one node (the most on any node when groups are placed unevenly)."""
+    """Members of one group in one NVLink domain (one node unless the cluster sets nvlink_domain_gpus; the most in
+    any domain when groups are placed unevenly)."""
     nodes: int
-    """Nodes one group spans (the most of any group)."""
+    """NVLink domains (nodes) one group spans (the most of any group)."""
     tier: str
     """Name of the outermost network tier any group's ring crosses (the innermost tier for groups of one GPU)."""
     max_link_sharing: int
@@ -46,19 +48,21 @@ class GroupPlacement:
 def _nodes_per_su(cluster: ClusterSpec) -> int:
     """Nodes under one leaf per rail: the leaf tier's reach if a spine tier lies beyond it, else the whole cluster."""
     if len(cluster.tiers) >= 3 and cluster.tiers[1].gpus:
-        return max(1, cluster.tiers[1].gpus // cluster.gpus_per_node)
-    return max(1, cluster.nodes)
+        return max(1, cluster.tiers[1].gpus // cluster.domain_gpus)
+    return max(1, cluster.domains)
 
 
 def _check_network(cluster: ClusterSpec) -> None:
-    if cluster.nodes > 1 and len(cluster.tiers) < 2:
-        raise SpecError(f"cluster {cluster.name!r} has {cluster.nodes} nodes but no inter-node network tier")
+    if cluster.domains > 1 and len(cluster.tiers) < 2:
+        raise SpecError(f"cluster {cluster.name!r} has {cluster.domains} NVLink domains but no network tier "
+                        "between them")
 
 
 def build_graph(cluster: ClusterSpec) -> nx.Graph:
-    """The cluster's network: GPUs, NVSwitch fabrics, NICs, rail leaves and spines, with ``bandwidth`` and ``tier``."""
+    """The cluster's network: GPUs, NVSwitch fabrics (one per NVLink domain), NICs, rail leaves and spines, with
+    ``bandwidth`` and ``tier``."""
     _check_network(cluster)
-    g, nodes, tiers = cluster.gpus_per_node, cluster.nodes, cluster.tiers
+    g, nodes, tiers = cluster.domain_gpus, cluster.domains, cluster.tiers
     per_su = _nodes_per_su(cluster)
     graph = nx.Graph(cluster=cluster.name, gpus_per_node=g, nodes_per_su=per_su)
     gpus = range(cluster.gpus)
@@ -189,7 +193,7 @@ def describe_group(cluster: ClusterSpec, s: Strategy, kind: str) -> GroupPlaceme
     """Size, spread, outermost tier and worst link sharing of the ``kind`` groups, without building the graph."""
     _check_fits(cluster, s)
     size, stride = _degree_and_stride(s, kind)
-    per_node, nodes, reach, sharing = _placement(cluster.gpus_per_node, _nodes_per_su(cluster), s.gpus, size, stride)
+    per_node, nodes, reach, sharing = _placement(cluster.domain_gpus, _nodes_per_su(cluster), s.gpus, size, stride)
     if reach:
         _check_network(cluster)
     tiers = cluster.tiers

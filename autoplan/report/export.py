@@ -15,7 +15,7 @@ from autoplan.specs import ModelSpec, Strategy
 from autoplan.specs.layout import chunk_layers
 from autoplan.specs.strategy import KNOBS
 
-FORMATS = ("megatron", "torchtitan")
+FORMATS = ("megatron", "torchtitan", "pytorch")
 
 
 def megatron_parallel_args(s: Strategy, layers: int | None) -> list[str]:
@@ -27,6 +27,9 @@ def megatron_parallel_args(s: Strategy, layers: int | None) -> list[str]:
                         "with zero ≤ 1, or use --format torchtitan (FSDP)")
     args = [f"--tensor-model-parallel-size {s.tp}", f"--pipeline-model-parallel-size {s.pp}",
             f"--context-parallel-size {s.cp}"]
+    if s.ep > 1 or s.etp > 1:
+        # Megatron-Core MoE README: expert parallelism and expert tensor parallelism
+        args += [f"--expert-model-parallel-size {s.ep}", f"--expert-tensor-parallel-size {s.etp}"]
     if s.uneven:
         args += _uneven_args(s, layers)
     elif s.schedule == "interleaved" and layers:
@@ -81,7 +84,30 @@ def megatron_model_args(model: ModelSpec, flash_attention: bool) -> list[str]:
         args += ["--attention-dropout 0.0", "--hidden-dropout 0.0"]
     if flash_attention:
         args.append("--use-flash-attn")
-    return args + ["--bf16"]
+    return args + _megatron_moe_args(model) + ["--bf16"]
+
+
+def _megatron_moe_args(model: ModelSpec) -> list[str]:
+    """Megatron-Core's MoE and MLA arguments (megatron/core/transformer/moe/README.md; MLA: --multi-latent-attention)."""
+    args: list[str] = []
+    if model.moe:
+        args += [f"--num-experts {model.experts}", f"--moe-router-topk {model.top_k}",
+                 f"--moe-ffn-hidden-size {model.moe_ffn_hidden}", "--moe-grouped-gemm",
+                 "--moe-token-dispatcher-type alltoall"]
+        if model.shared_experts:
+            args.append(f"--moe-shared-expert-intermediate-size {model.shared_experts * model.moe_ffn_hidden}")
+        if model.dense_layers:
+            # one entry per layer: 0 dense, 1 MoE (Megatron-Core --moe-layer-freq list form)
+            args.append(f'--moe-layer-freq "([0]*{model.dense_layers}+[1]*{model.moe_layers})"')
+        if model.capacity_factor:
+            args.append(f"--moe-expert-capacity-factor {model.capacity_factor:g}")
+    if model.mla:
+        args += ["--multi-latent-attention", f"--kv-lora-rank {model.kv_lora_rank}",
+                 f"--qk-head-dim {model.head_dim}", f"--qk-pos-emb-head-dim {model.qk_rope_head_dim}",
+                 f"--v-head-dim {model.value_dim}"]
+        if model.q_lora_rank:
+            args.append(f"--q-lora-rank {model.q_lora_rank}")
+    return args
 
 
 def megatron_notes(s: Strategy, model: ModelSpec | None) -> list[str]:
@@ -90,6 +116,15 @@ def megatron_notes(s: Strategy, model: ModelSpec | None) -> list[str]:
              f"(tp {s.tp} · pp {s.pp} · cp {s.cp})"]
     if s.schedule == "gpipe" and s.pp > 1:
         notes.append("Megatron-LM has no GPipe schedule: it runs this plan with 1F1B (same bubble, less memory)")
+    if s.schedule in _ZERO_BUBBLE:
+        notes.append(f"Megatron-Core has no zero-bubble schedule ({s.schedule}): these arguments run 1F1B; "
+                     f"{_ZERO_BUBBLE[s.schedule]}")
+    if s.cp_comm == "a2a+p2p" and s.cp > 1:
+        notes.append("--cp-comm-type a2a+p2p also needs --hierarchical-context-parallel-sizes A R with A·R = cp "
+                     f"{s.cp}: autoplan priced A = the CP ranks sharing a node (all-to-all) and a ring of R across")
+    if s.precision != "bf16":
+        notes.append("FP8 runs through Transformer Engine (--transformer-impl transformer_engine); the embedding, "
+                     "output layer and attention stay BF16")
     if model is None:
         notes.append("model shape arguments left out: the run's model could not be rebuilt")
     else:
@@ -113,7 +148,18 @@ def megatron_text(s: Strategy, model: ModelSpec | None, flash_attention: bool = 
     return "\n".join(lines) + "\n"
 
 
-_TITAN_SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B"}
+_ZERO_BUBBLE = {
+    # sail-sg/zero-bubble-pipeline-parallelism README (a Megatron-LM fork) and torch.distributed.pipelining
+    "zb-h1": "for ZB-H1 use the sail-sg/zero-bubble-pipeline-parallelism fork of Megatron-LM (--enable-zero-bubble, "
+             "its automatic schedule under 1F1B's memory, ZB-1p) or PyTorch ScheduleInterleavedZeroBubble",
+    "zbv": "for ZB-V use the sail-sg/zero-bubble-pipeline-parallelism fork of Megatron-LM (--zero-bubble-v-schedule) "
+           "or PyTorch ScheduleZBVZeroBubble (two stages per rank, V placement)",
+    "dualpipev": "for DualPipeV use deepseek-ai/DualPipe (DualPipeV) or PyTorch ScheduleDualPipeV (two stages per "
+                 "rank, V placement)",
+}
+"""Where each zero-bubble schedule runs, since Megatron-Core has none."""
+_TITAN_SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B",
+                    "zb-h1": "InterleavedZeroBubble", "zbv": "ZBVZeroBubble", "dualpipev": "DualPipeV"}
 
 
 def torchtitan_toml(s: Strategy, model: ModelSpec | None, header: str = "") -> str:
@@ -131,14 +177,24 @@ def torchtitan_toml(s: Strategy, model: ModelSpec | None, header: str = "") -> s
         lines.append("# torchtitan's tensor parallelism always shards norms along the sequence (sequence parallel)")
     lines += ["", "[parallelism]", *dp, f"tensor_parallel_degree = {s.tp}", f"context_parallel_degree = {s.cp}",
               f"pipeline_parallel_degree = {s.pp}"]
+    if s.tp_comm_overlap:
+        # torchtitan docs (async tensor parallel): overlaps TP collectives with matmuls, needs torch.compile
+        lines.append("enable_async_tensor_parallel = true  # TP-comm overlap; needs [compile] enable = true")
+    if s.precision != "bf16":
+        lines.append(f"# precision {s.precision}: enable torchtitan's float8/MX converter by hand ([model] converters)")
+    if s.cp_comm != "p2p" and s.cp > 1:
+        lines.append(f"# cp_comm {s.cp_comm}: torchtitan's context parallelism is ring attention (p2p) only")
+    if s.ep > 1 or s.etp > 1:
+        # torchtitan job_config.py [parallelism]: expert parallelism for MoE models
+        lines += [f"expert_parallel_degree = {s.ep}", f"expert_tensor_parallel_degree = {s.etp}"]
     if s.uneven:
         lines.append(f"# not exported: the uneven first/last stages ({s.first_stage_layers}/{s.last_stage_layers} "
                      "layers); torchtitan splits stages by module_fqns_per_model_part, write them by hand")
     if s.pp > 1:
         lines += [f'pipeline_parallel_schedule = "{_TITAN_SCHEDULES[s.schedule]}"',
                   f"pipeline_parallel_microbatch_size = {s.micro_batch}"]
-        if s.schedule == "interleaved" and model is not None and not s.uneven:
-            lines.append(f"pipeline_parallel_layers_per_stage = {model.layers // (s.pp * s.virtual_stages)}")
+        if s.chunks > 1 and model is not None and not s.uneven:
+            lines.append(f"pipeline_parallel_layers_per_stage = {model.layers // (s.pp * s.chunks)}")
     lines += ["", "[activation_checkpoint]", f'mode = "{s.recompute}"']
     if s.recompute == "selective":
         lines.append('selective_ac_option = "op"  # approximate: per-op selective checkpointing, not Megatron\'s '
@@ -150,6 +206,33 @@ def torchtitan_toml(s: Strategy, model: ModelSpec | None, header: str = "") -> s
     return "\n".join(lines) + "\n"
 
 
+def pytorch_text(s: Strategy, model: ModelSpec | None, header: str = "") -> str:
+    """A PyTorch DDP launch hint (torchrun) for a CNN plan, with what stock PyTorch does not provide."""
+    lines = [f"# {line}" for line in header.splitlines()]
+    nodes_hint = "--nnodes $NNODES --nproc-per-node $GPUS_PER_NODE"
+    lines.append(f"# {s.gpus} processes: data-parallel {s.dp} × pipeline {s.pp} × spatial {s.spatial} × channel "
+                 f"{s.channel} × filter {s.filter}")
+    lines.append(f"# per GPU: micro-batch {s.micro_batch}, {s.micro_batches} accumulation step(s) "
+                 f"(model.no_sync() on all but the last), global batch {s.global_batch}")
+    lines.append("# DistributedDataParallel(model, bucket_cap_mb=25, gradient_as_bucket_view=True): gradient "
+                 "all-reduce overlapped with the backward; torch.autocast(dtype=torch.bfloat16)")
+    if s.recompute == "full":
+        lines.append("# activation checkpointing: torch.utils.checkpoint.checkpoint_sequential over the model")
+    if s.pp > 1:
+        lines.append(f"# pipeline: torch.distributed.pipelining with Schedule{'GPipe' if s.schedule == 'gpipe' else '1F1B'}"
+                     f", {s.pp} stages split by compute time, micro-batch {s.micro_batch}")
+    if s.spatial > 1:
+        lines.append(f"# spatial {s.spatial}: no stock PyTorch API; shard H (D in 3D) and exchange halos per "
+                     "convolution (LBANN DistConv, Dryden et al. IPDPS'19; or torch.distributed send/recv by hand)")
+    if s.filter > 1 or s.channel > 1:
+        lines.append("# filter/channel split: shard Conv weights along out/in channels with torch.distributed.tensor "
+                     "(Shard(0)/Shard(1)) and all-gather/all-reduce activations per layer (Dryden et al. SC'19)")
+    name = model.name if model is not None else "MODEL"
+    lines.append(f"torchrun {nodes_hint} train.py --arch {name} --batch-size {s.micro_batch} "
+                 f"--global-batch-size {s.global_batch}")
+    return "\n".join(lines) + "\n"
+
+
 def export_text(fmt: str, s: Strategy, model: ModelSpec | None, flash_attention: bool = True,
                 header: str = "") -> str:
     """The plan in format ``fmt`` (megatron or torchtitan)."""
@@ -157,6 +240,8 @@ def export_text(fmt: str, s: Strategy, model: ModelSpec | None, flash_attention:
         return megatron_text(s, model, flash_attention, header)
     if fmt == "torchtitan":
         return torchtitan_toml(s, model, header)
+    if fmt == "pytorch":
+        return pytorch_text(s, model, header)
     raise SpecError(f"unknown export format {fmt!r}; formats are {', '.join(FORMATS)}")
 
 
@@ -167,8 +252,11 @@ def best_plan(e: Any, model: ModelSpec | None, flash_attention: bool = True) -> 
         megatron: dict = {"args": megatron_args(s, model, flash_attention), "notes": megatron_notes(s, model)}
     except SpecError as err:
         megatron = {"args": None, "notes": [str(err)]}
-    return {"plan": s.short(), "strategy": s.to_dict(), "metrics": metrics_dict(e.metrics), "megatron": megatron,
-            "torchtitan_toml": torchtitan_toml(s, model)}
+    out = {"plan": s.short(), "strategy": s.to_dict(), "metrics": metrics_dict(e.metrics), "megatron": megatron,
+           "torchtitan_toml": torchtitan_toml(s, model)}
+    if model is not None and model.structure is not None:
+        out["pytorch"] = pytorch_text(s, model)
+    return out
 
 
 def best_plan_json(e: Any, model: ModelSpec | None, flash_attention: bool = True) -> str:

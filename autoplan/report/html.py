@@ -25,9 +25,10 @@ MAX_BARS = 3000
 """Timeline bars drawn at most; a longer step shows its beginning (the trace file has all of it)."""
 CONFIG = {"displaylogo": False, "responsive": True}
 KIND_LABELS = {"compute": "compute", "recompute": "recompute", "tp": "exposed TP comm", "cp": "exposed CP comm",
-               "pp": "exposed PP comm", "dp": "exposed DP comm", "optimizer": "optimizer", "bubble": "bubble / idle"}
-KIND_COLORS = {"compute": "#2ca02c", "recompute": "#98df8a", "tp": "#17becf", "cp": "#1f77b4", "pp": "#9467bd",
-               "dp": "#bcbd22", "optimizer": "#7f7f7f", "bubble": "#d62728"}
+               "ep": "exposed EP all-to-all", "pp": "exposed PP comm", "dp": "exposed DP comm",
+               "optimizer": "optimizer", "bubble": "bubble / idle"}
+KIND_COLORS = {"compute": "#2ca02c", "recompute": "#98df8a", "tp": "#17becf", "cp": "#1f77b4", "ep": "#ff7f0e",
+               "pp": "#9467bd", "dp": "#bcbd22", "optimizer": "#7f7f7f", "bubble": "#d62728"}
 TASK_COLORS = {"forward": "#1f77b4", "backward": "#ff7f0e", "PP send": "#9467bd", "DP collective": "#bcbd22",
                "optimizer": "#7f7f7f"}
 STREAM_ORDER = ("compute", "pp_send_fwd", "pp_send_bwd", "dp")
@@ -99,8 +100,8 @@ def breakdown_figure(board: list[Evaluation]) -> go.Figure:
 def _task_kind(sim: Simulation, i: int) -> tuple[str, str]:
     meta = sim.lowered.meta.get(i)
     if meta is not None:
-        _, forward, mb, chunk = meta
-        label = f"{'F' if forward else 'B'}{mb}" + (f".c{chunk}" if chunk else "")
+        _, forward, mb, chunk, part = meta
+        label = f"{'F' if forward else 'F&B' if part == '&' else part or 'B'}{mb}" + (f".c{chunk}" if chunk else "")
         return ("forward" if forward else "backward"), label
     kind = sim.lowered.tasks.kind[i]
     name = {"pp": "PP send", "dp": "DP collective", "optimizer": "optimizer"}.get(kind, kind)

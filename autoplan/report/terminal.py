@@ -9,10 +9,11 @@ from rich.table import Table
 from rich.text import Text
 
 GIB = 1024**3
-COLORS = {"compute": "green", "recompute": "dark_green", "tp": "cyan", "cp": "blue", "pp": "magenta",
+COLORS = {"compute": "green", "recompute": "dark_green", "tp": "cyan", "cp": "blue", "ep": "orange3", "pp": "magenta",
           "dp": "yellow", "optimizer": "white", "bubble": "red"}
 LABELS = {"compute": "compute", "recompute": "recompute", "tp": "exposed TP comm", "cp": "exposed CP comm",
-          "pp": "exposed PP comm", "dp": "exposed DP comm", "optimizer": "optimizer", "bubble": "bubble / idle"}
+          "ep": "exposed EP all-to-all", "pp": "exposed PP comm", "dp": "exposed DP comm", "optimizer": "optimizer",
+          "bubble": "bubble / idle"}
 
 
 def breakdown_bar(breakdown: dict[str, float], width: int = 60) -> Text:
@@ -120,15 +121,16 @@ def check_view(report: dict, model: Any, cluster: Any, s: Any) -> Group:
     return Group(head, verdict, mem, layer, coll, symbolic)
 
 
-def leaderboard_table(rows: list[dict], title: str) -> Table:
-    """The ranked plans."""
+def leaderboard_table(rows: list[dict], title: str, throughput: str = "tokens/s") -> Table:
+    """The ranked plans (``throughput`` names the unit of the tokens_per_s column: samples/s for CNNs)."""
     t = Table(title=title, title_justify="left")
-    for col, label in (("rank", "#"), ("plan", "plan"), ("step_s", "step s"), ("tokens_per_s", "tokens/s"),
+    for col, label in (("rank", "#"), ("plan", "plan"), ("step_s", "step s"), ("tokens_per_s", throughput),
                        ("mfu_pct", "MFU %"), ("bubble_pct", "bubble %"), ("exposed_comm_pct", "exposed comm %"),
                        ("peak_gib", "peak GiB")):
         t.add_column(label, justify="left" if col == "plan" else "right")
     for r in rows:
-        t.add_row(str(r["rank"]), r["plan"], f"{r['step_s']:.3f}", f"{r['tokens_per_s']:,}", f"{r['mfu_pct']:.1f}",
+        step = f"{r['step_s']:.3f}" if r["step_s"] >= 0.1 else f"{r['step_s']:.4f}"    # CNN steps last milliseconds
+        t.add_row(str(r["rank"]), r["plan"], step, f"{r['tokens_per_s']:,}", f"{r['mfu_pct']:.1f}",
                   f"{r['bubble_pct']:.1f}", f"{r['exposed_comm_pct']:.1f}", f"{r['peak_gib']:.1f}/{r['capacity_gib']:.0f}")
     return t
 

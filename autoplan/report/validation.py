@@ -30,18 +30,30 @@ def plan_label(plan: Any) -> str:
     return " ".join([plan.short(), *extra])
 
 
+def _group_summary(report: Any, rows: list) -> str:
+    """Mean and max |error| of the counted runs, and of the known gaps beside them (shown, never hidden)."""
+    s = report.summary(rows)
+    gap_rows = [c for c in rows if c.known_gap and c.error_pct is not None]
+    counted = f"mean |error| {s['mean_abs_pct']:.2f} %, max {s['max_abs_pct']:.2f} % ({s['n']} runs" if s["n"] else "("
+    if not gap_rows:
+        return counted + ")"
+    errs = [abs(c.error_pct) for c in gap_rows]
+    sep = "; " if s["n"] else ""
+    return (f"{counted}{sep}{len(gap_rows)} known gaps not counted: mean |error| {sum(errs) / len(errs):.2f} %, "
+            f"max {max(errs):.2f} %)")
+
+
 def validation_view(report: Any) -> Group:
     """Every table, then the overall summary."""
     parts: list = []
     for group, rows in report.groups().items():
-        s = report.summary(rows)
-        t = Table(title=f"{group}: mean |error| {s['mean_abs_pct']:.2f} %, max {s['max_abs_pct']:.2f} % "
-                        f"({s['n']} runs)", title_justify="left")
+        t = Table(title=f"{group}: {_group_summary(report, rows)}", title_justify="left")
         for col in ("case", "metric", "measured", "predicted", "error", "plan simulated", "searched (unpublished)"):
             t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
         for c in rows:
             t.add_row(c.id, "s/iter" if c.metric == "iteration_time_s" else "TFLOP/s/GPU (eq. 3)", f"{c.measured:g}",
-                      f"{c.predicted:.2f}" if c.predicted is not None else "—", _err(c.error_pct),
+                      f"{c.predicted:.2f}" if c.predicted is not None else "—",
+                      _err(c.error_pct) + Text(" gap", style="dim") if c.known_gap else _err(c.error_pct),
                       plan_label(c.plan) if c.plan else c.note, ", ".join(c.searched) or "—")
         parts.append(t)
     for title, rows in (("Memory per GPU (arXiv 2205.05198 Figs. 1/7)", report.memory),
@@ -57,10 +69,28 @@ def validation_view(report: Any) -> Group:
             t.add_row(r.id, r.quantity, f"{r.reference:g} {r.unit}",
                       f"{r.predicted:.2f} {r.unit}" if r.predicted is not None else "—", _err(r.error_pct), r.note)
         parts.append(t)
+    if report.cnn:
+        s = report.summary(report.cnn)
+        t = Table(title=f"CNN runs (Kahira et al. 2021 oracle, ABCI V100): mean |error| {s['mean_abs_pct']:.2f} %, "
+                        f"max {s['max_abs_pct']:.2f} % ({s['n']} runs)", title_justify="left")
+        for col in ("case", "metric", "measured", "predicted", "error", "plan simulated", "note"):
+            t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
+        for c in report.cnn:
+            t.add_row(c.id, "s/iter" if c.metric == "iteration_time_s" else "s/sample", f"{c.measured:g}",
+                      f"{c.predicted:.4g}" if c.predicted is not None else "—", _err(c.error_pct),
+                      c.plan.short() if c.plan else "—", c.note)
+        parts.append(t)
     s = report.summary(report.cases)
-    parts.append(Text(f"All {s['n']} runs: mean |error| {s['mean_abs_pct']:.2f} %, max {s['max_abs_pct']:.2f} %. "
+    gaps = [c for c in report.cases if c.known_gap]
+    errs = [abs(c.error_pct) for c in report.cases if c.error_pct is not None]
+    with_gaps = (f" (with the {len(gaps)} known gaps: mean |error| {sum(errs) / len(errs):.2f} %, max {max(errs):.2f} %)"
+                 if gaps and errs else "")
+    parts.append(Text(f"All {s['n']} runs: mean |error| {s['mean_abs_pct']:.2f} %, max {s['max_abs_pct']:.2f} %{with_gaps}. "
                       "Where a knob was not published, only that knob was searched and the fastest feasible plan "
                       "is shown.", style="bold"))
+    for why in dict.fromkeys(c.known_gap for c in gaps):
+        ids = [c.id for c in gaps if c.known_gap == why]
+        parts.append(Text(f"Known gap ({len(ids)} runs, not counted): {why}", style="dim"))
     return Group(*parts)
 
 
@@ -69,7 +99,7 @@ def report_dict(report: Any) -> dict:
     def row(c: Any) -> dict:
         return {"id": c.id, "group": c.group, "metric": c.metric, "measured": c.measured, "predicted": c.predicted,
                 "error_pct": c.error_pct, "plan": c.plan.to_dict() if c.plan else None, "searched": list(c.searched),
-                "note": c.note}
+                "note": c.note, "known_gap": c.known_gap}
 
     def check(r: Any) -> dict:
         return {"id": r.id, "quantity": r.quantity, "reference": r.reference, "predicted": r.predicted,
@@ -78,4 +108,5 @@ def report_dict(report: Any) -> dict:
     return {"cases": [row(c) for c in report.cases],
             "summary": {g: report.summary(rows) for g, rows in report.groups().items()}
             | {"all": report.summary(report.cases)},
-            "memory": [check(r) for r in report.memory], "bandwidth": [check(r) for r in report.bandwidth]}
+            "memory": [check(r) for r in report.memory], "bandwidth": [check(r) for r in report.bandwidth],
+            "cnn": [row(c) for c in report.cnn], "cnn_summary": report.summary(report.cnn)}

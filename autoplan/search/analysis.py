@@ -4,7 +4,8 @@ parameter importances of the run's Optuna study. The report draws the plain data
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import math
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from autoplan.search.exhaustive import rank_key
 from autoplan.search.folder import JOURNAL, RunFolder
 from autoplan.sim.simulate import Evaluation, Simulation, evaluate, simulate_step
 from autoplan.specs import ClusterSpec, ModelSpec, Strategy, get_model, load_cluster
-from autoplan.specs.strategy import AXES, data_parallel
+from autoplan.specs.strategy import AXES
 
 TRACES = 3
 """Steps simulated in full (timeline, traces) for this many of the best plans."""
@@ -134,17 +135,23 @@ def _axis_values(space: dict[str, list]) -> dict[str, list[Any]]:
     return {k: values[k] for k in AXES if k != "virtual_stages" and len(values.get(k, ())) > 1}
 
 
+_DEGREES = ("tp", "pp", "cp", "spatial", "channel", "filter")
+"""Axes whose product with dp is the GPU count (the last three: CNN degrees, 1 for transformers)."""
+
+
 def _changed(s: Strategy, axis: str, value: Any, gpus: int) -> Strategy:
     if axis == "schedule":
         if value.startswith("int"):
             return replace(s, schedule="interleaved", virtual_stages=int(value[3:]))
         return replace(s, schedule=value, virtual_stages=1)
-    if axis in ("tp", "pp", "cp"):
-        degrees = {"tp": s.tp, "pp": s.pp, "cp": s.cp} | {axis: value}
-        model_parallel = degrees["tp"] * degrees["pp"] * degrees["cp"]
+    if axis in _DEGREES:
+        degrees = {k: getattr(s, k) for k in _DEGREES} | {axis: value}
+        model_parallel = math.prod(degrees.values())
         if gpus % model_parallel:
-            raise SpecError(f"tp·pp·cp = {model_parallel} does not divide the {gpus} GPUs")
-        return replace(s, dp=data_parallel(gpus, **degrees), **{axis: value})
+            raise SpecError(f"{'·'.join(_DEGREES[:3])} = {model_parallel} does not divide the {gpus} GPUs"
+                            if axis in _DEGREES[:3] else f"the model-parallel degrees ({model_parallel}) do not "
+                            f"divide the {gpus} GPUs")
+        return replace(s, dp=gpus // model_parallel, **{axis: value})
     return replace(s, **{axis: value})
 
 
@@ -161,7 +168,7 @@ def neighbours(run: Run, best: Evaluation) -> dict[str, list[Neighbour]]:
     known = {e.strategy: e for e in run.evaluations}
     gpus = run.cluster.gpus
     s0 = best.strategy
-    current = s0.to_dict() | {"schedule": _schedule_label(s0.schedule, s0.virtual_stages)}
+    current = asdict(s0) | {"schedule": _schedule_label(s0.schedule, s0.virtual_stages)}
     out: dict[str, list[Neighbour]] = {}
     for axis, values in _axis_values(run.inputs.get("space", {})).items():
         row = []

@@ -12,6 +12,7 @@ from typing import Any
 from autoplan.errors import SpecError
 from autoplan.sim.simulate import Evaluation
 from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.catalog import STRUCTURE_TYPES
 from autoplan.specs.model import ModelSpec
 
 
@@ -94,4 +95,17 @@ def specs_to_data(model: ModelSpec, cluster: ClusterSpec) -> dict:
 def specs_from_data(data: Any) -> tuple[ModelSpec, ClusterSpec]:
     """The model and cluster ``specs_to_data`` wrote."""
     _expect(data, dict, "specs")
-    return from_data(ModelSpec, data.get("model"), "model"), from_data(ClusterSpec, data.get("cluster"), "cluster")
+    return _model_from_data(data.get("model")), from_data(ClusterSpec, data.get("cluster"), "cluster")
+
+
+def _model_from_data(data: Any) -> ModelSpec:
+    """A ModelSpec, its ``structure`` rebuilt as the type its family registered (``STRUCTURE_TYPES``)."""
+    _expect(data, dict, "model")
+    structure = data.get("structure")
+    model = from_data(ModelSpec, {k: v for k, v in data.items() if k != "structure"}, "model")
+    if structure is None:
+        return model
+    kind = STRUCTURE_TYPES.get(model.family)
+    if kind is None:
+        raise SpecError(f"model.structure: family {model.family!r} has no structure type")
+    return dataclasses.replace(model, structure=from_data(kind, structure, "model.structure"))

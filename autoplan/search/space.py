@@ -138,10 +138,17 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
         if gpus % (tp * pp * cp):
             rejected[f"tp·pp·cp does not divide the GPU count {gpus}"] += _rest(space)
             continue
-        dp = data_parallel(gpus, tp, pp, cp)
-        # layers that do not split over pp: the balanced uneven layout (Megatron-LM first/last stage layers)
-        first, last = balanced_layout(model.layers, pp)
+        # layers that do not split over pp: the balanced uneven layout (Megatron-LM first/last stage layers; MoE
+        # end stages may give up to 3 layers: DeepSeek-V3's 61); a model with its own structure (a CNN) balances
+        # its stages itself
+        first, last = balanced_layout(model.layers, pp, 3 if model.moe else 2) if model.structure is None else (0, 0)
         for kw in inner:
+            # the CNN degrees (spatial·channel·filter, 1 for transformers) take their share of the GPUs too
+            split = kw["spatial"] * kw["channel"] * kw["filter"]
+            if (gpus // (tp * pp * cp)) % split:
+                rejected[f"tp·pp·cp·spatial·channel·filter does not divide the GPU count {gpus}"] += 1
+                continue
+            dp = data_parallel(gpus, tp, pp, cp) // split
             for v in (a["virtual_stages"] if kw["schedule"] == "interleaved" else (1,)):
                 s = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=global_batch, virtual_stages=v,
                              first_stage_layers=first, last_stage_layers=last, **kw)

@@ -8,9 +8,9 @@ from autoplan.cost.memory import StageMemory
 from autoplan.sim.engine import Timeline
 from autoplan.sim.workload import Lowered
 
-BREAKDOWN_KINDS = ("compute", "recompute", "tp", "cp", "pp", "dp", "optimizer", "bubble")
-"""How a device's step time splits: useful compute, recomputation, exposed TP/CP/PP/DP communication,
-the optimizer step, and pipeline bubble or idle time."""
+BREAKDOWN_KINDS = ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "optimizer", "bubble")
+"""How a device's step time splits: useful compute, recomputation, exposed TP/CP/EP/PP/DP communication (EP: the
+MoE all-to-alls), the optimizer step, and pipeline bubble or idle time."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,8 +52,8 @@ class Metrics:
 
     @property
     def exposed_comm_fraction(self) -> float:
-        """Share of the step the GPUs wait on TP, CP, PP or DP communication."""
-        return sum(self.fraction(k) for k in ("tp", "cp", "pp", "dp"))
+        """Share of the step the GPUs wait on TP, CP, EP, PP or DP communication."""
+        return sum(self.fraction(k) for k in ("tp", "cp", "ep", "pp", "dp"))
 
 
 def stage_breakdowns(lowered: Lowered, timeline: Timeline) -> list[dict[str, float]]:

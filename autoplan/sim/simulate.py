@@ -10,7 +10,9 @@ from autoplan.sim import metrics as met
 from autoplan.sim.engine import Timeline, run
 from autoplan.sim.workload import Lowered, lower
 from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.hardware import hardware_violations
 from autoplan.specs.model import ModelSpec
+from autoplan.specs.layout import V_SHAPE
 from autoplan.specs.strategy import Strategy
 
 
@@ -51,7 +53,10 @@ def _steady_state_points(s: Strategy) -> tuple[int, int, int] | None:
 
     When PP transfers are not negligible next to a pass, 1F1B's increments repeat with period pp rather than 1
     (measured: pp 2, 4, 8 give cyclicity 2, 4, 8), as the interleaved schedule's do; so both use period pp.
-    The first point is 2·pp: from there the split of idle time into PP waits and bubble repeats too.
+    The first point is 2·pp: from there the split of idle time into PP waits and bubble repeats too. ZB-H1 keeps
+    1F1B's shape and period (tests check it against the full simulation). ZB-V's and DualPipeV's transients have
+    no such bound (GPT-3, pp 8, B longer than F: increments settle only from 40 micro-batches on); ``_extrapolated``
+    samples them until the increments settle.
     """
     period = s.pp
     m = s.micro_batches
@@ -105,6 +110,8 @@ def _extrapolated(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> _Total
     if points is None:
         return None
     a, b, period = points
+    if s.schedule in V_SHAPE:
+        return _extrapolated_once_settled(model, cluster, s, a, period)
     ta, tb = (_totals(model, cluster, _with_micro_batches(s, n)) for n in (a, b))
     k = (s.micro_batches - a) / period
     out = (_extend(ta[0], tb[0], k), _extend_dicts(ta[1], tb[1], k), _extend_dicts(ta[2], tb[2], k))
@@ -116,9 +123,41 @@ def _extrapolated(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> _Total
     return out
 
 
-def _agrees(a: _Totals, b: _Totals, rel: float = 1e-12) -> bool:
-    """Step times and every breakdown and activity term equal to ``rel`` of the step time."""
-    tol = rel * b[0]
+SAMPLED_FROM_PERIODS = 32
+"""V-shape schedules with fewer micro-batches than this many periods (pp each) are simulated in full."""
+
+
+def _extrapolated_once_settled(model: ModelSpec, cluster: ClusterSpec, s: Strategy, a: int,
+                               period: int) -> _Totals:
+    """V-shape schedules: runs of a, a + period, a + 2·period, … micro-batches until two consecutive increments
+    agree in step time and every breakdown and activity term, extended from the last two; the full simulation
+    instead below SAMPLED_FROM_PERIODS periods (GPT-3's ZB-V transient lasts 5 (measured): runs of 2, 3, …, 7
+    periods add up to 27, more than a full run of fewer periods) or once the samples would cost more (their
+    micro-batches together) than it."""
+    m = s.micro_batches
+    if m < SAMPLED_FROM_PERIODS * period:
+        return _totals(model, cluster, s)
+    runs = [_totals(model, cluster, _with_micro_batches(s, n)) for n in (a, a + period)]
+    spent, n = 2 * a + period, a + 2 * period
+    while n < m and spent + n < m:
+        runs.append(_totals(model, cluster, _with_micro_batches(s, n)))
+        spent += n
+        x, y, z = runs[-3:]
+        if _agrees(_difference(y, x), _difference(z, y), scale=z[0]):
+            k = (m - (n - period)) / period
+            return _extend(y[0], z[0], k), _extend_dicts(y[1], z[1], k), _extend_dicts(y[2], z[2], k)
+        n += period
+    return _totals(model, cluster, s)
+
+
+def _difference(b: _Totals, a: _Totals) -> _Totals:
+    return (b[0] - a[0], [{k: y[k] - x[k] for k in y} for x, y in zip(a[1], b[1])],
+            [{k: y[k] - x[k] for k in y} for x, y in zip(a[2], b[2])])
+
+
+def _agrees(a: _Totals, b: _Totals, rel: float = 1e-12, scale: float | None = None) -> bool:
+    """Step times and every breakdown and activity term equal to ``rel`` of the step time (or of ``scale``)."""
+    tol = rel * (b[0] if scale is None else scale)
     return abs(a[0] - b[0]) <= tol and all(abs(x[k] - y[k]) <= tol for xs, ys in zip(a[1:], b[1:])
                                            for x, y in zip(xs, ys) for k in y)
 
@@ -150,7 +189,7 @@ def _metrics(model: ModelSpec, cluster: ClusterSpec, s: Strategy, step: float, s
 def evaluate(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Evaluation:
     """Score plan ``s``: reasons if invalid or out of memory (never simulated), else its metrics. Never raises
     for a valid model and cluster."""
-    reasons = violations(model, cluster.gpus, s)
+    reasons = violations(model, cluster.gpus, s) + hardware_violations(model, cluster, s)
     if reasons:
         return Evaluation(strategy=s, metrics=None, violations=tuple(reasons))
     mem = tuple(memory_per_stage(model, cluster, s))

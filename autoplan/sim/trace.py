@@ -105,10 +105,10 @@ def _name(lowered: Lowered, i: int, kind: str) -> tuple[str, dict]:
     return _label(meta, kind), {"us_by_kind": parts}
 
 
-def _label(meta: tuple[int, bool, int, int] | None, kind: str) -> str:
+def _label(meta: tuple[int, bool, int, int, str] | None, kind: str) -> str:
     if meta is not None:
-        _, forward, mb, chunk = meta
-        return f"{'F' if forward else 'B'}{mb}" + (f".c{chunk}" if chunk else "")
+        _, forward, mb, chunk, part = meta
+        return f"{'F' if forward else 'F&B' if part == '&' else part or 'B'}{mb}" + (f".c{chunk}" if chunk else "")
     return {"pp": "send", "dp": "dp collective", "optimizer": "optimizer"}.get(kind, kind)
 
 

@@ -19,13 +19,13 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from autoplan.cost.costs import PassCost
+from autoplan.cost.costs import PassCost, overlapped, split_backward
 from autoplan.cost.families import step_costs
 from autoplan.sim.engine import Plan, Tasks, plan_of, sized_cache
-from autoplan.sim.schedule import Step, stage_order
+from autoplan.sim.schedule import Step, stage_order, virtual_stage
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy
+from autoplan.specs.strategy import SPLIT_BACKWARD, Strategy
 
 
 @dataclass(slots=True)
@@ -39,11 +39,11 @@ class Lowered:
     _costs: list[PassCost]
     """Seconds and parts of each slot of the graph."""
     _parts: dict[int, tuple[tuple[str, float], ...]] | None = None
-    _meta: dict[int, tuple[int, bool, int, int]] | None = None
+    _meta: dict[int, tuple[int, bool, int, int, str]] | None = None
 
     @property
-    def meta(self) -> dict[int, tuple[int, bool, int, int]]:
-        """(stage, forward, micro_batch, chunk) of each pass task."""
+    def meta(self) -> dict[int, tuple[int, bool, int, int, str]]:
+        """(stage, forward, micro_batch, chunk, part) of each pass task (part: "B" or "W" for a split backward)."""
         if self._meta is None:
             self._meta = dict(sorted((j, (i, *st)) for i, steps in enumerate(self._graph.passes)
                                      for j, st in steps.items()))
@@ -136,14 +136,28 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
     g = _graph(shape)
     costs = c.passes
     last_vs = p * v - 1
+    split = s.schedule in SPLIT_BACKWARD
     cost: dict[object, PassCost] = {}
     for i in range(p):
         for ch in range(v):
+            vs = virtual_stage(s.schedule, i, ch, p)
             for fwd in (True, False):
-                cost[(i, fwd, ch)] = costs[(fwd, ch * p + i == 0, ch * p + i == last_vs)]
-            if segments:
-                b = cost[(i, False, ch)]
-                cost[("segment", i, ch)] = PassCost(b.seconds / segments, tuple((k, x / segments) for k, x in b.parts))
+                cost[(i, fwd, ch)] = costs[(fwd, vs == 0, vs == last_vs)]
+            if split:
+                # zero-bubble schedules: the backward as B (input gradients) and W (weight gradients); a family
+                # that does not price W leaves the whole backward in B
+                w = c.weight_grad[(vs == 0, vs == last_vs)] if c.weight_grad is not None else PassCost(0.0, ())
+                cost[(i, "B", ch)], cost[(i, "W", ch)] = split_backward(cost[(i, False, ch)], w)
+            for kind in (False, "W") if segments else ():
+                # the last backward that produces a chunk's gradients: a whole backward, or a split one's W
+                b = cost.get((i, kind, ch))
+                if b is not None:
+                    cost[("segment", i, ch, kind)] = PassCost(b.seconds / segments,
+                                                              tuple((k, x / segments) for k, x in b.parts))
+        if s.schedule == "dualpipev":
+            # DualPipeV's fused pair: a forward of one chunk with the whole backward of the other
+            for ch in range(v):
+                cost[(i, "F&B", ch)] = overlapped(cost[(i, True, ch)], cost[(i, False, v - 1 - ch)])
         cost[("optimizer", i)] = PassCost(c.optimizer[i], (("optimizer", c.optimizer[i]),))
         if c.reduce_all is not None:
             cost[("reduce_all", i)] = _comm(c.reduce_all[i])
@@ -199,29 +213,77 @@ def _graph(shape: _Shape) -> _Graph:
                 gather_first[(i, c)] = add(dp_stream[i], slot("param_gather"), (), "dp", None)
     hop, shard_gather, shard_reduce = slot("hop"), slot("shard_gather"), slot("shard_reduce")
     pass_slot = {(i, fwd, c): slot((i, fwd, c)) for i in range(p) for fwd in (True, False) for c in range(v)}
+    parts = {st.part for st in orders[0]} - {""}
+    if parts:
+        pass_slot.update({(i, part, c): slot((i, part, c)) for i in range(p) for part in ("B", "W") for c in range(v)})
+    if "&" in parts:
+        pass_slot.update({(i, "F&B", c): slot((i, "F&B", c)) for i in range(p) for c in range(v)})
+    fused: list[tuple[Step, list[int]] | None] = [None] * p   # per stage, a fused forward waiting for its backward
+    stage_of_vs = {virtual_stage(shape.schedule, i, c, p): i for i in range(p) for c in range(v)}
     sent: dict[tuple[bool, int, int], int] = {}          # (forward, micro-batch, virtual stage) -> arriving send
     waiting: dict[tuple[bool, int, int], list[int]] = {}  # the same key -> deps of a pass created before its send
     last_task = [0] * p
     t_res, t_dur, t_deps, t_kind, t_label = tasks.resource, tasks.duration, tasks.deps, tasks.kind, tasks.label
+
+    def _send(i: int, target: tuple[bool, int, int], link: int, last: int) -> None:
+        """Stage ``i``'s pass ``last`` feeds the pass ``target`` (forward, micro-batch, virtual stage) over ``link``."""
+        if stage_of_vs[target[2]] == i:
+            # a V shape's turn on its last rank: the next chunk is on this GPU, nothing to send
+            _deliver(target, last, sent, waiting)
+            return
+        t_res.append(comp[i] if shape.blocking_p2p else link)
+        if shape.blocking_p2p:
+            # synchronous p2p (Megatron-LM's batch_isend_irecv + cuda synchronize): the sender's compute waits
+            on_compute[i].append(len(t_dur))
+        send = len(t_dur)                              # add(link, hop, (last,), "pp", None), inlined
+        t_dur.append(hop)
+        t_deps.append((last,))
+        t_kind.append("pp")
+        t_label.append(None)
+        _deliver(target, send, sent, waiting)
     # stages take turns step by step, so most dependencies already exist when a task is added (engine fast path)
     for st, i in _round_robin(orders):
-        fwd, mb, chunk = st
-        vs = chunk * p + i
-        key = (fwd, mb, vs)
-        arrived = sent.pop(key, None)
-        if arrived is None:
-            d: list[int] = []
-            waiting[key] = d
+        fwd, mb, chunk, part = st
+        vs = virtual_stage(shape.schedule, i, chunk, p)
+        if part == "W":
+            d: list[int] = []                          # after its B, earlier on this stream
         else:
-            d = [arrived]
+            key = (fwd, mb, vs)
+            arrived = sent.pop(key, None)
+            if arrived is None:
+                d = []
+                waiting[key] = d
+            else:
+                d = [arrived]
         if fwd and mb == 0 and shape.param_gather:
             d.append(gather_first[(i, chunk)])
         if shape.shard_gather:
             # ZeRO-3 gathers a chunk's weights before every pass (Rajbhandari et al. 2020, §5.3)
             d.append(add(dp_stream[i], shard_gather, (), "dp", None))
-        if not fwd and shape.segments and last_backward[(i, chunk)] == mb:
+        if part == "&":
+            fused[i] = (st, d)                         # one task with the next step (DualPipeV)
+            continue
+        pair = fused[i]
+        if pair is not None:
+            # the fused task waits for both passes' inputs: one dependency list, kept where a late send finds it
+            fused[i] = None
+            d_fwd = pair[1]
+            d_fwd.extend(d)
+            if waiting.get((fwd, mb, vs)) is d:
+                waiting[(fwd, mb, vs)] = d_fwd
+            last = add(comp[i], pass_slot[(i, "F&B", pair[0].chunk)], d_fwd, "pass", None)
+            passes[i][last] = Step(False, mb, chunk, "&")
+            on_compute[i].append(last)
+            last_task[i] = last
+            f_vs = virtual_stage(shape.schedule, i, pair[0].chunk, p)
+            for target, link in (((True, pair[0].micro_batch, f_vs + 1), fwd_link[i]),
+                                 ((False, mb, vs - 1), bwd_link[i])):
+                if 0 <= target[2] <= last_vs:
+                    _send(i, target, link, last)
+            continue
+        if not fwd and part != "B" and shape.segments and last_backward[(i, chunk)] == mb:
             # the last backward of a chunk, in bucket-sized pieces; each piece's gradients reduce as it ends
-            piece = slot(("segment", i, chunk))
+            piece = slot(("segment", i, chunk, part or False))
             for j in range(shape.segments):
                 last = add(comp[i], piece, d if j == 0 else (), "pass", None)
                 passes[i][last] = st
@@ -231,38 +293,25 @@ def _graph(shape: _Shape) -> _Graph:
         else:
             last = len(t_dur)                          # add(comp[i], ..., d, "pass", None), inlined
             t_res.append(comp[i])
-            t_dur.append(pass_slot[(i, fwd, chunk)])
+            t_dur.append(pass_slot[(i, part or fwd, chunk)])
             t_deps.append(d)
             t_kind.append("pass")
             t_label.append(None)
             passes[i][last] = st
             on_compute[i].append(last)
-            if shape.shard_reduce and not fwd:
+            if shape.shard_reduce and not fwd and part != "B":
                 # ZeRO-2/3 reduce-scatter gradients after every micro-batch (Rajbhandari et al. 2020, §5.2)
                 dp_tasks[i].append(add(dp_stream[i], shard_reduce, (last,), "dp", None))
         last_task[i] = last
         if fwd and vs < last_vs:
             target = (True, mb, vs + 1)
-            t_res.append(fwd_link[i])
-        elif not fwd and vs > 0:
+            link = fwd_link[i]
+        elif not fwd and part != "W" and vs > 0:
             target = (False, mb, vs - 1)
-            t_res.append(bwd_link[i])
+            link = bwd_link[i]
         else:
             continue
-        if shape.blocking_p2p:
-            # synchronous p2p (Megatron-LM's batch_isend_irecv + cuda synchronize): the sender's compute waits
-            t_res[-1] = comp[i]
-            on_compute[i].append(len(t_dur))
-        send = len(t_dur)                              # add(link, hop, (last,), "pp", None), inlined
-        t_dur.append(hop)
-        t_deps.append((last,))
-        t_kind.append("pp")
-        t_label.append(None)
-        consumer = waiting.pop(target, None)
-        if consumer is None:
-            sent[target] = send
-        else:
-            consumer.append(send)
+        _send(i, target, link, last)
     for i in range(p):
         last_pass = last_task[i]
         if shape.reduce_all:
@@ -281,6 +330,15 @@ def _graph(shape: _Shape) -> _Graph:
     return _Graph(tasks, tuple(slots), passes, tuple(map(tuple, on_compute)), stream_slots, plan_of(tasks))
 
 
+def _deliver(target: tuple, task: int, sent: dict, waiting: dict) -> None:
+    """``target``'s pass waits on ``task``: added to its dependencies if it exists, else kept until it does."""
+    consumer = waiting.pop(target, None)
+    if consumer is None:
+        sent[target] = task
+    else:
+        consumer.append(task)
+
+
 def _round_robin(orders: list) -> list[tuple]:
     """(step, stage) pairs: every stage's first step, then every stage's second, …; each stage keeps its order."""
     longest = max(len(o) for o in orders)
@@ -291,6 +349,6 @@ def _last_backward_steps(orders: list) -> dict[tuple[int, int], int]:
     last: dict[tuple[int, int], int] = {}
     for i, order in enumerate(orders):
         for st in order:
-            if not st.forward:
+            if not st.forward and st.part != "B":
                 last[(i, st.chunk)] = st.micro_batch
     return last

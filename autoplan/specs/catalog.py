@@ -9,6 +9,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from autoplan.errors import SpecError
+from autoplan.specs.cnn import CNN_MODELS, CNNSpec
 from autoplan.specs.model import SIZES, ModelSpec
 
 _GPT = dict(vocab=51200, seq_len=2048, activation="gelu", position="learned", norm="layernorm", bias=True,
@@ -55,15 +56,50 @@ _MODELS: tuple[ModelSpec, ...] = (
     ModelSpec(name="opt-175b", layers=96, hidden=12288, heads=96, ffn_hidden=49152, vocab=50272, seq_len=2048,
               activation="gelu", position="learned", norm="layernorm", bias=True, tied_embeddings=True,
               source="Zhang et al. 2022 (OPT, arXiv 2205.01068), Table 1"),
+) + CNN_MODELS
+
+_MOE = dict(activation="swiglu", position="rope", norm="rmsnorm", bias=False, tied_embeddings=False, dropout=False)
+_MOE_MODELS: tuple[ModelSpec, ...] = (
+    ModelSpec(name="mixtral-8x7b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=32000,
+              seq_len=4096, experts=8, top_k=2, moe_ffn_hidden=14336,
+              source="Jiang et al. 2024 (Mixtral of Experts, arXiv 2401.04088), Table 1 (46.7B total, 12.9B active); "
+                     "HF mistralai/Mixtral-8x7B-v0.1 config.json; seq_len 4096 as NeMo's Mixtral recipes", **_MOE),
+    ModelSpec(name="mixtral-8x22b", layers=56, hidden=6144, heads=48, kv_heads=8, ffn_hidden=16384, vocab=32768,
+              seq_len=4096, experts=8, top_k=2, moe_ffn_hidden=16384,
+              source="Mistral AI, Mixtral 8x22B announcement (141B total, 39B active); HF "
+                     "mistralai/Mixtral-8x22B-v0.1 config.json; seq_len 4096 as NeMo's Mixtral recipes", **_MOE),
+    ModelSpec(name="deepseek-v3", layers=61, hidden=7168, heads=128, head_dim=128, ffn_hidden=18432, vocab=129280,
+              seq_len=4096, experts=256, top_k=8, moe_ffn_hidden=2048, shared_experts=1, dense_layers=3,
+              q_lora_rank=1536, kv_lora_rank=512, qk_rope_head_dim=64, v_head_dim=128,
+              source="DeepSeek-V3 technical report (arXiv 2412.19437) §4.2 (671B total, 37B active, 4K pre-training "
+                     "length); HF deepseek-ai/DeepSeek-V3 config.json; the multi-token-prediction module (14B) is "
+                     "left out", **_MOE),
+    ModelSpec(name="qwen3-235b-a22b", layers=94, hidden=4096, heads=64, kv_heads=4, head_dim=128, ffn_hidden=12288,
+              vocab=151936, seq_len=4096, experts=128, top_k=8, moe_ffn_hidden=1536,
+              source="Qwen3 technical report (arXiv 2505.09388), Table 2 (235B total, 22B active); HF "
+                     "Qwen/Qwen3-235B-A22B config.json; per-head q/k norms (128 weights each) left out", **_MOE),
+    ModelSpec(name="gpt-oss-120b", layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn_hidden=2880,
+              vocab=201088, seq_len=4096, experts=128, top_k=4, moe_ffn_hidden=2880,
+              source="OpenAI gpt-oss model card (arXiv 2508.10925), Table 1 (116.8B total, 5.1B active); HF "
+                     "openai/gpt-oss-120b config.json; its alternating 128-token sliding-window layers and "
+                     "attention sinks are costed as full causal attention",
+              **{**_MOE, "bias": True}),
 )
+_MODELS = _MODELS + _MOE_MODELS
 
 _ALIASES = {
     "gpt3": "gpt3-175b", "gpt-175b": "gpt3-175b", "gpt3-175B": "gpt3-175b", "mt-nlg-530b": "gpt-530b",
     "gpt-529.6b": "gpt-530b", "gpt-1008b": "gpt-1t", "llama3.1-8b": "llama3-8b", "llama3.1-70b": "llama3-70b",
     "llama3.1-405b": "llama3-405b", "nemotron-4-340b": "nemotron4-340b", "bloom": "bloom-176b",
+    "resnet-50": "resnet50", "resnet-152": "resnet152", "vgg-16": "vgg16", "3d-unet": "unet3d",
+    "mixtral": "mixtral-8x7b", "deepseek-v3-671b": "deepseek-v3", "qwen3-235b": "qwen3-235b-a22b",
+    "gpt-oss": "gpt-oss-120b",
 }
 
 _BY_NAME = {m.name: m for m in _MODELS}
+
+STRUCTURE_TYPES: dict[str, type] = {"cnn": CNNSpec}
+"""The type of ``ModelSpec.structure`` per family that has one (for reading run folders back)."""
 
 
 def list_models() -> tuple[ModelSpec, ...]:
@@ -142,7 +178,7 @@ def load_model(path: Path) -> ModelSpec:
     data = data.get("model", data)
     if not isinstance(data, dict):
         raise SpecError(f"model file {str(path)!r}: [model] must be a table of ModelSpec fields, got {data!r}")
-    allowed = {f.name for f in fields(ModelSpec)}
+    allowed = {f.name for f in fields(ModelSpec)} - {"structure"}      # a family's structure is built in code
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise SpecError(f"model file {str(path)!r}: unknown key(s) {', '.join(unknown)}; "

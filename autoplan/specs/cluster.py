@@ -44,6 +44,13 @@ class GPUSpec:
     (0: as ``memory_efficiency``)."""
     clock_ratio: float = 1.0
     """Sustained tensor-core clock under training load over the clock the peak is quoted at (power capping)."""
+    fp8_peak_flops: float = 0.0
+    """Dense FP8 tensor-core FLOP/s (0: no FP8 tensor cores, e.g. A100)."""
+    fp8_gemm_efficiency: float = 0.0
+    """Fraction of ``fp8_peak_flops`` large FP8 GEMMs reach (before wave quantization), like ``gemm_efficiency``
+    (0: the same fraction as BF16's)."""
+    mxfp8: bool = False
+    """The tensor cores take MXFP8 block-scaled operands natively (Blackwell and later)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +72,27 @@ class NetworkTier:
     """Message size at which a collective reaches half its large-message bandwidth (NCCL pipelining); 0: none."""
 
 
+DIMENSION_TOPOLOGIES = ("ring", "switch", "fully_connected")
+"""Topologies of one network dimension (ASTRA-sim's per-dimension network description; Themis, arXiv 2110.04478)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetworkDimension:
+    """One dimension of an N-dimensional network, innermost first: ``size`` GPUs joined by one topology."""
+
+    name: str
+    size: int
+    """GPUs along this dimension (0 in the last dimension: as many as the cluster needs)."""
+    topology: str
+    """``ring``, ``switch`` or ``fully_connected``."""
+    bandwidth: float
+    """Bytes/s per GPU per direction in this dimension (line rate)."""
+    efficiency: float = 1.0
+    """Fraction of ``bandwidth`` a collective phase reaches."""
+    latency: float = 0.0
+    """Seconds per algorithm step."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClusterSpec:
     """A cluster of identical nodes. ``nodes`` is set from ``--gpus``."""
@@ -79,11 +107,27 @@ class ClusterSpec:
     flash_attention: bool = True
     """The software stack's attention core is a fused (flash) kernel; if False the s×s scores are materialised."""
     source: str = ""
+    nvlink_domain_gpus: int = 0
+    """GPUs joined by the first tier (one NVLink domain); 0: one node. An NVL72 rack is one domain of 72 GPUs over
+    18 nodes (trays) of 4."""
+    dimensions: tuple[NetworkDimension, ...] = ()
+    """Explicit network dimensions, innermost first, for the baseline and Themis collective schedules; empty:
+    derived from the tiers (the NVLink domain × the scale-out network)."""
 
     @property
     def gpus(self) -> int:
         """Total GPUs."""
         return self.nodes * self.gpus_per_node
+
+    @property
+    def domain_gpus(self) -> int:
+        """GPUs of one NVLink domain: where a group's members talk over the first tier (NVLink)."""
+        return self.nvlink_domain_gpus or self.gpus_per_node
+
+    @property
+    def domains(self) -> int:
+        """NVLink domains the cluster's GPUs occupy (the last one may be partly filled)."""
+        return -(-self.gpus // self.domain_gpus)
 
     def with_gpus(self, gpus: int) -> "ClusterSpec":
         """The same cluster with ``gpus`` GPUs; they must fill whole nodes."""
@@ -142,14 +186,17 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "gemm_efficiency": (0.01, 1.0, False), "attention_efficiency": (0.01, 1.0, False),
     "memory_efficiency": (0.01, 1.0, False), "attention_memory_efficiency": (0.01, 1.0, True),
     "clock_ratio": (0.1, 1.0, False), "gemm_half_k": (0.0, 1e5, False), "kernel_overhead_us": (0.0, 1e6, False),
-    "memory_reserve_gib": (0.0, 1e5, False),
+    "memory_reserve_gib": (0.0, 1e5, False), "fp8_peak_tflops": (0.1, 1e5, True), "fp8_gemm_efficiency": (0.01, 1.0, True),
     "bandwidth_gb_per_s": (0.01, 1e6, False), "efficiency": (0.01, 1.0, False), "latency_us": (0.0, 1e6, False),
     "allreduce_busbw_gb_per_s": (0.01, 1e6, True), "half_bandwidth_mib": (0.0, 1e6, False),
 }
 OPTIONAL: dict[str, dict[str, object]] = {
-    "top": {"name": None, "description": "", "source": "", "nodes": 1, "flash_attention": True},
-    "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0, "clock_ratio": 1.0},
+    "top": {"name": None, "description": "", "source": "", "nodes": 1, "flash_attention": True,
+            "nvlink_domain_gpus": 0},
+    "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0, "clock_ratio": 1.0,
+            "fp8_peak_tflops": 0.0, "fp8_gemm_efficiency": 0.0, "mxfp8": False},
     "tier": {"gpus": 0, "allreduce_busbw_gb_per_s": 0.0, "half_bandwidth_mib": 0.0},
+    "dimension": {"name": "", "efficiency": 1.0},
 }
 """Keys a cluster file may leave out, per table, with their defaults (the top level's name: the file's stem)."""
 
@@ -211,10 +258,13 @@ class _Table:
         return (value[0], value[1])
 
 
-_CLUSTER_KEYS = {"name", "description", "source", "gpus_per_node", "nodes", "flash_attention", "gpu", "tiers"}
+_CLUSTER_KEYS = {"name", "description", "source", "gpus_per_node", "nodes", "flash_attention", "gpu", "tiers",
+                 "nvlink_domain_gpus", "dimensions"}
+_DIMENSION_KEYS = {"name", "size", "topology", "bandwidth_gb_per_s", "efficiency", "latency_us"}
 _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
              "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
-             "clock_ratio", "kernel_overhead_us", "memory_reserve_gib"}
+             "clock_ratio", "kernel_overhead_us", "memory_reserve_gib", "fp8_peak_tflops", "fp8_gemm_efficiency",
+             "mxfp8"}
 _TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", "allreduce_busbw_gb_per_s",
               "half_bandwidth_mib"}
 
@@ -237,7 +287,9 @@ def _gpu(g: _Table) -> GPUSpec:
         attention_memory_efficiency=g.number("attention_memory_efficiency", d["attention_memory_efficiency"]),
         kernel_overhead=g.number("kernel_overhead_us") * 1e-6,
         memory_reserve_bytes=g.number("memory_reserve_gib") * GIB,
-        clock_ratio=g.number("clock_ratio", d["clock_ratio"]))
+        clock_ratio=g.number("clock_ratio", d["clock_ratio"]),
+        fp8_peak_flops=g.number("fp8_peak_tflops", d["fp8_peak_tflops"]) * 1e12,
+        fp8_gemm_efficiency=g.number("fp8_gemm_efficiency", d["fp8_gemm_efficiency"]), mxfp8=g.flag("mxfp8", d["mxfp8"]))
     if gpu.memory_reserve_bytes >= gpu.hbm_bytes:
         g.fail(f"memory_reserve_gib {gpu.memory_reserve_bytes / GIB:g} in {g.where} leaves nothing of "
                f"hbm_gib {gpu.hbm_bytes / GIB:g} for training")
@@ -254,6 +306,40 @@ def _tier(t: _Table) -> NetworkTier:
         half_bandwidth_bytes=t.number("half_bandwidth_mib", d["half_bandwidth_mib"]) * 2**20)
 
 
+def _dimension(t: _Table, index: int) -> NetworkDimension:
+    _check_keys(t, _DIMENSION_KEYS)
+    topology = t.text("topology")
+    if topology not in DIMENSION_TOPOLOGIES:
+        t.fail(f"topology in {t.where} must be one of {', '.join(DIMENSION_TOPOLOGIES)}, got {topology!r}")
+    size = t.integer("size", low=0)
+    if size == 1:
+        t.fail(f"size in {t.where} must be ≥ 2 (or 0 in the last dimension: the rest of the cluster), got 1")
+    return NetworkDimension(name=t.text("name", f"dim {index + 1}") or f"dim {index + 1}", size=size,
+                            topology=topology, bandwidth=t.number("bandwidth_gb_per_s") * 1e9,
+                            efficiency=t.number("efficiency", OPTIONAL["dimension"]["efficiency"]),
+                            latency=t.number("latency_us") * 1e-6)
+
+
+def _dimensions(top: _Table, path: Path, domain: int) -> tuple[NetworkDimension, ...]:
+    raw = top.data.get("dimensions", [])
+    if not isinstance(raw, list) or not raw:
+        top.fail(f"dimensions must be one or more [[dimensions]] tables (innermost first), got {raw!r}")
+    dims = tuple(_dimension(_Table(d, f"[[dimensions]] #{i + 1}", path), i) for i, d in enumerate(raw))
+    if any(d.size == 0 for d in dims[:-1]):
+        first = next(i for i, d in enumerate(dims) if d.size == 0)
+        top.fail(f"size 0 (the rest of the cluster) is allowed only in the last [[dimensions]] table, "
+                 f"found in #{first + 1} of {len(dims)}")
+    prefix, products = 1, [1]
+    for d in dims:
+        prefix *= d.size or 1
+        products.append(prefix)
+    if domain not in products:
+        sizes = " x ".join(str(d.size) for d in dims)
+        top.fail(f"the innermost dimensions must tile the NVLink domain of {domain} GPUs exactly; sizes {sizes} "
+                 f"give products {', '.join(map(str, products[1:]))}")
+    return dims
+
+
 def _parse(path: Path) -> ClusterSpec:
     from autoplan.specs.catalog import read_toml
 
@@ -265,8 +351,18 @@ def _parse(path: Path) -> ClusterSpec:
         top.fail(f"tiers must be one or more [[tiers]] tables (innermost first), got {raw_tiers!r}")
     tiers = tuple(_tier(_Table(t, f"[[tiers]] #{i + 1}", path)) for i, t in enumerate(raw_tiers))
     d = OPTIONAL["top"]
+    per_node = top.integer("gpus_per_node", high=4096)
+    domain = top.integer("nvlink_domain_gpus", d["nvlink_domain_gpus"], low=0, high=MAX_GPUS) or per_node
+    if domain % per_node:
+        top.fail(f"nvlink_domain_gpus {domain} must be a whole number of nodes of gpus_per_node {per_node} "
+                 f"(e.g. {max(1, domain // per_node) * per_node} or {(domain // per_node + 1) * per_node})")
+    if tiers[0].gpus not in (0, domain) and len(tiers) > 1:
+        top.fail(f"the first tier {tiers[0].name!r} joins {tiers[0].gpus} GPUs but the NVLink domain has {domain} "
+                 f"(nvlink_domain_gpus, or gpus_per_node when unset); make them equal")
+    dims = _dimensions(top, path, domain) if "dimensions" in top.data else ()
     return ClusterSpec(name=top.text("name", path.stem), description=top.text("description", d["description"]),
-                       gpu=gpu, gpus_per_node=top.integer("gpus_per_node", high=4096), tiers=tiers,
+                       gpu=gpu, gpus_per_node=per_node, tiers=tiers,
                        nodes=top.integer("nodes", d["nodes"]), flash_attention=top.flag("flash_attention",
                                                                                         d["flash_attention"]),
-                       source=top.text("source", d["source"]))
+                       source=top.text("source", d["source"]),
+                       nvlink_domain_gpus=0 if domain == per_node else domain, dimensions=dims)

@@ -6,6 +6,24 @@ from __future__ import annotations
 from typing import Protocol
 
 
+V_SHAPE = ("zbv", "dualpipev")
+"""Schedules with two chunks per rank placed in a V: rank i holds virtual stages i and 2p − 1 − i."""
+
+
+def virtual_stage(schedule: str, stage: int, chunk: int, stages: int) -> int:
+    """The model piece (0 = first layers) that ``chunk`` of ``stage`` holds: interleaved placement (chunk·p + i,
+    Megatron-LM) or, for a V-shape schedule, i for chunk 0 and 2p − 1 − i for chunk 1 (Qi et al. 2024 §6)."""
+    if schedule in V_SHAPE and chunk:
+        return 2 * stages - 1 - stage
+    return chunk * stages + stage
+
+
+def holds_output(schedule: str, stage: int, stages: int) -> bool:
+    """Whether pipeline rank ``stage`` holds the last layers and the output layer: the last rank, or the first
+    under a V-shape schedule (its second chunk is the last virtual stage)."""
+    return stage == (0 if schedule in V_SHAPE else stages - 1)
+
+
 class Plan(Protocol):
     """What a layout reads of a Strategy (``specs.strategy`` imports this module, not the other way round)."""
 
@@ -63,13 +81,17 @@ def chunk_layers(layers: int, s: Plan) -> tuple[int, int, int]:
     return outer[0], mid, outer[1]
 
 
-def balanced_layout(layers: int, pp: int) -> tuple[int, int]:
+def balanced_layout(layers: int, pp: int, most: int = 2) -> tuple[int, int]:
     """The (first, last) stage layers that make ``layers`` split over ``pp`` stages when they do not evenly: the
-    end stages give up one layer each at most, the last first (it holds the output layer and the loss); (0, 0)
-    when the split is even or needs more. Llama 3 405B: 126 layers over 16 stages = 7 + 14·8 + 7
-    (arXiv 2407.21783 §3.3.2)."""
+    end stages give up at most ``most`` layers in all, the last first and more (it holds the output layer and the
+    loss); (0, 0) when the split is even or needs more. Llama 3 405B: 126 layers over 16 stages = 7 + 14·8 + 7
+    (arXiv 2407.21783 §3.3.2); DeepSeek-V3's 61 layers over 16 stages (``most`` 3) = 3 + 14·4 + 2."""
     short = -layers % pp
-    if pp < 2 or short not in (1, 2):
+    if pp < 2 or not 1 <= short <= most:
         return 0, 0
     k = -(-layers // pp)
-    return (k - 1 if short == 2 else 0), k - 1
+    first_short = short // 2
+    last = k - (short - first_short)
+    if last < 1:
+        return 0, 0
+    return (k - first_short if first_short else 0), last

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from autoplan.errors import SpecError
 
+MOE_COUNTS = ("experts", "top_k", "moe_ffn_hidden", "shared_experts", "dense_layers", "q_lora_rank", "kv_lora_rank",
+              "qk_rope_head_dim", "v_head_dim")
+"""Mixture-of-experts and multi-head-latent-attention counts (0: not used)."""
 SIZES = ("layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len")
 """The shape fields a model must give (positive integers)."""
 MAX_SIZE = 2**24
@@ -57,7 +61,31 @@ class ModelSpec:
     source: str = ""
     """Where the numbers come from."""
     family: str = "dense"
-    """The model family that costs it (``autoplan.cost.families``): ``dense`` for a dense transformer."""
+    """The model family that costs it (``autoplan.cost.families``): ``dense`` for a dense transformer, ``moe`` for a
+    mixture of experts (set by default when ``experts`` > 0), ``cnn`` for a convolutional network."""
+    structure: Any = None
+    """A family's own description of the model (e.g. a CNN's layer list, ``specs/cnn.py``); None for a transformer.
+    When set, it answers ``params()`` and ``model_flops_per_sample()`` and one sample counts as one token."""
+    experts: int = 0
+    """Routed experts per MoE layer; 0 means a dense model (Shazeer et al. 2017; Fedus et al. 2021)."""
+    top_k: int = 0
+    """Routed experts each token is sent to (Mixtral 2, DeepSeek-V3 8)."""
+    moe_ffn_hidden: int = 0
+    """Width of one expert's FFN hidden layer (DeepSeek ``moe_intermediate_size``)."""
+    shared_experts: int = 0
+    """Always-on experts per MoE layer, each ``moe_ffn_hidden`` wide (DeepSeekMoE, arXiv 2401.06066 §3.2)."""
+    dense_layers: int = 0
+    """Leading layers with a dense FFN of ``ffn_hidden`` (DeepSeek ``first_k_dense_replace``)."""
+    capacity_factor: float = 0.0
+    """Expert capacity over the balanced load (Fedus et al. 2021 §2.1); 0 means dropless."""
+    q_lora_rank: int = 0
+    """Rank of the low-rank query compression of multi-head latent attention; 0: a full query projection."""
+    kv_lora_rank: int = 0
+    """Rank of the compressed KV latent; > 0 means multi-head latent attention (DeepSeek-V2, arXiv 2405.04434 §2.1)."""
+    qk_rope_head_dim: int = 0
+    """MLA: width of the decoupled RoPE part of each query/key head (the non-RoPE part is ``head_dim``)."""
+    v_head_dim: int = 0
+    """MLA: width of each value head (0: ``head_dim``)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -68,7 +96,7 @@ class ModelSpec:
                 raise SpecError(f"model {self.name!r}: {name} must be a positive integer, got {value!r}")
             if value > MAX_SIZE:
                 raise SpecError(f"model {self.name!r}: {name} {value} is larger than {MAX_SIZE:,} (a typo?)")
-        for name in ("kv_heads", "head_dim"):
+        for name in ("kv_heads", "head_dim", *MOE_COUNTS):
             value = getattr(self, name)
             if not _is_int(value) or value < 0 or value > MAX_SIZE:
                 raise SpecError(f"model {self.name!r}: {name} must be a positive integer (or 0 for the default), "
@@ -80,6 +108,7 @@ class ModelSpec:
             raise SpecError(f"model {self.name!r}: family must be a non-empty string, got {self.family!r}")
         if not isinstance(self.source, str):
             raise SpecError(f"model {self.name!r}: source must be a string, got {self.source!r}")
+        self._check_moe()
         if self.kv_heads == 0:
             object.__setattr__(self, "kv_heads", self.heads)
         if self.head_dim == 0:
@@ -92,6 +121,86 @@ class ModelSpec:
                                      (self.position, POSITIONS, "position"), (self.norm, NORMS, "norm")):
             if value not in allowed:
                 raise SpecError(f"model {self.name!r}: {what} {value!r} is not one of {', '.join(allowed)}")
+
+    def _check_moe(self) -> None:
+        cf = self.capacity_factor
+        if isinstance(cf, bool) or not isinstance(cf, (int, float)) or not 0 <= cf <= 1e3:
+            raise SpecError(f"model {self.name!r}: capacity_factor must be 0 (dropless) or a positive number, "
+                            f"got {cf!r}")
+        if self.experts == 0:
+            if self.family == "moe":
+                raise SpecError(f"model {self.name!r}: family 'moe' needs experts > 0")
+            extra = [n for n in ("top_k", "moe_ffn_hidden", "shared_experts", "dense_layers") if getattr(self, n)]
+            if extra:
+                raise SpecError(f"model {self.name!r}: {', '.join(extra)} need experts > 0")
+        else:
+            if self.family == "dense":
+                object.__setattr__(self, "family", "moe")
+            if not 1 <= self.top_k <= self.experts:
+                raise SpecError(f"model {self.name!r}: top_k {self.top_k} must be between 1 and experts {self.experts}")
+            if self.moe_ffn_hidden == 0:
+                raise SpecError(f"model {self.name!r}: experts {self.experts} need moe_ffn_hidden > 0")
+            if self.dense_layers >= self.layers:
+                raise SpecError(f"model {self.name!r}: dense_layers {self.dense_layers} must be fewer than "
+                                f"layers {self.layers}")
+        if self.kv_lora_rank and not self.qk_rope_head_dim:
+            raise SpecError(f"model {self.name!r}: MLA (kv_lora_rank {self.kv_lora_rank}) needs qk_rope_head_dim > 0")
+        if not self.kv_lora_rank and (self.q_lora_rank or self.qk_rope_head_dim):
+            raise SpecError(f"model {self.name!r}: q_lora_rank and qk_rope_head_dim need kv_lora_rank > 0 (MLA)")
+
+    @property
+    def moe(self) -> bool:
+        """A mixture of experts: MoE layers after ``dense_layers`` dense ones."""
+        return self.experts > 0
+
+    @property
+    def mla(self) -> bool:
+        """Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434 §2.1)."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose FFN is a mixture of experts."""
+        return self.layers - self.dense_layers if self.moe else 0
+
+    @property
+    def value_dim(self) -> int:
+        """Width of one value head (MLA's ``v_head_dim``, else ``head_dim``)."""
+        return self.v_head_dim or self.head_dim
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Width of one query/key head (MLA: the non-RoPE plus the RoPE part)."""
+        return self.head_dim + self.qk_rope_head_dim
+
+    @property
+    def attention_core_dim(self) -> int:
+        """heads × the mean of the query/key and value head widths: the attention core's FLOPs are 4·s²·this."""
+        # QK^T over qk_head_dim, AV over value_dim (DeepSeek-V2 §2.1.3); equal to q_dim without MLA
+        return self.heads * (self.qk_head_dim + self.value_dim) // 2
+
+    def expert_params(self) -> int:
+        """Weights of one expert's FFN (gated: three matrices)."""
+        return (3 if self.gated else 2) * self.hidden * self.moe_ffn_hidden
+
+    def moe_layer_params(self) -> int:
+        """All parameters of one MoE layer: attention, norms, router, routed and shared experts."""
+        # Fedus et al. 2021 §2.1: a router matrix h×E in place of the dense MLP; DeepSeekMoE (arXiv 2401.06066) §3:
+        # shared experts beside the routed ones
+        return (self.layer_params() - self.mlp_matmul_params() + self.hidden * self.experts
+                + (self.experts + self.shared_experts) * self.expert_params())
+
+    def moe_active_layer_params(self) -> int:
+        """Parameters of one MoE layer that one token uses: attention, router, top_k routed and the shared experts."""
+        return (self.moe_layer_params() - (self.experts - self.top_k) * self.expert_params())
+
+    def mla_norm_params(self) -> int:
+        """RMSNorms of MLA's compressed query and KV latents (DeepSeek-V2 config: q_a_layernorm, kv_a_layernorm)."""
+        return (self.q_lora_rank + self.kv_lora_rank) if self.mla else 0
+
+    def active_params(self) -> int:
+        """Parameters one token uses (all of a dense model; MoE: top_k routed plus shared experts)."""
+        return self.params() - self.moe_layers * (self.experts - self.top_k) * self.expert_params()
 
     @property
     def q_dim(self) -> int:
@@ -110,7 +219,18 @@ class ModelSpec:
 
     def attention_matmul_params(self) -> int:
         """Weights of Q, K, V and the output projection of one layer."""
+        if self.mla:
+            return self._mla_params()
         return self.hidden * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.hidden
+
+    def _mla_params(self) -> int:
+        # DeepSeek-V2 (arXiv 2405.04434) §2.1.2-2.1.3, eqs. 9-14: W_DQ (h×r_q), W_UQ (r_q × heads·(d+d_R)) or W_Q,
+        # W_DKV and the shared RoPE key W_KR (h × (r_kv + d_R)), W_UK, W_UV (r_kv × heads·(d + d_v)), W_O
+        h, a = self.hidden, self.heads
+        q_up = a * self.qk_head_dim
+        q = h * self.q_lora_rank + self.q_lora_rank * q_up if self.q_lora_rank else h * q_up
+        kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank * a * (self.head_dim + self.value_dim)
+        return q + kv + a * self.value_dim * h
 
     def mlp_matmul_params(self) -> int:
         """Weights of the MLP matrices of one layer."""
@@ -122,7 +242,7 @@ class ModelSpec:
         if self.bias:
             biases = (self.q_dim + 2 * self.kv_dim) + self.hidden + (2 if self.gated else 1) * self.ffn_hidden + self.hidden
         norms = 2 * (2 if self.norm == "layernorm" else 1) * self.hidden
-        return self.attention_matmul_params() + self.mlp_matmul_params() + biases + norms
+        return self.attention_matmul_params() + self.mlp_matmul_params() + biases + norms + self.mla_norm_params()
 
     def embedding_params(self) -> int:
         """Input token embedding, plus the position table when positions are learned."""
@@ -135,6 +255,11 @@ class ModelSpec:
 
     def params(self) -> int:
         """Total trainable parameters."""
+        if self.structure is not None:
+            return self.structure.params()
+        if self.moe:
+            return (self.dense_layers * self.layer_params() + self.moe_layers * self.moe_layer_params()
+                    + self.embedding_params() + self.output_params())
         return self.layers * self.layer_params() + self.embedding_params() + self.output_params()
 
     def layer_forward_flops_per_token(self, causal: bool = False) -> float:
@@ -142,8 +267,21 @@ class ModelSpec:
 
         Narayanan et al. SC'21 §5.1 (GEMMs only); causal=True halves the score/context GEMMs.
         """
-        attention = 4 * self.seq_len * self.q_dim * (0.5 if causal else 1.0)
+        attention = 4 * self.seq_len * self.attention_core_dim * (0.5 if causal else 1.0)
         return 2 * (self.attention_matmul_params() + self.mlp_matmul_params()) + attention
+
+    def moe_layer_forward_flops_per_token(self, causal: bool = False) -> float:
+        """Forward FLOPs of one MoE layer for one token: attention, the router and the top_k routed and shared
+        experts the token runs through (2 per active weight; Fedus et al. 2021 §2)."""
+        dense = self.layer_forward_flops_per_token(causal) - 2 * self.mlp_matmul_params()
+        return dense + 2 * (self.hidden * self.experts + (self.top_k + self.shared_experts) * self.expert_params())
+
+    def layers_forward_flops_per_token(self, causal: bool = False) -> float:
+        """Forward FLOPs of all transformer layers for one token (dense and MoE layers)."""
+        if self.moe:
+            return (self.dense_layers * self.layer_forward_flops_per_token(causal)
+                    + self.moe_layers * self.moe_layer_forward_flops_per_token(causal))
+        return self.layers * self.layer_forward_flops_per_token(causal)
 
     def logits_forward_flops_per_token(self) -> float:
         """Forward FLOPs of the output projection for one token (2·h·V)."""
@@ -155,7 +293,7 @@ class ModelSpec:
         For GPT this is 72·l·h²·(1 + s/6h + V/12lh) per token (Korthikanti et al. 2022, §6 MFU);
         it is also NVIDIA's recipe convention (GQA-aware QKV, full s² attention, 6·V·h).
         """
-        return 3 * (self.layers * self.layer_forward_flops_per_token() + self.logits_forward_flops_per_token())
+        return 3 * (self.layers_forward_flops_per_token() + self.logits_forward_flops_per_token())
 
     def hardware_flops_per_token(self, recompute: str = "full") -> float:
         """Model FLOPs plus the forward work that activation recomputation repeats.
@@ -165,15 +303,20 @@ class ModelSpec:
         """
         extra = 0.0
         if recompute == "full":
-            extra = self.layers * self.layer_forward_flops_per_token()
+            extra = self.layers_forward_flops_per_token()
         elif recompute == "selective":
-            extra = self.layers * 4 * self.seq_len * self.q_dim
+            extra = self.layers * 4 * self.seq_len * self.attention_core_dim
         return self.model_flops_per_token() + extra
 
     def model_flops_per_iteration(self, global_batch: int) -> float:
         """Model FLOPs of one optimizer step over ``global_batch`` sequences."""
+        if self.structure is not None:
+            return global_batch * self.structure.model_flops_per_sample()
         return global_batch * self.seq_len * self.model_flops_per_token()
 
     def hardware_flops_per_iteration(self, global_batch: int, recompute: str = "full") -> float:
         """Hardware FLOPs (with recompute) of one optimizer step over ``global_batch`` sequences."""
+        if self.structure is not None:
+            # full recompute repeats the forward: 4/3 of the model FLOPs (Chen et al. 2016, arXiv 1604.06174)
+            return self.model_flops_per_iteration(global_batch) * (4 / 3 if recompute == "full" else 1.0)
         return global_batch * self.seq_len * self.hardware_flops_per_token(recompute)

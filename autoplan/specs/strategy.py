@@ -6,12 +6,19 @@ from dataclasses import Field, asdict, dataclass, field, fields
 from typing import Any, Callable
 
 from autoplan.errors import SpecError
-from autoplan.specs.layout import balanced_layout, uneven_violations
+from autoplan.specs.layout import V_SHAPE, balanced_layout, uneven_violations
 from autoplan.specs.model import MAX_SIZE, ModelSpec
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved")
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev")
+SPLIT_BACKWARD = ("zb-h1", "zbv", "dualpipev")
+"""Zero-bubble schedules: each backward runs as B (input gradients) then W (weight gradients), Qi et al. 2024
+(arXiv 2401.10241); Megatron-Core has none of them (reference implementations: sail-sg/zero-bubble-pipeline-
+parallelism, PyTorch ``torch.distributed.pipelining`` ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble and
+ScheduleDualPipeV; DualPipeV from deepseek-ai/DualPipe)."""
 RECOMPUTE = ("none", "selective", "full")
 COLLECTIVE_POLICIES = ("nccl", "baseline", "themis")
+PRECISIONS = ("bf16", "fp8", "fp8-blockwise", "mxfp8")
+CP_COMMS = ("p2p", "a2a", "a2a+p2p")
 RANK_ORDER = ("tp", "cp", "dp", "pp")
 """Megatron's rank order, fastest-varying first: ranks of a TP group are consecutive, PP groups are farthest apart."""
 
@@ -60,14 +67,26 @@ class Strategy:
     """Pipeline stages."""
     cp: int = knob(1, help="Context-parallel degree.", axis=True, fix_help="Fix context parallelism.")
     """Context-parallel degree (sequence split across GPUs, ring attention)."""
+    spatial: int = knob(1, help="Spatial (domain) parallel degree: each GPU holds a slab of every sample (CNNs).",
+                        axis=True, fix_help="Fix spatial parallelism (CNNs).", label=lambda v: f"sd{v}" if v > 1 else "")
+    """Spatial parallelism (CNNs): every sample's height (depth in 3D) split across GPUs, halos exchanged."""
+    channel: int = knob(1, help="Channel parallel degree: input channels of each layer split across GPUs (CNNs).",
+                        axis=True, fix_help="Fix channel parallelism (CNNs).", label=lambda v: f"ch{v}" if v > 1 else "")
+    """Channel parallelism (CNNs): each layer's input channels (and weights) split across GPUs."""
+    filter: int = knob(1, help="Filter parallel degree: output channels of each layer split across GPUs (CNNs).",
+                       axis=True, fix_help="Fix filter parallelism (CNNs).", label=lambda v: f"fl{v}" if v > 1 else "")
+    """Filter parallelism (CNNs): each layer's filters (output channels) split across GPUs."""
     micro_batch: int = knob(1, help="Sequences per micro-batch.", axis=True, fix_help="Fix the micro-batch size.",
                             label=lambda v: f"mb{v}")
     """Sequences per micro-batch on one pipeline."""
     global_batch: int = knob(1, help="Sequences per optimizer step.")
     """Sequences per optimizer step over all replicas."""
     schedule: str = knob("1f1b", choices=SCHEDULES, axis=True, fix_help="",
-                         help="Pipeline schedule [default: interleaved if --virtual-stages > 1, else 1f1b].")
-    """Pipeline schedule: gpipe, 1f1b (PipeDream-flush) or interleaved (Megatron virtual stages)."""
+                         help="Pipeline schedule [default: interleaved if --virtual-stages > 1, else 1f1b]; zb-h1, "
+                              "zbv and dualpipev are zero-bubble schedules (not in Megatron-Core).")
+    """Pipeline schedule: gpipe, 1f1b (PipeDream-flush), interleaved (Megatron virtual stages), zb-h1 (1F1B with
+    split backward, Qi et al. 2024 §2.1), zbv (two chunks per rank in a V, Qi et al. 2024 §6) or dualpipev
+    (DeepSeek's V-shape DualPipe, fused forward-backward chunk pairs)."""
     virtual_stages: int = knob(1, help="Model chunks per pipeline rank (interleaved schedule).", axis=True,
                                fix_help="")
     """Model chunks per pipeline rank for the interleaved schedule (1 otherwise)."""
@@ -115,13 +134,59 @@ class Strategy:
     """Layers on the last pipeline rank (Megatron-LM ``--decoder-last-pipeline-num-layers``; 0: even). When
     interleaved, its last model chunk takes the shortfall."""
     collective_policy: str = knob("nccl", choices=COLLECTIVE_POLICIES, axis=True,
-                                  fix_help="Price the multi-node DP collectives with this policy.",
-                                  help="Model of the multi-node DP collectives: nccl (bottleneck-tier ring/tree), "
+                                  fix_help="Price the multi-dimension DP/CP/TP collectives with this policy.",
+                                  help="Model of the DP/CP/TP collectives spanning network dimensions: nccl (bottleneck-tier ring/tree), "
                                        "baseline or themis (chunked per-dimension schedules, Rashidi et al. 2022).",
                                   label=lambda v: "" if v == "nccl" else v)
-    """How the simulator prices the DP·CP gradient reduction and parameter gathers of groups spanning nodes:
+    """How the simulator prices the DP·CP gradient reduction and parameter gathers, and the TP collectives, of groups
+    spanning network dimensions (NVLink domains, or a cluster's explicit ``[[dimensions]]``):
     ``nccl`` (autoplan/cost/network.py), or a chunked schedule over the group's dimensions in ascending order
     (``baseline``) or Themis's load-balancing order (``themis``); not a Megatron-LM argument."""
+    precision: str = knob("bf16", choices=PRECISIONS, axis=True,
+                          fix_help="Train the layers' GEMMs in this precision (the default space: bf16 only).",
+                          help="GEMM precision: bf16, fp8 (tensor-wise delayed scaling), fp8-blockwise (1x128/128x128, "
+                               "DeepSeek-V3) or mxfp8 (Blackwell).",
+                          label=lambda v: "" if v == "bf16" else v,
+                          megatron={"fp8": ("--fp8-format hybrid", "--fp8-recipe delayed"),
+                                    "fp8-blockwise": ("--fp8-format e4m3", "--fp8-recipe blockwise"),
+                                    "mxfp8": ("--fp8-format e4m3", "--fp8-recipe mxfp8")})
+    """The transformer layers' GEMMs in BF16, or in FP8 through Transformer Engine (Megatron-LM ``--fp8-format``,
+    ``--fp8-recipe``): tensor-wise delayed scaling (E4M3 forward, E5M2 gradients), 1x128 activation and 128x128
+    weight blocks (DeepSeek-V3 §3.3, E4M3 throughout) or MXFP8 (32-element blocks, Blackwell tensor cores)."""
+    fp8_param_gather: bool = knob(False, choices=_BOOL, axis=True, label=lambda v: "fp8pg" if v else "",
+                                  help="Keep the weights in FP8 and all-gather them in FP8 (needs an FP8 precision).",
+                                  megatron={True: ("--fp8-param-gather",)})
+    """The model's weights are FP8 tensors (no BF16 copy) and the distributed optimizer all-gathers them in FP8
+    (Megatron-LM ``--fp8-param-gather``)."""
+    tp_comm_overlap: bool = knob(False, choices=_BOOL, axis=True, label=lambda v: "tpo" if v else "",
+                                 help="Overlap the TP all-gathers and reduce-scatters with the GEMMs they feed "
+                                      "(Transformer Engine userbuffers; needs sequence parallelism).",
+                                 megatron={True: ("--tp-comm-overlap",)})
+    """Split each sequence-parallel all-gather / reduce-scatter and the GEMM it feeds into chunks that pipeline
+    (Wang et al. ASPLOS'23; Transformer Engine userbuffers, Megatron-LM ``--tp-comm-overlap``)."""
+    cp_comm: str = knob("p2p", choices=CP_COMMS, axis=True, label=lambda v: "" if v == "p2p" else v,
+                        help="Context-parallel exchange: p2p (ring), a2a (DeepSpeed-Ulysses) or a2a+p2p "
+                             "(a2a inside the node, ring across).",
+                        megatron={"a2a": ("--cp-comm-type a2a",), "a2a+p2p": ("--cp-comm-type a2a+p2p",)},
+                        megatron_when=lambda s: s.cp > 1)
+    """How CP ranks share keys and values: a ring of K/V blocks (``p2p``, Liu et al. 2023), all-to-alls that
+    turn the sequence split into a head split (``a2a``, DeepSpeed-Ulysses, Jacobs et al. 2023), or both, a2a
+    inside each node and a ring across (``a2a+p2p``, Megatron-Core ``--cp-comm-type``)."""
+
+    ep: int = knob(1, help="Expert-parallel degree (MoE): each rank holds experts / ep experts; "
+                           "ep·etp divides tp·cp·dp (Megatron-Core).", axis=True,
+                   fix_help="Fix expert parallelism (MoE).", label=lambda v: f"ep{v}" if v > 1 else "")
+    """Expert-parallel degree: the routed experts split over ``ep`` ranks (Megatron-Core
+    ``--expert-model-parallel-size``; its expert ranks are laid out etp, ep, edp fastest first within a stage)."""
+    etp: int = knob(1, help="Expert tensor-parallel degree (MoE): each expert's FFN split over etp ranks.", axis=True,
+                    fix_help="Fix expert tensor parallelism (MoE).", label=lambda v: f"etp{v}" if v > 1 else "")
+    """Expert tensor-parallel degree (Megatron-Core ``--expert-tensor-parallel-size``); the expert-data-parallel
+    degree is edp = tp·cp·dp / (etp·ep)."""
+    ep_overlap: bool = knob(False, choices=_BOOL, axis=True, label=lambda v: "epo" if v else "",
+                            help="Hide the EP all-to-alls behind another micro-batch's compute (MoE, ep > 1).",
+                            megatron={True: ("--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute")})
+    """Overlap the expert-parallel all-to-alls with compute (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
+    batch-level overlap of one micro-batch's forward with another's backward; DeepSeek-V3's DualPipe)."""
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
@@ -146,8 +211,13 @@ class Strategy:
 
     @property
     def gpus(self) -> int:
-        """GPUs the plan occupies (dp·tp·pp·cp)."""
-        return self.dp * self.tp * self.pp * self.cp
+        """GPUs the plan occupies (dp·tp·pp·cp, times the CNN degrees spatial·channel·filter)."""
+        return self.dp * self.tp * self.pp * self.cp * self.spatial * self.channel * self.filter
+
+    @property
+    def edp(self) -> int:
+        """Expert-data-parallel degree: replicas of each expert shard, tp·cp·dp / (etp·ep) (Megatron-Core)."""
+        return max(1, self.tp * self.cp * self.dp // (self.ep * self.etp))
 
     @property
     def micro_batches(self) -> int:
@@ -157,11 +227,16 @@ class Strategy:
     @property
     def synchronous_p2p(self) -> bool:
         """Pipeline transfers block the sender's compute: Megatron-Core overlaps them only when interleaved."""
-        return self.pp > 1 and not (self.overlap_p2p_comm and self.schedule == "interleaved")
+        # zbv, dualpipev: PyTorch's pipelining runtime posts its sends and receives asynchronously
+        # (torch.distributed.pipelining _PipelineScheduleRuntime); zb-h1 keeps the 1F1B transfers it derives from
+        # (sail-sg's Megatron fork)
+        return self.pp > 1 and not (self.overlap_p2p_comm and self.schedule in ("interleaved", "zbv", "dualpipev"))
 
     @property
     def chunks(self) -> int:
-        """Model chunks per pipeline rank (virtual stages when interleaved, else 1)."""
+        """Model chunks per pipeline rank (virtual stages when interleaved, 2 for a V-shape schedule, else 1)."""
+        if self.schedule in V_SHAPE:
+            return 2
         return self.virtual_stages if self.schedule == "interleaved" else 1
 
     @property
@@ -170,9 +245,10 @@ class Strategy:
         return bool(self.first_stage_layers or self.last_stage_layers)
 
     def to_dict(self) -> dict:
-        """Plain fields, for JSON and trial parameters (the uneven-stage layers only when set, so that even plans
-        read as before they existed)."""
-        return {k: v for k, v in asdict(self).items() if v or k not in _ZERO_OK}
+        """Plain fields, for JSON and trial parameters (the uneven-stage layers only when set and the expert and CNN
+        degrees only above 1, so that even dense plans read as before they existed)."""
+        return {k: v for k, v in asdict(self).items()
+                if (v or k not in _ZERO_OK) and not (k in _HIDDEN and v == _HIDDEN[k])}
 
     def short(self) -> str:
         """A compact one-line label, e.g. ``tp8 pp8 dp16 mb1 1f1b sp sel z1``: the degrees, then each field's
@@ -194,6 +270,10 @@ KNOBS: tuple[Field, ...] = fields(Strategy)
 _COUNTS = tuple(f.name for f in KNOBS if not f.metadata["knob"].choices)
 _ZERO_OK = ("first_stage_layers", "last_stage_layers")
 """Counts where 0 means "not set"."""
+_CNN_AXES = ("spatial", "channel", "filter")
+"""CNN degrees (1 for transformers)."""
+_HIDDEN = {"ep": 1, "etp": 1, "ep_overlap": False, **{k: 1 for k in _CNN_AXES}}
+"""Expert and CNN knobs left out of ``to_dict`` at their defaults, so that other plans read as before they existed."""
 _BOOLS = tuple(f.name for f in KNOBS if f.metadata["knob"].choices == _BOOL)
 _CHOICES = tuple((f.name, frozenset((type(c), c) for c in f.metadata["knob"].choices))
                  for f in KNOBS if f.metadata["knob"].choices and f.name not in _BOOLS)
@@ -226,6 +306,8 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
     out: list[str] = []
     if s.gpus != gpus:
         out.append(f"dp·tp·pp·cp = {s.dp}·{s.tp}·{s.pp}·{s.cp} = {s.gpus}, not the {gpus} GPUs of the cluster")
+    out += [f"{k} parallelism is for CNNs; a transformer needs {k} 1, got {getattr(s, k)}"
+            for k in _CNN_AXES if getattr(s, k) != 1]
     if model.heads % s.tp:
         out.append(f"attention heads {model.heads} are not divisible by tp {s.tp}")
     if model.kv_heads % s.tp and model.kv_heads != model.heads:
@@ -252,9 +334,46 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
             out.append("the interleaved schedule needs virtual_stages ≥ 2")
         if s.micro_batches % s.pp:
             out.append(f"the interleaved schedule needs micro-batches ({s.micro_batches}) divisible by pp ({s.pp})")
+    elif s.schedule in V_SHAPE:
+        out += _v_shape_violations(s)
     elif s.virtual_stages != 1:
         out.append(f"virtual_stages {s.virtual_stages} needs the interleaved schedule, not {s.schedule}")
+    if s.ep_overlap and s.ep == 1:
+        out.append("ep_overlap needs expert parallelism (ep > 1)")
+    if (s.ep > 1 or s.etp > 1) and not model.moe:
+        out.append(f"ep {s.ep} / etp {s.etp} need a mixture-of-experts model; {model.name} has no experts")
+    if s.schedule in SPLIT_BACKWARD and s.pp == 1:
+        out.append("a zero-bubble schedule (split backward) needs pp > 1")
     if s.zero >= 2 and s.pp > 1:
         out.append(f"ZeRO stage {s.zero} shards gradients across micro-batches and cannot run with pp > 1 (DeepSpeed)")
+    return out + feature_violations(model, s)
+
+
+def feature_violations(model: ModelSpec, s: Strategy) -> list[str]:
+    """Reasons the plan's precision, TP overlap and CP exchange cannot run (the GPU's share: ``hardware_violations``)."""
+    out = []
+    if s.fp8_param_gather and s.precision == "bf16":
+        out.append("fp8_param_gather needs an FP8 precision, not bf16")
+    if s.tp_comm_overlap and not (s.sequence_parallel and s.tp > 1):
+        # Megatron-LM arguments.py: --tp-comm-overlap requires --sequence-parallel (and TP > 1)
+        out.append(f"tp_comm_overlap needs sequence parallelism and tp > 1 (tp {s.tp}, sequence_parallel "
+                   f"{str(s.sequence_parallel).lower()})")
+    if s.cp_comm == "a2a" and s.cp > 1 and model.heads % (s.cp * s.tp):
+        # DeepSpeed-Ulysses (Jacobs et al. 2023 §3): the all-to-all hands each of cp ranks heads/(cp·tp) heads
+        out.append(f"cp_comm a2a: attention heads {model.heads} are not divisible by cp·tp = {s.cp}·{s.tp}")
     return out
 
+
+
+def _v_shape_violations(s: Strategy) -> list[str]:
+    """A V-shape schedule places exactly two chunks per rank (Qi et al. 2024 §6), with even stages."""
+    out = []
+    if s.virtual_stages not in (1, 2):
+        out.append(f"the {s.schedule} schedule places 2 model chunks per rank (V shape), not virtual_stages "
+                   f"{s.virtual_stages}")
+    if s.uneven:
+        out.append(f"the {s.schedule} schedule needs an even split (no first/last stage layers)")
+    if s.schedule == "dualpipev" and s.micro_batches < 2 * s.pp:
+        # PyTorch ScheduleDualPipeV: at least as many micro-batches as stages (2 per rank)
+        out.append(f"the dualpipev schedule needs micro-batches ({s.micro_batches}) ≥ 2·pp ({2 * s.pp})")
+    return out

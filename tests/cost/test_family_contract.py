@@ -16,6 +16,7 @@ from autoplan.cost.memory import StageMemory
 from autoplan.errors import SpecError
 from autoplan.sim.simulate import evaluate
 from autoplan.specs.cluster import ClusterSpec, load_cluster
+from autoplan.specs.cnn import as_model, resnet
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
 
@@ -68,11 +69,21 @@ def _plans(gpus: int, **kw: object) -> list[Strategy]:
               dict(dp=gpus // 4, pp=2, tp=2, sequence_parallel=True, recompute="selective"),
               dict(dp=gpus // 8, pp=2, tp=2, cp=2, schedule="interleaved", virtual_stages=2),
               dict(dp=gpus // 2, tp=2, zero=3, overlap_param_gather=False, gradient_accumulation_fusion=False),
-              dict(dp=gpus // 4, tp=2, cp=2, overlap_grad_reduce=False, recompute="full")]
+              dict(dp=gpus // 4, tp=2, cp=2, overlap_grad_reduce=False, recompute="full"),
+              # expert parallelism (MoE families; invalid for the others)
+              dict(dp=gpus // 4, pp=2, tp=2, sequence_parallel=True, ep=4, zero=1),
+              dict(dp=gpus // 2, tp=2, sequence_parallel=True, ep=2, etp=2, recompute="full", overlap_grad_reduce=False,
+                   gradient_accumulation_fusion=False, overlap_param_gather=False, zero=1),
+              dict(dp=gpus // 4, pp=4, schedule="zb-h1"), dict(dp=gpus // 2, pp=2, schedule="zbv", zero=1),
+              dict(dp=gpus // 4, pp=2, tp=2, sequence_parallel=True, schedule="dualpipev")]
     return [Strategy(global_batch=64, **{**s, **kw}) for s in shapes]
 
 
-EXAMPLES: dict[str, tuple[ModelSpec, int]] = {"dense": (TINY, 64), "toy": (replace(TINY, family="toy"), 64)}
+TINY_MOE = replace(TINY, name="tiny-moe", experts=8, top_k=2, moe_ffn_hidden=512, shared_experts=1, dense_layers=1,
+                   family="moe")
+EXAMPLES: dict[str, tuple[ModelSpec, int]] = {"dense": (TINY, 64), "toy": (replace(TINY, family="toy"), 64),
+                                              "moe": (TINY_MOE, 64),
+                                              "cnn": (as_model(resnet("tiny-resnet", (1, 1, 1, 1), 64, 10)), 64)}
 """A small model of each family and the GPU count its plans run on; a new family adds its line here."""
 
 
@@ -119,6 +130,8 @@ def test_pass_costs_are_positive_and_a_backward_outweighs_its_forward(case):
             assert p.seconds == pytest.approx(sum(x for _, x in p.parts), rel=1e-12)
             if not fwd:
                 assert p.seconds >= c.passes[(True, first, last)].seconds
+        for (first, last), w in (c.weight_grad or {}).items():    # zero-bubble: the W part of a backward
+            assert 0 < w.seconds <= dict(c.passes[(False, first, last)].parts)["compute"]
 
 
 def test_step_communication_is_finite_and_per_stage_where_it_says_so(case):
@@ -181,8 +194,8 @@ def test_a_new_family_runs_through_evaluate_unchanged(monkeypatch, a100_8):
 
 
 def test_an_unknown_family_is_a_user_error(a100_8):
-    with pytest.raises(SpecError, match="family 'moe' is not one of dense"):
-        evaluate(replace(TINY, family="moe"), a100_8, Strategy(dp=8, global_batch=8))
+    with pytest.raises(SpecError, match="family 'rnn' is not one of .*dense"):
+        evaluate(replace(TINY, family="rnn"), a100_8, Strategy(dp=8, global_batch=8))
 
 
 def test_symbolic_score_is_positive_and_free_of_hardware_rates(case):

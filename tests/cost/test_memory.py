@@ -9,6 +9,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from autoplan.cost.memory import (activation_bytes_per_layer, inflight_layer_chunks, memory_per_stage,
+                                  weight_grad_bytes_per_layer,
                                   peak_memory, stage_memory)
 from autoplan.errors import SpecError
 from autoplan.specs.catalog import get_model
@@ -132,12 +133,14 @@ def test_stage_out_of_range(tiny_gpt):
 def model_and_plan(draw):
     tp = draw(st.sampled_from([1, 2, 4, 8]))
     pp = draw(st.sampled_from([1, 2, 4]))
-    schedule = draw(st.sampled_from(["gpipe", "1f1b", "interleaved"] if pp > 1 else ["gpipe", "1f1b"]))
+    schedule = draw(st.sampled_from(["gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev"] if pp > 1
+                                    else ["gpipe", "1f1b"]))
     v = draw(st.integers(2, 3)) if schedule == "interleaved" else 1
+    chunks = 2 if schedule in ("zbv", "dualpipev") else v
     heads = 8 * draw(st.integers(1, 4))
     kv_heads = draw(st.sampled_from([h for h in (heads, 8) if heads % h == 0]))
     head_dim = draw(st.sampled_from([32, 64]))
-    model = ModelSpec(name="random", layers=pp * v * draw(st.integers(1, 6)), hidden=heads * head_dim, heads=heads,
+    model = ModelSpec(name="random", layers=pp * chunks * draw(st.integers(1, 6)), hidden=heads * head_dim, heads=heads,
                       kv_heads=kv_heads, ffn_hidden=8 * draw(st.integers(16, 512)), vocab=draw(st.integers(100, 70000)),
                       seq_len=256 * draw(st.integers(1, 16)), activation=draw(st.sampled_from(["gelu", "swiglu", "relu2"])),
                       tied_embeddings=draw(st.booleans()), dropout=draw(st.booleans()))
@@ -199,3 +202,33 @@ def test_recompute_ordering_and_sequence_parallel(case):
             on = memory_per_stage(model, cluster, _with(s, recompute=r, sequence_parallel=True))
             off = memory_per_stage(model, cluster, _with(s, recompute=r, sequence_parallel=False))
             assert all(a.activations <= b.activations and a.embedding <= b.embedding for a, b in zip(on, off))
+
+
+def test_weight_gradient_stash_is_the_papers_32sbh_for_gpt3_shapes():
+    # Qi et al. 2024 Table 1: W reads 32sbh per layer (h = a·d, ffn 4h, no TP): linear inputs and output gradients
+    gpt3 = get_model("gpt3")
+    s = Strategy(pp=2, global_batch=8, schedule="zb-h1")
+    assert weight_grad_bytes_per_layer(gpt3, s) == 32 * gpt3.seq_len * gpt3.hidden
+    tp = Strategy(pp=2, tp=8, global_batch=8, schedule="zb-h1", sequence_parallel=True)
+    assert weight_grad_bytes_per_layer(gpt3, tp) == pytest.approx(32 * gpt3.seq_len * gpt3.hidden / 8)
+
+
+def test_zb_h1_stages_hold_waiting_weight_gradients_beyond_1f1b(tiny_gpt):
+    one = Strategy(pp=4, dp=2, global_batch=64, schedule="1f1b")
+    zb = Strategy(pp=4, dp=2, global_batch=64, schedule="zb-h1")
+    per_w = 2 * weight_grad_bytes_per_layer(tiny_gpt, zb)                  # 2 layers per stage
+    stages = zip(memory_per_stage(tiny_gpt, CLUSTER, one), memory_per_stage(tiny_gpt, CLUSTER, zb))
+    for i, (a, b) in enumerate(stages):
+        assert b.activations - a.activations == pytest.approx(i * per_w)   # Qi et al. §2.3: i·M_W on worker i
+        assert (b.weights, b.embedding) == (a.weights, a.embedding)
+
+
+def test_zbv_first_rank_holds_both_ends_and_no_tied_copy(tiny_gpt):
+    s = Strategy(pp=2, dp=4, global_batch=64, schedule="zbv")
+    first, last = memory_per_stage(tiny_gpt, CLUSTER, s)
+    layers = 4 * tiny_gpt.layer_params()
+    assert first.weights == 2 * (layers + tiny_gpt.embedding_params() + tiny_gpt.output_params())
+    assert last.weights == 2 * layers                                       # no output layer, no tied copy
+    assert first.activations == last.activations                           # balanced (Qi et al. 2024 §6)
+    one = memory_per_stage(tiny_gpt, CLUSTER, Strategy(pp=2, dp=4, global_batch=64))
+    assert first.activations == one[0].activations                         # 1F1B's peak: p·M_B

@@ -225,3 +225,24 @@ def test_inter_node_busbw_never_exceeds_the_node_nics():
     for size, step in ((16, 1), (64, 1), (8, 8), (32, 2)):
         g = nw.group_shape(8, size, step)
         assert _busbw("reduce_scatter", cluster, g) <= g.per_node * ib.bandwidth * (1 + 1e-12)
+
+
+def test_nvls_busbw_is_an_algorithm_bandwidth_so_small_groups_take_the_ring():
+    # NVLS's 480 GB/s busbw is measured over the 8 GPUs of a node: each GPU moves its buffer once each way, so a
+    # 2-GPU all-reduce cannot reach it; NCCL takes its ring there (busbw = algbw at n = 2)
+    h100, nbytes = load_cluster("dgx-h100-80g", 8), 8 * 2**30
+    nvl = h100.tiers[0]
+    two = nw.all_reduce(h100, nw.group_shape(8, 2, 1), nbytes)
+    assert two == pytest.approx(nbytes / nw._rate(nvl, nbytes) + 2 * nvl.latency, rel=1e-12)
+    assert nbytes / two <= nvl.bandwidth * nvl.efficiency
+    eight = nw.all_reduce(h100, nw.group_shape(8, 8, 1), nbytes)
+    assert nw.bus_bandwidth("all_reduce", 8, nbytes, eight) == pytest.approx(480e9 * nbytes / (nbytes + 16 * 2**20),
+                                                                            rel=0.01)
+
+
+@pytest.mark.parametrize("cluster_name", ["dgx-h100-80g", "dgx-a100-80g", "dgx-h800-80g"])
+@given(nbytes=st.floats(1e3, 1e10))
+def test_a_larger_group_inside_a_node_never_all_reduces_faster(cluster_name, nbytes):
+    cluster = load_cluster(cluster_name, 8)
+    times = [nw.all_reduce(cluster, nw.group_shape(8, n, 1), nbytes) for n in (2, 4, 8)]
+    assert times == sorted(times)

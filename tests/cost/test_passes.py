@@ -40,3 +40,42 @@ def test_cp_ring_time_shows_only_in_cp_plans_and_more_in_the_backward(tiny_gpt, 
 @pytest.mark.parametrize("fp32, nbytes", [(True, 4), (False, 2)])
 def test_gradient_bytes_follow_the_reduction_dtype(fp32, nbytes):
     assert passes.grad_bytes(Strategy(grad_reduce_in_fp32=fp32)) == nbytes
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("tp,cp", [(1, 1), (2, 1), (1, 2)])
+def test_backward_splits_into_input_and_weight_gradients(tiny_gpt, a100_8, recompute, fused, tp, cp):
+    # Qi et al. 2024 §2: W is the weight-gradient GEMMs (and accumulation); the rest of the backward is B
+    s = Strategy(pp=2, tp=tp, cp=cp, dp=8 // (2 * tp * cp), global_batch=16, schedule="zb-h1", recompute=recompute,
+                 gradient_accumulation_fusion=fused)
+    costs = passes.pass_costs(tiny_gpt, a100_8, s)
+    weights = passes.weight_grad_costs(tiny_gpt, a100_8, s)
+    lay = passes.layer(tiny_gpt, a100_8, s)
+    wgrad = sum(op.seconds for op in lay.backward if op.name.endswith(".wgrad"))
+    assert 0 < wgrad < compute.LayerCompute.seconds(lay.backward)
+    for first in (False, True):
+        for last in (False, True):
+            whole = costs[(False, first, last)]
+            b, w = passes.split_backward(whole, weights[(first, last)])
+            assert b.seconds + w.seconds == pytest.approx(whole.seconds, rel=1e-12)
+            for kind, x in whole.parts:
+                assert dict(b.parts)[kind] + dict(w.parts).get(kind, 0.0) == pytest.approx(x, rel=1e-12)
+            assert dict(w.parts) == {"compute": w.seconds} and all(x >= 0 for _, x in b.parts)
+    middle = weights[(False, False)].seconds
+    accumulate = 0.0 if fused else passes.grad_accumulation(tiny_gpt, a100_8, s, 4).seconds
+    assert middle == pytest.approx(4 * wgrad + accumulate, rel=1e-12)      # 4 layers per stage
+
+
+def test_overlapped_pair_hides_each_ones_communication_under_the_others_compute():
+    # DeepSeek-V3 §3.2.1 (DualPipe): a forward and a backward chunk overlap communication with computation
+    from autoplan.cost.costs import overlapped, pass_cost
+    f = pass_cost(("compute", 1.0), ("tp", 0.3))
+    b = pass_cost(("compute", 2.0), ("recompute", 0.5), ("tp", 3.0), ("cp", 1.0))
+    both = overlapped(f, b)
+    # F's 0.3 s of TP hide under B's 2.5 s of compute; B's 4 s of communication show 3 s beyond F's 1 s
+    assert both.seconds == pytest.approx(1.0 + 2.5 + 3.0)
+    assert dict(both.parts) == pytest.approx({"compute": 3.0, "recompute": 0.5, "tp": 2.25, "cp": 0.75})
+    assert overlapped(f, b).seconds <= f.seconds + b.seconds
+    plain = pass_cost(("compute", 1.0))
+    assert overlapped(plain, plain).seconds == 2.0

@@ -64,7 +64,7 @@ def test_knob_validates_and_labels():
     assert replace(base, collective_policy="themis").short().endswith(" themis")
 
 
-def test_policy_changes_only_the_dp_collectives(tiny_gpt, a100_64):
+def test_policy_leaves_tp_inside_a_node_alone_and_changes_only_the_dp_collectives(tiny_gpt, a100_64):
     s = Strategy(tp=2, pp=2, dp=16, global_batch=64, zero=1)
     base = plan.step_costs(tiny_gpt, a100_64, s)
     other = plan.step_costs(tiny_gpt, a100_64, replace(s, collective_policy="themis"))

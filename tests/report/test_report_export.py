@@ -162,3 +162,39 @@ def test_torchtitan_says_uneven_stages_are_not_exported():
     text = torchtitan_toml(_meta(schedule="interleaved", virtual_stages=2), get_model("llama3-405b"))
     assert "not exported: the uneven first/last stages (7/7" in text
     assert "pipeline_parallel_layers_per_stage" not in tomllib.loads(text)["parallelism"]
+
+
+@pytest.mark.parametrize("schedule,name", [("zb-h1", "InterleavedZeroBubble"), ("zbv", "ZBVZeroBubble"),
+                                           ("dualpipev", "DualPipeV")])
+def test_zero_bubble_exports_say_megatron_core_has_none(schedule, name):
+    s = Strategy(dp=16, tp=8, pp=8, global_batch=1536, schedule=schedule, sequence_parallel=True, zero=1)
+    text = megatron_text(s, GPT3)
+    assert "Megatron-Core has no zero-bubble schedule" in text
+    assert ("deepseek-ai/DualPipe" if schedule == "dualpipev" else "sail-sg/zero-bubble-pipeline-parallelism") in text
+    assert "--num-layers-per-virtual-pipeline-stage" not in text
+    cfg = tomllib.loads(torchtitan_toml(s, GPT3))
+    assert cfg["parallelism"]["pipeline_parallel_schedule"] == name
+    if schedule != "zb-h1":
+        assert cfg["parallelism"]["pipeline_parallel_layers_per_stage"] == GPT3.layers // 16
+
+
+@pytest.mark.parametrize("precision, fmt, recipe", [("fp8", "hybrid", "delayed"), ("fp8-blockwise", "e4m3", "blockwise"),
+                                                    ("mxfp8", "e4m3", "mxfp8")])
+def test_precision_exports_transformer_engine_fp8_flags(precision, fmt, recipe):
+    s = Strategy(dp=16, tp=8, pp=8, global_batch=1536, sequence_parallel=True, zero=1, precision=precision)
+    f = flags(megatron_args(s, GPT3))
+    assert (f["--fp8-format"], f["--fp8-recipe"]) == (fmt, recipe)
+    assert "--fp8-param-gather" not in f
+    assert "--fp8-param-gather" in flags(megatron_args(replace(s, fp8_param_gather=True), GPT3))
+    assert "--fp8-format" not in flags(megatron_args(replace(s, precision="bf16"), GPT3))
+
+
+def test_tp_comm_overlap_and_cp_comm_type_flags():
+    s = Strategy(dp=8, tp=8, pp=8, cp=2, global_batch=1536, sequence_parallel=True, tp_comm_overlap=True)
+    f = flags(megatron_args(s, LLAMA))
+    assert "--tp-comm-overlap" in f and "--cp-comm-type" not in f
+    assert flags(megatron_args(replace(s, cp_comm="a2a"), LLAMA))["--cp-comm-type"] == "a2a"
+    assert "--cp-comm-type" not in flags(megatron_args(replace(s, cp=1, dp=16, cp_comm="a2a"), LLAMA))
+    mixed = megatron_text(replace(s, cp_comm="a2a+p2p"), LLAMA)
+    assert "--cp-comm-type a2a+p2p" in mixed and "--hierarchical-context-parallel-sizes" in mixed
+    assert "enable_async_tensor_parallel = true" in torchtitan_toml(s, LLAMA)

@@ -28,7 +28,8 @@ def problems(draw: st.DrawFn) -> tuple[ModelSpec, object, Strategy]:
     tp, pp, cp = draw(POW2), draw(st.sampled_from([1, 2, 3, 4, 8, 16, 32])), draw(st.sampled_from([1, 2]))
     schedule = draw(st.sampled_from(SCHEDULES))
     v = draw(st.sampled_from([2, 3, 4])) if schedule == "interleaved" else 1
-    if schedule == "interleaved" and pp == 1:
+    chunks = 2 if schedule in ("zbv", "dualpipev") else v          # V shapes: two chunks per rank
+    if schedule not in ("gpipe", "1f1b") and pp == 1:
         pp = 2
     mb = draw(st.sampled_from([1, 2, 4]))
     heads = tp * draw(st.integers(1, 8))
@@ -37,7 +38,7 @@ def problems(draw: st.DrawFn) -> tuple[ModelSpec, object, Strategy]:
     # Llama-style q_dim == hidden, or an explicit head width unrelated to hidden (q_dim != hidden)
     hidden = heads * head_dim if draw(st.booleans()) else 64 * draw(st.integers(1, 128))
     model = ModelSpec(
-        name="fuzz", layers=pp * v * draw(st.integers(1, 6)), hidden=hidden, heads=heads, kv_heads=kv_heads,
+        name="fuzz", layers=pp * chunks * draw(st.integers(1, 6)), hidden=hidden, heads=heads, kv_heads=kv_heads,
         head_dim=head_dim,
         ffn_hidden=tp * draw(st.integers(1, 512)) * 8, vocab=draw(st.integers(1, 70000)),
         seq_len=2 * cp * draw(st.integers(1, 2048)), activation=draw(st.sampled_from(("gelu", "swiglu", "relu2"))),
@@ -55,6 +56,8 @@ def problems(draw: st.DrawFn) -> tuple[ModelSpec, object, Strategy]:
     micro_batches = min(micro_batches, MAX_SIZE // (dp * mb))
     if schedule == "interleaved":
         micro_batches = pp * max(1, micro_batches // pp)
+    if schedule == "dualpipev":
+        micro_batches = max(micro_batches, 2 * pp)
     plan = dict(dp=dp, tp=tp, pp=pp, cp=cp, micro_batch=mb, global_batch=dp * mb * micro_batches, schedule=schedule,
                 virtual_stages=v, sequence_parallel=tp > 1 and draw(st.booleans()),
                 recompute=draw(st.sampled_from(RECOMPUTE)),

@@ -32,7 +32,8 @@ def _plans(draw, layers: int = 8, interleaved: bool = True):
     assume(gpus % (tp * pp * cp) == 0)
     dp = gpus // (tp * pp * cp)
     interleavable = [v for v in (2, 4) if interleaved and pp > 1 and layers % (pp * v) == 0]
-    schedule = draw(st.sampled_from(["gpipe", "1f1b"] + (["interleaved"] if interleavable else [])))
+    zero_bubble = (["zb-h1"] if pp > 1 else []) + (["zbv"] if pp > 1 and layers % (2 * pp) == 0 else [])
+    schedule = draw(st.sampled_from(["gpipe", "1f1b"] + (["interleaved"] if interleavable else []) + zero_bubble))
     if schedule == "interleaved":
         v = draw(st.sampled_from(interleavable))
         m = pp * draw(st.integers(1, 12))
@@ -296,5 +297,5 @@ def test_plans_of_one_shape_share_a_graph_and_score_as_if_built_alone(tiny_gpt, 
         alone.append(score(tiny_gpt, a100_64, s))
     assert shared == alone
     sim = simulate_step(tiny_gpt, a100_64, plans[0])
-    assert sim.lowered.meta[sim.lowered.compute_tasks[0][0]] == (0, True, 0, 0)
+    assert sim.lowered.meta[sim.lowered.compute_tasks[0][0]] == (0, True, 0, 0, "")
     assert set(sim.lowered.parts) == {i for ids in sim.lowered.compute_tasks for i in ids}

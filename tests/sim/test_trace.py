@@ -74,3 +74,14 @@ def test_gpt3_on_64_gpus_with_many_micro_batches_stays_within_the_bound(tmp_path
     events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     assert len(events) <= MAX_EVENTS
     assert path.stat().st_size < 5e6
+
+
+@pytest.mark.parametrize("schedule,names", [("zb-h1", {"F", "B", "W"}), ("zbv", {"F", "B", "W"}),
+                                            ("dualpipev", {"F", "B", "W", "F&B"})])
+def test_zero_bubble_traces_name_their_passes(tiny_gpt, a100_8, schedule, names):
+    # B: input gradients, W: weight gradients, F&B: DualPipeV's fused forward and backward; ".c1" the V's second chunk
+    s = Strategy(pp=2, dp=4, global_batch=4 * 8, schedule=schedule)
+    sim = simulate_step(tiny_gpt, a100_8, s)
+    passes = [e["name"] for e in _spans(trace_events(sim.lowered, sim.timeline)) if e["cat"] == "pass"]
+    assert {n.split(".")[0].rstrip("0123456789") for n in passes} == names
+    assert ("F0.c1" in passes) == (schedule != "zb-h1")

@@ -192,3 +192,34 @@ def test_labels_come_from_the_knobs():
     assert s.short() == "tp4 pp8 dp32 mb2 int12 sp z1"
     assert Strategy(cp=2, recompute="selective", schedule="gpipe").short() == "tp1 pp1 dp1 cp2 mb1 gpipe sel"
     assert Strategy(recompute="full", overlap_grad_reduce=False).short() == "tp1 pp1 dp1 mb1 1f1b full"
+
+
+def test_zero_bubble_schedules_validity(tiny_gpt):
+    # Qi et al. 2024: zb-h1 is 1F1B with a split backward; zbv holds exactly two chunks per rank, in a V
+    assert violations(tiny_gpt, 8, Strategy(pp=4, dp=2, global_batch=8, schedule="zb-h1")) == []
+    assert violations(tiny_gpt, 8, Strategy(pp=4, dp=2, global_batch=8, schedule="zbv")) == []
+    assert violations(tiny_gpt, 8, Strategy(pp=4, dp=2, global_batch=8, schedule="zbv", virtual_stages=2)) == []
+    assert Strategy(pp=4, schedule="zbv").chunks == 2 and Strategy(pp=4, schedule="zb-h1").chunks == 1
+    assert "pp > 1" in _only(tiny_gpt, 8, Strategy(dp=8, global_batch=8, schedule="zb-h1"))
+    assert "2 model chunks per rank" in _only(tiny_gpt, 8, Strategy(pp=2, dp=4, global_batch=8, schedule="zbv",
+                                                                      virtual_stages=4))
+    assert "pp·virtual_stages = 8·2" in _only(tiny_gpt, 8, Strategy(pp=8, global_batch=8, schedule="zbv"))
+    uneven = violations(tiny_gpt, 4, Strategy(pp=4, global_batch=8, schedule="zbv", first_stage_layers=1,
+                                              last_stage_layers=1))
+    assert any("even split" in r for r in uneven)
+    assert Strategy(pp=4, schedule="zbv").short() == "tp1 pp4 dp1 mb1 zbv"
+
+
+def test_zero_bubble_p2p_overlap_follows_the_reference_runtimes():
+    # zbv: PyTorch's runtime posts sends asynchronously; zb-h1 keeps 1F1B's synchronous transfers
+    assert not Strategy(pp=4, schedule="zbv").synchronous_p2p
+    assert Strategy(pp=4, schedule="zbv", overlap_p2p_comm=False).synchronous_p2p
+    assert Strategy(pp=4, schedule="zb-h1").synchronous_p2p
+
+
+def test_dualpipev_needs_two_micro_batches_per_stage(tiny_gpt):
+    # PyTorch ScheduleDualPipeV: at least as many micro-batches as stages (2 per rank, V placement)
+    assert violations(tiny_gpt, 8, Strategy(pp=2, dp=4, global_batch=16, schedule="dualpipev")) == []
+    assert Strategy(pp=2, schedule="dualpipev").chunks == 2
+    msg = _only(tiny_gpt, 8, Strategy(pp=2, dp=4, global_batch=12, schedule="dualpipev"))
+    assert "micro-batches (3) ≥ 2·pp (4)" in msg

@@ -9,7 +9,9 @@ from __future__ import annotations
 from autoplan.cost.compute import Op
 from autoplan.cost.costs import CommNeed, StepCosts
 from autoplan.cost.families.base import ModelFamily
+from autoplan.cost.families.cnn import ConvNet
 from autoplan.cost.families.dense import DenseTransformer
+from autoplan.cost.families.moe import MoETransformer
 from autoplan.cost.memory import StageMemory
 from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec
@@ -36,6 +38,8 @@ def family_of(model: ModelSpec) -> ModelFamily:
 
 
 register(DenseTransformer())
+register(ConvNet())
+register(MoETransformer())
 
 
 def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:

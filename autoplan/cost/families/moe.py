@@ -1,0 +1,374 @@
+"""Mixture-of-experts transformers (Mixtral, DeepSeek-V3, Qwen3-MoE) under Megatron-Core's DP/TP/PP/CP plus expert
+parallelism (ep) and expert tensor parallelism (etp).
+
+Leading ``dense_layers`` are dense-FFN layers, the rest MoE layers (``autoplan/cost/moe.py``). Non-expert weights
+are split over TP and their gradients reduced over dp·cp as for a dense model; expert weights are split over
+ep·etp and their gradients reduced over the expert-data-parallel group edp = tp·cp·dp / (ep·etp) (Megatron-Core
+parallel_state: the expert rank order etp-ep-edp-pp inside each pipeline stage).
+
+Simplifications: dense layers beyond the first model chunk are priced as MoE layers in the passes (never the case
+for the catalog's models); the CP ring exchange uses the dense K/V size; DeepSeek-V3's multi-token-prediction
+module, node-limited routing and FP8 dispatch are not modelled.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from autoplan.cost import compute, moe, network, passes, plan, policy
+from autoplan.cost.compute import LayerCompute, Op
+from autoplan.cost.costs import CommNeed, PassCost, PassKey, StepCosts, pass_cost
+from autoplan.cost.memory import (GRADIENT_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES, StageMemory, _stage,
+                                  activation_bytes_per_layer, inflight_layer_chunks)
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.layout import chunk_layers, stage_layers, virtual_stage
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.strategy import Strategy, violations as dense_violations
+
+
+# ----------------------------------------------------------------------------------------------- validity
+
+def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
+    """The dense rules plus Megatron-Core's MoE rules (megatron/core/parallel_state.py, transformer_config.py)."""
+    out = dense_violations(model, gpus, s)
+    if not model.moe:
+        return out + [f"model {model.name} has no experts (family moe needs experts > 0)"]
+    if model.experts % s.ep:
+        out.append(f"experts {model.experts} are not divisible by ep {s.ep}")
+    if (s.tp * s.cp * s.dp) % (s.ep * s.etp):
+        out.append(f"ep·etp = {s.ep}·{s.etp} = {s.ep * s.etp} does not divide tp·cp·dp = "
+                   f"{s.tp}·{s.cp}·{s.dp} = {s.tp * s.cp * s.dp} (Megatron-Core expert groups)")
+    if model.moe_ffn_hidden % s.etp:
+        out.append(f"moe_ffn_hidden {model.moe_ffn_hidden} is not divisible by etp {s.etp}")
+    if model.shared_experts and (model.shared_experts * model.moe_ffn_hidden) % s.tp:
+        out.append(f"shared experts' width {model.shared_experts * model.moe_ffn_hidden} is not divisible by tp {s.tp}")
+    if s.tp > 1 and not s.sequence_parallel:
+        # Megatron-Core MoE README: tensor and expert parallelism together require sequence parallelism; this
+        # model routes sequence-sharded tokens for every tp > 1
+        out.append(f"a MoE model with tp {s.tp} needs sequence parallelism")
+    if s.zero >= 2:
+        out.append(f"ZeRO stage {s.zero} is not modelled for MoE models (Megatron-Core's distributed optimizer is "
+                   "ZeRO-1)")
+    return out
+
+
+# --------------------------------------------------------------------------------------------- layers
+
+def _dense_in_first_chunk(model: ModelSpec, s: Strategy) -> int:
+    return min(model.dense_layers, chunk_layers(model.layers, s)[0])
+
+
+def dense_per_stage(model: ModelSpec, s: Strategy) -> list[int]:
+    """Dense-FFN layers on each pipeline stage: the first ``dense_layers`` layers, virtual stage by virtual stage
+    (virtual stage c·pp + i is chunk c of stage i, Megatron-LM interleaving)."""
+    p, v = s.pp, s.chunks
+    first, mid, last = chunk_layers(model.layers, s)
+    sizes = [first] + [mid] * (p * v - 2) + [last] if p * v > 1 else [model.layers]
+    out, left = [0] * p, model.dense_layers
+    for j, n in enumerate(sizes):
+        take = min(left, n)
+        out[j % p] += take
+        left -= take
+    return out
+
+
+def _layers(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> tuple[LayerCompute, moe.MoELayer]:
+    key = moe.layer_key(s)
+    return moe.dense_layer(model, cluster, key), moe.moe_layer(model, cluster, key)
+
+
+def _coll(cluster: ClusterSpec, shape: network.GroupShape, lay: LayerCompute, which: str) -> float:
+    return sum(network.COLLECTIVES[c.kind](cluster, shape, c.nbytes) for c in getattr(lay, which))
+
+
+def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[PassKey, PassCost]:
+    """Cost of a forward / backward chunk pass, keyed by (forward, holds embedding, holds output layer)."""
+    # the passes read neither dp, the batch, ZeRO nor the DP overlaps: plans differing only there share them
+    key = Strategy(tp=s.tp, cp=s.cp, pp=s.pp, sequence_parallel=s.sequence_parallel, micro_batch=s.micro_batch,
+                   recompute=s.recompute, schedule=s.schedule, virtual_stages=s.virtual_stages,
+                   first_stage_layers=s.first_stage_layers, last_stage_layers=s.last_stage_layers,
+                   gradient_accumulation_fusion=s.gradient_accumulation_fusion, ep=s.ep, etp=s.etp,
+                   ep_overlap=s.ep_overlap)
+    return _pass_costs(model, cluster, key)
+
+
+@lru_cache(maxsize=4096)
+def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[PassKey, PassCost]:
+    dense, mo = _layers(model, cluster, s)
+    lay = mo.compute
+    tp = network.shape_of(cluster, s, "tp")
+    cp_fwd, cp_bwd = passes._cp_ring(model, cluster, s, lay.attention_forward)
+    n_first, n_mid, n_last = chunk_layers(model.layers, s)
+    d_first = _dense_in_first_chunk(model, s)
+    sec = LayerCompute.seconds
+    emb_f, emb_b, emb_c = compute.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
+    out_f, out_b, out_c = compute.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
+    emb_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in emb_c)
+    out_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in out_c)
+    full = s.recompute == "full"
+    # per layer: (forward, backward, recompute) compute seconds and TP collective seconds, dense and MoE
+    d_f, d_b, d_r = sec(dense.forward), sec(dense.backward), sec(dense.recompute)
+    m_f, m_b, m_r = sec(lay.forward), sec(lay.backward), sec(lay.recompute)
+    d_ftp = _coll(cluster, tp, dense, "forward_collectives")
+    d_btp = _coll(cluster, tp, dense, "backward_collectives") + _coll(cluster, tp, dense, "recompute_collectives")
+    m_ftp = _coll(cluster, tp, lay, "forward_collectives")
+    m_btp = _coll(cluster, tp, lay, "backward_collectives") + _coll(cluster, tp, lay, "recompute_collectives")
+    # GShard §3.2 (Lepikhin et al. 2020): dispatch and combine all-to-alls around every MoE layer's experts; the
+    # backward reverses both, a full recompute repeats the forward's
+    m_fep = _exposed(s, mo.a2a_forward, m_f) + mo.etp_forward
+    m_bep = (_exposed(s, mo.a2a_forward * (2 if full else 1), m_b + m_r) + mo.etp_forward * (2 if full else 1))
+    ef, eb, of, ob = sec(emb_f), sec(emb_b), sec(out_f), sec(out_b)
+    costs = {}
+    for first in (False, True):
+        for last in (False, True):
+            n = n_first if first else n_last if last else n_mid
+            d = d_first if first else 0
+            k = n - d
+            f_comp = d * d_f + k * m_f + first * ef + last * of
+            f_tp = d * d_ftp + k * m_ftp + first * emb_tp + last * out_tp
+            costs[(True, first, last)] = pass_cost(("compute", f_comp), ("tp", f_tp), ("cp", n * cp_fwd),
+                                                   ("ep", k * m_fep))
+            b_comp = d * d_b + k * m_b + first * eb + last * ob
+            if not s.gradient_accumulation_fusion:
+                b_comp += _grad_accumulation(model, cluster, s, d, k).seconds
+            # Shoeybi et al. 2019 §3: the backward has the forward's TP collectives (and a full recompute's)
+            b_tp = d * d_btp + k * m_btp + last * out_tp
+            costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", d * d_r + k * m_r),
+                                                    ("tp", b_tp), ("cp", n * (cp_bwd + (cp_fwd if full else 0))),
+                                                    ("ep", k * m_bep))
+    return costs
+
+
+COMM_SM_SHARE = 20 / 132
+"""Share of an H800's 132 SMs that DeepSeek-V3's overlapped all-to-all kernels occupy (arXiv 2412.19437 §3.2.2: 20
+SMs suffice to saturate IB and NVLink): compute that runs beside them loses that share of its speed."""
+
+
+def _exposed(s: Strategy, a2a: float, compute_seconds: float) -> float:
+    """Seconds of a layer's all-to-alls on the critical path: all of them, or with ``ep_overlap`` what the other
+    micro-batch's compute cannot hide, plus the slowdown of the compute that hides them."""
+    if not s.ep_overlap:
+        return a2a
+    # Megatron-Core --overlap-moe-expert-parallel-comm / DualPipe (arXiv 2412.19437 §3.2.1): one micro-batch's
+    # all-to-alls run beside another's compute of about the same length (1F1B steady state; warm-up and
+    # cool-down are not told apart)
+    hidden = min(a2a, compute_seconds)
+    return a2a - hidden + hidden * COMM_SM_SHARE
+
+
+def _grad_accumulation(model: ModelSpec, cluster: ClusterSpec, s: Strategy, dense: int, moe_layers: int) -> Op:
+    """Unfused gradient accumulation of a chunk's local layer weights (compute.grad_accumulation)."""
+    params = dense * model.layer_params() / s.tp + moe_layers * sum(_moe_layer_params(model, s))
+    tensors = (dense + moe_layers) * compute.layer_tensors(model)
+    return compute.grad_accumulation(cluster.gpu, params, passes.grad_bytes(s), tensors)
+
+
+# ------------------------------------------------------------------------------------------- parameters
+
+def _moe_layer_params(model: ModelSpec, s: Strategy) -> tuple[float, float]:
+    """(non-expert, expert) parameters of one MoE layer on one GPU."""
+    routed = model.experts * model.expert_params()
+    shared = model.shared_experts * model.expert_params()
+    router = model.hidden * model.experts
+    rest = model.moe_layer_params() - routed - shared - router
+    # attention and shared experts split over TP, the router replicated (Megatron-Core TopKRouter); routed experts
+    # over ep·etp (Megatron-Core MoE README, expert parallelism)
+    return rest / s.tp + shared / s.tp + router, routed / (s.ep * s.etp)
+
+
+def stage_params(model: ModelSpec, s: Strategy, stage: int) -> tuple[float, float]:
+    """(non-expert, expert) parameters one GPU of ``stage`` holds."""
+    layers = stage_layers(model.layers, s, stage)
+    d = dense_per_stage(model, s)[stage]
+    other, expert = _moe_layer_params(model, s)
+    # plan._stage_params: the TP share of dense layers, embedding and output (and the tied copy)
+    non_expert = plan._stage_params(model, s, stage, model.layer_params()) - (layers - d) * model.layer_params() / s.tp
+    return non_expert + (layers - d) * other, (layers - d) * expert
+
+
+def _chunk_params(model: ModelSpec, s: Strategy) -> tuple[float, float]:
+    other, expert = _moe_layer_params(model, s)
+    n = chunk_layers(model.layers, s)[1]
+    return n * other, n * expert
+
+
+def _reduce(cluster: ClusterSpec, s: Strategy, params: tuple[float, float]) -> float:
+    """Gradient reduction of (non-expert, expert) parameters: over dp·cp and over edp, one after the other."""
+    grads = network.group_shape(cluster.gpus_per_node, s.dp * s.cp, network.stride(s, "cp"))
+    return plan.grad_reduce_time(cluster, grads, s, params[0]) + plan.grad_reduce_time(
+        cluster, moe.edp_shape(cluster, s), s, params[1])
+
+
+def _gather(cluster: ClusterSpec, s: Strategy, params: tuple[float, float]) -> float:
+    """All-gather of the updated bf16 shards (distributed optimizer) over dp·cp and over edp."""
+    grads = network.group_shape(cluster.gpus_per_node, s.dp * s.cp, network.stride(s, "cp"))
+    return (policy.all_gather(cluster, grads, plan.PARAM_BYTES * params[0], s.collective_policy)
+            + policy.all_gather(cluster, moe.edp_shape(cluster, s), plan.PARAM_BYTES * params[1], s.collective_policy))
+
+
+def _optimizer(cluster: ClusterSpec, s: Strategy, params: tuple[float, float]) -> float:
+    # Rajbhandari et al. 2020 (ZeRO) §5.1: the distributed optimizer updates 1/(dp·cp) of the non-expert and
+    # 1/edp of the expert parameters (Megatron-Core shards expert optimizer state over the expert-DP group)
+    local = sum(params)
+    sharded = params[0] / (s.dp * s.cp) + params[1] / s.edp if s.zero >= 1 else local
+    return compute.optimizer_time(cluster.gpu, local, sharded)
+
+
+# ---------------------------------------------------------------------------------------------- the step
+
+def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts:
+    """Seconds of every task kind of one step of plan ``s`` (which must be valid)."""
+    p, group = s.pp, s.dp * s.cp
+    replicated = group > 1 or s.edp > 1
+    chunk = _chunk_params(model, s)
+    segments = 0
+    if replicated and s.overlap_grad_reduce:
+        segments = plan._segments(sum(chunk), s)
+    params = [stage_params(model, s, i) for i in range(p)]
+    reduce_all = final_gather = None
+    if not segments and replicated:
+        # one reduction per DDP bucket after the backward (Li et al. 2020, PyTorch Distributed §3.2.3)
+        counts = [max(1, math.ceil(sum(x) / plan.bucket_params(s))) for x in params]
+        reduce_all = tuple(_reduce(cluster, s, (x[0] / n, x[1] / n)) * n for x, n in zip(params, counts))
+    if s.zero >= 1 and replicated and not s.overlap_param_gather:
+        final_gather = tuple(_gather(cluster, s, x) for x in params)
+    tied = None
+    if model.tied_embeddings and p > 1:
+        # Megatron-LM finalize_model_grads: the first and last stage all-reduce the tied embedding's gradient
+        pair = network.group_shape(cluster.gpus_per_node, 2, network.stride(s, "pp") * (p - 1))
+        tied = network.all_reduce(cluster, pair, passes.grad_bytes(s) * model.vocab * model.hidden / s.tp)
+    piece = (chunk[0] / segments, chunk[1] / segments) if segments else chunk
+    return StepCosts(
+        passes=pass_costs(model, cluster, s),
+        optimizer=tuple(_optimizer(cluster, s, x) for x in params),
+        hop=plan.pp_hop_time(model, cluster, s, network.shape_of(cluster, s, "pp").nodes == 1) if p > 1 else 0.0,
+        segments=segments,
+        segment_reduce=_reduce(cluster, s, piece) if segments else None,
+        param_gather=_gather(cluster, s, chunk) if s.zero >= 1 and s.overlap_param_gather and replicated else None,
+        shard_gather=0.0, shard_reduce=0.0, reduce_all=reduce_all, final_gather=final_gather, tied=tied)
+
+
+def _stages_to_check(model: ModelSpec, s: Strategy) -> tuple[int, ...]:
+    """The first and last stages, stage 1 (the most in-flight of the middle) and every stage holding dense layers:
+    any other middle stage holds the same MoE layers as stage 1 with fewer in flight."""
+    dense = dense_per_stage(model, s)
+    return tuple(sorted({0, s.pp - 1, min(1, s.pp - 1)} | {i for i, d in enumerate(dense) if d}))
+
+
+def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
+    """Seconds the busiest checked stage's compute stream needs (its passes and optimizer)."""
+    # a stream's busy time bounds the critical path from below (Graham 1969, list-scheduling bounds)
+    costs = pass_costs(model, cluster, s)
+    p, v, m = s.pp, s.chunks, s.micro_batches
+    last = p * v - 1
+    worst = 0.0
+    # DualPipeV's fused pairs may hide all of a pass's communication (DeepSeek-V3 §3.2.1): only compute is certain
+    seconds = plan._compute_seconds if s.schedule == "dualpipev" else (lambda c: c.seconds)
+    for i in _stages_to_check(model, s):
+        vss = [virtual_stage(s.schedule, i, c, p) for c in range(v)]
+        busy = sum(seconds(costs[(True, vs == 0, vs == last)]) + seconds(costs[(False, vs == 0, vs == last)])
+                   for vs in vss) * m
+        worst = max(worst, busy + _optimizer(cluster, s, stage_params(model, s, i)))
+    return worst
+
+
+# ------------------------------------------------------------------------------------------------ memory
+
+def moe_activation_bytes(model: ModelSpec, s: Strategy, flash: bool) -> tuple[float, float]:
+    """Bytes of activations one (dense, MoE) layer stores for one micro-batch on one GPU."""
+    dense = activation_bytes_per_layer(model, s, flash)
+    if s.recompute == "full":
+        return dense, dense                  # Korthikanti Table 2: only the layer input
+    sb = model.seq_len / s.cp * s.micro_batch
+    if model.mla:
+        # DeepSeek-V2 §2.1: Q, K of d + d_R, V and the projection input of d_v per head, and the q/kv latents
+        a = model.heads
+        dense += 2 * sb * a * (2 * model.qk_head_dim + 2 * model.value_dim - 2 * model.head_dim
+                               - 2 * model.kv_dim // a) / s.tp
+        dense += 2 * sb * (model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim)
+    mlp = (6 if model.gated else 4) * sb * model.ffn_hidden / s.tp           # Korthikanti §4.2 (dense MLP)
+    rows = model.experts // s.ep * moe.expert_rows(model, s)
+    width = model.moe_ffn_hidden / s.etp
+    # the routed copies: fc1 input 2·rows·h, activation input (4 gated, else 2) and fc2 input 2 per expert width;
+    # fp32 router probabilities (Fedus et al. 2021 §2.1)
+    routed = 2 * rows * model.hidden + ((6 if model.gated else 4) * rows * width)
+    routed += 4 * moe.local_tokens(model, s) * model.experts
+    shared = (6 if model.gated else 4) * sb * model.shared_experts * model.moe_ffn_hidden / s.tp
+    return dense, dense - mlp + routed + shared
+
+
+def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int,
+                  per_layer: tuple[float, float]) -> StageMemory:
+    base = _stage(model, cluster, s, stage, 0.0)     # its embedding activations and reserve (memory.py)
+    non_expert, expert = stage_params(model, s, stage)
+    n, e = s.dp * s.cp, s.edp
+    optimizer = OPTIMIZER_BYTES * (non_expert / n + expert / e if s.zero >= 1 else non_expert + expert)
+    layers = stage_layers(model.layers, s, stage)
+    d = dense_per_stage(model, s)[stage]
+    # Narayanan et al. SC'21 §2.2: each in-flight chunk-forward holds its layers' activations (mean per chunk)
+    acts = inflight_layer_chunks(s, stage) * (d * per_layer[0] + (layers - d) * per_layer[1]) / s.chunks
+    return StageMemory(stage=stage, weights=WEIGHT_BYTES * (non_expert + expert),
+                       gradients=GRADIENT_BYTES * (non_expert + expert), optimizer=optimizer, activations=acts,
+                       embedding=base.embedding, buffers=0.0, reserve=base.reserve)
+
+
+def memory(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[StageMemory]:
+    """Bytes per GPU of every pipeline stage, first to last."""
+    per_layer = moe_activation_bytes(model, s, cluster.flash_attention)
+    return [_stage_memory(model, cluster, s, i, per_layer) for i in range(s.pp)]
+
+
+def peak_memory(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
+    """The most bytes any GPU needs: stages 0, 1 and the last (a later middle stage holds no more)."""
+    per_layer = moe_activation_bytes(model, s, cluster.flash_attention)
+    return max(_stage_memory(model, cluster, s, i, per_layer).total for i in _stages_to_check(model, s))
+
+
+# --------------------------------------------------------------------------------------- what check lists
+
+def collectives(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommNeed]:
+    """The dense plan's collectives, plus the EP all-to-alls, the expert-TP pair and the expert-DP reduction."""
+    out = [c for c in plan.collectives(model, cluster, s) if c.group != "dp"]
+    if s.ep > 1:
+        shape, nbytes = moe.ep_shape(cluster, s), moe.dispatch_bytes(model, s)
+        out.append(CommNeed(group="ep", op="all_to_all", shape=shape, nbytes=nbytes,
+                            seconds=network.all_to_all(cluster, shape, nbytes),
+                            when=f"dispatch and combine, 2× per MoE layer and pass ({model.moe_layers} MoE layers)"))
+    if s.etp > 1:
+        shape, nbytes = moe.etp_shape(cluster, s), moe.dispatch_bytes(model, s) * s.etp
+        out.append(CommNeed(group="etp", op="all_gather", shape=shape, nbytes=nbytes,
+                            seconds=network.all_gather(cluster, shape, nbytes),
+                            when="dispatched tokens, per MoE layer and pass (and a reduce-scatter back)"))
+    grads = network.group_shape(cluster.gpus_per_node, s.dp * s.cp, network.stride(s, "cp"))
+    op = "reduce_scatter" if s.zero >= 1 else "all_reduce"
+    per_stage = [stage_params(model, s, i) for i in _stages_to_check(model, s)]
+    non_expert, expert = max(p[0] for p in per_stage), max(p[1] for p in per_stage)
+    for shape, params, who in ((grads, non_expert, "non-expert"), (moe.edp_shape(cluster, s), expert, "expert")):
+        if shape.size > 1 and params > 0:
+            nbytes = passes.grad_bytes(s) * min(params, plan.bucket_params(s))
+            out.append(CommNeed(group="dp", op=op, shape=shape, nbytes=nbytes,
+                                seconds=policy.COLLECTIVES[op](cluster, shape, nbytes, s.collective_policy),
+                                when=f"{who} gradients per bucket ({'edp' if who == 'expert' else 'dp·cp'} group)"))
+    return out
+
+
+def block_ops(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[str, tuple[Op, ...]]:
+    """One MoE layer's kernels by pass (forward, backward, recompute)."""
+    lay = _layers(model, cluster, s)[1].compute
+    return {"forward": lay.forward, "backward": lay.backward, "recompute": lay.recompute}
+
+
+class MoETransformer:
+    """A mixture-of-experts decoder (dense leading layers, MoE layers, MLA or GQA attention)."""
+
+    name = "moe"
+    axes = ("dp", "tp", "pp", "cp", "ep", "etp")
+
+    violations = staticmethod(violations)
+    step_costs = staticmethod(step_costs)
+    lower_bound = staticmethod(lower_bound)
+    memory = staticmethod(memory)
+    peak_memory = staticmethod(peak_memory)
+    collectives = staticmethod(collectives)
+    block_ops = staticmethod(block_ops)
