@@ -1,7 +1,7 @@
 """How well does the symbolic, hardware-free cost (autoplan/cost/symbolic.py) rank plans, and how much does
 pre-filtering by it save?
 
-For every registered model family's cases: every distinct plan of the default space that fits is simulated
+For every registered model family's cases: every distinct plan of its search space that fits is simulated
 (the reference ranking) and scored symbolically with both tier weightings (``shape``: a byte weighs a FLOP,
 only the topology's shape is kept; ``balance``: a byte over tier k weighs peak FLOP/s ÷ its bandwidth).
 Printed per case and weighting: Kendall's τ-b between the two rankings, how many of the simulator's top 10 are
@@ -36,11 +36,14 @@ from autoplan.sim.simulate import evaluate
 from autoplan.specs import get_model, load_cluster
 from autoplan.cost.families import peak_memory
 
-CASES: dict[str, list[tuple[str, int]]] = {
-    "dense": [("gpt-1.7b", 64), ("llama3-70b", 512), ("gpt3", 1024)],
+CASES: dict[str, list[tuple[str, int, str, int, str]]] = {
+    "dense": [("gpt-1.7b", 64, "dgx-h100-80g", 1536, "default"), ("llama3-70b", 512, "dgx-h100-80g", 1536, "default"),
+              ("gpt3", 1024, "dgx-h100-80g", 1536, "default")],
+    "moe": [("mixtral-8x7b", 64, "dgx-h100-80g", 1536, "moe"), ("deepseek-v3", 256, "dgx-h800-80g", 1536, "moe")],
+    "cnn": [("resnet50", 256, "dgx-h100-80g", 1536, "cnn")],
 }
-"""(model, GPUs) per family; a new family adds its line (dgx-h100-80g, default space, global batch 1536)."""
-CLUSTER, GLOBAL_BATCH, TOP = "dgx-h100-80g", 1536, 10
+"""(model, GPUs, cluster, global batch, search space) per family; a new family adds its line."""
+TOP = 10
 PERCENTS = (5, 10, 25)
 BUDGET, SEEDS, SAMPLED_PERCENT = 60, (0, 1, 2), 25
 """The sampled search of ``--sampled``: TPE with this budget, these seeds."""
@@ -143,11 +146,11 @@ def main() -> None:
         if not cases:
             print(f"\nfamily {family!r}: no benchmark case (add one to CASES)")
             continue
-        for name, gpus in cases[:1] if args.quick else cases:
-            model, cluster = get_model(name), load_cluster(CLUSTER, gpus)
-            plans, _ = enumerate_plans(model, gpus, load_space("default"), GLOBAL_BATCH)
+        for name, gpus, cluster_name, batch, space in cases[:1] if args.quick else cases:
+            model, cluster = get_model(name), load_cluster(cluster_name, gpus)
+            plans, _ = enumerate_plans(model, gpus, load_space(space), batch)
             fitting = _fitting(model, cluster, plans)
-            print(f"\n### {family}: {model.name} on {gpus} × {cluster.gpu.name}, global batch {GLOBAL_BATCH}\n")
+            print(f"\n**{family}: {model.name} on {gpus} × {cluster.gpu.name}, global batch {batch}, space {space!r}**\n")
             print("| weights | plans | τ-b    | top-10 | rank of sim best       | regret % | ms/score | ms/sim |")
             print("|---|---|---|---|---|---|---|---|")
             rows, per_sim = agreement(model, cluster, fitting)

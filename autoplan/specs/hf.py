@@ -1,8 +1,8 @@
 """A model from a HuggingFace ``config.json`` (``--model path/to/config.json``, or the folder holding it).
 
 Reads the architectures autoplan can cost: Llama, Mistral, Qwen2/3 (dense), GPT-2, GPT-NeoX, and the MoE and
-MLA models Mixtral, Qwen3-MoE and DeepSeek-V2/V3, whose expert and latent-attention fields map to the MoE
-family's ModelSpec fields (``MOE_FIELDS``, ``MLA_FIELDS``). Field meanings: the ``transformers`` configuration
+MLA models Mixtral, Qwen3-MoE and DeepSeek-V2/V3, whose expert and latent-attention fields map to ModelSpec's
+MoE fields (``MOE_FIELDS``, ``MLA_FIELDS``; a model with experts is costed by the ``moe`` family). Field meanings: the ``transformers`` configuration
 classes (``LlamaConfig``, ``MixtralConfig``, ``DeepseekV3Config``, ``GPT2Config``, ``GPTNeoXConfig`` docs).
 
 Not modelled, and so ignored: rope_theta and the RoPE scaling itself (only its pre-training length is read),
@@ -13,7 +13,6 @@ multi-token-prediction layer (num_nextn_predict_layers), router details (groups,
 from __future__ import annotations
 
 import json
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,9 @@ from autoplan.errors import SpecError
 from autoplan.specs.model import ModelSpec
 
 MOE_FIELDS = ("experts", "top_k", "moe_ffn_hidden", "shared_experts", "dense_layers", "capacity_factor")
-"""ModelSpec fields of a mixture-of-experts model (added by the MoE family)."""
+"""ModelSpec fields of a mixture-of-experts model."""
 MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim")
-"""ModelSpec fields of DeepSeek's multi-head latent attention (added by the MoE family)."""
+"""ModelSpec fields of DeepSeek's multi-head latent attention."""
 
 _LLAMA_LIKE = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3")
 """Decoder-only models with Llama's layer: RMSNorm, RoPE, a gated (SwiGLU) MLP, no biases."""
@@ -188,11 +187,6 @@ def load_hf_model(path: Path | str) -> ModelSpec:
         path = path / "config.json"
     data = read_config(path)
     kw = config_fields(data, path)
-    have = {f.name for f in fields(ModelSpec)}
-    lacking = [k for k in kw if k not in have]
-    if lacking:
-        raise SpecError(f"HF config {str(path)!r} is a mixture-of-experts / latent-attention model: it needs the "
-                        f"MoE family (ModelSpec has no field {', '.join(lacking)})")
     arch = data.get("architectures")
     arch = arch[0] if isinstance(arch, list) and arch and isinstance(arch[0], str) else data["model_type"]
     try:

@@ -4,7 +4,7 @@ to the MoE family's names, and a broken file is one clear error."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,6 @@ from autoplan.specs.hf import MLA_FIELDS, MOE_FIELDS, config_fields, load_hf_mod
 from autoplan.specs.model import ModelSpec
 
 CONFIGS = Path(__file__).parent / "hf_configs"
-HAS_MOE_FIELDS = {"experts", "q_lora_rank"} <= {f.name for f in fields(ModelSpec)}
 
 
 def _fixture(name: str) -> dict:
@@ -68,14 +67,17 @@ def test_deepseek_v3_maps_to_the_moe_and_mla_fields():
     assert kw["seq_len"] == 4096 and kw["layers"] == 61 and kw["vocab"] == 129280
 
 
-@pytest.mark.parametrize("name", ["mixtral-8x7b.json", "deepseek-v3.json"])
-def test_a_moe_config_needs_the_moe_family(name):
-    if HAS_MOE_FIELDS:
-        model = load_hf_model(CONFIGS / name)
-        assert model.experts == config_fields(_fixture(name))["experts"]
-    else:
-        with pytest.raises(SpecError, match="needs the MoE family"):
-            load_hf_model(CONFIGS / name)
+def test_deepseek_v3_config_is_the_catalogs_deepseek_v3():
+    hf, catalog = get_model(str(CONFIGS / "deepseek-v3.json")), get_model("deepseek-v3")
+    assert {k for k, v in asdict(hf).items() if v != asdict(catalog)[k]} == {"source"}
+    assert hf.family == "moe" and hf.params() == catalog.params()
+
+
+def test_mixtral_config_is_the_catalogs_mixtral_at_its_full_context():
+    """The catalog trains Mixtral at NeMo's 4096; its config.json gives the 32768 context (no RoPE scaling)."""
+    hf, catalog = get_model(str(CONFIGS / "mixtral-8x7b.json")), get_model("mixtral-8x7b")
+    assert {k for k, v in asdict(hf).items() if v != asdict(catalog)[k]} == {"source", "seq_len"}
+    assert hf.seq_len == 32768 and hf.params() == catalog.params()
 
 
 def test_a_folder_holding_config_json_is_a_model(tmp_path):
