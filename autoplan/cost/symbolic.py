@@ -101,9 +101,10 @@ def _stage_busy(costs: StepCosts, s: Strategy, stage: int) -> float:
     for c in range(s.chunks):
         k = c * s.pp + stage
         per_micro += costs.passes[(True, k == 0, k == last)].seconds + costs.passes[(False, k == 0, k == last)].seconds
-        # ZeRO-3 gathers weights before every pass, ZeRO-2/3 reduce-scatter after every backward (ZeRO §5.2-5.3)
-        per_micro += 2 * costs.shard_gather + costs.shard_reduce
-    return s.micro_batches * per_micro + costs.optimizer[stage]
+    # ZeRO-3 gathers weights before every pass, ZeRO-2/3 reduce-scatter after every backward (ZeRO §5.2-5.3), on
+    # the DP stream beside the passes: the stage is busy for the longer of the two (two overlapped streams)
+    sharded = s.micro_batches * s.chunks * (2 * costs.shard_gather + costs.shard_reduce)
+    return max(s.micro_batches * per_micro, sharded) + costs.optimizer[stage]
 
 
 def _exposed(costs: StepCosts, s: Strategy, stage: int) -> float:
@@ -116,6 +117,8 @@ def _exposed(costs: StepCosts, s: Strategy, stage: int) -> float:
         out += costs.reduce_all[stage]
     if costs.final_gather:
         out += costs.final_gather[stage]
+    # the first pass waits for its ZeRO-3 gather, the last backward's ZeRO-2/3 reduce-scatter ends the step
+    out += costs.shard_gather + costs.shard_reduce
     return out + (costs.tied or 0.0)
 
 
