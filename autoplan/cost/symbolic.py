@@ -21,7 +21,7 @@ What it may know of the hardware (the issue's "nothing beyond the topology shape
 * ``balance`` weights: w_k = peak FLOP/s ÷ tier bandwidth (B/s), both datasheet numbers (the roofline's
   machine balance, Williams et al. 2009): one dimensionless ratio per tier, no efficiency, latency or other
   calibration constant. It is a hardware constant; ``autoplan search --cost symbolic`` uses it by default, as
-  the strict mode ranks poorly (Kendall τ 0.12–0.55 against the simulator, balance 0.71–0.88:
+  the strict mode ranks poorly (Kendall τ 0.05–0.55 against the simulator, balance 0.34–0.84:
   ``benchmarks/bench_symbolic.py``).
 
 HBM capacity is used only as the feasibility constraint (a plan that does not fit is no plan), through the
