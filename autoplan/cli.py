@@ -95,7 +95,7 @@ def _knob_option(name: str, knob: Knob, default: Any, help_text: str, show_defau
     return click.option(knob.flag or flag, type=kind, default=default, show_default=show_default, **extra)
 
 
-_PLAN_DEFAULTS = {"dp": None, "schedule": None, "global_batch": DEFAULT_GLOBAL_BATCH}
+_PLAN_DEFAULTS = {"dp": None, "schedule": None, "global_batch": None}
 """check/simulate defaults that differ from Strategy's: dp and the schedule follow from other flags."""
 
 
@@ -137,8 +137,18 @@ def build_plan(model_name: str, cluster: str, gpus: int, **kw: Any) -> tuple[Any
                                                                                if tp * cp > 1 else ""))
         dp = data_parallel(gpus, tp, pp, cp) // split
     schedule = kw["schedule"] or ("interleaved" if kw["virtual_stages"] > 1 else "1f1b")
-    s = Strategy(**{f.name: kw[f.name] for f in KNOBS} | {"dp": dp, "schedule": schedule})
+    batch = default_batch(model, kw["global_batch"])
+    s = Strategy(**{f.name: kw[f.name] for f in KNOBS} | {"dp": dp, "schedule": schedule, "global_batch": batch})
     return model, spec, s
+
+
+def default_batch(model: Any, given: int | None) -> int:
+    """``given``, else the model's own batch (a DLRM's samples per step), else GPT-3's 1536 sequences."""
+    from autoplan.specs.dlrm import dlrm_of
+
+    if given is not None:
+        return given
+    return dlrm_of(model).global_batch if dlrm_of(model) is not None else DEFAULT_GLOBAL_BATCH
 
 
 def _console() -> Any:
@@ -291,18 +301,19 @@ def space_options(fn: Callable) -> Callable:
                      help="Model name, .toml file or HuggingFace config.json."),
         click.option("--gpus", type=int, default=None, help="Number of GPUs (whole nodes). [required]"),
         click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True, help="Cluster spec name or .toml file."),
-        click.option("--global-batch", type=int, default=DEFAULT_GLOBAL_BATCH, show_default=True),
+        click.option("--global-batch", type=int, default=None,
+                     help=f"Sequences (samples) per step. [default: {DEFAULT_GLOBAL_BATCH}; a DLRM's own batch]"),
         click.option("--space", default="default", show_default=True,
-                     help="Search space name or .toml file (MoE models: default means moe)."),
+                     help="Search space name or .toml file (default: the model family's own, e.g. moe, cnn, dlrm)."),
     ] + [_knob_option(name, knob_of(name), None, knob_of(name).fix_help, False) for name in _fixable()]
     for opt in reversed(opts):
         fn = opt(fn)
     return fn
 
 
-def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: int, space: str,
-                       fixed: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """Model, sized cluster and space from the search flags (fixed axes pinned)."""
+def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: int | None, space: str,
+                       fixed: dict[str, Any]) -> tuple[Any, Any, Any, int]:
+    """Model, sized cluster, space and global batch from the search flags (fixed axes pinned)."""
     from autoplan.search.space import load_space
     from autoplan.specs import get_model, load_cluster
 
@@ -311,7 +322,7 @@ def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: i
     for name in _fixable():
         if not knob_of(name).choices and fixed[name] is not None and fixed[name] < 1:
             raise SpecError(f"--{name.replace('_', '-')} must be a positive integer, got {fixed[name]}")
-    if global_batch < 1:
+    if global_batch is not None and global_batch < 1:
         raise SpecError(f"--global-batch must be a positive integer, got {global_batch}")
     if fixed["virtual_stages"] not in (None, 1) and fixed["schedule"] not in (None, "interleaved"):
         raise SpecError(f"invalid plan: virtual_stages {fixed['virtual_stages']} needs the interleaved schedule, "
@@ -327,7 +338,7 @@ def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: i
     refused = unsupported_precisions(spec, loaded.axes["precision"])
     if refused:
         raise SpecError(refused)
-    return model, spec, loaded
+    return model, spec, loaded, default_batch(model, global_batch)
 
 
 @main.command()
@@ -339,7 +350,7 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
     """How big a search space is: combinations, valid plans, plans that fit, and why the rest are rejected."""
     from autoplan.search.census import census
 
-    model, spec, sp = load_search_inputs(model_name, gpus, cluster, global_batch, space, fixed)
+    model, spec, sp, global_batch = load_search_inputs(model_name, gpus, cluster, global_batch, space, fixed)
     c = census(model, spec, sp, global_batch)
     if not c["valid"]:
         from collections import Counter
@@ -401,7 +412,7 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
             "gpus", "global_batch", "top", "sampler", "budget", "seed"))
         cost, prefilter, symbolic_weights = (folder.read_inputs().get(k, v) for k, v in _SYMBOLIC_DEFAULTS.items())
     else:
-        model, spec, sp = load_search_inputs(model_name, gpus, cluster, global_batch, space, fixed)
+        model, spec, sp, global_batch = load_search_inputs(model_name, gpus, cluster, global_batch, space, fixed)
     plans, rejected = enumerate_plans(model, gpus, sp, global_batch)
     if not plans:
         from autoplan.search.space import explain_no_plan
@@ -590,20 +601,31 @@ def show_cmd(run: str, top: int | None, as_json: bool) -> None:
 @main.command("export")
 @click.argument("run")
 @click.option("--rank", type=int, default=1, show_default=True, help="Which plan of the leaderboard (1 = best).")
-@click.option("--format", "fmt", type=click.Choice(["megatron", "torchtitan", "pytorch"]), default=None,
-              help="Megatron-LM arguments, a torchtitan job-config fragment, or a PyTorch DDP launch hint "
-                   "[default: pytorch for CNNs, else megatron].")
+@click.option("--format", "fmt", type=click.Choice(["megatron", "torchtitan", "pytorch", "torchrec"]), default=None,
+              help="Megatron-LM arguments, a torchtitan job-config fragment, a PyTorch DDP launch hint or a TorchRec "
+                   "sharding plan [default: torchrec for a DLRM, pytorch for a CNN, else megatron].")
 @friendly
-def export_cmd(run: str, rank: int, fmt: str) -> None:
+def export_cmd(run: str, rank: int, fmt: str | None) -> None:
     """Print the launch settings of a plan of a run folder."""
     from autoplan.report.export import export_text
     from autoplan.search.analysis import load_run
+    from autoplan.specs.dlrm import dlrm_of
 
     r = load_run(run)
     e = r.plan(rank)
     m = e.metrics
-    header = (f"rank {rank} of {r.folder.name}: {e.strategy.short()} ({m.step_time:.3f} s/step, "
-              f"{m.tokens_per_s:,.0f} tokens/s, {e.peak_memory / 2**30:.1f} GiB peak)\n{r.title}")
+    unit = "samples/s" if r.model is not None and r.model.structure is not None else "tokens/s"
+    digits = 3 if unit == "tokens/s" else 6
+    header = (f"rank {rank} of {r.folder.name}: {e.strategy.short()} ({m.step_time:.{digits}f} s/step, "
+              f"{m.tokens_per_s:,.0f} {unit}, {e.peak_memory / 2**30:.1f} GiB peak)\n{r.title}")
+    if dlrm_of(r.model) is not None:
+        from autoplan.report.export_torchrec import torchrec_text
+        if fmt not in (None, "torchrec") or r.cluster is None:
+            raise SpecError(f"{r.model.name} is a DLRM: it exports only as --format torchrec (with its run's cluster)")
+        click.echo(torchrec_text(r.model, r.cluster, e.strategy, header), nl=False)
+        return
+    if fmt == "torchrec":
+        raise SpecError("--format torchrec exports DLRM embedding sharding plans; this run's model is not a DLRM")
     flash = r.cluster.flash_attention if r.cluster is not None else True
     if fmt is None:
         fmt = "pytorch" if r.model is not None and r.model.structure is not None else "megatron"

@@ -207,7 +207,7 @@ def group_of(case: dict) -> str:
     if "2104.04473" in src:
         return "Megatron SC'21 (A100)"
     if "H100" in str(case.get("hardware", {}).get("gpu", "")) and case.get("model", {}).get("experts"):
-        return "MoE: NVIDIA H100 recipes"
+        return "MoE: NVIDIA H100 recipes" + (", FP8" if precision_of(case) != "bf16" else "")
     if "H100" in str(case.get("hardware", {}).get("gpu", "")):
         return "NVIDIA H100 recipes" + (", FP8" if precision_of(case) != "bf16" else "")
     return str(case.get("group", "other"))

@@ -127,7 +127,7 @@ def _dlrm_case(cluster: ClusterSpec) -> list[tuple]:
     except SpecError:
         print("(DLRM: no dlrm-criteo model on this branch; its row appears once the DLRM family is merged)")
         return []
-    return [("dlrm-criteo", cluster, model.dlrm.global_batch)]
+    return [("dlrm-criteo", cluster, model.structure.global_batch)]
 
 
 def fixed_plan() -> None:

@@ -23,14 +23,14 @@ def _dense(report: Report) -> list:
 
 
 def test_every_case_has_a_prediction(report):
-    assert len(report.cases) == 48
+    assert len(report.cases) == 52
     assert all(c.predicted is not None for c in report.cases)
 
 
 def test_known_gaps_are_shown_but_not_counted(report):
     gaps = [c for c in report.cases if c.known_gap]
-    assert sum("zero3" in c.id for c in gaps) == 6 and sum(c.group.startswith("MoE") for c in gaps) == 2
-    assert len(gaps) == 8
+    assert sum("zero3" in c.id for c in gaps) == 6 and sum(c.group.startswith("MoE") for c in gaps) == 6
+    assert len(gaps) == 12
     assert Report.summary(report.cases)["n"] == 40
     assert Report.summary(gaps)["n"] == 0
 
@@ -68,8 +68,25 @@ def test_precision_comes_from_the_file():
 
 def test_moe_runs_are_their_own_group_with_expert_parallel_plans(report):
     moe = [c for c in report.cases if c.group.startswith("MoE")]
-    assert len(moe) == 2 and all(c.plan.ep == 8 and c.plan.etp == 1 for c in moe)
-    assert all("ep_overlap" in c.searched for c in moe)      # not stated by the source: searched
+    assert len(moe) == 6 and all(c.plan.ep in (8, 32) and c.plan.etp == 1 for c in moe)
+    # the GPT-OSS H100 recipe sets no all-to-all overlap and the Qwen3 235B one does: only Qwen3 30B's is searched
+    by_model = {c.id: c for c in moe}
+    assert all(not c.plan.ep_overlap and "ep_overlap" not in c.searched for k, c in by_model.items() if "gpt-oss" in k)
+    assert all(c.plan.ep_overlap for k, c in by_model.items() if "235b" in k)
+    assert all("ep_overlap" in c.searched for k, c in by_model.items() if "30b" in k)
+    assert {c.plan.precision for c in moe if "qwen3" in c.id} == {"fp8"}
+
+
+def test_moe_group_guard(report):
+    # issue 15: MoE runs counted once their group is credible (about 10 %); until then a known gap, guarded so that
+    # it does not drift. When this was written: GPT-OSS 26.02 (the H100 host calibration) -0.2 %, the held-out
+    # GPT-OSS 25.11 +1.6 %, Qwen3 30B-A3B -12.8 % / -50.9 %, Qwen3 235B-A22B -17.3 % / -19.4 %
+    moe = [c for c in report.cases if c.group.startswith("MoE")]
+    errors = {c.id: c.error_pct for c in moe}
+    assert all(c.known_gap for c in moe)
+    assert all(abs(e) <= 5.0 for k, e in errors.items() if "gpt-oss" in k)
+    assert sum(abs(e) for e in errors.values()) / len(errors) <= 20.0
+    assert all(e < 5.0 for e in errors.values())             # none too slow: the gap is missing MoE time
 
 
 def test_korthikanti_cases_beat_calculon(report):

@@ -111,14 +111,33 @@ def _linear_backward(gpu: GPUSpec, name: str, m: int, n: int, k: int, fp8: bool 
     return _gemm(gpu, f"{name}.dgrad", m, k, n, fp8=fp8), _gemm(gpu, f"{name}.wgrad", k, n, m, fp8=fp8)
 
 
+FLASH_BLOCK = 128
+"""Key-block width of the fused attention kernels (FlashAttention-2, Dao 2023, arXiv 2307.08691 §3.3: blocks of
+64-128; cuDNN/FA3 on Hopper use 128): a windowed query block computes whole key blocks."""
+
+
+def attended_keys(model: ModelSpec, s_kv: int) -> float:
+    """Keys one query's fused causal attention computes, averaged over the layers: s_kv/2 for full causal attention;
+    with a sliding window of w keys, the w keys plus the partial block around them (whole blocks are computed)."""
+    full = s_kv / 2
+    share = model.windowed_share
+    if not share:
+        return full
+    # Longformer §3.1 (Beltagy et al. 2020): a window of w keys per query; FA computes whole key blocks, so a
+    # query block of FLASH_BLOCK rows meets about w + FLASH_BLOCK keys
+    windowed = min(full, model.window + FLASH_BLOCK)
+    return (1 - share) * full + share * windowed
+
+
 def _attention(cluster: ClusterSpec, model: ModelSpec, b: int, s_q: int, s_kv: int, heads: int,
                dropout: bool) -> tuple[Op, Op]:
     """Forward and backward of the attention core for ``heads`` local heads, s_q queries over s_kv keys."""
     gpu, d = cluster.gpu, model.head_dim
     rate = gpu.peak_flops * gpu.clock_ratio * gpu.attention_efficiency
     if cluster.flash_attention:
-        # fused causal kernel: 4·b·s_q·s_kv·d·a/2 FLOPs; backward recomputes scores, 2.5× forward (Dao 2023, FA2 §3)
-        flops = 4.0 * b * s_q * s_kv * d * heads * 0.5
+        # fused causal kernel: 4·b·s_q·keys·d·a FLOPs over the keys each query meets (s_kv/2 causal); backward
+        # recomputes scores, 2.5× forward (Dao 2023, FA2 §3)
+        flops = 4.0 * b * s_q * attended_keys(model, s_kv) * d * heads
         # Dao et al. 2022 (FlashAttention, arXiv 2205.14135) §3.2: Q and O of s_q rows, K and V of s_kv rows
         io = BF16 * b * heads * d * (2 * s_q + 2 * s_kv)
         fwd = Op("attention.flash", flops, io, flops / rate + gpu.kernel_overhead)

@@ -12,7 +12,7 @@ PassKey = tuple[bool, bool, bool]
 """(forward, holds the embedding, holds the output layer): the kinds of chunk pass."""
 
 
-PART_KINDS = ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "optimizer")
+PART_KINDS = ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "a2a", "optimizer")
 """What a compute-stream task's seconds may be spent on (the simulator's breakdown adds ``bubble``)."""
 
 

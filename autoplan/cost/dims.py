@@ -11,9 +11,7 @@ from dataclasses import dataclass
 
 from autoplan.cost.network import GroupShape
 from autoplan.errors import SpecError
-from autoplan.specs.cluster import ClusterSpec, NetworkTier
-
-TOPOLOGIES = ("ring", "switch", "fully_connected")
+from autoplan.specs.cluster import DIMENSION_TOPOLOGIES as TOPOLOGIES, ClusterSpec, NetworkTier
 
 
 @dataclass(frozen=True, kw_only=True)

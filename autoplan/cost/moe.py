@@ -97,15 +97,79 @@ class MoELayer:
     """Expert-TP all-gather of the dispatched tokens and reduce-scatter of the experts' outputs (0 if etp = 1)."""
 
 
-def _grouped(gpu, name: str, experts: int, m: int, n: int, k: int) -> Op:
-    # grouped GEMM (Megatron-Core --moe-grouped-gemm, CUTLASS grouped GEMM): the local experts' GEMMs as one
-    # batched launch, each of the busiest expert's m tokens (the slowest expert sets the time)
-    return compute._gemm(gpu, name, m, n, k, experts)
+def grouped_gemm_time(gpu, experts: int, m: int, n: int, k: int, fp8: bool = False) -> float:
+    """Seconds of one grouped GEMM over ``experts`` local experts of m tokens each: (m×k)·(k×n) per expert.
+
+    Megatron-Core's --moe-grouped-gemm runs Transformer Engine's GroupedLinear, which on Hopper issues one cuBLAS
+    GEMM per expert (TE ``general_grouped_gemm`` → ``nvte_multi_stream_cublas_gemm``): each expert's GEMM pays its
+    own wave quantization, main-loop fill and launch (``compute.gemm_time``), so the grouped GEMM runs below a dense
+    GEMM of the same FLOPs when m (tokens per expert) is small, and as the dense GEMMs when m is large (MegaBlocks,
+    Gale et al. 2022, arXiv 2211.15841 §5: per-expert GEMM efficiency grows with tokens per expert)."""
+    return experts * compute.gemm_time(gpu, m, n, k, 1, fp8)
 
 
-def _grouped_backward(gpu, name: str, experts: int, m: int, n: int, k: int) -> tuple[Op, Op]:
+def grouped_gemm_efficiency(gpu, experts: int, m: int, n: int, k: int, fp8: bool = False) -> float:
+    """Achieved FLOP/s of the grouped GEMM over the GPU's peak (BF16, or FP8 with ``fp8``)."""
+    peak = gpu.fp8_peak_flops if fp8 else gpu.peak_flops
+    return 2.0 * experts * m * n * k / grouped_gemm_time(gpu, experts, m, n, k, fp8) / peak
+
+
+def _grouped(gpu, name: str, experts: int, m: int, n: int, k: int, fp8: bool = False) -> Op:
+    # the local experts' GEMMs of the busiest expert's m tokens each (the slowest expert sets the time)
+    operand = compute.FP8 if fp8 else BF16
+    return Op(name, 2.0 * m * n * k * experts, experts * (operand * (m * k + k * n) + BF16 * m * n),
+              grouped_gemm_time(gpu, experts, m, n, k, fp8))
+
+
+def _grouped_backward(gpu, name: str, experts: int, m: int, n: int, k: int, fp8: bool = False) -> tuple[Op, Op]:
     # dgrad (m×n)·(n×k) and wgrad (k×m)·(m×n) per expert (Narayanan et al. SC'21 §5.1)
-    return compute._gemm(gpu, f"{name}.dgrad", m, k, n, experts), compute._gemm(gpu, f"{name}.wgrad", k, n, m, experts)
+    return (_grouped(gpu, f"{name}.dgrad", experts, m, k, n, fp8),
+            _grouped(gpu, f"{name}.wgrad", experts, k, n, m, fp8))
+
+
+def activation_ops(model: ModelSpec, gpu, values: int) -> tuple[Op, Op, int, int]:
+    """Forward and backward of the experts' activation over ``values`` fc1 outputs, and their kernel counts.
+
+    A gated unit reads gate and up and writes one (Shazeer 2020, arXiv 2002.05202): 1.5 bytes-of-fc1-output forward
+    (an ungated one 2), 1.5× that backward. GPT-OSS's clamped SwiGLU (Megatron-Core ``weighted_bias_quick_geglu_impl`` with a
+    ``clamp_value``) first clamps gate and linear halves (two kernels, read and write each) and concatenates them (a
+    third, read and write), then runs the fused unit; its backward adds the two clamps' masked gradients."""
+    full = BF16 * values                       # bytes of fc1's output (gate and linear halves)
+    gated_fwd = full * (1.5 if model.gated else 2.0)     # an ungated unit reads its input and writes one
+    if not model.glu_clamp:
+        return (compute._mem(gpu, "expert.activation", gated_fwd), compute._mem(gpu, "expert.activation.bwd",
+                                                                                 1.5 * gated_fwd), 1, 1)
+    # clamps: read+write each half (2·full); cat: read+write full (2·full); fused unit: read full, write half
+    fwd = 2 * full + 2 * full + 1.5 * full
+    # fused backward: read grad (half) and input (full), write grad (full); each clamp's backward: read grad and
+    # input, write grad (3 halves each)
+    bwd = 2.5 * full + 2 * 1.5 * full
+    return (compute._mem(gpu, "expert.activation", fwd, 4), compute._mem(gpu, "expert.activation.bwd", bwd, 3), 4, 3)
+
+
+def _quantize(gpu, name: str, values: float) -> Op:
+    # Transformer Engine's FP8 cast of a GEMM input: read BF16, write FP8 row- and column-wise (compute._quantize_ops)
+    return compute._mem(gpu, name, (BF16 + 2 * compute.FP8) * values)
+
+
+def host_exposed(host_launch: float, ops: list[tuple[Op, int]], synced: bool) -> float:
+    """Seconds the GPU waits for the host over ``ops`` (each with the kernels it launches).
+
+    Megatron-Core's alltoall dispatcher copies the routing's token counts to the host every MoE layer forward (the
+    all-to-all split sizes and the grouped GEMM's per-expert m are host values: token_dispatcher.py, a device-to-host
+    sync), so after that sync the host has no lead: each kernel starts when both the GPU is free and the host has
+    issued it (a two-queue simulation from the sync to the next one). Without a sync (the backward) the host runs
+    ahead and binds only if it issues the pass slower than the GPU runs it."""
+    if not host_launch:
+        return 0.0
+    gpu_busy = sum(op.seconds for op, _ in ops)
+    if not synced:
+        return max(0.0, host_launch * sum(n for _, n in ops) - gpu_busy)
+    host = gpu = 0.0
+    for op, launches in ops:
+        host += host_launch * launches
+        gpu = max(gpu, host) + op.seconds
+    return gpu - gpu_busy
 
 
 def _mla_ops(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
@@ -161,7 +225,8 @@ def _recompute(s: Strategy, cluster: ClusterSpec, forward: tuple[Op, ...], core:
 @lru_cache(maxsize=4096)
 def dense_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> LayerCompute:
     """One dense-FFN layer of a MoE model (its leading ``dense_layers``), with MLA when the model has it."""
-    dense = compute.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute)
+    dense = compute.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
+                                  s.precision)
     if not model.mla:
         return dense
     fwd, bwd, core = _attention_ops(model, cluster, s, dense, keep_mlp=True)
@@ -173,7 +238,9 @@ def dense_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> LayerCom
 def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> MoELayer:
     """One MoE layer for one micro-batch on one GPU: attention, router, dispatch, experts, combine, shared experts."""
     gpu, h, t = cluster.gpu, model.hidden, s.tp
-    dense = compute.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute)
+    fp8 = s.precision != "bf16"
+    dense = compute.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
+                                  s.precision)
     attn_f, attn_b, core = _attention_ops(model, cluster, s, dense, keep_mlp=False)
     tokens_in = local_tokens(model, s)
     experts = model.experts // s.ep
@@ -187,16 +254,23 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> MoELayer:
     # Megatron-Core permute/unpermute: gather each routed copy into expert order and back (read and write)
     permute = compute._mem(gpu, "permute", 2 * routed * s.etp)
     unpermute = compute._mem(gpu, "unpermute", 2 * routed * s.etp)
-    act_bytes = BF16 * experts * rows * width * (3 if model.gated else 2)
-    fwd = [router, topk, permute,
-           _grouped(gpu, "expert.fc1", experts, rows, up, h), compute._mem(gpu, "expert.activation", act_bytes),
-           _grouped(gpu, "expert.fc2", experts, rows, h, width), unpermute]
-    bwd = [compute._mem(gpu, "unpermute.bwd", 2 * routed * s.etp),
-           *_grouped_backward(gpu, "expert.fc2", experts, rows, h, width),
-           compute._mem(gpu, "expert.activation.bwd", 1.5 * act_bytes),
-           *_grouped_backward(gpu, "expert.fc1", experts, rows, up, h),
-           compute._mem(gpu, "permute.bwd", 2 * routed * s.etp), *compute._linear_backward(gpu, "router", tokens_in,
-                                                                                           model.experts, h)]
+    act_f, act_b, act_fk, act_bk = activation_ops(model, gpu, experts * rows * up)
+    fc1 = _grouped(gpu, "expert.fc1", experts, rows, up, h, fp8)
+    fc2 = _grouped(gpu, "expert.fc2", experts, rows, h, width, fp8)
+    # (op, kernels it launches): the grouped GEMMs launch one GEMM per local expert (grouped_gemm_time)
+    quant_f = [(_quantize(gpu, "expert.fc1.quantize", experts * rows * h), 1),
+               (_quantize(gpu, "expert.fc2.quantize", experts * rows * width), 1)] if fp8 else [(None, 0)] * 2
+    quant_b = [(_quantize(gpu, "expert.fc2.quantize_grad", experts * rows * h), 1),
+               (_quantize(gpu, "expert.fc1.quantize_grad", experts * rows * up), 1)] if fp8 else [(None, 0)] * 2
+    pre_sync = [(router, 1), (topk, 1)]
+    post_sync = [(permute, 1), quant_f[0], (fc1, experts), (act_f, act_fk), quant_f[1], (fc2, experts),
+                 (unpermute, 1)]
+    fc2_d, fc2_w = _grouped_backward(gpu, "expert.fc2", experts, rows, h, width, fp8)
+    fc1_d, fc1_w = _grouped_backward(gpu, "expert.fc1", experts, rows, up, h, fp8)
+    backward_ops = [(compute._mem(gpu, "unpermute.bwd", 2 * routed * s.etp), 1), quant_b[0], (fc2_d, experts),
+                    (fc2_w, experts), (act_b, act_bk), quant_b[1], (fc1_d, experts), (fc1_w, experts),
+                    (compute._mem(gpu, "permute.bwd", 2 * routed * s.etp), 1),
+                    *((op, 1) for op in compute._linear_backward(gpu, "router", tokens_in, model.experts, h))]
     if model.shared_experts:
         # DeepSeekMoE (arXiv 2401.06066) §3.2: shared experts are a dense MLP of shared·moe_ffn on every token,
         # column/row-parallel over TP (Megatron-Core SharedExpertMLP)
@@ -204,13 +278,26 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> MoELayer:
         sw = model.shared_experts * model.moe_ffn_hidden // t
         sup = (2 if model.gated else 1) * sw
         sact = BF16 * tokens * sw * (3 if model.gated else 2)
-        fwd += [compute._gemm(gpu, "shared.fc1", tokens, sup, h), compute._mem(gpu, "shared.activation", sact),
-                compute._gemm(gpu, "shared.fc2", tokens, h, sw)]
-        bwd += [*compute._linear_backward(gpu, "shared.fc2", tokens, h, sw),
-                compute._mem(gpu, "shared.activation.bwd", 1.5 * sact),
-                *compute._linear_backward(gpu, "shared.fc1", tokens, sup, h)]
-    forward = attn_f + tuple(fwd)
-    backward = tuple(bwd) + attn_b
+        post_sync += [(compute._gemm(gpu, "shared.fc1", tokens, sup, h, fp8=fp8), 1),
+                      (compute._mem(gpu, "shared.activation", sact), 1),
+                      (compute._gemm(gpu, "shared.fc2", tokens, h, sw, fp8=fp8), 1)]
+        backward_ops += [*((op, 1) for op in compute._linear_backward(gpu, "shared.fc2", tokens, h, sw, fp8)),
+                         (compute._mem(gpu, "shared.activation.bwd", 1.5 * sact), 1),
+                         *((op, 1) for op in compute._linear_backward(gpu, "shared.fc1", tokens, sup, h, fp8))]
+    post_sync = [x for x in post_sync if x[0] is not None]
+    backward_ops = [x for x in backward_ops if x[0] is not None]
+    # dispatch and combine: one all-to-all each way per pass (Lepikhin et al. 2020, GShard §3.2)
+    a2a = 2 * all_to_all_time(cluster, s, dispatch_bytes(model, s)) if s.ep > 1 else 0.0
+    # the host's issue time: from the dispatcher's sync through the experts (the all-to-alls on the GPU's queue
+    # between them) and the next layer's attention and router, to the next sync
+    a2a_op = Op("all_to_all", 0.0, 0.0, a2a / 2)
+    span = [post_sync[0], (a2a_op, 1), *post_sync[1:], (a2a_op, 1), *((op, 1) for op in attn_f), *pre_sync]
+    wait_f = host_exposed(gpu.host_launch, span, synced=True)
+    wait_b = host_exposed(gpu.host_launch, [*backward_ops, *((op, 1) for op in attn_b)], synced=False)
+    host = (Op("host.wait", 0.0, 0.0, wait_f),) if wait_f else ()
+    host_b = (Op("host.wait.bwd", 0.0, 0.0, wait_b),) if wait_b else ()
+    forward = attn_f + tuple(op for op, _ in pre_sync + post_sync) + host
+    backward = tuple(op for op, _ in backward_ops) + attn_b + host_b
     # TP collectives: the attention block's (two, four with SP) and the shared experts' pair; over the expert-TP
     # group, the all-gather of dispatched tokens and reduce-scatter of their outputs (Megatron-Core alltoall
     # dispatcher)
@@ -225,12 +312,10 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> MoELayer:
     lay = LayerCompute(forward=forward, backward=backward, recompute=_recompute(s, cluster, forward, core),
                        forward_collectives=coll, backward_collectives=coll,
                        recompute_collectives=coll if s.recompute == "full" else (), attention_forward=core.seconds)
-    # dispatch and combine: one all-to-all each way per pass (Lepikhin et al. 2020, GShard §3.2)
-    a2a = 2 * all_to_all_time(cluster, s, dispatch_bytes(model, s)) if s.ep > 1 else 0.0
     return MoELayer(compute=lay, a2a_forward=a2a, etp_forward=etp)
 
 
 def layer_key(s: Strategy) -> Strategy:
     """The fields of ``s`` a layer's cost reads (so that plans differing elsewhere share the cached layer)."""
     return Strategy(tp=s.tp, cp=s.cp, sequence_parallel=s.sequence_parallel, micro_batch=s.micro_batch,
-                    recompute=s.recompute, ep=s.ep, etp=s.etp)
+                    recompute=s.recompute, ep=s.ep, etp=s.etp, precision=s.precision)

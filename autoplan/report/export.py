@@ -12,6 +12,7 @@ from typing import Any
 from autoplan.errors import SpecError
 from autoplan.report.serialize import metrics_dict
 from autoplan.specs import ModelSpec, Strategy
+from autoplan.specs.dlrm import dlrm_of
 from autoplan.specs.layout import chunk_layers
 from autoplan.specs.strategy import KNOBS
 
@@ -248,6 +249,9 @@ def export_text(fmt: str, s: Strategy, model: ModelSpec | None, flash_attention:
 def best_plan(e: Any, model: ModelSpec | None, flash_attention: bool = True) -> dict:
     """best_plan.json: the plan's fields, its metrics and its launch settings."""
     s = e.strategy
+    if dlrm_of(model) is not None:
+        return {"plan": s.short(), "strategy": s.to_dict(), "metrics": metrics_dict(e.metrics),
+                "torchrec": "autoplan export RUN --format torchrec prints the per-table sharding plan"}
     try:
         megatron: dict = {"args": megatron_args(s, model, flash_attention), "notes": megatron_notes(s, model)}
     except SpecError as err:

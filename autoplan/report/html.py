@@ -26,9 +26,9 @@ MAX_BARS = 3000
 CONFIG = {"displaylogo": False, "responsive": True}
 KIND_LABELS = {"compute": "compute", "recompute": "recompute", "tp": "exposed TP comm", "cp": "exposed CP comm",
                "ep": "exposed EP all-to-all", "pp": "exposed PP comm", "dp": "exposed DP comm",
-               "optimizer": "optimizer", "bubble": "bubble / idle"}
+               "a2a": "exposed embedding all-to-all", "optimizer": "optimizer", "bubble": "bubble / idle"}
 KIND_COLORS = {"compute": "#2ca02c", "recompute": "#98df8a", "tp": "#17becf", "cp": "#1f77b4", "ep": "#ff7f0e",
-               "pp": "#9467bd", "dp": "#bcbd22", "optimizer": "#7f7f7f", "bubble": "#d62728"}
+               "pp": "#9467bd", "dp": "#bcbd22", "a2a": "#e377c2", "optimizer": "#7f7f7f", "bubble": "#d62728"}
 TASK_COLORS = {"forward": "#1f77b4", "backward": "#ff7f0e", "PP send": "#9467bd", "DP collective": "#bcbd22",
                "optimizer": "#7f7f7f"}
 STREAM_ORDER = ("compute", "pp_send_fwd", "pp_send_bwd", "dp")

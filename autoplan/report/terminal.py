@@ -10,9 +10,10 @@ from rich.text import Text
 
 GIB = 1024**3
 COLORS = {"compute": "green", "recompute": "dark_green", "tp": "cyan", "cp": "blue", "ep": "orange3", "pp": "magenta",
-          "dp": "yellow", "optimizer": "white", "bubble": "red"}
+          "dp": "yellow", "a2a": "bright_magenta", "optimizer": "white", "bubble": "red"}
 LABELS = {"compute": "compute", "recompute": "recompute", "tp": "exposed TP comm", "cp": "exposed CP comm",
-          "ep": "exposed EP all-to-all", "pp": "exposed PP comm", "dp": "exposed DP comm", "optimizer": "optimizer",
+          "ep": "exposed EP all-to-all", "pp": "exposed PP comm", "dp": "exposed DP comm",
+          "a2a": "exposed embedding all-to-all", "optimizer": "optimizer",
           "bubble": "bubble / idle"}
 
 
@@ -34,9 +35,11 @@ def breakdown_table(breakdown: dict[str, float]) -> Table:
     t.add_column("kind")
     t.add_column("seconds", justify="right")
     t.add_column("share", justify="right")
+    digits = 3 if total >= 0.1 else 6                      # a DLRM step takes milliseconds
     for kind, sec in breakdown.items():
         if sec > 0:
-            t.add_row(Text(LABELS.get(kind, kind), style=COLORS.get(kind, "")), f"{sec:.3f}", f"{100 * sec / total:.1f} %")
+            t.add_row(Text(LABELS.get(kind, kind), style=COLORS.get(kind, "")), f"{sec:.{digits}f}",
+                      f"{100 * sec / total:.1f} %")
     return t
 
 
@@ -62,7 +65,7 @@ def summary_table(m: Any, gpus: int) -> Table:
     t.add_column()
     verdict = Text("fits", style="green") if m.fits else Text("does NOT fit", style="bold red")
     rows = [
-        ("step time", f"{m.step_time:.3f} s"),
+        ("step time", f"{m.step_time:.3f} s" if m.step_time >= 0.1 else f"{m.step_time * 1e3:.3f} ms"),
         ("throughput", f"{m.tokens_per_s:,.0f} tokens/s  ({m.samples_per_s:,.1f} samples/s, {gpus} GPUs)"),
         ("model TFLOP/s per GPU", f"{m.model_tflops_per_gpu:.1f}  (MFU {100 * m.mfu:.1f} %)"),
         ("hardware TFLOP/s per GPU", f"{m.hardware_tflops_per_gpu:.1f}  (HFU {100 * m.hfu:.1f} %)"),

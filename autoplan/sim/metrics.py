@@ -8,9 +8,10 @@ from autoplan.cost.memory import StageMemory
 from autoplan.sim.engine import Timeline
 from autoplan.sim.workload import Lowered
 
-BREAKDOWN_KINDS = ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "optimizer", "bubble")
+BREAKDOWN_KINDS = ("compute", "recompute", "tp", "cp", "ep", "pp", "dp", "a2a", "optimizer", "bubble")
 """How a device's step time splits: useful compute, recomputation, exposed TP/CP/EP/PP/DP communication (EP: the
-MoE all-to-alls), the optimizer step, and pipeline bubble or idle time."""
+MoE all-to-alls) and the embedding all-to-alls of a DLRM (a2a), the optimizer step, and pipeline bubble or idle
+time."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,8 +53,8 @@ class Metrics:
 
     @property
     def exposed_comm_fraction(self) -> float:
-        """Share of the step the GPUs wait on TP, CP, EP, PP or DP communication."""
-        return sum(self.fraction(k) for k in ("tp", "cp", "ep", "pp", "dp"))
+        """Share of the step the GPUs wait on TP, CP, EP, PP, DP or embedding all-to-all communication."""
+        return sum(self.fraction(k) for k in ("tp", "cp", "ep", "pp", "dp", "a2a"))
 
 
 def stage_breakdowns(lowered: Lowered, timeline: Timeline) -> list[dict[str, float]]:

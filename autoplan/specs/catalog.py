@@ -9,6 +9,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from autoplan.errors import SpecError
+from autoplan.specs.dlrm import DLRMSpec, EmbeddingTable, dlrm_from_data
 from autoplan.specs.cnn import CNN_MODELS, CNNSpec
 from autoplan.specs.model import SIZES, ModelSpec
 
@@ -24,6 +25,52 @@ def _gpt(name: str, layers: int, hidden: int, heads: int, source: str, **kw: obj
     return ModelSpec(name=name, layers=layers, hidden=hidden, heads=heads, ffn_hidden=4 * hidden, source=source,
                      **{**_GPT, **kw})
 
+
+_CRITEO_1TB_ROWS = (39884406, 39043, 17289, 7420, 20263, 3, 7120, 1543, 63, 38532951, 2953546, 403346, 10, 2208,
+                    11938, 155, 4, 976, 14, 39979771, 25641295, 39664984, 585935, 12972, 108, 36)
+"""Criteo 1TB table sizes at --max-ind-range 40M (MLPerf DLRM reference dlrm_s_pytorch.py, terabyte dataset)."""
+_CRITEO_MULTIHOT_ROWS = (40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956, 405282, 10, 2209,
+                         11938, 155, 4, 976, 14, 40000000, 40000000, 40000000, 590152, 12973, 108, 36)
+_CRITEO_MULTIHOT_POOLING = (3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1)
+"""MLPerf Training recommendation_v2 (TorchRec DLRM-DCNv2): --num_embeddings_per_feature, --multi_hot_sizes."""
+_SYNTH_GROUPS = ((10, 100, 1, 128), (10, 1000, 1, 128), (10, 1000, 5, 128), (10, 10000, 20, 128), (20, 10000, 100, 128),
+                 (10, 10000, 1, 128), (10, 100000, 1, 128), (10, 1000000, 1, 128), (10, 2000000, 1, 128),
+                 (10, 2000000, 1, 128), (10, 4000000, 1, 128), (20, 4000000, 1, 128), (20, 2000000, 10, 64),
+                 (10, 4000000, 20, 128), (10, 4000000, 30, 128), (10, 4000000, 50, 128), (10, 50000000, 100, 128))
+"""(tables, rows, pooling, dim) groups of HugeCTR's embedding-collection benchmark config 200table_100B_hotness20
+(NVIDIA-Merlin HugeCTR, synthetic data with Zipf alpha 1.1)."""
+
+
+def _dlrm(name: str, tables: tuple[EmbeddingTable, ...], source: str, **kw: object) -> ModelSpec:
+    """A DLRM with MLPerf's bottom (13-512-256-128) and top (1024-1024-512-256-1) MLPs unless ``kw`` says else."""
+    spec = DLRMSpec(**{"tables": tables, "dense_features": 13, "bottom_mlp": (512, 256, 128),
+                       "top_mlp": (1024, 1024, 512, 256, 1), **kw})
+    widths = spec.bottom_mlp + spec.top_mlp
+    # the transformer-shaped fields only name the MLPs: a DLRM "token" is a sample (seq_len 1)
+    return ModelSpec(name=name, layers=len(widths), hidden=spec.bottom_mlp[-1], heads=1, ffn_hidden=max(widths),
+                     vocab=1, seq_len=1, position="rope", bias=True, tied_embeddings=False, dropout=False,
+                     source=source, family="dlrm", structure=spec)
+
+
+_MLPERF_DLRM = "MLPerf Training DLRM reference (mlcommons/training recommendation/dlrm, Criteo 1TB, max-ind-range 40M)"
+_MLPERF_DCNV2 = "MLPerf Training recommendation_v2 (mlcommons/training, TorchRec DLRM-DCNv2, Criteo 1TB multi-hot)"
+_CRITEO_SKEW = 1.05
+"""Zipf exponent standing in for Criteo's long-tailed ids (an assumption: Lin et al. 2022, arXiv 2201.07821, model
+the measured per-table distribution, which this catalog does not ship)."""
+
+_DLRMS: tuple[ModelSpec, ...] = (
+    _dlrm("dlrm-criteo", tuple(EmbeddingTable(name=f"cat_{i}", rows=r, dim=128, skew=_CRITEO_SKEW)
+                               for i, r in enumerate(_CRITEO_1TB_ROWS)), _MLPERF_DLRM, global_batch=65536),
+    _dlrm("dlrm-dcnv2", tuple(EmbeddingTable(name=f"cat_{i}", rows=r, dim=128, pooling=p)
+                              for i, (r, p) in enumerate(zip(_CRITEO_MULTIHOT_ROWS, _CRITEO_MULTIHOT_POOLING))),
+          _MLPERF_DCNV2 + "; --multi_hot_distribution_type uniform (skew 0)", interaction="dcn", cross_layers=3,
+          cross_rank=512, global_batch=65536),
+    _dlrm("dlrm-synthetic-100b", tuple(EmbeddingTable(name=f"g{g}_t{i}", rows=r, dim=d, pooling=p, skew=1.1)
+                                       for g, (n, r, p, d) in enumerate(_SYNTH_GROUPS) for i in range(n)),
+          "HugeCTR embedding-collection benchmark 200table_100B_hotness20 (tables, rows, hotness, dims, Zipf 1.1); "
+          f"MLPs and DCN-v2 cross layers as {_MLPERF_DCNV2}", interaction="dcn", cross_layers=3, cross_rank=512,
+          global_batch=65536),
+)
 
 _MODELS: tuple[ModelSpec, ...] = (
     _gpt("gpt-1.7b", 24, 2304, 24, _SC21),
@@ -56,7 +103,7 @@ _MODELS: tuple[ModelSpec, ...] = (
     ModelSpec(name="opt-175b", layers=96, hidden=12288, heads=96, ffn_hidden=49152, vocab=50272, seq_len=2048,
               activation="gelu", position="learned", norm="layernorm", bias=True, tied_embeddings=True,
               source="Zhang et al. 2022 (OPT, arXiv 2205.01068), Table 1"),
-) + CNN_MODELS
+) + CNN_MODELS + _DLRMS
 
 _MOE = dict(activation="swiglu", position="rope", norm="rmsnorm", bias=False, tied_embeddings=False, dropout=False)
 _MOE_MODELS: tuple[ModelSpec, ...] = (
@@ -74,6 +121,10 @@ _MOE_MODELS: tuple[ModelSpec, ...] = (
               source="DeepSeek-V3 technical report (arXiv 2412.19437) §4.2 (671B total, 37B active, 4K pre-training "
                      "length); HF deepseek-ai/DeepSeek-V3 config.json; the multi-token-prediction module (14B) is "
                      "left out", **_MOE),
+    ModelSpec(name="qwen3-30b-a3b", layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn_hidden=6144,
+              vocab=151936, seq_len=4096, experts=128, top_k=8, moe_ffn_hidden=768,
+              source="Qwen3 technical report (arXiv 2505.09388), Table 2 (30.5B total, 3.3B active); HF "
+                     "Qwen/Qwen3-30B-A3B config.json; per-head q/k norms (128 weights each) left out", **_MOE),
     ModelSpec(name="qwen3-235b-a22b", layers=94, hidden=4096, heads=64, kv_heads=4, head_dim=128, ffn_hidden=12288,
               vocab=151936, seq_len=4096, experts=128, top_k=8, moe_ffn_hidden=1536,
               source="Qwen3 technical report (arXiv 2505.09388), Table 2 (235B total, 22B active); HF "
@@ -81,9 +132,10 @@ _MOE_MODELS: tuple[ModelSpec, ...] = (
     ModelSpec(name="gpt-oss-120b", layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn_hidden=2880,
               vocab=201088, seq_len=4096, experts=128, top_k=4, moe_ffn_hidden=2880,
               source="OpenAI gpt-oss model card (arXiv 2508.10925), Table 1 (116.8B total, 5.1B active); HF "
-                     "openai/gpt-oss-120b config.json; its alternating 128-token sliding-window layers and "
-                     "attention sinks are costed as full causal attention",
-              **{**_MOE, "bias": True}),
+                     "openai/gpt-oss-120b config.json (sliding_window 128 on every other layer, swiglu_limit 7.0); "
+                     "Megatron-Bridge GPTOSSProvider (window_size (128, 0), window_attn_skip_freq 2, "
+                     "activation_func_clamp_value 7.0); attention sinks are costed as plain softmax",
+              window=128, window_layers=18, glu_clamp=7.0, **{**_MOE, "bias": True}),
 )
 _MODELS = _MODELS + _MOE_MODELS
 
@@ -92,13 +144,14 @@ _ALIASES = {
     "gpt-529.6b": "gpt-530b", "gpt-1008b": "gpt-1t", "llama3.1-8b": "llama3-8b", "llama3.1-70b": "llama3-70b",
     "llama3.1-405b": "llama3-405b", "nemotron-4-340b": "nemotron4-340b", "bloom": "bloom-176b",
     "resnet-50": "resnet50", "resnet-152": "resnet152", "vgg-16": "vgg16", "3d-unet": "unet3d",
-    "mixtral": "mixtral-8x7b", "deepseek-v3-671b": "deepseek-v3", "qwen3-235b": "qwen3-235b-a22b",
+    "dlrm": "dlrm-criteo", "dlrm-mlperf": "dlrm-criteo", "dcnv2": "dlrm-dcnv2",
+    "mixtral": "mixtral-8x7b", "deepseek-v3-671b": "deepseek-v3", "qwen3-235b": "qwen3-235b-a22b", "qwen3-30b": "qwen3-30b-a3b",
     "gpt-oss": "gpt-oss-120b",
 }
 
 _BY_NAME = {m.name: m for m in _MODELS}
 
-STRUCTURE_TYPES: dict[str, type] = {"cnn": CNNSpec}
+STRUCTURE_TYPES: dict[str, type] = {"cnn": CNNSpec, "dlrm": DLRMSpec}
 """The type of ``ModelSpec.structure`` per family that has one (for reading run folders back)."""
 
 
@@ -178,12 +231,17 @@ def load_model(path: Path) -> ModelSpec:
     data = data.get("model", data)
     if not isinstance(data, dict):
         raise SpecError(f"model file {str(path)!r}: [model] must be a table of ModelSpec fields, got {data!r}")
-    allowed = {f.name for f in fields(ModelSpec)} - {"structure"}      # a family's structure is built in code
+    allowed = ({f.name for f in fields(ModelSpec)} - {"structure"}) | {"dlrm"}  # a structure is built in code
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise SpecError(f"model file {str(path)!r}: unknown key(s) {', '.join(unknown)}; "
                         f"allowed: {', '.join(sorted(allowed))}")
     data.setdefault("name", Path(path).stem)
+    if "dlrm" in data:
+        data["structure"] = dlrm_from_data(data.pop("dlrm"), f"model file {str(path)!r}")
+        data.setdefault("family", "dlrm")
+        for key, value in dict(layers=1, hidden=1, heads=1, ffn_hidden=1, vocab=1, seq_len=1).items():
+            data.setdefault(key, value)
     missing = [k for k in SIZES if k not in data]
     if missing:
         raise SpecError(f"model file {str(path)!r}: missing key(s) {', '.join(missing)} "

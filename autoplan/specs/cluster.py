@@ -51,6 +51,13 @@ class GPUSpec:
     (0: the same fraction as BF16's)."""
     mxfp8: bool = False
     """The tensor cores take MXFP8 block-scaled operands natively (Blackwell and later)."""
+    l2_cache_bytes: float = 0.0
+    """L2 cache that holds a skewed embedding table's hot rows (0: no cache modelled)."""
+    l2_bandwidth: float = 0.0
+    """Bytes per second the L2 cache serves (0: as HBM)."""
+    host_launch: float = 0.0
+    """Host (CPU) seconds to issue one kernel from eager PyTorch/Transformer Engine code; 0: the host always keeps
+    ahead of the GPU (only MoE layers, whose token counts sync the host every layer, read it: ``cost/moe.py``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,14 +194,17 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "memory_efficiency": (0.01, 1.0, False), "attention_memory_efficiency": (0.01, 1.0, True),
     "clock_ratio": (0.1, 1.0, False), "gemm_half_k": (0.0, 1e5, False), "kernel_overhead_us": (0.0, 1e6, False),
     "memory_reserve_gib": (0.0, 1e5, False), "fp8_peak_tflops": (0.1, 1e5, True), "fp8_gemm_efficiency": (0.01, 1.0, True),
+    "host_launch_us": (0.0, 1e4, True),
     "bandwidth_gb_per_s": (0.01, 1e6, False), "efficiency": (0.01, 1.0, False), "latency_us": (0.0, 1e6, False),
     "allreduce_busbw_gb_per_s": (0.01, 1e6, True), "half_bandwidth_mib": (0.0, 1e6, False),
+    "l2_cache_mib": (0.0, 1e6, True), "l2_bandwidth_gb_per_s": (1.0, 1e7, True),
 }
 OPTIONAL: dict[str, dict[str, object]] = {
     "top": {"name": None, "description": "", "source": "", "nodes": 1, "flash_attention": True,
             "nvlink_domain_gpus": 0},
     "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0, "clock_ratio": 1.0,
-            "fp8_peak_tflops": 0.0, "fp8_gemm_efficiency": 0.0, "mxfp8": False},
+            "fp8_peak_tflops": 0.0, "fp8_gemm_efficiency": 0.0, "mxfp8": False, "l2_cache_mib": 0.0,
+            "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0},
     "tier": {"gpus": 0, "allreduce_busbw_gb_per_s": 0.0, "half_bandwidth_mib": 0.0},
     "dimension": {"name": "", "efficiency": 1.0},
 }
@@ -264,7 +274,7 @@ _DIMENSION_KEYS = {"name", "size", "topology", "bandwidth_gb_per_s", "efficiency
 _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
              "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
              "clock_ratio", "kernel_overhead_us", "memory_reserve_gib", "fp8_peak_tflops", "fp8_gemm_efficiency",
-             "mxfp8"}
+             "mxfp8", "l2_cache_mib", "l2_bandwidth_gb_per_s", "host_launch_us"}
 _TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", "allreduce_busbw_gb_per_s",
               "half_bandwidth_mib"}
 
@@ -289,7 +299,10 @@ def _gpu(g: _Table) -> GPUSpec:
         memory_reserve_bytes=g.number("memory_reserve_gib") * GIB,
         clock_ratio=g.number("clock_ratio", d["clock_ratio"]),
         fp8_peak_flops=g.number("fp8_peak_tflops", d["fp8_peak_tflops"]) * 1e12,
-        fp8_gemm_efficiency=g.number("fp8_gemm_efficiency", d["fp8_gemm_efficiency"]), mxfp8=g.flag("mxfp8", d["mxfp8"]))
+        fp8_gemm_efficiency=g.number("fp8_gemm_efficiency", d["fp8_gemm_efficiency"]), mxfp8=g.flag("mxfp8", d["mxfp8"]),
+        l2_cache_bytes=g.number("l2_cache_mib", d["l2_cache_mib"]) * 2**20,
+        l2_bandwidth=g.number("l2_bandwidth_gb_per_s", d["l2_bandwidth_gb_per_s"]) * 1e9,
+        host_launch=g.number("host_launch_us", d["host_launch_us"]) * 1e-6)
     if gpu.memory_reserve_bytes >= gpu.hbm_bytes:
         g.fail(f"memory_reserve_gib {gpu.memory_reserve_bytes / GIB:g} in {g.where} leaves nothing of "
                f"hbm_gib {gpu.hbm_bytes / GIB:g} for training")

@@ -86,6 +86,13 @@ class ModelSpec:
     """MLA: width of the decoupled RoPE part of each query/key head (the non-RoPE part is ``head_dim``)."""
     v_head_dim: int = 0
     """MLA: width of each value head (0: ``head_dim``)."""
+    window: int = 0
+    """Sliding-window attention: each query attends to at most this many preceding keys (0: full causal attention;
+    Beltagy et al. 2020, Longformer, arXiv 2004.05150 §3.1)."""
+    window_layers: int = 0
+    """Layers that use the sliding window (the rest attend fully); 0 with ``window`` > 0 means every layer."""
+    glu_clamp: float = 0.0
+    """GPT-OSS's clamped SwiGLU: gate and linear inputs clipped to ±this before the activation (0: no clamp)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -109,6 +116,7 @@ class ModelSpec:
         if not isinstance(self.source, str):
             raise SpecError(f"model {self.name!r}: source must be a string, got {self.source!r}")
         self._check_moe()
+        self._check_window()
         if self.kv_heads == 0:
             object.__setattr__(self, "kv_heads", self.heads)
         if self.head_dim == 0:
@@ -121,6 +129,26 @@ class ModelSpec:
                                      (self.position, POSITIONS, "position"), (self.norm, NORMS, "norm")):
             if value not in allowed:
                 raise SpecError(f"model {self.name!r}: {what} {value!r} is not one of {', '.join(allowed)}")
+
+    def _check_window(self) -> None:
+        for name in ("window", "window_layers"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 0 or value > MAX_SIZE:
+                raise SpecError(f"model {self.name!r}: {name} must be a positive integer (or 0 for none), got {value!r}")
+        if self.window_layers > self.layers:
+            raise SpecError(f"model {self.name!r}: window_layers {self.window_layers} exceeds layers {self.layers}")
+        if self.window_layers and not self.window:
+            raise SpecError(f"model {self.name!r}: window_layers {self.window_layers} needs a window > 0")
+        clamp = self.glu_clamp
+        if isinstance(clamp, bool) or not isinstance(clamp, (int, float)) or not 0 <= clamp <= 1e6:
+            raise SpecError(f"model {self.name!r}: glu_clamp must be 0 (none) or a positive number, got {clamp!r}")
+
+    @property
+    def windowed_share(self) -> float:
+        """Share of the layers that attend through the sliding window (0 for full attention)."""
+        if not self.window:
+            return 0.0
+        return (self.window_layers or self.layers) / self.layers
 
     def _check_moe(self) -> None:
         cf = self.capacity_factor

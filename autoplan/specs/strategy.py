@@ -17,6 +17,10 @@ parallelism, PyTorch ``torch.distributed.pipelining`` ScheduleInterleavedZeroBub
 ScheduleDualPipeV; DualPipeV from deepseek-ai/DualPipe)."""
 RECOMPUTE = ("none", "selective", "full")
 COLLECTIVE_POLICIES = ("nccl", "baseline", "themis")
+EMBEDDING_SHARDINGS = ("auto", "table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel")
+"""How a DLRM's embedding tables are sharded: the planner's per-table choice, or one kind for every table."""
+_SHARDING_LABELS = {"auto": "", "table_wise": "TW", "row_wise": "RW", "column_wise": "CW", "table_row_wise": "TWRW",
+                    "data_parallel": "DPemb"}
 PRECISIONS = ("bf16", "fp8", "fp8-blockwise", "mxfp8")
 CP_COMMS = ("p2p", "a2a", "a2a+p2p")
 RANK_ORDER = ("tp", "cp", "dp", "pp")
@@ -187,6 +191,13 @@ class Strategy:
                             megatron={True: ("--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute")})
     """Overlap the expert-parallel all-to-alls with compute (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
     batch-level overlap of one micro-batch's forward with another's backward; DeepSeek-V3's DualPipe)."""
+    sharding: str = knob("auto", choices=EMBEDDING_SHARDINGS, axis=True,
+                         fix_help="Fix the embedding sharding (DLRM models).",
+                         help="DLRM embedding sharding: auto (per-table search) or one kind for every table.",
+                         label=lambda v: _SHARDING_LABELS[v])
+    """Embedding-table sharding of a recommendation model (family ``dlrm``): ``auto`` lets the planner choose each
+    table's sharding (greedy plus local search); a kind pins every table not pinned in the model. Dense
+    transformers have no embedding tables to shard and take only ``auto``."""
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
@@ -338,6 +349,8 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
         out += _v_shape_violations(s)
     elif s.virtual_stages != 1:
         out.append(f"virtual_stages {s.virtual_stages} needs the interleaved schedule, not {s.schedule}")
+    if s.sharding != "auto":
+        out.append(f"embedding sharding {s.sharding} applies to DLRM models only")
     if s.ep_overlap and s.ep == 1:
         out.append("ep_overlap needs expert parallelism (ep > 1)")
     if (s.ep > 1 or s.etp > 1) and not model.moe:

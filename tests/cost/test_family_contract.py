@@ -18,6 +18,7 @@ from autoplan.sim.simulate import evaluate
 from autoplan.specs.cluster import ClusterSpec, load_cluster
 from autoplan.specs.cnn import as_model, resnet
 from autoplan.specs.model import ModelSpec
+from autoplan.specs.dlrm import DLRMSpec, EmbeddingTable
 from autoplan.specs.strategy import Strategy
 
 TINY = ModelSpec(name="tiny-gpt", layers=8, hidden=256, heads=8, ffn_hidden=1024, vocab=1024, seq_len=256)
@@ -81,9 +82,13 @@ def _plans(gpus: int, **kw: object) -> list[Strategy]:
 
 TINY_MOE = replace(TINY, name="tiny-moe", experts=8, top_k=2, moe_ffn_hidden=512, shared_experts=1, dense_layers=1,
                    family="moe")
+TINY_DLRM = replace(TINY, name="tiny-dlrm", family="dlrm", structure=DLRMSpec(
+    tables=tuple(EmbeddingTable(name=f"t{i}", rows=10 ** (i + 2), dim=64, pooling=1 + 3 * i, skew=0.5 * i)
+                 for i in range(5)), dense_features=13, bottom_mlp=(128, 64), top_mlp=(256, 1)))
 EXAMPLES: dict[str, tuple[ModelSpec, int]] = {"dense": (TINY, 64), "toy": (replace(TINY, family="toy"), 64),
                                               "moe": (TINY_MOE, 64),
-                                              "cnn": (as_model(resnet("tiny-resnet", (1, 1, 1, 1), 64, 10)), 64)}
+                                              "cnn": (as_model(resnet("tiny-resnet", (1, 1, 1, 1), 64, 10)), 64),
+                                              "dlrm": (TINY_DLRM, 64)}
 """A small model of each family and the GPU count its plans run on; a new family adds its line here."""
 
 

@@ -12,6 +12,7 @@ from autoplan.cost.families.base import ModelFamily
 from autoplan.cost.families.cnn import ConvNet
 from autoplan.cost.families.dense import DenseTransformer
 from autoplan.cost.families.moe import MoETransformer
+from autoplan.cost.families.dlrm import DLRM
 from autoplan.cost.memory import StageMemory
 from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec
@@ -40,6 +41,7 @@ def family_of(model: ModelSpec) -> ModelFamily:
 register(DenseTransformer())
 register(ConvNet())
 register(MoETransformer())
+register(DLRM())
 
 
 def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:

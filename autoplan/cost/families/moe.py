@@ -89,7 +89,7 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pass
                    recompute=s.recompute, schedule=s.schedule, virtual_stages=s.virtual_stages,
                    first_stage_layers=s.first_stage_layers, last_stage_layers=s.last_stage_layers,
                    gradient_accumulation_fusion=s.gradient_accumulation_fusion, ep=s.ep, etp=s.etp,
-                   ep_overlap=s.ep_overlap)
+                   ep_overlap=s.ep_overlap, precision=s.precision)
     return _pass_costs(model, cluster, key)
 
 
@@ -364,6 +364,9 @@ class MoETransformer:
 
     name = "moe"
     axes = ("dp", "tp", "pp", "cp", "ep", "etp")
+    default_space = "moe"
+    """The search space ``autoplan search`` uses for these models unless told otherwise (the default axes plus
+    expert parallelism: search_spaces/moe.toml)."""
 
     violations = staticmethod(violations)
     step_costs = staticmethod(step_costs)

@@ -1,0 +1,296 @@
+"""A DLRM's embedding sharding plan: per-table sharding kinds placed on GPUs, the per-GPU loads they add up to, the
+step time those loads give (one critical path per micro-batch), and the planner that picks each table's sharding
+(greedy by cost, then local search, within each GPU's memory)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from autoplan.cost import compute, network, policy
+from autoplan.cost.embedding import ID_BYTES, POOLED_BYTES, lookup_bytes, lookup_seconds, shard_bytes, shards_of
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.dlrm import DLRMSpec
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.strategy import Strategy
+
+GRAD_BYTES = 4
+"""Bytes per dense gradient value in the data-parallel all-reduce (fp32)."""
+DENSE_STATE_BYTES = 12
+"""Bytes per dense (MLP, data-parallel table) parameter: fp32 weight, gradient and Adagrad accumulator."""
+SEARCH_PASSES = 4
+"""Local-search sweeps over the tables at most (each sweep tries every other sharding of every table)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TablePlan:
+    """One table's sharding and the GPUs its shards sit on."""
+
+    kind: str
+    gpus: tuple[int, ...]
+
+
+@dataclass
+class Loads:
+    """What every GPU does for the embedding tables in one micro-batch, summed over the placed shards."""
+
+    world: int
+    lookup_s: list[float]
+    """Forward lookup seconds per GPU."""
+    lookup_b: list[float]
+    """Forward lookup bytes per GPU (hardware-free)."""
+    send: list[float]
+    """All-to-all bytes each GPU sends (pooled embeddings of its table-wise and column-wise shards)."""
+    recv: list[float]
+    """All-to-all bytes each GPU receives."""
+    memory: list[float]
+    """Embedding bytes each GPU stores."""
+    ids: list[float] = field(default_factory=list)
+    """Input-distribution bytes (lookup indices) each GPU receives."""
+    row_wise: float = 0.0
+    """Reduce-scatter bytes per GPU over all GPUs (row-wise tables)."""
+    node_rs: float = 0.0
+    """Reduce-scatter bytes per GPU inside a node (table-row-wise tables; the busiest node)."""
+    node_rs_by_node: list[float] = field(default_factory=list)
+    dp_params: float = 0.0
+    """Values of data-parallel tables (their gradients join the dense all-reduce)."""
+
+    @classmethod
+    def empty(cls, world: int, nodes: int) -> "Loads":
+        z = [0.0] * world
+        return cls(world, z[:], z[:], z[:], z[:], z[:], z[:], node_rs_by_node=[0.0] * nodes)
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything a plan's step time needs besides the plan: model, cluster, micro-batch, dense-layer times."""
+
+    model: ModelSpec
+    cluster: ClusterSpec
+    strategy: Strategy
+    dense_fwd: tuple[float, float, float]
+    """Forward seconds of the bottom MLP, the interaction and the top MLP for one micro-batch."""
+    dense_bwd: tuple[float, float, float]
+
+    @property
+    def spec(self) -> DLRMSpec:
+        return self.model.structure
+
+    @property
+    def world(self) -> int:
+        return self.strategy.dp
+
+    @property
+    def node_size(self) -> int:
+        return min(self.world, self.cluster.domain_gpus)
+
+    @property
+    def batch(self) -> int:
+        """Samples of one micro-batch over all GPUs."""
+        return self.strategy.dp * self.strategy.micro_batch
+
+
+def _mlp_times(cluster: ClusterSpec, widths: tuple[int, ...], b: int) -> tuple[float, float]:
+    gpu = cluster.gpu
+    fwd = bwd = 0.0
+    for k, n in zip(widths, widths[1:]):
+        # forward (b×k)·(k×n); backward dgrad and wgrad, about twice the forward (Naumov et al. 2019 §2)
+        fwd += compute.gemm_time(gpu, b, n, k)
+        bwd += compute.gemm_time(gpu, b, k, n) + compute.gemm_time(gpu, k, n, b)
+    return fwd, bwd
+
+
+def _interaction_times(cluster: ClusterSpec, spec: DLRMSpec, b: int) -> tuple[float, float]:
+    gpu = cluster.gpu
+    if spec.interaction == "dot":
+        f, d = spec.features, spec.bottom_mlp[-1]
+        # Z = X·Xᵀ per sample, a batched (F×D)·(D×F) GEMM (DLRM reference interact_features); backward two GEMMs
+        fwd = compute.gemm_time(gpu, f, f, d, b)
+        return fwd, 2 * fwd
+    w, r = spec.interaction_width, spec.cross_rank
+    # DCN-v2 low-rank cross layer: (b×W)·(W×r) then (b×r)·(r×W) (Wang et al. 2021, eq. 2)
+    fwd = spec.cross_layers * (compute.gemm_time(gpu, b, r, w) + compute.gemm_time(gpu, b, w, r))
+    return fwd, 2 * fwd
+
+
+@lru_cache(maxsize=1024)
+def context(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Context:
+    """The dense-layer times of ``model`` at ``s``'s micro-batch, with the model and cluster."""
+    spec, b = model.structure, s.micro_batch
+    bot = _mlp_times(cluster, spec.bottom_widths(), b)
+    inter = _interaction_times(cluster, spec, b)
+    top = _mlp_times(cluster, spec.top_widths(), b)
+    return Context(model, cluster, s, (bot[0], inter[0], top[0]), (bot[1], inter[1], top[1]))
+
+
+def node_gpus(ctx: Context, node: int) -> tuple[int, ...]:
+    """The GPUs of node ``node``."""
+    k = ctx.node_size
+    return tuple(range(node * k, min(ctx.world, node * k + k)))
+
+
+def apply(ctx: Context, loads: Loads, index: int, plan: TablePlan, sign: float = 1.0) -> None:
+    """Add (or with ``sign`` -1, remove) table ``index`` sharded as ``plan`` to ``loads``."""
+    table = ctx.spec.tables[index]
+    gpu, e, world, batch = ctx.cluster.gpu, ctx.spec.embedding_bytes, ctx.world, ctx.batch
+    local = batch / world
+    for sh in shards_of(table, index, plan.kind, plan.gpus, world, batch):
+        loads.lookup_s[sh.gpu] += sign * lookup_seconds(gpu, sh, e)
+        loads.lookup_b[sh.gpu] += sign * lookup_bytes(sh, e)
+        loads.memory[sh.gpu] += sign * shard_bytes(sh, e)
+        if plan.kind in ("table_wise", "column_wise"):
+            # the owner sends every sample's pooled vector but the 1/world that stays on it (TorchRec TW/CW a2a)
+            loads.send[sh.gpu] += sign * sh.outputs * sh.width * POOLED_BYTES * (world - 1) / world
+            loads.ids[sh.gpu] += sign * table.pooling * batch * ID_BYTES * (world - 1) / world
+        elif plan.kind == "table_row_wise":
+            # after the node's reduce-scatter each member holds 1/k of the pooled vectors and sends them on
+            loads.send[sh.gpu] += sign * batch * table.dim * POOLED_BYTES / len(plan.gpus) * (world - 1) / world
+            loads.ids[sh.gpu] += sign * sh.lookups * ID_BYTES
+        elif plan.kind == "row_wise":
+            loads.ids[sh.gpu] += sign * sh.lookups * ID_BYTES
+        if plan.kind == "data_parallel":
+            loads.memory[sh.gpu] += sign * table.params * GRAD_BYTES       # a dense gradient of the whole table
+    if plan.kind != "data_parallel":
+        for g in range(world):
+            loads.recv[g] += sign * local * table.dim * POOLED_BYTES * (world - 1) / world
+    if plan.kind == "row_wise":
+        loads.row_wise += sign * batch * table.dim * POOLED_BYTES
+    elif plan.kind == "table_row_wise":
+        node = plan.gpus[0] // ctx.node_size
+        loads.node_rs_by_node[node] += sign * batch * table.dim * POOLED_BYTES
+        loads.node_rs = max(loads.node_rs_by_node)
+    elif plan.kind == "data_parallel":
+        loads.dp_params += sign * table.params
+
+
+@dataclass(frozen=True, slots=True)
+class StepTimes:
+    """One micro-batch's forward and backward seconds split by kind, and the step-end reduction and optimizer."""
+
+    fwd_compute: float
+    fwd_a2a: float
+    bwd_compute: float
+    bwd_a2a: float
+    reduce: float
+    optimizer: float
+    micro_batches: int
+
+    @property
+    def total(self) -> float:
+        """The step: every micro-batch's passes, then the gradient all-reduce and the optimizer."""
+        passes = self.fwd_compute + self.fwd_a2a + self.bwd_compute + self.bwd_a2a
+        return self.micro_batches * passes + self.reduce + self.optimizer
+
+
+def step_times(ctx: Context, loads: Loads) -> StepTimes:
+    """The step of a sharding plan: per micro-batch a critical path through lookups, communication and MLPs.
+
+    Lin et al. 2022 §III (critical path of the execution graph): the lookups of the busiest GPU, then the
+    all-to-all (and reduce-scatters) on the communication stream beside the bottom MLP, then the interaction and
+    top MLP; the backward mirrors it, and the embedding update runs after the gradient all-to-all.
+    """
+    cl, world, pol = ctx.cluster, ctx.world, ctx.strategy.collective_policy
+    everyone = network.group_shape(cl.domain_gpus, world, 1)
+    node = network.group_shape(cl.domain_gpus, ctx.node_size, 1)
+    # collectives priced under the plan's collective policy (nccl, or Themis-style chunked schedules: cost/policy.py)
+    a2a = policy.all_to_all(cl, everyone, max(max(loads.send), max(loads.recv)), pol)
+    rw = policy.reduce_scatter(cl, everyone, loads.row_wise, pol)
+    twrw = policy.reduce_scatter(cl, node, loads.node_rs, pol)
+    comm = a2a + rw + twrw
+    (bot_f, inter_f, top_f), (bot_b, inter_b, top_b) = ctx.dense_fwd, ctx.dense_bwd
+    overhead = cl.gpu.kernel_overhead
+    look_f = max(loads.lookup_s) + overhead
+    # FBGEMM's fused backward reads each row and its state and writes both back: twice the forward's traffic
+    look_b = 2 * max(loads.lookup_s) + overhead
+    # the next batch's input distribution (indices) runs during this batch's dense layers (TorchRec
+    # TrainPipelineSparseDist); only what exceeds them is exposed, at the end of the backward
+    ids = policy.all_to_all(cl, everyone, max(loads.ids), pol)
+    hidden = bot_f + inter_f + top_f + bot_b + inter_b + top_b
+    fwd_a2a = max(0.0, comm - bot_f)
+    bwd_a2a = max(0.0, comm - bot_b) + max(0.0, ids - hidden)
+    dense = ctx.spec.dense_params() + loads.dp_params
+    reduce = policy.all_reduce(cl, everyone, dense * GRAD_BYTES, pol) if world > 1 else 0.0
+    return StepTimes(fwd_compute=look_f + bot_f + inter_f + top_f, fwd_a2a=fwd_a2a,
+                     bwd_compute=top_b + inter_b + bot_b + look_b, bwd_a2a=bwd_a2a, reduce=reduce,
+                     optimizer=compute.optimizer_time(cl.gpu, dense, dense),
+                     micro_batches=ctx.strategy.micro_batches)
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolicCost:
+    """A plan's hardware-free counts per step on its busiest GPU (SMSG-style symbolic costs: the data computed and
+    communicated, with no bandwidth, cache or latency in them); each count over all micro-batches. Bytes are
+    split by the level they cross: inside the node (intra) or across nodes, per GPU (inter; 0 on one node)."""
+
+    lookup_bytes: float
+    """Embedding bytes read in the forward and read and written in the backward (3× the forward's rows)."""
+    a2a_intra: float
+    """All-to-all bytes (pooled embeddings forward, their gradients backward) to peers in the node."""
+    a2a_inter: float
+    """All-to-all bytes to peers in other nodes."""
+    ring_intra: float
+    """Reduce-scatter / all-gather bytes of row-wise and table-row-wise tables inside nodes."""
+    ring_inter: float
+    """Their bytes across nodes."""
+    reduce_intra: float
+    """Step-end dense all-reduce bytes inside the node."""
+    reduce_inter: float
+    """Its bytes across nodes."""
+    bottom_flops: float
+    """Bottom-MLP FLOPs (forward and backward), what the all-to-alls overlap with."""
+    mlp_flops: float
+    """All MLP and interaction FLOPs (the same under every sharding)."""
+    rounds: int
+    """Sequential message rounds of the per-micro-batch collectives over all GPUs (n-1 per all-to-all or ring,
+    Thakur et al. 2005), all micro-batches: the latency (α) terms of an α-β model."""
+    node_rounds: int
+    """The same for the collectives inside one node (table-row-wise reduce-scatters)."""
+
+    @property
+    def comm_bytes(self) -> float:
+        """Every byte the busiest GPU sends, inside and across nodes."""
+        return (self.a2a_intra + self.a2a_inter + self.ring_intra + self.ring_inter + self.reduce_intra
+                + self.reduce_inter)
+
+    @property
+    def key(self) -> tuple[float, float]:
+        """The hardware-free ranking: fewest bytes sent, then fewest bytes looked up."""
+        return self.comm_bytes, self.lookup_bytes
+
+    def seconds(self, hbm: float, intra: float, inter: float, flops: float, latency: float = 0.0,
+                node_latency: float = 0.0) -> float:
+        """The counts at datasheet rates (B/s, FLOP/s) and per-round latencies (s), no calibration, on the critical
+        path of ``step_times``: lookups, the all-to-alls beside the bottom MLP, the rest of the MLPs, the all-reduce.
+        Each level's bytes take their own time, one after another (measured closer to the simulator than letting a
+        collective's levels overlap, which the simulator does: small transfers reach less than the datasheet rate)."""
+        comm = (self.a2a_intra / intra + self.a2a_inter / inter + self.ring_intra / intra + self.ring_inter / inter
+                + self.rounds * latency + self.node_rounds * node_latency)
+        overlap = max(comm, self.bottom_flops / flops)
+        rest = (self.mlp_flops - self.bottom_flops) / flops
+        return self.lookup_bytes / hbm + overlap + rest + self.reduce_intra / intra + self.reduce_inter / inter
+
+
+def symbolic_cost(ctx: Context, loads: Loads) -> SymbolicCost:
+    """The counts of ``loads`` under ``ctx`` without any hardware constant: only bytes, FLOPs and the group's
+    shape (members per node)."""
+    m, world, k = ctx.strategy.micro_batches, ctx.world, ctx.node_size
+    a2a = 2 * m * max(max(loads.send), max(loads.recv))
+    # ring reduce-scatter and all-gather send (n-1)/n of the buffer, a ring all-reduce 2(n-1)/n (Patarasuk & Yuan
+    # 2009); a table-row-wise reduce-scatter runs over the k GPUs of one node
+    rings = 2 * m * (world - 1) / world * loads.row_wise
+    node = 2 * m * (k - 1) / k * loads.node_rs
+    dense = 2 * (world - 1) / world * (ctx.spec.dense_params() + loads.dp_params) * GRAD_BYTES
+    # pairwise all-to-all: (k-1)/n of each member's bytes stay in the node (Thakur et al. 2005); a ring over N
+    # nodes crosses each node boundary once per channel, the node's k rails sharing it, and (k-1)/k of its hops
+    # stay inside (NCCL rings, as network.all_reduce)
+    out = (world - k) / world
+    inside = (k - 1) / k if world > k else 1.0
+    rounds = 2 * m * (world - 1) * ((max(loads.send) > 0) + (loads.row_wise > 0))
+    b, spec = ctx.strategy.micro_batch, ctx.spec
+    bottom = 3 * m * b * 2.0 * sum(x * y for x, y in zip(spec.bottom_widths(), spec.bottom_widths()[1:]))
+    return SymbolicCost(lookup_bytes=3 * m * max(loads.lookup_b), a2a_intra=a2a * (k - 1) / world,
+                        a2a_inter=a2a * out, ring_intra=rings * inside + node,
+                        ring_inter=rings / k if world > k else 0.0, reduce_intra=dense * inside,
+                        reduce_inter=dense / k if world > k else 0.0, bottom_flops=bottom,
+                        mlp_flops=3 * m * b * spec.forward_flops_per_sample(), rounds=rounds,
+                        node_rounds=2 * m * (k - 1) * (loads.node_rs > 0))
