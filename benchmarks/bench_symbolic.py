@@ -41,6 +41,7 @@ CASES: dict[str, list[tuple[str, int, str, int, str]]] = {
               ("gpt3", 1024, "dgx-h100-80g", 1536, "default")],
     "moe": [("mixtral-8x7b", 64, "dgx-h100-80g", 1536, "moe"), ("deepseek-v3", 256, "dgx-h800-80g", 1536, "moe")],
     "cnn": [("resnet50", 256, "dgx-h100-80g", 1536, "cnn")],
+    "dlrm": [("dlrm-criteo", 64, "dgx-h100-80g", 65536, "dlrm")],
 }
 """(model, GPUs, cluster, global batch, search space) per family; a new family adds its line."""
 TOP = 10
@@ -140,8 +141,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the smallest case only")
     ap.add_argument("--sampled", action="store_true", help=f"also TPE ({BUDGET} plans) with and without the pre-filter")
+    ap.add_argument("--family", default=None, help="only this family's cases")
     args = ap.parse_args()
     for family in sorted(FAMILIES):
+        if args.family not in (None, family):
+            continue
         cases = CASES.get(family)
         if not cases:
             print(f"\nfamily {family!r}: no benchmark case (add one to CASES)")
