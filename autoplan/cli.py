@@ -78,7 +78,7 @@ def model_options(fn: Callable) -> Callable:
     fn = click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True,
                       help="Cluster spec name (see `autoplan clusters`) or a .toml file.")(fn)
     fn = click.option("--model", "model_name", default="gpt3", show_default=True,
-                      help="Model name (see `autoplan models`) or a .toml file.")(fn)
+                      help="Model name (see `autoplan models`), a .toml file or a HuggingFace config.json.")(fn)
     return fn
 
 
@@ -297,7 +297,8 @@ def _fixable() -> list[str]:
 def space_options(fn: Callable) -> Callable:
     """--model, --gpus, --cluster, --global-batch, --space and a flag to fix each axis of the space."""
     opts = [
-        click.option("--model", "model_name", default="gpt3", show_default=True, help="Model name or .toml file."),
+        click.option("--model", "model_name", default="gpt3", show_default=True,
+                     help="Model name, .toml file or HuggingFace config.json."),
         click.option("--gpus", type=int, default=None, help="Number of GPUs (whole nodes). [required]"),
         click.option("--cluster", default=DEFAULT_CLUSTER, show_default=True, help="Cluster spec name or .toml file."),
         click.option("--global-batch", type=int, default=None,
@@ -382,11 +383,20 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
 @click.option("--resume", type=_UsablePath(file_okay=False), default=None,
               help="Continue a run folder with its recorded settings (give it alone; flags that differ are "
                    "refused): finished plans are not evaluated again, the original budget is kept.")
+@click.option("--cost", type=click.Choice(["sim", "symbolic"]), default="sim", show_default=True,
+              help="sim: rank by the event simulator; symbolic: rank by the hardware-free symbolic cost and "
+                   "simulate only the top plans for their figures.")
+@click.option("--prefilter", type=click.FloatRange(0, 100, min_open=True), default=None,
+              help="Simulate only the symbolic best K %% of the plans that fit (at least --top).")
+@click.option("--symbolic-weights", type=click.Choice(["balance", "shape"]), default="balance", show_default=True,
+              help="How the symbolic cost weighs a byte over a network tier against a FLOP: balance = peak "
+                   "FLOP/s over the tier's bandwidth (datasheet), shape = 1 (topology shape only).")
 @click.option("--json", "as_json", is_flag=True, help="Print the leaderboard as JSON.")
 @friendly
 def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: str, top: int, out: str,
            sampler: str, budget: int, seed: int, workers: int, ray_address: str | None, storage: str | None,
-           resume: str | None, as_json: bool, **fixed: Any) -> None:
+           resume: str | None, cost: str, prefilter: float | None, symbolic_weights: str, as_json: bool,
+           **fixed: Any) -> None:
     """Rank every valid plan for a model on a cluster (exact top-k; plans that cannot win are skipped)."""
     import time
     from pathlib import Path
@@ -400,16 +410,22 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
         model, spec, sp, settings = _resume_inputs(folder, click.get_current_context())
         gpus, global_batch, top, sampler, budget, seed = (settings[k] for k in (
             "gpus", "global_batch", "top", "sampler", "budget", "seed"))
+        cost, prefilter, symbolic_weights = (folder.read_inputs().get(k, v) for k, v in _SYMBOLIC_DEFAULTS.items())
     else:
         model, spec, sp, global_batch = load_search_inputs(model_name, gpus, cluster, global_batch, space, fixed)
     plans, rejected = enumerate_plans(model, gpus, sp, global_batch)
     if not plans:
         from autoplan.search.space import explain_no_plan
         raise SpecError(explain_no_plan(model, gpus, sp, global_batch, rejected, spec.gpus_per_node))
-    chosen = choose_sampler(sampler, len(plans), budget)
+    if prefilter is not None and cost == "symbolic":
+        raise SpecError(f"--prefilter {prefilter:g} filters plans for the simulator; with --cost symbolic "
+                        "nothing is searched by simulation (give one of them)")
+    chosen = "symbolic" if cost == "symbolic" else choose_sampler(sampler, len(plans), budget)
     inputs = {"model": model.name, "cluster": spec.name, "gpu": spec.gpu.name, "gpus": gpus,
               "global_batch": global_batch, "space": {k: list(v) for k, v in sp.axes.items()}, "top": top,
               "sampler": chosen, "budget": budget, "seed": seed}
+    symbolic = {"cost": cost, "prefilter": prefilter, "symbolic_weights": symbolic_weights}
+    inputs |= {k: v for k, v in symbolic.items() if v != _SYMBOLIC_DEFAULTS[k]}   # recorded only when used
     fresh = resume is None
     if fresh:
         run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{model.name}-{gpus}gpu"
@@ -447,7 +463,8 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
         try:
             result = run_search(model, spec, plans, folder, sampler=sampler, budget=inputs["budget"],
                                 seed=inputs["seed"], top_k=top, workers=workers, ray_address=ray_address,
-                                storage=storage, progress=progress)
+                                storage=storage, progress=progress,
+                                **{k.replace("symbolic_", ""): inputs.get(k, v) for k, v in _SYMBOLIC_DEFAULTS.items()})
         except SearchInterrupted as stop:
             result, interrupted = stop.partial, True
     result.rejected, result.raw = rejected, sp.raw_size()
@@ -470,13 +487,25 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
         con.print("[bold red]no plan fits in memory[/]: try more GPUs, recompute, ZeRO or a smaller micro-batch")
     same = f" ({result.equivalent} same as another plan here)" if result.equivalent else ""
     skipped = (f"{result.pruned} skipped by bound (cannot enter the top {top})" if result.sampler == "exhaustive"
+               else f"{result.pruned} ranked by symbolic cost only" if result.sampler == "symbolic"
                else f"{result.pruned} not sampled ({result.sampler})")
+    if result.sampler == "symbolic":
+        con.print(f"ranked by symbolic cost ({inputs.get('symbolic_weights', 'balance')} weights); step times and "
+                  f"other figures simulated for these {len(result.leaderboard)} plans only")
+    if result.prefiltered:
+        skipped += (f", {result.prefiltered} dropped by the symbolic pre-filter (it kept the best "
+                    f"{inputs['prefilter']:g} %)")
     reused = f", {result.reused} reused from the resumed run" if result.reused else ""
     con.print(f"{sp.raw_size()} combinations, {result.valid} valid{same}, {result.out_of_memory} do not fit, "
               f"{len(result.evaluations)} simulated{reused}, {skipped}; {result.seconds:.1f} s.\n"
               f"run folder: {folder.path}")
     if not result.leaderboard:
         sys.exit(1)
+
+
+_SYMBOLIC_DEFAULTS = {"cost": "sim", "prefilter": None, "symbolic_weights": "balance"}
+"""The symbolic-cost flags of ``search`` (``search/symbolic.py``) and their defaults; inputs.json records them only
+when they differ."""
 
 
 def _throughput_unit(model: Any) -> str:
@@ -523,7 +552,8 @@ def _resume_inputs(folder: Any, ctx: click.Context) -> tuple[Any, Any, Any, dict
         elif k in fixable:
             ok, theirs = recorded["space"].get(k) == [v], recorded["space"].get(k)
         else:
-            ok, theirs = recorded.get(k) == v, recorded.get(k)
+            theirs = recorded.get(k, _SYMBOLIC_DEFAULTS.get(k))
+            ok = theirs == v
         if not ok:
             differ.append(f"--{('model' if k == 'model_name' else k).replace('_', '-')} {v!r} (the run's: {theirs!r})")
     if differ:

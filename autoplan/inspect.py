@@ -6,6 +6,7 @@ from autoplan.cost import network
 from autoplan.cost.compute import LayerCompute
 from autoplan.cost.costs import CommNeed
 from autoplan.cost.families import block_ops, collectives, memory_per_stage, violations
+from autoplan.cost.symbolic import WEIGHTS, symbolic_cost, symbolic_volumes
 from autoplan.specs.hardware import hardware_violations
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
@@ -46,7 +47,15 @@ def plan_report(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict:
         "ops": [{"pass": name, "op": op.name, "gflop": op.flops / 1e9, "mb": op.bytes / 1e6, "us": op.seconds * 1e6}
                 for name in ("forward", "backward") for op in ops[name]]}
     report["collectives"] = [_entry(c) for c in collectives(model, cluster, s)]
+    report["symbolic"] = _symbolic(model, cluster, s)
     return report
+
+
+def _symbolic(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict:
+    """The plan's hardware-free volumes per GPU per step (cost/symbolic.py) and its two symbolic scores."""
+    vol = symbolic_volumes(model, cluster, s)
+    return {"tflop": vol.flops / 1e12, "tier_gb": {name: b / 1e9 for name, b in vol.tier_bytes},
+            "bubble": vol.bubble, **{f"score_{w}": symbolic_cost(model, cluster, s, w) for w in WEIGHTS}}
 
 
 def _entry(c: CommNeed) -> dict:

@@ -117,7 +117,11 @@ def check_view(report: dict, model: Any, cluster: Any, s: Any) -> Group:
     for c in report["collectives"]:
         coll.add_row(c["group"], c["op"], str(c["size"]), f"{c['per_node']} × {c['nodes']}", f"{c['mb']:.1f}",
                      f"{c['ms']:.3f}", f"{c['busbw_gb_per_s']:.0f}" if c["busbw_gb_per_s"] else "", c["when"])
-    return Group(head, verdict, mem, layer, coll)
+    sym = report["symbolic"]
+    volumes = ", ".join([f"{sym['tflop']:,.1f} TFLOP"] + [f"{gb:,.2f} GB over {name}" for name, gb in sym["tier_gb"].items()])
+    symbolic = Text(f"Symbolic, per GPU per step (the slowest stage; hardware-free): {volumes}; bubble "
+                    f"{100 * sym['bubble']:.1f} %")
+    return Group(head, verdict, mem, layer, coll, symbolic)
 
 
 def leaderboard_table(rows: list[dict], title: str, throughput: str = "tokens/s") -> Table:

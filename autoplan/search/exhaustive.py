@@ -39,6 +39,8 @@ class SearchResult:
     raw: int = 0
     seconds: float = 0.0
     sampler: str = "exhaustive"
+    prefiltered: int = 0
+    """Plans the symbolic pre-filter dropped before the search (``--prefilter``)."""
 
 
 def _bound_or_zero(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import threading
@@ -9,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from autoplan.search import symbolic
 from autoplan.search.exhaustive import SearchResult, rank_key, search
 from autoplan.search.executors import AutoExecutor, Executor
 from autoplan.search.folder import JOURNAL, RECORD, RunFolder
@@ -82,9 +84,13 @@ class StopBetweenBatches:
 def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], folder: Path | RunFolder, *,
                sampler: str = "auto", budget: int = 20000, seed: int = 0, top_k: int = 10,
                workers: int | None = None, ray_address: str | None = None, storage: str | None = None,
-               progress: Callable[[int, int, list[Evaluation]], None] | None = None) -> SearchResult:
+               progress: Callable[[int, int, list[Evaluation]], None] | None = None, cost: str = "sim",
+               prefilter: float | None = None, weights: str = "balance") -> SearchResult:
     """Search ``plans`` and record everything in ``folder``, resuming what it already holds: the resumed run
     replays the recorded evaluations (nothing is simulated twice) and ends as an uninterrupted run would.
+
+    ``cost="symbolic"`` ranks the plans by their symbolic cost and simulates only the top k; ``prefilter=K``
+    first keeps the symbolic best K % of the plans (at least ``top_k``) for the search (``search/symbolic.py``).
 
     Raises SearchInterrupted, carrying the ranking so far, on Ctrl-C; SpecError before any evaluation if the
     storage or the Ray cluster cannot be reached.
@@ -92,10 +98,18 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
     from autoplan.search import study as st
 
     t0 = time.perf_counter()
+    counts = None
+    if prefilter is not None:
+        order, out_of_memory = symbolic.symbolic_order(model, cluster, plans, weights)
+        kept = symbolic.best_percent(order, prefilter, top_k)
+        # the search sees only the kept plans; its summary counts the whole space's
+        counts = dict(valid=len(plans), equivalent=len(plans) - len(order) - out_of_memory,
+                      out_of_memory=out_of_memory, prefiltered=len(order) - len(kept))
+        plans = kept
     folder = folder if isinstance(folder, RunFolder) else RunFolder(folder)
     resuming = folder.file(RECORD).exists()
     known = folder.load_evaluations()
-    chosen = choose_sampler(sampler, len(plans), budget)
+    chosen = "symbolic" if cost == "symbolic" else choose_sampler(sampler, len(plans), budget)
     study = st.open_study(folder.file(JOURNAL), storage, folder.name, multi_objective=chosen == "nsga2",
                           fresh=resuming)
     executor = resolve_executor(workers, ray_address)
@@ -106,7 +120,8 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
         recorder(e)
         new.append(e)
 
-    run = search if chosen == "exhaustive" else st.sampled_search
+    run = {"exhaustive": search, "symbolic": functools.partial(symbolic.symbolic_search, weights=weights)}.get(
+        chosen, st.sampled_search)
     stop = StopBetweenBatches(progress)
     try:
         with stop:
@@ -120,6 +135,10 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
     finally:
         recorder.close()
         executor.close()
+    if counts:
+        for name, value in counts.items():
+            setattr(result, name, value)
+        result.seconds = time.perf_counter() - t0     # the symbolic scoring of every plan counts too
     return result
 
 

@@ -190,8 +190,13 @@ def check_path(text: str, what: str) -> str:
 
 
 def get_model(name_or_path: str) -> ModelSpec:
-    """A built-in model by name or alias, or a user's model from a ``.toml`` file."""
+    """A built-in model by name or alias, a user's model from a ``.toml`` file, or a HuggingFace ``config.json``
+    (a ``.json`` file, or a folder holding ``config.json``)."""
     check_path(name_or_path, "model name or file")
+    path = Path(name_or_path)
+    if name_or_path.endswith(".json") or (path.is_dir() and (path / "config.json").is_file()):
+        from autoplan.specs.hf import load_hf_model
+        return load_hf_model(path)
     if name_or_path.endswith(".toml") or Path(name_or_path).is_file():
         return load_model(Path(name_or_path))
     key = _ALIASES.get(name_or_path, _ALIASES.get(name_or_path.lower(), name_or_path.lower()))
@@ -200,7 +205,7 @@ def get_model(name_or_path: str) -> ModelSpec:
     known = sorted(_BY_NAME) + sorted(_ALIASES)
     near = difflib.get_close_matches(name_or_path.lower(), known, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(near)}?" if near else f"; known models: {', '.join(sorted(_BY_NAME))}"
-    raise SpecError(f"unknown model {name_or_path!r}{hint} (or pass a .toml file)")
+    raise SpecError(f"unknown model {name_or_path!r}{hint} (or pass a .toml file or a HuggingFace config.json)")
 
 
 def read_toml(path: Path, what: str) -> dict:

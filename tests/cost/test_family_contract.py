@@ -201,3 +201,19 @@ def test_a_new_family_runs_through_evaluate_unchanged(monkeypatch, a100_8):
 def test_an_unknown_family_is_a_user_error(a100_8):
     with pytest.raises(SpecError, match="family 'rnn' is not one of .*dense"):
         evaluate(replace(TINY, family="rnn"), a100_8, Strategy(dp=8, global_batch=8))
+
+
+def test_symbolic_score_is_positive_and_free_of_hardware_rates(case):
+    """The symbolic cost (cost/symbolic.py) works for every family and ignores every rate: the same on a GPU twice
+    as fast with slower, more efficient links."""
+    from autoplan.cost.symbolic import symbolic_score
+
+    fam, model, cluster, plans = case
+    faster = replace(cluster, gpu=replace(cluster.gpu, peak_flops=2 * cluster.gpu.peak_flops, gemm_efficiency=0.5,
+                                          kernel_overhead=1e-3),
+                     tiers=tuple(replace(t, bandwidth=t.bandwidth / 3, efficiency=1.0, latency=1e-3)
+                                 for t in cluster.tiers))
+    for s in plans:
+        score = symbolic_score(model, cluster, s, "shape")
+        assert score.score > 0 and math.isfinite(score.score)
+        assert symbolic_score(model, faster, s, "shape").score == pytest.approx(score.score, rel=1e-9)
