@@ -160,6 +160,10 @@ def _moe(c: _Config, kind: str) -> dict[str, Any]:
                    shared_experts=c.count("n_shared_experts", default=0, zero_ok=True),
                    dense_layers=c.count("first_k_dense_replace", default=0, zero_ok=True),
                    capacity_factor=0.0)           # dropless routing (Megablocks; DeepSeek-V3 drops no tokens, §3.2)
+        if c.count("n_group", default=1) > 1:
+            # group-limited routing: each token reaches at most topk_group of n_group expert groups, which DeepSeek
+            # places one per node (node-limited routing, arXiv 2412.19437 §3.2.2: M = 4)
+            out.update(route_nodes=c.count("topk_group"))
     if c.has("kv_lora_rank"):
         # DeepSeek-V2 (arXiv 2405.04434) §2.1 MLA: the non-rotary query/key width is the head width
         out.update(q_lora_rank=c.count("q_lora_rank", default=0, zero_ok=True), kv_lora_rank=c.count("kv_lora_rank"),
