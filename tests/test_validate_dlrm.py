@@ -15,18 +15,20 @@ def report() -> Report:
 
 
 def test_every_dlrm_case_loads_and_is_predicted(report):
-    assert len(report.dlrm) == 5
+    assert len(report.dlrm) == 7
     assert all(c.predicted is not None and c.metric == "samples_per_s" and c.note == "" for c in report.dlrm)
     assert {c.plan.sharding for c in report.dlrm} == {"table_wise"}
     assert all(c.plan.dp * c.plan.micro_batch == c.plan.global_batch for c in report.dlrm)
 
 
 def test_dlrm_runs_are_predicted_within_the_documented_band(report):
-    # 5 NVIDIA DeepLearningExamples DLRM runs on DGX A100 (AMP); measured: mean |error| 43.4 %, max 49.7 %,
-    # every run predicted too fast (README "DLRM validation"); the band fails on any regression beyond it
+    # 7 NVIDIA DeepLearningExamples DLRM runs on DGX A100 (AMP; 5 PyTorch, 2 TensorFlow 2): mean |error| 46.2 %,
+    # max 75.7 %, every run predicted too fast (README, DLRM section); the band fails on any regression beyond it
     s = Report.summary(report.dlrm)
-    assert s["n"] == 5
-    assert s["mean_abs_pct"] < 46.0 and s["max_abs_pct"] < 52.0
+    assert s["n"] == 7
+    assert s["mean_abs_pct"] < 49.0 and s["max_abs_pct"] < 79.0
+    pytorch = Report.summary([c for c in report.dlrm if not c.id.startswith("dle-tf2")])
+    assert pytorch["n"] == 5 and pytorch["mean_abs_pct"] < 46.0 and pytorch["max_abs_pct"] < 52.0
     assert all(c.error_pct > 0 for c in report.dlrm)
 
 
