@@ -82,13 +82,15 @@ def validation_view(report: Any) -> Group:
         parts.append(t)
     if report.dlrm:
         s = report.summary(report.dlrm)
-        t = Table(title=f"DLRM runs (NVIDIA DeepLearningExamples, DGX A100): mean |error| {s['mean_abs_pct']:.2f} %, "
-                        f"max {s['max_abs_pct']:.2f} % ({s['n']} runs)", title_justify="left")
+        title = (f"DLRM runs (NVIDIA DeepLearningExamples, DGX A100): mean |error| {s['mean_abs_pct']:.2f} %, "
+                 f"max {s['max_abs_pct']:.2f} % ({s['n']} runs)")
+        t = Table(title=title, title_justify="left")
         for col in ("case", "metric", "measured", "predicted", "error", "plan simulated", "note"):
             t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
         for c in report.dlrm:
-            t.add_row(c.id, "samples/s", f"{c.measured:,.0f}", f"{c.predicted:,.0f}" if c.predicted is not None else "—",
-                      _err(c.error_pct), c.plan.short() if c.plan else "—", c.note)
+            predicted = f"{c.predicted:,.0f}" if c.predicted is not None else "—"
+            t.add_row(c.id, "samples/s", f"{c.measured:,.0f}", predicted, _err(c.error_pct),
+                      c.plan.short() if c.plan else "—", c.note)
         parts.append(t)
     s = report.summary(report.cases)
     gaps = [c for c in report.cases if c.known_gap]
