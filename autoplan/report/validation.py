@@ -80,6 +80,18 @@ def validation_view(report: Any) -> Group:
                       f"{c.predicted:.4g}" if c.predicted is not None else "—", _err(c.error_pct),
                       c.plan.short() if c.plan else "—", c.note)
         parts.append(t)
+    if report.dlrm:
+        s = report.summary(report.dlrm)
+        title = (f"DLRM runs (NVIDIA DeepLearningExamples, DGX A100): mean |error| {s['mean_abs_pct']:.2f} %, "
+                 f"max {s['max_abs_pct']:.2f} % ({s['n']} runs)")
+        t = Table(title=title, title_justify="left")
+        for col in ("case", "metric", "measured", "predicted", "error", "plan simulated", "note"):
+            t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
+        for c in report.dlrm:
+            predicted = f"{c.predicted:,.0f}" if c.predicted is not None else "—"
+            t.add_row(c.id, "samples/s", f"{c.measured:,.0f}", predicted, _err(c.error_pct),
+                      c.plan.short() if c.plan else "—", c.note)
+        parts.append(t)
     s = report.summary(report.cases)
     gaps = [c for c in report.cases if c.known_gap]
     errs = [abs(c.error_pct) for c in report.cases if c.error_pct is not None]
@@ -109,4 +121,5 @@ def report_dict(report: Any) -> dict:
             "summary": {g: report.summary(rows) for g, rows in report.groups().items()}
             | {"all": report.summary(report.cases)},
             "memory": [check(r) for r in report.memory], "bandwidth": [check(r) for r in report.bandwidth],
-            "cnn": [row(c) for c in report.cnn], "cnn_summary": report.summary(report.cnn)}
+            "cnn": [row(c) for c in report.cnn], "cnn_summary": report.summary(report.cnn),
+            "dlrm": [row(c) for c in report.dlrm], "dlrm_summary": report.summary(report.dlrm)}
