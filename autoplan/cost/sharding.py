@@ -18,6 +18,12 @@ GRAD_BYTES = 4
 """Bytes per dense gradient value in the data-parallel all-reduce (fp32)."""
 DENSE_STATE_BYTES = 12
 """Bytes per dense (MLP, data-parallel table) parameter: fp32 weight, gradient and Adagrad accumulator."""
+ACT_BYTES = 2
+"""Bytes per MLP activation value (AMP fp16, as in every NVIDIA DeepLearningExamples DLRM run)."""
+EPILOGUE_FWD_PASSES = 2
+"""Bias + ReLU after each GEMM, in place: read and write the output (apex csrc/mlp_cuda.cu biasAddRelu_fprop)."""
+EPILOGUE_BWD_PASSES = 3
+"""Its backward: read the gradient and the output, write the masked gradient (apex mlp_cuda.cu biasAddRelu_bprop)."""
 SEARCH_PASSES = 4
 """Local-search sweeps over the tables at most (each sweep tries every other sharding of every table)."""
 
@@ -90,6 +96,14 @@ class Context:
         return self.strategy.dp * self.strategy.micro_batch
 
 
+def epilogue_times(cluster: ClusterSpec, b: int, n: int) -> tuple[float, float]:
+    """Forward and backward seconds of one layer's bias + activation over a (b×n) output: memory-bound element-wise
+    kernels, one each way (Lin et al. 2022 §IV-D: the "other" ops priced by the bytes they move)."""
+    gpu, nbytes = cluster.gpu, b * n * ACT_BYTES
+    return (compute.memory_time(gpu, EPILOGUE_FWD_PASSES * nbytes),
+            compute.memory_time(gpu, EPILOGUE_BWD_PASSES * nbytes))
+
+
 def _mlp_times(cluster: ClusterSpec, widths: tuple[int, ...], b: int) -> tuple[float, float]:
     gpu = cluster.gpu
     fwd = bwd = 0.0
@@ -97,7 +111,22 @@ def _mlp_times(cluster: ClusterSpec, widths: tuple[int, ...], b: int) -> tuple[f
         # forward (b×k)·(k×n); backward dgrad and wgrad, about twice the forward (Naumov et al. 2019 §2)
         fwd += compute.gemm_time(gpu, b, n, k)
         bwd += compute.gemm_time(gpu, b, k, n) + compute.gemm_time(gpu, k, n, b)
+        # the bias + ReLU (sigmoid + loss on the last layer) outside the GEMM (apex.mlp, NVIDIA DLRM mlps.py)
+        ef, eb = epilogue_times(cluster, b, n)
+        fwd, bwd = fwd + ef, bwd + eb
     return fwd, bwd
+
+
+def interaction_input_times(cluster: ClusterSpec, spec: DLRMSpec, b: int) -> tuple[float, float]:
+    """Seconds of building the interaction's input: the pooled embeddings cast from the table's precision to the
+    AMP activation precision and concatenated with the bottom MLP's output (torch.cat: read and write every value);
+    backward casts their gradient back (Lin et al. 2022 §IV-D "other" ops; NVIDIA DLRM interaction.py)."""
+    gpu, d = cluster.gpu, spec.bottom_mlp[-1]
+    pooled = b * (spec.features - 1) * d
+    cast = pooled * (spec.embedding_bytes + ACT_BYTES) if spec.embedding_bytes != ACT_BYTES else 0.0
+    concat = 2 * b * spec.features * d * ACT_BYTES
+    kernels = 1 + (cast > 0)
+    return compute.memory_time(gpu, cast + concat, kernels), compute.memory_time(gpu, cast, 1) if cast else 0.0
 
 
 def _interaction_times(cluster: ClusterSpec, spec: DLRMSpec, b: int) -> tuple[float, float]:
@@ -118,7 +147,7 @@ def context(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Context:
     """The dense-layer times of ``model`` at ``s``'s micro-batch, with the model and cluster."""
     spec, b = model.structure, s.micro_batch
     bot = _mlp_times(cluster, spec.bottom_widths(), b)
-    inter = _interaction_times(cluster, spec, b)
+    inter = tuple(x + y for x, y in zip(_interaction_times(cluster, spec, b), interaction_input_times(cluster, spec, b)))
     top = _mlp_times(cluster, spec.top_widths(), b)
     return Context(model, cluster, s, (bot[0], inter[0], top[0]), (bot[1], inter[1], top[1]))
 
