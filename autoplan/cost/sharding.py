@@ -21,7 +21,8 @@ DENSE_STATE_BYTES = 12
 ACT_BYTES = 2
 """Bytes per MLP activation value (AMP fp16, as in every NVIDIA DeepLearningExamples DLRM run)."""
 EPILOGUE_FWD_PASSES = 2
-"""Bias + ReLU after each GEMM, in place: read and write the output (apex csrc/mlp_cuda.cu biasAddRelu_fprop)."""
+"""Bias + ReLU after each GEMM, in place: read and write the output (apex csrc/mlp_cuda.cu mlp_fp: cuBLASLt's fused
+epilogue is tried only without an activation; with ReLU a cuBLAS GEMM is followed by the biasAddRelu_fprop kernel)."""
 EPILOGUE_BWD_PASSES = 3
 """Its backward: read the gradient and the output, write the masked gradient (apex mlp_cuda.cu biasAddRelu_bprop)."""
 SEARCH_PASSES = 4
@@ -111,7 +112,8 @@ def _mlp_times(cluster: ClusterSpec, widths: tuple[int, ...], b: int) -> tuple[f
         # forward (b×k)·(k×n); backward dgrad and wgrad, about twice the forward (Naumov et al. 2019 §2)
         fwd += compute.gemm_time(gpu, b, n, k)
         bwd += compute.gemm_time(gpu, b, k, n) + compute.gemm_time(gpu, k, n, b)
-        # the bias + ReLU (sigmoid + loss on the last layer) outside the GEMM (apex.mlp, NVIDIA DLRM mlps.py)
+        # the bias + ReLU (sigmoid + loss on the last layer) outside the GEMM (apex mlp_cuda.cu mlp_fp / mlp_bp, which
+        # NVIDIA DLRM's CppMlp in dlrm/nn/mlps.py calls)
         ef, eb = epilogue_times(cluster, b, n)
         fwd, bwd = fwd + ef, bwd + eb
     return fwd, bwd
