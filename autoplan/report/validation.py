@@ -39,7 +39,7 @@ def _group_summary(report: Any, rows: list) -> str:
         return counted + ")"
     errs = [abs(c.error_pct) for c in gap_rows]
     sep = "; " if s["n"] else ""
-    return (f"{counted}{sep}{len(gap_rows)} known gaps not counted: mean |error| {sum(errs) / len(errs):.2f} %, "
+    return (f"{counted}{sep}{len(gap_rows)} known gap{'s' if len(gap_rows) > 1 else ''} not counted: mean |error| {sum(errs) / len(errs):.2f} %, "
             f"max {max(errs):.2f} %)")
 
 
@@ -102,7 +102,7 @@ def validation_view(report: Any) -> Group:
                       "is shown.", style="bold"))
     for why in dict.fromkeys(c.known_gap for c in gaps):
         ids = [c.id for c in gaps if c.known_gap == why]
-        parts.append(Text(f"Known gap ({len(ids)} runs, not counted): {why}", style="dim"))
+        parts.append(Text(f"Known gap ({len(ids)} run{'s' if len(ids) > 1 else ''}, not counted): {why}", style="dim"))
     return Group(*parts)
 
 
