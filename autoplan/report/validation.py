@@ -39,7 +39,8 @@ def _group_summary(report: Any, rows: list) -> str:
         return counted + ")"
     errs = [abs(c.error_pct) for c in gap_rows]
     sep = "; " if s["n"] else ""
-    return (f"{counted}{sep}{len(gap_rows)} known gap{'s' if len(gap_rows) > 1 else ''} not counted: mean |error| {sum(errs) / len(errs):.2f} %, "
+    plural = "s" if len(gap_rows) > 1 else ""
+    return (f"{counted}{sep}{len(gap_rows)} known gap{plural} not counted: mean |error| {sum(errs) / len(errs):.2f} %, "
             f"max {max(errs):.2f} %)")
 
 
