@@ -59,6 +59,20 @@ def main() -> None:
     """
 
 
+class _FinitePercent(click.FloatRange):
+    """A percentage in (0, 100]: click's FloatRange lets NaN through (every comparison with NaN is false)."""
+
+    def __init__(self) -> None:
+        super().__init__(0, 100, min_open=True)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        import math
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a number in the range 0<x<=100.", param, ctx)
+        return number
+
+
 class _UsablePath(click.Path):
     """click.Path that first refuses an empty name, a NUL byte or a name over 255 bytes (in one line, no traceback)."""
 
@@ -386,7 +400,7 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
 @click.option("--cost", type=click.Choice(["sim", "symbolic"]), default="sim", show_default=True,
               help="sim: rank by the event simulator; symbolic: rank by the hardware-free symbolic cost and "
                    "simulate only the top plans for their figures.")
-@click.option("--prefilter", type=click.FloatRange(0, 100, min_open=True), default=None,
+@click.option("--prefilter", type=_FinitePercent(), default=None,
               help="Simulate only the symbolic best K %% of the plans that fit (at least --top).")
 @click.option("--symbolic-weights", type=click.Choice(["balance", "shape"]), default="balance", show_default=True,
               help="How the symbolic cost weighs a byte over a network tier against a FLOP: balance = peak "

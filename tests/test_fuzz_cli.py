@@ -633,6 +633,7 @@ def test_a_space_without_valid_plans_names_reasons_and_the_smallest_fix(tmp_path
     (["check", "--gpus", "8", "--global-batch", "0"], "positive integer"),
     (["check", "--gpus", "8", "--dp", "-8"], "positive integer"),
     (["search", "--gpus", "8", "--zero", "1", "--tp", "3000000000"], "larger than"),
+    (["search", "--gpus", "8", "--prefilter", "nan"], "'nan' is not a number in the range 0<x<=100"),
 ])
 def test_named_errors(args, needle):
     r = invoke(args)
