@@ -641,8 +641,15 @@ def export_cmd(run: str, rank: int, fmt: str | None) -> None:
     if fmt == "torchrec":
         raise SpecError("--format torchrec exports DLRM embedding sharding plans; this run's model is not a DLRM")
     flash = r.cluster.flash_attention if r.cluster is not None else True
+    cnn = r.model is not None and r.model.structure is not None
     if fmt is None:
-        fmt = "pytorch" if r.model is not None and r.model.structure is not None else "megatron"
+        fmt = "pytorch" if cnn else "megatron"
+    if cnn and fmt != "pytorch":
+        raise SpecError(f"{r.model.name} is a CNN: Megatron-LM and torchtitan train transformers; it exports only as "
+                        "--format pytorch")
+    if fmt == "pytorch" and r.model is not None and not cnn:
+        raise SpecError(f"--format pytorch exports CNN plans (a torchrun DDP hint); {r.model.name} is a transformer: "
+                        "use --format megatron or torchtitan")
     click.echo(export_text(fmt, e.strategy, r.model, flash, header), nl=False)
 
 
