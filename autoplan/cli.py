@@ -712,6 +712,8 @@ def parse_network(text: str) -> tuple:
 def collective_cmd(cluster: str, gpus: int | None, network: str | None, op: str, size: str, policy: str,
                    chunks: int, intra: str, as_json: bool, trace_path: str | None = None) -> None:
     """Time one collective on a multi-dimensional network, baseline or Themis schedule (arXiv 2110.04478)."""
+    import math
+
     from autoplan.cost.dims import dims_of
     from autoplan.cost.themis import collective
     from autoplan.specs.cluster import load_cluster
@@ -719,9 +721,12 @@ def collective_cmd(cluster: str, gpus: int | None, network: str | None, op: str,
     nbytes = parse_bytes(size)
     if network is not None:
         dims, where = parse_network(network), "--network " + network
+        group = math.prod(d.size for d in dims)
+        if gpus is not None and gpus != group:
+            raise SpecError(f"--gpus {gpus} differs from the {group} GPUs of --network {network} (give one of them)")
     else:
-        if gpus is None or gpus < 1:
-            raise SpecError(f"--gpus must be a positive integer (the group size), got {gpus}")
+        if gpus is None or gpus < 2:
+            raise SpecError(f"--gpus must be an integer ≥ 2 (the group size: a collective needs two GPUs), got {gpus}")
         spec = load_cluster(cluster)
         spec = spec.with_gpus(-(-gpus // spec.gpus_per_node) * spec.gpus_per_node)
         dims, where = dims_of(spec, gpus), f"{gpus} GPUs of {spec.name}"
