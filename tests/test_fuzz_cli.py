@@ -7,9 +7,11 @@ well-formed input exits 0 or 1, or 2 when the plan or space it describes has no 
 traceback. Further classes are malformed by construction: names and paths no file system takes (over 255 bytes,
 empty, a NUL byte) for every path flag, cluster numbers outside their plausible range (1e-300 TFLOP/s, zero or
 infinite bandwidths, NaN latencies, efficiencies above 1), damaged validation files (binary, not YAML, a missing
-or wrongly typed key), and spaces without a valid plan. Examples are derandomized (the same inputs every run).
-``FUZZED`` counts the inputs each test fed and ``MALFORMED`` those certainly malformed (``-s`` prints them:
-about 1,500 inputs, 1,100 of them malformed).
+or wrongly typed key), and spaces without a valid plan. The plans span every family (dense, MoE, CNN, DLRM, a
+HuggingFace config.json) and the newer knobs and clusters (FP8, zero-bubble schedules, ZeRO-2, EP, NVL72); searches
+also vary --cost, --prefilter and --symbolic-weights and resume from inputs.json alone; ``collective`` gets its own
+flags. Examples are derandomized (the same inputs every run). ``FUZZED`` counts the inputs each test fed and
+``MALFORMED`` those certainly malformed (``-s`` prints them: about 1,600 inputs, 1,100 of them malformed).
 """
 
 from __future__ import annotations
@@ -298,6 +300,50 @@ def test_search_cost_options_and_resume(data):
         again = invoke(["search", "--resume", str(alone), "--json"])
         assert_clean(again, ["--resume", str(alone)], codes={0})
         assert json.loads(again.output)["leaderboard"] == json.loads(r.output)["leaderboard"]
+
+
+@st.composite
+def collective_flags(draw: st.DrawFn) -> tuple[list[str], bool | None]:
+    """Flags of ``autoplan collective`` and whether they are valid (True), certainly malformed (False) or unknown
+    (None: a group size that may not tile the cluster's dimensions). Half the cases spoil one part."""
+    spoil = draw(st.one_of(st.none(), st.sampled_from(["network", "gpus", "bytes", "chunks"])))
+    args: list[str] = []
+    valid: bool | None = True
+    if draw(st.booleans()):
+        parts = draw(st.lists(st.tuples(st.sampled_from(["ring", "switch", "fully_connected"]),
+                                        st.sampled_from([2, 4, 8]), st.sampled_from(["200", "50", "25:1.5"])),
+                              min_size=1, max_size=3))
+        if spoil == "network":
+            at = draw(st.integers(0, len(parts) - 1))
+            parts[at] = draw(st.sampled_from([("torus", 4, "200"), ("ring", 1, "200"), ("ring", 4, "0"),
+                                              ("ring", 4, "nan"), ("switch", 0, "50"), ("ring", 4, "200:-1")]))
+        args += ["--network", ",".join(":".join(map(str, p)) for p in parts)]
+        if spoil == "gpus":
+            args += ["--gpus", str(math.prod(n for _, n, _ in parts) + 1)]
+        elif draw(st.booleans()):
+            args += ["--gpus", str(math.prod(n for _, n, _ in parts))]
+        valid = spoil not in ("network", "gpus")
+    else:
+        gpus, bad = draw(count_value([2, 8, 16, 72, 144], bad=spoil == "gpus"))
+        args += ["--cluster", draw(st.sampled_from(["dgx-h100-80g", "gb200-nvl72", "dgx-b200"])), "--gpus", gpus]
+        valid = False if spoil == "gpus" and (bad or _int_or_none(gpus) == 1) else None
+    size = draw(st.sampled_from(["0", "nan", "-1GiB", "1e400", "5 parsecs"] if spoil == "bytes" else
+                                ["1GiB", "64MiB", "1e9"]))
+    chunks = draw(st.sampled_from(["0", "-3", "99999999"] if spoil == "chunks" else ["1", "64"]))
+    valid = False if spoil in ("bytes", "chunks") else valid
+    return args + ["--bytes", size, "--chunks", chunks, "--op", draw(st.sampled_from(
+        ["all_reduce", "reduce_scatter", "all_gather"])), "--policy", draw(st.sampled_from(["baseline", "themis"])),
+        "--json"], valid
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(collective_flags())
+def test_collective_flags(case):
+    args, valid = case
+    args = ["collective", *args]
+    r = invoke(args)
+    tally("collective flags", r, valid is False)
+    assert_clean(r, args, codes=_codes(valid, {0}))
 
 
 # ------------------------------------------------------------------------------------------------ spec files
