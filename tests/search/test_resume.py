@@ -89,6 +89,18 @@ def test_corrupt_inputs_json_is_one_line(finished, tmp_path, content, command):
     assert "inputs.json" in line
 
 
+@pytest.mark.parametrize("specs", [3, [], {"model": 1}, {"model": {}, "cluster": {}}])
+def test_crafted_specs_in_inputs_json_are_one_line(finished, tmp_path, specs):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    inputs = json.loads((finished / "inputs.json").read_text())
+    assert "model" in inputs["specs"]                      # the run wrote them whole
+    (folder / "inputs.json").write_text(json.dumps(inputs | {"specs": specs}))
+    line = _one_line_exit_2(cli("search", "--resume", str(folder)))
+    assert "inputs.json" in line and "specs are unreadable" in line
+    assert cli("report", str(folder)).exit_code == 0       # a report still shows what the folder holds
+
+
 def test_crafted_record_never_loads(finished, tmp_path):
     folder = tmp_path / "crafted"
     folder.mkdir()
