@@ -96,7 +96,10 @@ class RunFolder:
         shutil.rmtree(self.path, ignore_errors=True)
 
     def write_inputs(self, inputs: dict) -> None:
-        self.write(INPUTS, json.dumps(inputs, indent=2))
+        """inputs.json, with the model and cluster of specs.json whole if they were saved before."""
+        saved = self._load_specs_file()
+        whole = {INPUT_SPECS: specs_to_data(*saved)} if saved is not None else {}
+        self.write(INPUTS, json.dumps(inputs | whole, indent=2))
 
     def read_inputs(self) -> dict:
         """inputs.json, checked: SpecError (one line) if it is unreadable, not JSON or holds wrong types. Without
@@ -138,11 +141,12 @@ class RunFolder:
 
     def save_specs(self, model: ModelSpec, cluster: ClusterSpec) -> None:
         """Keep the run's model and cluster beside it (for reports and resumes of models given as files), in
-        specs.json and in inputs.json (written first): a model given as a file, or one whose name a built-in
+        specs.json and in inputs.json (whichever is written first): a model given as a file, or one whose name a built-in
         shares, is not rebuilt from its name."""
         data = specs_to_data(model, cluster)
         self.write(SPECS, json.dumps(data, indent=1))
-        self.write(INPUTS, json.dumps(self._read_inputs() | {INPUT_SPECS: data}, indent=2))
+        if (self.path / INPUTS).exists():
+            self.write(INPUTS, json.dumps(self._read_inputs() | {INPUT_SPECS: data}, indent=2))
 
     def load_specs(self) -> tuple[ModelSpec, ClusterSpec] | None:
         """The saved model and cluster (specs.json, else inputs.json's copy); None if there are none; SpecError
