@@ -59,6 +59,20 @@ def main() -> None:
     """
 
 
+class _FinitePercent(click.FloatRange):
+    """A percentage in (0, 100]: click's FloatRange lets NaN through (every comparison with NaN is false)."""
+
+    def __init__(self) -> None:
+        super().__init__(0, 100, min_open=True)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        import math
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a number in the range 0<x<=100.", param, ctx)
+        return number
+
+
 class _UsablePath(click.Path):
     """click.Path that first refuses an empty name, a NUL byte or a name over 255 bytes (in one line, no traceback)."""
 
@@ -386,7 +400,7 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
 @click.option("--cost", type=click.Choice(["sim", "symbolic"]), default="sim", show_default=True,
               help="sim: rank by the event simulator; symbolic: rank by the hardware-free symbolic cost and "
                    "simulate only the top plans for their figures.")
-@click.option("--prefilter", type=click.FloatRange(0, 100, min_open=True), default=None,
+@click.option("--prefilter", type=_FinitePercent(), default=None,
               help="Simulate only the symbolic best K %% of the plans that fit (at least --top).")
 @click.option("--symbolic-weights", type=click.Choice(["balance", "shape"]), default="balance", show_default=True,
               help="How the symbolic cost weighs a byte over a network tier against a FLOP: balance = peak "
@@ -627,8 +641,15 @@ def export_cmd(run: str, rank: int, fmt: str | None) -> None:
     if fmt == "torchrec":
         raise SpecError("--format torchrec exports DLRM embedding sharding plans; this run's model is not a DLRM")
     flash = r.cluster.flash_attention if r.cluster is not None else True
+    cnn = r.model is not None and r.model.structure is not None
     if fmt is None:
-        fmt = "pytorch" if r.model is not None and r.model.structure is not None else "megatron"
+        fmt = "pytorch" if cnn else "megatron"
+    if cnn and fmt != "pytorch":
+        raise SpecError(f"{r.model.name} is a CNN: Megatron-LM and torchtitan train transformers; it exports only as "
+                        "--format pytorch")
+    if fmt == "pytorch" and r.model is not None and not cnn:
+        raise SpecError(f"--format pytorch exports CNN plans (a torchrun DDP hint); {r.model.name} is a transformer: "
+                        "use --format megatron or torchtitan")
     click.echo(export_text(fmt, e.strategy, r.model, flash, header), nl=False)
 
 
@@ -691,6 +712,8 @@ def parse_network(text: str) -> tuple:
 def collective_cmd(cluster: str, gpus: int | None, network: str | None, op: str, size: str, policy: str,
                    chunks: int, intra: str, as_json: bool, trace_path: str | None = None) -> None:
     """Time one collective on a multi-dimensional network, baseline or Themis schedule (arXiv 2110.04478)."""
+    import math
+
     from autoplan.cost.dims import dims_of
     from autoplan.cost.themis import collective
     from autoplan.specs.cluster import load_cluster
@@ -698,9 +721,12 @@ def collective_cmd(cluster: str, gpus: int | None, network: str | None, op: str,
     nbytes = parse_bytes(size)
     if network is not None:
         dims, where = parse_network(network), "--network " + network
+        group = math.prod(d.size for d in dims)
+        if gpus is not None and gpus != group:
+            raise SpecError(f"--gpus {gpus} differs from the {group} GPUs of --network {network} (give one of them)")
     else:
-        if gpus is None or gpus < 1:
-            raise SpecError(f"--gpus must be a positive integer (the group size), got {gpus}")
+        if gpus is None or gpus < 2:
+            raise SpecError(f"--gpus must be an integer ≥ 2 (the group size: a collective needs two GPUs), got {gpus}")
         spec = load_cluster(cluster)
         spec = spec.with_gpus(-(-gpus // spec.gpus_per_node) * spec.gpus_per_node)
         dims, where = dims_of(spec, gpus), f"{gpus} GPUs of {spec.name}"

@@ -41,3 +41,16 @@ def test_search_export_a_cnn_end_to_end(tmp_path):
     out = _run("export", run)
     assert out.exit_code == 0 and "torchrun" in out.output and "DistributedDataParallel" in out.output
     assert _run("report", run).exit_code == 0
+    best = json.loads((tmp_path / run.split("/")[-1] / "best_plan.json").read_text())
+    assert "torchrun" in best["pytorch"] and not {"megatron", "torchtitan_toml"} & set(best)
+    for fmt in ("megatron", "torchtitan"):                   # transformer trainers: refused in one line, not faked
+        bad = _run("export", run, "--format", fmt)
+        assert bad.exit_code == 2 and "is a CNN" in bad.output and "--format pytorch" in bad.output, bad.output
+
+
+def test_a_transformer_run_does_not_export_as_a_cnn_launch(tmp_path):
+    r = _run("search", "--model", "gpt-1.7b", "--gpus", "8", "--global-batch", "32", "--tp", "2", "--pp", "2",
+             "--out", str(tmp_path), "--workers", "0", "--sampler", "random", "--budget", "4", "--json")
+    assert r.exit_code == 0, r.output
+    bad = _run("export", json.loads(r.output)["run"], "--format", "pytorch")
+    assert bad.exit_code == 2 and "is a transformer" in bad.output and len(bad.output.strip().splitlines()) == 1

@@ -44,8 +44,10 @@ def test_parse_bytes(text, value):
 
 @pytest.mark.parametrize("args, needle", [
     (["--gpus", "12"], "12 GPUs is not a whole number of nvlink domains of 8 GPUs"),
-    (["--gpus", "0"], "--gpus must be a positive integer (the group size), got 0"),
-    ([], "--gpus must be a positive integer (the group size), got None"),
+    (["--gpus", "0"], "--gpus must be an integer ≥ 2 (the group size: a collective needs two GPUs), got 0"),
+    (["--gpus", "1"], "--gpus must be an integer ≥ 2 (the group size: a collective needs two GPUs), got 1"),
+    ([], "--gpus must be an integer ≥ 2 (the group size: a collective needs two GPUs), got None"),
+    (["--network", "ring:4:200,switch:8:50", "--gpus", "33"], "--gpus 33 differs from the 32 GPUs of --network"),
     (["--gpus", "16", "--bytes", "1XB"], "--bytes '1XB' is not a size"),
     (["--gpus", "16", "--bytes", "1.2.3"], "--bytes '1.2.3' is not a size"),
     (["--gpus", "16", "--bytes", "0"], "--bytes must be a positive finite number of bytes, got 0.0"),

@@ -7,9 +7,11 @@ well-formed input exits 0 or 1, or 2 when the plan or space it describes has no 
 traceback. Further classes are malformed by construction: names and paths no file system takes (over 255 bytes,
 empty, a NUL byte) for every path flag, cluster numbers outside their plausible range (1e-300 TFLOP/s, zero or
 infinite bandwidths, NaN latencies, efficiencies above 1), damaged validation files (binary, not YAML, a missing
-or wrongly typed key), and spaces without a valid plan. Examples are derandomized (the same inputs every run).
-``FUZZED`` counts the inputs each test fed and ``MALFORMED`` those certainly malformed (``-s`` prints them:
-about 1,500 inputs, 1,100 of them malformed).
+or wrongly typed key), and spaces without a valid plan. The plans span every family (dense, MoE, CNN, DLRM, a
+HuggingFace config.json) and the newer knobs and clusters (FP8, zero-bubble schedules, ZeRO-2, EP, NVL72); searches
+also vary --cost, --prefilter and --symbolic-weights and resume from inputs.json alone; ``collective`` gets its own
+flags. Examples are derandomized (the same inputs every run). ``FUZZED`` counts the inputs each test fed and
+``MALFORMED`` those certainly malformed (``-s`` prints them: about 1,600 inputs, 1,100 of them malformed).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ FUZZED: Counter = Counter()
 MALFORMED: Counter = Counter()
 SETTINGS = dict(deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 KNOWN_NAMES = {m.name for m in list_models()} | set(aliases()) | set(list_clusters())
+HF_CONFIG = str(Path(__file__).parent / "specs" / "hf_configs" / "llama-3.1-8b.json")
+"""A HuggingFace config.json model (``--model path/config.json``)."""
 TINY_MODEL = {"layers": 4, "hidden": 256, "heads": 8, "ffn_hidden": 1024, "vocab": 1000, "seq_len": 256}
 _SHM = Path("/dev/shm")
 WORK = Path(tempfile.mkdtemp(prefix="autoplan-fuzz-", dir=_SHM if _SHM.is_dir() and os.access(_SHM, os.W_OK) else None))
@@ -110,10 +114,20 @@ def name_value(draw: st.DrawFn, good: list[str], bad: bool = False) -> tuple[str
 
 
 PLAN_COUNTS = (("--tp", [1, 2, 4, 8]), ("--pp", [1, 2, 4]), ("--cp", [1, 2]), ("--micro-batch", [1, 2, 4]),
-               ("--global-batch", [16, 64, 256]), ("--virtual-stages", [1, 2, 3]), ("--dp", [1, 2, 8]))
-PLAN_CHOICES = (("--schedule", ["gpipe", "1f1b", "interleaved"], ["zigzag", ""]),
-                ("--recompute", ["none", "selective", "full"], ["some", "FULL"]),
-                ("--zero", ["0", "1", "3"], ["4", "-1", "z"]))
+               ("--global-batch", [16, 64, 256]), ("--virtual-stages", [1, 2, 3]), ("--dp", [1, 2, 8]),
+               ("--ep", [1, 2, 8]), ("--etp", [1, 2]), ("--spatial", [1, 2]), ("--channel", [1, 2]),
+               ("--filter", [1, 2]))
+PLAN_CHOICES = (("--schedule", ["gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev"], ["zigzag", "zb"]),
+                ("--recompute", ["none", "selective", "full", "modules"], ["some", "FULL"]),
+                ("--zero", ["0", "1", "2", "3"], ["4", "-1", "z"]),
+                ("--precision", ["bf16", "fp8", "fp8-blockwise", "mxfp8"], ["fp4", "FP8", ""]),
+                ("--cp-comm", ["p2p", "a2a", "a2a+p2p"], ["ring", "all_gather"]),
+                ("--sharding", ["auto", "table_wise", "row_wise", "data_parallel"], ["bogus", "rowwise"]))
+PLAN_MODELS = ["gpt-1.7b", "gpt-7.5b", "llama3-8b", "gpt3", "mixtral-8x7b", "deepseek-v3", "resnet50", "dlrm-criteo",
+               HF_CONFIG]
+PLAN_CLUSTERS = ["dgx-a100-80g", "dgx-h100-80g", "dgx-b200", "gb200-nvl72", "gb300-nvl72"]
+PLAN_SWITCHES = ["--sequence-parallel", "--no-overlap-grad-reduce", "--json", "--fp8-param-gather", "--tp-comm-overlap",
+                 "--ep-overlap"]
 
 
 @st.composite
@@ -124,11 +138,11 @@ def plan_flags(draw: st.DrawFn) -> tuple[list[str], bool, bool]:
     counts = [(f, g) for f, g in PLAN_COUNTS if draw(st.booleans())]
     choices = [c for c in PLAN_CHOICES if draw(st.booleans())]
     spoil = draw(st.one_of(st.none(), st.integers(0, 2 + len(counts) + len(choices))))
-    model, bad_m = draw(name_value(["gpt-1.7b", "gpt-7.5b", "llama3-8b", "gpt3"], bad=spoil == 0))
-    cluster, bad_c = draw(name_value(["dgx-a100-80g", "dgx-h100-80g"], bad=spoil == 1))
+    model, bad_m = draw(name_value(PLAN_MODELS, bad=spoil == 0))
+    cluster, bad_c = draw(name_value(PLAN_CLUSTERS, bad=spoil == 1))
     gpus, bad_g = draw(count_value([8, 16, 64], bad=spoil == 2))
     if not bad_g and draw(st.integers(0, 9)) == 0:
-        gpus, bad_g = str(8 * int(gpus) + 4), True                 # not whole nodes
+        gpus, bad_g = str(8 * int(gpus) + 2), True                 # not whole nodes (of 4 or 8 GPUs)
     args, bad = ["--model", model, "--cluster", cluster, "--gpus", gpus], bad_m or bad_c or bad_g
     sizes = {}
     for i, (flag, good) in enumerate(counts):
@@ -140,9 +154,9 @@ def plan_flags(draw: st.DrawFn) -> tuple[list[str], bool, bool]:
         spoilt = spoil == 3 + len(counts) + i
         args += [flag, draw(st.sampled_from(wrong if spoilt else good))]
         bad |= spoilt
-    args += draw(st.lists(st.sampled_from(["--sequence-parallel", "--no-overlap-grad-reduce", "--json"]),
-                          max_size=2, unique=True))
-    degrees = [_int_or_none(sizes.get(f, "1")) or 1 for f in ("--tp", "--pp", "--cp")]
+    args += draw(st.lists(st.sampled_from(PLAN_SWITCHES), max_size=2, unique=True))
+    degrees = [_int_or_none(sizes.get(f, "1")) or 1 for f in ("--tp", "--pp", "--cp", "--spatial", "--channel",
+                                                                "--filter")]
     whole = "--dp" not in sizes and not bad and int(gpus) % math.prod(degrees) == 0
     return args, bad, whole
 
@@ -163,8 +177,48 @@ def coherent_plan(draw: st.DrawFn) -> tuple[list[str], bool, bool]:
     return args + (["--sequence-parallel"] if tp > 1 and draw(st.booleans()) else []), False, gpus % (tp * pp * cp) == 0
 
 
+@st.composite
+def coherent_new_plan(draw: st.DrawFn) -> tuple[list[str], bool, bool]:
+    """Well-formed flags of a plan of the newer families and knobs: MoE (ep, etp, ep-overlap, recompute modules),
+    CNN (spatial, channel, filter), DLRM (sharding), a config.json model, FP8, zero-bubble schedules, ZeRO-2 with
+    pp > 1, TP overlap, the CP exchange and the NVL72 and B200 clusters."""
+    family = draw(st.sampled_from(["dense", "moe", "cnn", "dlrm"]))
+    cluster = draw(st.sampled_from(["dgx-h100-80g", "dgx-b200", "gb200-nvl72"]))
+    gpus = draw(st.sampled_from([8, 16, 64]))
+    args = ["--cluster", cluster, "--gpus", str(gpus), "--json"]
+    if family == "dlrm":
+        return args + ["--model", "dlrm-criteo", "--sharding", draw(st.sampled_from(
+            ["auto", "table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel"]))], False, True
+    if family == "cnn":
+        split = draw(st.sampled_from(["--spatial", "--channel", "--filter"]))
+        degree, pp = draw(st.sampled_from([1, 2, 4])), draw(st.sampled_from([1, 2]))
+        return args + ["--model", draw(st.sampled_from(["resnet50", "vgg16"])), split, str(degree), "--pp", str(pp),
+                       "--schedule", draw(st.sampled_from(["gpipe", "1f1b"]))], False, gpus % (degree * pp) == 0
+    tp, pp = draw(st.sampled_from([1, 2, 4])), draw(st.sampled_from([1, 2, 4]))
+    dp = max(1, gpus // (tp * pp))
+    args += ["--tp", str(tp), "--pp", str(pp), "--global-batch", str(dp * pp * draw(st.integers(1, 4))),
+             "--precision", draw(st.sampled_from(["bf16", "fp8", "fp8-blockwise", "mxfp8"]))]
+    if pp > 1:
+        schedule = draw(st.sampled_from(["1f1b", "zb-h1", "zbv", "dualpipev"]))
+        args += ["--schedule", schedule, "--zero", draw(st.sampled_from(["0", "1", "2"]))]
+        args += ["--virtual-stages", "2"] if schedule in ("zbv", "dualpipev") else []
+    if tp > 1:
+        args += ["--sequence-parallel"] + (["--tp-comm-overlap"] if draw(st.booleans()) else [])
+    if family == "moe":
+        args += ["--model", "mixtral-8x7b", "--ep", str(draw(st.sampled_from([1, 2, 4, 8]))),
+                 "--recompute", draw(st.sampled_from(["none", "modules"]))]
+        args += ["--ep-overlap"] if draw(st.booleans()) else []
+    else:
+        args += ["--model", draw(st.sampled_from(["gpt-1.7b", HF_CONFIG]))]
+        cp = 2 if dp % 2 == 0 and draw(st.booleans()) else 1
+        args += ["--cp", str(cp), "--cp-comm", draw(st.sampled_from(["p2p", "a2a", "a2a+p2p"]))]
+        tp *= cp                                                  # (for the divisibility below)
+    args += ["--fp8-param-gather"] if "bf16" not in args and draw(st.booleans()) else []
+    return args, False, gpus % (tp * pp) == 0
+
+
 @settings(max_examples=150, **SETTINGS)
-@given(st.one_of(plan_flags(), coherent_plan()))
+@given(st.one_of(plan_flags(), coherent_plan(), coherent_new_plan()))
 def test_check_flags(case):
     args, bad, whole = case
     args = ["check", *args]
@@ -174,7 +228,7 @@ def test_check_flags(case):
 
 
 @settings(max_examples=80, **SETTINGS)
-@given(st.one_of(plan_flags(), coherent_plan()), st.sampled_from(["", "", "", "ok", "no folder", "a folder"]))
+@given(st.one_of(plan_flags(), coherent_plan(), coherent_new_plan()), st.sampled_from(["", "", "", "ok", "no folder", "a folder"]))
 def test_simulate_flags(case, trace):
     args, bad, _ = case
     args = ["simulate", *args]
@@ -196,7 +250,7 @@ SEARCH_COUNTS = (("--tp", [1, 2, 8]), ("--pp", [1, 2]), ("--micro-batch", [1, 4]
 def test_search_flags(data):
     counts = [(f, g) for f, g in SEARCH_COUNTS if f in ("--tp", "--pp", "--global-batch") or data.draw(st.booleans())]
     spoil = data.draw(st.one_of(st.none(), st.integers(0, 1 + len(counts))))
-    model, bad = data.draw(name_value(["gpt-1.7b", "llama3-8b"], bad=spoil == 0))
+    model, bad = data.draw(name_value(["gpt-1.7b", "llama3-8b", HF_CONFIG], bad=spoil == 0))
     gpus, b = data.draw(count_value([8, 16], bad=spoil == 1))
     bad |= b
     args = ["search", "--model", model, "--gpus", gpus, "--workers", "0", "--out", str(WORK / "search"), "--json",
@@ -216,6 +270,80 @@ def test_search_flags(data):
     r = invoke(args)
     tally("search flags", r, bad)
     assert_clean(r, args, codes={2} if bad else {0, 1, 2})
+
+
+SEARCH_MODELS = {"gpt-1.7b": ["--tp", "2", "--pp", "2", "--recompute", "none", "--zero", "1", "--global-batch", "32"],
+                 HF_CONFIG: ["--tp", "2", "--pp", "2", "--recompute", "none", "--zero", "1", "--global-batch", "32"],
+                 "resnet50": ["--global-batch", "64"], "dlrm-criteo": []}
+
+
+@settings(max_examples=16, **SETTINGS)
+@given(st.data())
+def test_search_cost_options_and_resume(data):
+    """--cost, --prefilter and --symbolic-weights over the families; a search that ran resumes from its
+    inputs.json alone to the same leaderboard."""
+    model = data.draw(st.sampled_from(sorted(SEARCH_MODELS)))
+    cost = data.draw(st.sampled_from(["sim", "symbolic"]))
+    prefilter = data.draw(st.sampled_from([None, None, "10", "100", "0", "nan", "-5", "x"]))
+    weights = data.draw(st.sampled_from(["balance", "shape", "hardware"]))
+    args = ["search", "--model", model, "--gpus", "8", *SEARCH_MODELS[model], "--cost", cost, "--symbolic-weights",
+            weights, "--sampler", data.draw(st.sampled_from(["exhaustive", "random"])), "--budget", "8", "--top", "3",
+            "--workers", "0", "--out", str(WORK / "costs"), "--json"] + (["--prefilter", prefilter] if prefilter else [])
+    bad = weights == "hardware" or prefilter in ("0", "nan", "-5", "x") or (prefilter is not None and cost == "symbolic")
+    r = invoke(args)
+    tally("search cost options", r, bad)
+    assert_clean(r, args, codes={2} if bad else {0, 1})
+    if r.exit_code == 0:
+        run = Path(json.loads(r.output)["run"])
+        alone = Path(tempfile.mkdtemp(dir=WORK))
+        shutil.copy(run / "inputs.json", alone / "inputs.json")
+        again = invoke(["search", "--resume", str(alone), "--json"])
+        assert_clean(again, ["--resume", str(alone)], codes={0})
+        assert json.loads(again.output)["leaderboard"] == json.loads(r.output)["leaderboard"]
+
+
+@st.composite
+def collective_flags(draw: st.DrawFn) -> tuple[list[str], bool | None]:
+    """Flags of ``autoplan collective`` and whether they are valid (True), certainly malformed (False) or unknown
+    (None: a group size that may not tile the cluster's dimensions). Half the cases spoil one part."""
+    spoil = draw(st.one_of(st.none(), st.sampled_from(["network", "gpus", "bytes", "chunks"])))
+    args: list[str] = []
+    valid: bool | None = True
+    if draw(st.booleans()):
+        parts = draw(st.lists(st.tuples(st.sampled_from(["ring", "switch", "fully_connected"]),
+                                        st.sampled_from([2, 4, 8]), st.sampled_from(["200", "50", "25:1.5"])),
+                              min_size=1, max_size=3))
+        if spoil == "network":
+            at = draw(st.integers(0, len(parts) - 1))
+            parts[at] = draw(st.sampled_from([("torus", 4, "200"), ("ring", 1, "200"), ("ring", 4, "0"),
+                                              ("ring", 4, "nan"), ("switch", 0, "50"), ("ring", 4, "200:-1")]))
+        args += ["--network", ",".join(":".join(map(str, p)) for p in parts)]
+        if spoil == "gpus":
+            args += ["--gpus", str(math.prod(n for _, n, _ in parts) + 1)]
+        elif draw(st.booleans()):
+            args += ["--gpus", str(math.prod(n for _, n, _ in parts))]
+        valid = spoil not in ("network", "gpus")
+    else:
+        gpus, bad = draw(count_value([2, 8, 16, 72, 144], bad=spoil == "gpus"))
+        args += ["--cluster", draw(st.sampled_from(["dgx-h100-80g", "gb200-nvl72", "dgx-b200"])), "--gpus", gpus]
+        valid = False if spoil == "gpus" and (bad or _int_or_none(gpus) == 1) else None
+    size = draw(st.sampled_from(["0", "nan", "-1GiB", "1e400", "5 parsecs"] if spoil == "bytes" else
+                                ["1GiB", "64MiB", "1e9"]))
+    chunks = draw(st.sampled_from(["0", "-3", "99999999"] if spoil == "chunks" else ["1", "64"]))
+    valid = False if spoil in ("bytes", "chunks") else valid
+    return args + ["--bytes", size, "--chunks", chunks, "--op", draw(st.sampled_from(
+        ["all_reduce", "reduce_scatter", "all_gather"])), "--policy", draw(st.sampled_from(["baseline", "themis"])),
+        "--json"], valid
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(collective_flags())
+def test_collective_flags(case):
+    args, valid = case
+    args = ["collective", *args]
+    r = invoke(args)
+    tally("collective flags", r, valid is False)
+    assert_clean(r, args, codes=_codes(valid, {0}))
 
 
 # ------------------------------------------------------------------------------------------------ spec files
@@ -633,6 +761,7 @@ def test_a_space_without_valid_plans_names_reasons_and_the_smallest_fix(tmp_path
     (["check", "--gpus", "8", "--global-batch", "0"], "positive integer"),
     (["check", "--gpus", "8", "--dp", "-8"], "positive integer"),
     (["search", "--gpus", "8", "--zero", "1", "--tp", "3000000000"], "larger than"),
+    (["search", "--gpus", "8", "--prefilter", "nan"], "'nan' is not a number in the range 0<x<=100"),
 ])
 def test_named_errors(args, needle):
     r = invoke(args)

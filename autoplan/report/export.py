@@ -255,15 +255,15 @@ def best_plan(e: Any, model: ModelSpec | None, flash_attention: bool = True) -> 
     if dlrm_of(model) is not None:
         return {"plan": s.short(), "strategy": s.to_dict(), "metrics": metrics_dict(e.metrics),
                 "torchrec": "autoplan export RUN --format torchrec prints the per-table sharding plan"}
+    if model is not None and model.structure is not None:   # a CNN: a PyTorch launch, not a transformer trainer's
+        return {"plan": s.short(), "strategy": s.to_dict(), "metrics": metrics_dict(e.metrics),
+                "pytorch": pytorch_text(s, model)}
     try:
         megatron: dict = {"args": megatron_args(s, model, flash_attention), "notes": megatron_notes(s, model)}
     except SpecError as err:
         megatron = {"args": None, "notes": [str(err)]}
-    out = {"plan": s.short(), "strategy": s.to_dict(), "metrics": metrics_dict(e.metrics), "megatron": megatron,
-           "torchtitan_toml": torchtitan_toml(s, model)}
-    if model is not None and model.structure is not None:
-        out["pytorch"] = pytorch_text(s, model)
-    return out
+    return {"plan": s.short(), "strategy": s.to_dict(), "metrics": metrics_dict(e.metrics), "megatron": megatron,
+            "torchtitan_toml": torchtitan_toml(s, model)}
 
 
 def best_plan_json(e: Any, model: ModelSpec | None, flash_attention: bool = True) -> str:

@@ -23,7 +23,9 @@ from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
 
 INPUTS = "inputs.json"
-"""What was searched: model, cluster, gpus, global batch, the space's axes, top k, sampler, budget, seed."""
+"""What was searched: model, cluster, gpus, global batch, the space's axes, top k, sampler, budget, seed; and under
+``INPUT_SPECS`` the model and cluster whole (as specs.json), so the folder resumes from inputs.json alone."""
+INPUT_SPECS = "specs"
 RECORD = "evaluations.jsonl"
 """Every evaluation of the run, one JSON line each, appended as it arrives (a line torn by a kill is cut)."""
 SPECS = "specs.json"
@@ -94,10 +96,19 @@ class RunFolder:
         shutil.rmtree(self.path, ignore_errors=True)
 
     def write_inputs(self, inputs: dict) -> None:
-        self.write(INPUTS, json.dumps(inputs, indent=2))
+        """inputs.json, with the model and cluster of specs.json whole if they were saved before."""
+        saved = self._load_specs_file()
+        whole = {INPUT_SPECS: specs_to_data(*saved)} if saved is not None else {}
+        self.write(INPUTS, json.dumps(inputs | whole, indent=2))
 
     def read_inputs(self) -> dict:
-        """inputs.json, checked: SpecError (one line) if it is unreadable, not JSON or holds wrong types."""
+        """inputs.json, checked: SpecError (one line) if it is unreadable, not JSON or holds wrong types. Without
+        the model and cluster it holds whole (``load_specs`` reads them)."""
+        data = self._read_inputs()
+        data.pop(INPUT_SPECS, None)
+        return data
+
+    def _read_inputs(self) -> dict:
         path = self.path / INPUTS
         where = repr(str(path))
         try:
@@ -129,11 +140,29 @@ class RunFolder:
         return summary if isinstance(summary, dict) else {}
 
     def save_specs(self, model: ModelSpec, cluster: ClusterSpec) -> None:
-        """Keep the run's model and cluster beside it (for reports and resumes of models given as files)."""
-        self.write(SPECS, json.dumps(specs_to_data(model, cluster), indent=1))
+        """Keep the run's model and cluster beside it (for reports and resumes of models given as files), in
+        specs.json and in inputs.json (whichever is written first): a model given as a file, or one whose name a built-in
+        shares, is not rebuilt from its name."""
+        data = specs_to_data(model, cluster)
+        self.write(SPECS, json.dumps(data, indent=1))
+        if (self.path / INPUTS).exists():
+            self.write(INPUTS, json.dumps(self._read_inputs() | {INPUT_SPECS: data}, indent=2))
 
     def load_specs(self) -> tuple[ModelSpec, ClusterSpec] | None:
-        """The saved model and cluster; None if there are none; SpecError if they are unreadable."""
+        """The saved model and cluster (specs.json, else inputs.json's copy); None if there are none; SpecError
+        if they are unreadable."""
+        whole = self._load_specs_file()
+        if whole is not None or not (self.path / INPUTS).exists():
+            return whole
+        data = self._read_inputs().get(INPUT_SPECS)
+        if data is None:
+            return None
+        try:
+            return specs_from_data(data)
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as err:
+            raise SpecError(f"{str(self.path / INPUTS)!r}: its {INPUT_SPECS} are unreadable: {err}") from None
+
+    def _load_specs_file(self) -> tuple[ModelSpec, ClusterSpec] | None:
         path = self.path / SPECS
         if not path.exists():
             return None

@@ -122,8 +122,9 @@ def _check_values(name: str, values: list, where: str) -> None:
 
 @functools.lru_cache(maxsize=4096)
 def reason_key(reason: str) -> str:
-    """A rejection reason without its numbers (but with its thresholds: "pp > 1"), to count reasons of one kind."""
-    return re.sub(r"(?<![>≥] )\d+", "N", reason)
+    """A rejection reason without its numbers (but with its thresholds: "pp > 1", and names: "gpt-1.7b", "fp8"),
+    to count reasons of one kind."""
+    return re.sub(r"(?<![>≥] )(?<![\w.-])\d+(?:\.\d+)?(?![\w.])", "N", reason)
 
 
 def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int,

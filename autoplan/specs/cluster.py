@@ -367,8 +367,9 @@ def _parse(path: Path) -> ClusterSpec:
     per_node = top.integer("gpus_per_node", high=4096)
     domain = top.integer("nvlink_domain_gpus", d["nvlink_domain_gpus"], low=0, high=MAX_GPUS) or per_node
     if domain % per_node:
+        near = sorted({max(1, domain // per_node) * per_node, (domain // per_node + 1) * per_node})
         top.fail(f"nvlink_domain_gpus {domain} must be a whole number of nodes of gpus_per_node {per_node} "
-                 f"(e.g. {max(1, domain // per_node) * per_node} or {(domain // per_node + 1) * per_node})")
+                 f"(e.g. {' or '.join(map(str, near))})")
     if tiers[0].gpus not in (0, domain) and len(tiers) > 1:
         top.fail(f"the first tier {tiers[0].name!r} joins {tiers[0].gpus} GPUs but the NVLink domain has {domain} "
                  f"(nvlink_domain_gpus, or gpus_per_node when unset); make them equal")

@@ -91,10 +91,10 @@ def read_config(path: Path) -> dict:
 def _model_type(c: _Config) -> str:
     kind = c.text("model_type", "")
     if kind not in MODEL_TYPES:
-        shown = f"model_type {kind!r}" if kind else "no model_type"
         arch = c.data.get("architectures")
-        raise c.fail(f"{shown}{f' ({arch[0]})' if isinstance(arch, list) and arch else ''} is not one autoplan "
-                     f"reads; supported: {', '.join(MODEL_TYPES)}")
+        arch = f" ({arch[0]})" if isinstance(arch, list) and arch else ""
+        shown = f"model_type {kind!r}{arch} is not one autoplan reads" if kind else f"it gives no model_type{arch}"
+        raise c.fail(f"{shown}; supported: {', '.join(MODEL_TYPES)}")
     return kind
 
 
@@ -160,10 +160,11 @@ def _moe(c: _Config, kind: str) -> dict[str, Any]:
                    shared_experts=c.count("n_shared_experts", default=0, zero_ok=True),
                    dense_layers=c.count("first_k_dense_replace", default=0, zero_ok=True),
                    capacity_factor=0.0)           # dropless routing (Megablocks; DeepSeek-V3 drops no tokens, §3.2)
-        if c.count("n_group", default=1) > 1:
-            # group-limited routing: each token reaches at most topk_group of n_group expert groups, which DeepSeek
-            # places one per node (node-limited routing, arXiv 2412.19437 §3.2.2: M = 4)
-            out.update(route_nodes=c.count("topk_group"))
+        groups = c.count("n_group", default=1, zero_ok=True)
+        if kind == "deepseek_v3" and groups > 1:
+            # DeepSeek-V3 (arXiv 2412.19437) §2.1.2, §3.2.2: its n_group expert groups are the nodes and a token
+            # reaches topk_group of them (4 of 8: node-limited routing, M = 4); DeepSeek-V2's groups are devices
+            out.update(route_nodes=min(c.count("topk_group", default=groups), groups))
     if c.has("kv_lora_rank"):
         # DeepSeek-V2 (arXiv 2405.04434) §2.1 MLA: the non-rotary query/key width is the head width
         out.update(q_lora_rank=c.count("q_lora_rank", default=0, zero_ok=True), kv_lora_rank=c.count("kv_lora_rank"),

@@ -78,6 +78,23 @@ def test_transformer_knobs_are_refused_and_cnn_knobs_refused_for_transformers(ti
                for r in dense_violations(tiny_gpt, 8, Strategy(dp=4, spatial=2, global_batch=8)))
 
 
+@pytest.mark.parametrize("knob", [{"ep": 2}, {"etp": 2}, {"ep_overlap": True}, {"precision": "fp8"},
+                                  {"fp8_param_gather": True}, {"tp_comm_overlap": True}, {"cp_comm": "a2a"},
+                                  {"sharding": "row_wise"}])
+def test_other_families_knobs_are_refused_not_ignored(knob):
+    (name, value), = knob.items()
+    reasons = cnn.violations(SMALL, 8, Strategy(dp=8, global_batch=8, **knob))
+    assert any(r.startswith(f"{name} {value!r} is not modelled for CNNs") for r in reasons), reasons
+
+
+@pytest.mark.parametrize("schedule", ["zb-h1", "zbv", "dualpipev"])
+def test_split_backward_schedules_and_recompute_modules_are_refused(schedule):
+    reasons = cnn.violations(SMALL, 8, Strategy(dp=4, pp=2, schedule=schedule, global_batch=8, micro_batch=1))
+    assert any(f"the {schedule} schedule splits the backward" in r for r in reasons), reasons
+    assert any("recompute modules is MoE-specific" in r
+               for r in cnn.violations(SMALL, 8, Strategy(dp=8, recompute="modules", global_batch=8)))
+
+
 def test_spatial_splits_compute_and_adds_halo_time(node):
     one = _fwd(SMALL, node, Strategy(micro_batch=32))
     four = _fwd(SMALL, node, Strategy(spatial=4, micro_batch=32))

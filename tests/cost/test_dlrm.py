@@ -129,6 +129,14 @@ def test_validity():
     assert "no DLRM structure" in violations(dense, 16, _plan())[0]
 
 
+@pytest.mark.parametrize("knob", [{"precision": "fp8"}, {"fp8_param_gather": True}, {"tp_comm_overlap": True},
+                                  {"cp_comm": "a2a"}, {"ep_overlap": True}])
+def test_knobs_a_dlrm_does_not_model_are_refused_not_ignored(knob):
+    (name, value), = knob.items()
+    reasons = violations(get_model("dlrm-criteo"), 16, _plan(**knob))
+    assert any(r.startswith(f"{name} {value!r} is not modelled for a DLRM") for r in reasons), reasons
+
+
 def test_spec_errors_name_the_numbers():
     with pytest.raises(SpecError, match="rows must be a positive integer"):
         EmbeddingTable(name="t", rows=0, dim=8)

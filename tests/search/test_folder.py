@@ -91,4 +91,6 @@ def test_specs_and_inputs_are_json(tmp_path):
     assert folder.load_specs() == (MODEL, CLUSTER)
     assert json.loads((tmp_path / "specs.json").read_text())["model"]["name"] == MODEL.name
     assert RunFolder.existing(tmp_path).read_inputs() == {"model": MODEL.name, "gpus": 16}
+    (tmp_path / "specs.json").unlink()                      # inputs.json alone still has them whole
+    assert RunFolder.existing(tmp_path).load_specs() == (MODEL, CLUSTER)
     assert trace_name(2) == "trace_rank2.json.gz"

@@ -89,6 +89,18 @@ def test_corrupt_inputs_json_is_one_line(finished, tmp_path, content, command):
     assert "inputs.json" in line
 
 
+@pytest.mark.parametrize("specs", [3, [], {"model": 1}, {"model": {}, "cluster": {}}])
+def test_crafted_specs_in_inputs_json_are_one_line(finished, tmp_path, specs):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    inputs = json.loads((finished / "inputs.json").read_text())
+    assert "model" in inputs["specs"]                      # the run wrote them whole
+    (folder / "inputs.json").write_text(json.dumps(inputs | {"specs": specs}))
+    line = _one_line_exit_2(cli("search", "--resume", str(folder)))
+    assert "inputs.json" in line and "specs are unreadable" in line
+    assert cli("report", str(folder)).exit_code == 0       # a report still shows what the folder holds
+
+
 def test_crafted_record_never_loads(finished, tmp_path):
     folder = tmp_path / "crafted"
     folder.mkdir()
@@ -106,3 +118,24 @@ def test_failed_starts_leave_no_run_folder(tmp_path, extra):
     line = _one_line_exit_2(cli("search", *args, *extra, "--out", str(out)))
     assert ("--storage" in line) or ("Ray" in line)
     assert not out.exists() or not list(out.iterdir())
+
+
+@pytest.mark.parametrize("config, builtin", [("llama-3.1-8b.json", None), ("mixtral-8x7b.json", "mixtral-8x7b")])
+def test_a_config_json_model_resumes_from_inputs_json_alone(tmp_path, config, builtin):
+    """A model given as a file is not rebuilt from its name (unknown, or a built-in's of another shape)."""
+    from autoplan.specs import get_model
+
+    path = Path(__file__).parents[1] / "specs" / "hf_configs" / config
+    done = _run(tmp_path / "runs", "--model", str(path), "--gpus", "16", "--global-batch", "64", "--pp", "2",
+                "--sampler", "random", "--budget", "6", "--top", "3", "--workers", "0")
+    reference = json.loads((done / "leaderboard.json").read_text())
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "inputs.json").write_bytes((done / "inputs.json").read_bytes())
+    r = cli("search", "--resume", str(alone), "--json")
+    assert r.exit_code in (0, 1), r.output
+    board = json.loads((alone / "leaderboard.json").read_text())
+    assert board["leaderboard"] == reference["leaderboard"] and board["inputs"] == reference["inputs"]
+    model, _ = RunFolder.existing(alone).load_specs()
+    if builtin is not None:                                # the file's model is not the built-in of its name
+        assert model.name == builtin and model != get_model(builtin)

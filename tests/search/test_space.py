@@ -73,6 +73,10 @@ def test_rejections_keep_their_thresholds():
     assert reason_key("the interleaved schedule needs pp > 1") == "the interleaved schedule needs pp > 1"
     assert reason_key("sequence length 100 is not divisible by 2·cp = 4") == \
         "sequence length N is not divisible by N·cp = N"
+    assert reason_key("ep 3 / etp 1 need a mixture-of-experts model; gpt-1.7b has no experts") == \
+        "ep N / etp N need a mixture-of-experts model; gpt-1.7b has no experts"
+    assert reason_key("precision mxfp8 needs Blackwell; the H100-SXM5-80GB has none; needs 75.1 GiB") == \
+        "precision mxfp8 needs Blackwell; the H100-SXM5-80GB has none; needs N GiB"
 
 
 @pytest.mark.parametrize("name, gpus, batch, fixed, first", [

@@ -70,6 +70,7 @@ def _dim(index, key, value):
 @pytest.mark.parametrize("edit, match", [
     (_top("nvlink_domain_gpus", 70), "nvlink_domain_gpus 70 must be a whole number of nodes of gpus_per_node 4 "
                                      r"\(e.g. 68 or 72\)"),
+    (_top("nvlink_domain_gpus", 2), r"nvlink_domain_gpus 2 must be a whole number of nodes of gpus_per_node 4 \(e.g. 4\)$"),
     (_top("nvlink_domain_gpus", -1), "nvlink_domain_gpus in the top level must be an integer ≥ 0"),
     (_top("nvlink_domain_gpus", 36), "the first tier 'nvlink' joins 72 GPUs but the NVLink domain has 36"),
     (_dim(0, "topology", "torus"), r"topology in \[\[dimensions\]\] #1 must be one of ring, switch, "

@@ -105,6 +105,7 @@ def test_llama_like_sizes_are_read_as_given(layers, heads, per_head, groups, ffn
     ('{"model_type": "llama",', "not valid JSON"),
     ("[1, 2]", "must hold a JSON object"),
     ('{"model_type": "t5"}', "model_type 't5' is not one autoplan reads"),
+    ('{"architectures": ["LlamaForCausalLM"]}', r"it gives no model_type \(LlamaForCausalLM\); supported: llama"),
     ('{"model_type": "llama", "hidden_size": 4096}', "missing key num_hidden_layers"),
     ('{"model_type": "llama", "num_hidden_layers": 2, "hidden_size": "4096"}', "hidden_size must be a positive"),
 ])

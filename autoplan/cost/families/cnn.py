@@ -22,7 +22,7 @@ parallelism), filter/channel collectives as ``tp`` (a split of the weights, like
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 
 from autoplan.cost import network
@@ -32,7 +32,7 @@ from autoplan.cost.memory import StageMemory, inflight_layer_chunks
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.cnn import WEIGHTED, CNNSpec, Layer
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy
+from autoplan.specs.strategy import SPLIT_BACKWARD, Strategy
 
 WEIGHT_BYTES = 4        # PyTorch AMP keeps fp32 weights (Micikevicius et al. 2018, mixed precision §3.1)
 GRADIENT_BYTES = 4      # fp32 gradients, all-reduced in fp32 by PyTorch DDP
@@ -421,6 +421,24 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
         out.append(f"ZeRO stage {s.zero} is not modelled for CNNs (PyTorch DDP); use zero 0")
     if s.uneven:
         out.append("uneven first/last pipeline stages are for transformers; CNN stages are balanced by time")
+    return out + _other_family_knobs(s)
+
+
+_OTHER_FAMILY_KNOBS = ("ep", "etp", "ep_overlap", "precision", "fp8_param_gather", "tp_comm_overlap", "cp_comm",
+                       "sharding")
+"""Knobs of the transformer, MoE and DLRM families that this module does not model: a CNN plan keeps their defaults."""
+
+
+def _other_family_knobs(s: Strategy) -> list[str]:
+    """Reasons a CNN plan sets a knob this module would silently ignore (it must be refused, not priced wrongly)."""
+    defaults = {f.name: f.default for f in fields(Strategy)}
+    out = [f"{k} {getattr(s, k)!r} is not modelled for CNNs (use {defaults[k]!r})" for k in _OTHER_FAMILY_KNOBS
+           if k in defaults and getattr(s, k) != defaults[k]]
+    if s.recompute == "modules":
+        out.append("recompute modules is MoE-specific; use recompute none or full")
+    if s.schedule in SPLIT_BACKWARD:
+        out.append(f"the {s.schedule} schedule splits the backward into input and weight gradients, not modelled "
+                   "for CNNs; use gpipe or 1f1b")
     return out
 
 
