@@ -92,6 +92,11 @@ class Context:
         return min(self.world, self.cluster.domain_gpus)
 
     @property
+    def rank0(self) -> bool:
+        """The bottom MLP runs on GPU 0 alone over the global batch (``DLRMSpec.bottom_mlp_placement``)."""
+        return self.spec.bottom_mlp_placement == "rank0" and self.world > 1
+
+    @property
     def batch(self) -> int:
         """Samples of one micro-batch over all GPUs."""
         return self.strategy.dp * self.strategy.micro_batch
@@ -148,10 +153,32 @@ def _interaction_times(cluster: ClusterSpec, spec: DLRMSpec, b: int) -> tuple[fl
 def context(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Context:
     """The dense-layer times of ``model`` at ``s``'s micro-batch, with the model and cluster."""
     spec, b = model.structure, s.micro_batch
-    bot = _mlp_times(cluster, spec.bottom_widths(), b)
+    # rank0: GPU 0 runs the bottom MLP over every GPU's samples (NVIDIA DLRM dlrm/model/distributed.py DistributedDlrm)
+    bottom_batch = b * s.dp if spec.bottom_mlp_placement == "rank0" else b
+    bot = _mlp_times(cluster, spec.bottom_widths(), bottom_batch)
     inter = tuple(x + y for x, y in zip(_interaction_times(cluster, spec, b), interaction_input_times(cluster, spec, b)))
     top = _mlp_times(cluster, spec.top_widths(), b)
     return Context(model, cluster, s, (bot[0], inter[0], top[0]), (bot[1], inter[1], top[1]))
+
+
+def bottom_output_bytes(ctx: Context) -> float:
+    """All-to-all bytes GPU 0 sends of the rank-0 bottom MLP's output: the global batch's (batch × width) fp16
+    activations, scattered to every GPU but the 1/world that stays on GPU 0 (NVIDIA DLRM DistributedDlrm sends the
+    bottom MLP output with the pooled embeddings in one all-to-all); 0 for a data-parallel bottom MLP."""
+    if not ctx.rank0:
+        return 0.0
+    return ctx.batch * ctx.spec.bottom_mlp[-1] * ACT_BYTES * (ctx.world - 1) / ctx.world
+
+
+def start_loads(ctx: Context) -> Loads:
+    """Loads before any table is placed: none, or with a rank-0 bottom MLP its output's all-to-all share."""
+    loads = Loads.empty(ctx.world, -(-ctx.world // ctx.node_size))
+    out = bottom_output_bytes(ctx)
+    if out:
+        loads.send[0] += out
+        for g in range(ctx.world):
+            loads.recv[g] += out / (ctx.world - 1) if g else 0.0   # each other GPU: its own samples' rows
+    return loads
 
 
 def node_gpus(ctx: Context, node: int) -> tuple[int, ...]:
@@ -236,11 +263,23 @@ def step_times(ctx: Context, loads: Loads) -> StepTimes:
     # the next batch's input distribution (indices) runs during this batch's dense layers (TorchRec
     # TrainPipelineSparseDist); only what exceeds them is exposed, at the end of the backward
     ids = policy.all_to_all(cl, everyone, max(loads.ids), pol)
-    hidden = bot_f + inter_f + top_f + bot_b + inter_b + top_b
-    fwd_a2a = max(0.0, comm - bot_f)
-    bwd_a2a = max(0.0, comm - bot_b) + max(0.0, ids - hidden)
     dense = ctx.spec.dense_params() + loads.dp_params
-    reduce = policy.all_reduce(cl, everyone, dense * GRAD_BYTES, pol) if world > 1 else 0.0
+    if ctx.rank0:
+        # GPU 0's bottom MLP (global batch) runs beside the other GPUs' lookups; the all-to-all carries its output,
+        # so it waits for it and nothing hides it (NVIDIA DLRM DistributedDlrm.forward: bottom MLP, then
+        # bottom_to_top all-to-all); backward mirrors it. Only GPU 0 holds the bottom MLP: no all-reduce of it.
+        look_f = max(max(loads.lookup_s), loads.lookup_s[0] + bot_f) + overhead
+        look_b = max(2 * max(loads.lookup_s), 2 * loads.lookup_s[0] + bot_b) + overhead
+        bot_f = bot_b = 0.0
+        hidden = inter_f + top_f + inter_b + top_b
+        fwd_a2a, bwd_a2a = comm, comm + max(0.0, ids - hidden)
+        reduced = dense - ctx.spec.bottom_params()
+    else:
+        hidden = bot_f + inter_f + top_f + bot_b + inter_b + top_b
+        fwd_a2a = max(0.0, comm - bot_f)
+        bwd_a2a = max(0.0, comm - bot_b) + max(0.0, ids - hidden)
+        reduced = dense
+    reduce = policy.all_reduce(cl, everyone, reduced * GRAD_BYTES, pol) if world > 1 else 0.0
     return StepTimes(fwd_compute=look_f + bot_f + inter_f + top_f, fwd_a2a=fwd_a2a,
                      bwd_compute=top_b + inter_b + bot_b + look_b, bwd_a2a=bwd_a2a, reduce=reduce,
                      optimizer=compute.optimizer_time(cl.gpu, dense, dense),

@@ -108,8 +108,7 @@ def _best(ctx: sh.Context, loads: sh.Loads, index: int, room: float) -> sh.Table
 
 def _start(ctx: sh.Context, room: float, kind: str | None) -> tuple[sh.Loads, dict[int, sh.TablePlan], list[str]]:
     """Tables placed in ``_order``: each as ``kind`` where allowed and placeable, else its greedy best."""
-    world = ctx.world
-    loads = sh.Loads.empty(world, -(-world // ctx.node_size))
+    loads = sh.start_loads(ctx)
     plans: dict[int, sh.TablePlan] = {}
     unplaced = []
     for i in _order(ctx):
@@ -128,6 +127,8 @@ def _start(ctx: sh.Context, room: float, kind: str | None) -> tuple[sh.Loads, di
 def search(ctx: sh.Context, room: float, local_search: bool = True) -> ShardingPlan:
     """Greedy placement in ``_order``, then sweeps that re-shard one table at a time while the step shrinks; with
     ``local_search`` also from every all-one-kind start (the best result wins, ties to the earlier start)."""
+    if ctx.rank0 and all(allowed_kinds(ctx, i) == ("table_wise",) for i in range(len(ctx.spec.tables))):
+        return nvidia_plan(ctx)
     starts: list[str | None] = [None]
     if local_search and ctx.strategy.sharding == "auto" and len(ctx.spec.tables) <= MULTI_START_TABLES:
         starts += list(SHARDINGS)
@@ -142,6 +143,36 @@ def search(ctx: sh.Context, room: float, local_search: bool = True) -> ShardingP
     _, loads, plans, unplaced = best
     tables = tuple(plans.get(i, sh.TablePlan("unplaced", ())) for i in range(len(ctx.spec.tables)))
     return ShardingPlan(tables, loads, sh.step_times(ctx, loads), tuple(unplaced))
+
+
+def nvidia_buckets(rows: tuple[int, ...], world: int) -> tuple[tuple[int, ...], ...]:
+    """Table indices per GPU as NVIDIA DLRM places them (dlrm/utils/distributed.py get_device_mapping and
+    distribute_to_buckets): above 4 GPUs GPU 0 (the bottom MLP's) holds no table; the tables, largest first (ties by
+    index), each go to the open bucket with the fewest rows (ties: the order the last stable sort left), a bucket
+    closing at ceil(tables / buckets) tables; closed buckets take the first GPUs in closing order, open ones follow."""
+    count = world - 1 if world > 4 else world
+    cap = -(-len(rows) // count)
+    buckets: list[list[int]] = [[] for _ in range(count)]
+    closed: list[list[int]] = []
+    for i in sorted(range(len(rows)), key=lambda j: (-rows[j], j)):
+        buckets[0].append(i)
+        if len(buckets[0]) == cap:
+            closed.append(buckets.pop(0))
+        buckets.sort(key=lambda b: sum(rows[j] for j in b))
+    out = [tuple(b) for b in closed + buckets]
+    return tuple([(), *out] if world > 4 else out)
+
+
+def nvidia_plan(ctx: sh.Context) -> ShardingPlan:
+    """Every table table-wise on the GPU NVIDIA's mapping gives it, whatever the memory (a plan that overflows a GPU
+    is flagged by the family's memory check)."""
+    owner = {i: g for g, bucket in enumerate(nvidia_buckets(tuple(t.rows for t in ctx.spec.tables), ctx.world))
+             for i in bucket}
+    loads = sh.start_loads(ctx)
+    tables = tuple(sh.TablePlan("table_wise", (owner[i],)) for i in range(len(ctx.spec.tables)))
+    for i, plan in enumerate(tables):
+        sh.apply(ctx, loads, i, plan)
+    return ShardingPlan(tables, loads, sh.step_times(ctx, loads))
 
 
 def _improve(ctx: sh.Context, loads: sh.Loads, plans: dict[int, sh.TablePlan], room: float) -> None:

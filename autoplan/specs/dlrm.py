@@ -9,6 +9,9 @@ from autoplan.errors import SpecError
 
 SHARDINGS = ("table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel")
 """How one embedding table is split over GPUs (TorchRec's ShardingType values, lower case)."""
+BOTTOM_MLP_PLACEMENTS = ("data_parallel", "rank0")
+"""Where the bottom MLP runs: data-parallel on every GPU (TorchRec), or on GPU 0 alone over the global batch with its
+output sent in the all-to-all (NVIDIA DeepLearningExamples PyTorch DLRM, dlrm/model/distributed.py DistributedDlrm)."""
 INTERACTIONS = ("dot", "dcn")
 """Feature interaction: pairwise dot products (DLRM) or DCN-v2 low-rank cross layers (Wang et al. 2021)."""
 MAX_ROWS = 2**40
@@ -86,6 +89,9 @@ class DLRMSpec:
     """Bytes per embedding value (4: fp32 tables, as the MLPerf reference trains them)."""
     global_batch: int = 65536
     """Samples per step when the command line gives none."""
+    bottom_mlp_placement: str = "data_parallel"
+    """One of BOTTOM_MLP_PLACEMENTS; ``rank0`` also places the tables by NVIDIA's get_device_mapping when every
+    table is table-wise (cost/sharding_search.py nvidia_buckets)."""
 
     def __post_init__(self) -> None:
         if not self.tables:
@@ -105,6 +111,9 @@ class DLRMSpec:
                             f"{self.bottom_mlp[-1]}, got dims {sorted(dims)}")
         if self.interaction == "dcn" and not (_positive_int(self.cross_layers) and _positive_int(self.cross_rank)):
             raise SpecError("DLRM dcn interaction needs positive cross_layers and cross_rank")
+        if self.bottom_mlp_placement not in BOTTOM_MLP_PLACEMENTS:
+            raise SpecError(f"DLRM bottom_mlp_placement {self.bottom_mlp_placement!r} is not one of "
+                            f"{', '.join(BOTTOM_MLP_PLACEMENTS)}")
         for key in ("dense_features", "embedding_bytes", "global_batch"):
             if not _positive_int(getattr(self, key)):
                 raise SpecError(f"DLRM {key} must be a positive integer, got {getattr(self, key)!r}")
@@ -137,6 +146,10 @@ class DLRMSpec:
             return 2.0 * self.features ** 2 * self.bottom_mlp[-1]
         # DCN-v2 low-rank cross layer: x0 ⊙ (U·(Vᵀ·x)) + x, two (W×r) GEMVs per layer (Wang et al. 2021, eq. 2)
         return self.cross_layers * 4.0 * self.interaction_width * self.cross_rank
+
+    def bottom_params(self) -> int:
+        """Weights and biases of the bottom MLP."""
+        return _mlp_params(self.bottom_widths())
 
     def dense_params(self) -> int:
         """Parameters of the MLPs and cross layers (trained data-parallel)."""
