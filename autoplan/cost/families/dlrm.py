@@ -140,12 +140,15 @@ def block_ops(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[str, 
     ctx = context(model, cluster, s)
     look = Op("embedding_lookup", 0.0, max(loads.lookup_b), max(loads.lookup_s))
     fwd, bwd = [look], [Op("embedding_update", 0.0, 2 * look.bytes, 2 * look.seconds)]
+    # a rank-0 bottom MLP runs on GPU 0 over every GPU's samples (NVIDIA DLRM DistributedDlrm)
+    rows = {"bottom": b * s.dp if spec.bottom_mlp_placement == "rank0" else b, "top": b}
     for part, widths in (("bottom", spec.bottom_widths()), ("top", spec.top_widths())):
+        b = rows[part]
         for i, (k, n) in enumerate(zip(widths, widths[1:])):
             flops = 2.0 * b * k * n
             fwd.append(Op(f"{part}_mlp.{i}", flops, 0.0, gemm_time(gpu, b, n, k)))
             bwd.append(Op(f"{part}_mlp.{i}.bwd", 2 * flops, 0.0, gemm_time(gpu, b, k, n) + gemm_time(gpu, k, n, b)))
-    inter = spec.interaction_flops() * b
+    inter = spec.interaction_flops() * rows["top"]
     fwd.append(Op("interaction", inter, 0.0, ctx.dense_fwd[1]))
     bwd.append(Op("interaction.bwd", 2 * inter, 0.0, ctx.dense_bwd[1]))
     return {"forward": tuple(fwd), "backward": tuple(bwd), "recompute": ()}
