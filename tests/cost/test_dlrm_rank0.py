@@ -115,3 +115,14 @@ def test_rank0_slows_an_eight_gpu_step_and_leaves_data_parallel_alone():
     one = _plan(1, 32768)
     assert (ss.search(sh.context(RANK0, A100, one), A100.gpu.hbm_bytes).times.total
             == pytest.approx(ss.search(sh.context(BASE, A100, one), A100.gpu.hbm_bytes).times.total))
+
+
+def test_block_ops_time_the_rank0_bottom_mlp_over_the_global_batch():
+    from autoplan.cost.families.dlrm import block_ops
+    s = _plan(8)
+    k, n = RANK0.structure.bottom_widths()[:2]
+    ops = {op.name: op for op in block_ops(RANK0, A100, s)["forward"]}
+    assert ops["bottom_mlp.0"].flops == pytest.approx(2.0 * s.global_batch * k * n)
+    base = {op.name: op for op in block_ops(BASE, A100, s)["forward"]}
+    assert base["bottom_mlp.0"].flops == pytest.approx(2.0 * s.micro_batch * k * n)
+    assert ops["top_mlp.0"].flops == base["top_mlp.0"].flops
