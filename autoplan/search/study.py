@@ -155,7 +155,12 @@ def sampled_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]
     executor = executor or SerialExecutor()
     known = known or {}
     multi = sampler == "nsga2"
-    study = study or optuna.create_study(directions=["maximize", "minimize"] if multi else ["maximize"])
+    # the sampler works on an in-memory study; each batch's finished trials go to ``study`` (a journal file
+    # or an RDB) in one write per trial: a trial told to a journal directly costs one fsync per parameter and
+    # attribute, most of a sampled search's time (cProfile: 42 s of fsync in 2,315 trials)
+    durable = study
+    study = optuna.create_study(directions=["maximize", "minimize"] if multi else ["maximize"])
+    copied = 0
     valid = len(plans)
     plans = distinct_plans(cluster, plans)
     dists = distributions(plans)
@@ -189,6 +194,10 @@ def sampled_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]
         stale = 0 if todo else stale + len(trials)
         for trial, plan in trials:
             _tell(study, trial, plan, seen, cluster, multi)
+        if durable is not None:
+            done = study.get_trials(deepcopy=False)
+            durable.add_trials(done[copied:])
+            copied = len(done)
         if progress:
             progress(len(seen), target, sorted((x for x in seen.values() if x.feasible), key=rank_key)[:top_k])
     board = sorted((e for e in seen.values() if e.feasible), key=rank_key)[:top_k]

@@ -130,9 +130,12 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
     c = step_costs(model, cluster, s)
     segments = c.segments
     shape = _Shape(s.schedule, p, s.micro_batches, v, segments, segment_reduce=c.segment_reduce is not None,
-                   param_gather=c.param_gather is not None, shard_gather=bool(c.shard_gather),
+                   param_gather=True, shard_gather=bool(c.shard_gather),
                    shard_reduce=bool(c.shard_reduce), reduce_all=c.reduce_all is not None, tied=c.tied is not None,
-                   final_gather=c.final_gather is not None, blocking_p2p=s.synchronous_p2p)
+                   final_gather=True, blocking_p2p=s.synchronous_p2p)
+    # the weight all-gathers (overlapped before the first forward, or after the optimizer) are always in the
+    # graph, lasting 0 s where the plan has none: a zero-length task moves no start or end, and plans differing
+    # only in those flags share one graph (the size-bounded cache holds a third as many graphs otherwise)
     g = _graph(shape)
     costs = c.passes
     last_vs = p * v - 1
@@ -161,14 +164,12 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
         cost[("optimizer", i)] = PassCost(c.optimizer[i], (("optimizer", c.optimizer[i]),))
         if c.reduce_all is not None:
             cost[("reduce_all", i)] = _comm(c.reduce_all[i])
-        if c.final_gather is not None:
-            cost[("final_gather", i)] = _comm(c.final_gather[i])
+        cost[("final_gather", i)] = _comm(c.final_gather[i] if c.final_gather is not None else 0.0)
     cost["hop"] = PassCost(c.hop, (("pp", c.hop),)) if shape.blocking_p2p else _comm(c.hop)
     cost["shard_gather"], cost["shard_reduce"] = _comm(c.shard_gather), _comm(c.shard_reduce)
     if c.segment_reduce is not None:
         cost["segment_reduce"] = _comm(c.segment_reduce)
-    if c.param_gather is not None:
-        cost["param_gather"] = _comm(c.param_gather)
+    cost["param_gather"] = _comm(c.param_gather if c.param_gather is not None else 0.0)
     if c.tied is not None:
         cost["tied"] = _comm(c.tied)
     slot_costs = [cost[k] for k in g.keys]

@@ -90,3 +90,18 @@ def test_unfused_accumulation_counts_the_last_stages_tied_embedding_copy(tiny_gp
     copy = tiny_gpt.vocab * tiny_gpt.hidden
     gpu = a100_64.gpu
     assert extra[3] - extra[1] > s.micro_batches * compute.memory_time(gpu, 10 * copy, kernels=0)
+
+
+@pytest.mark.parametrize("zero", [1, 2])
+def test_plans_differing_only_in_where_weights_gather_share_one_graph(tiny_gpt, a100_64, zero):
+    # overlapped gather before the first forward, gather after the optimizer, or none: one graph, the absent
+    # gathers lasting 0 s, so they move no start or end (checked against the step with none)
+    plans = [_interleaved(zero=zero, overlap_param_gather=flag) for flag in (True, False)]
+    lowered = [lower(tiny_gpt, a100_64, s) for s in plans]
+    assert lowered[0]._graph is lowered[1]._graph
+    for s in plans:
+        sim = simulate_step(tiny_gpt, a100_64, s)
+        tasks = sim.lowered.tasks
+        zero_length = [i for i, d in enumerate(tasks.duration) if d == 0.0 and tasks.kind[i] == "dp"]
+        assert zero_length
+        assert all(sim.timeline.end[i] == sim.timeline.start[i] for i in zero_length)
