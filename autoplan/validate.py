@@ -20,7 +20,6 @@ from autoplan.cost import network
 from autoplan.cost.families import violations as family_violations
 from autoplan.cost.memory import memory_per_stage
 from autoplan.errors import SpecError
-from autoplan.cost.families import cnn as cnn_family
 from autoplan.sim.simulate import evaluate, score
 from autoplan.specs.cnn import build
 from autoplan.specs.catalog import get_model, list_models
@@ -433,29 +432,43 @@ _CNN_KNOBS = ("dp", "pp", "spatial", "channel", "filter", "micro_batch", "global
               "overlap_grad_reduce")
 
 
+def _at_gpus(base: ClusterSpec, gpus: int) -> ClusterSpec:
+    """``base`` at ``gpus`` GPUs; a single-GPU measurement: one node holding only that GPU."""
+    return base.with_gpus(gpus) if gpus >= base.gpus_per_node else replace(base, gpus_per_node=gpus, nodes=1)
+
+
+def _check_knobs(strategy: dict, allowed: tuple[str, ...]) -> None:
+    unknown = sorted(set(strategy) - set(allowed))
+    if unknown:
+        raise SpecError(f"unknown strategy key(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+
+
+def _timed_case(case: dict, group: str, metric: str, model: ModelSpec, cluster: ClusterSpec, plan: Strategy,
+                predicted_of: Callable[[float], float]) -> CaseResult:
+    """The case's plan simulated: ``predicted_of(step seconds)`` against the measured ``metric``, or the reasons."""
+    measured = float(case["measured"][metric])
+    reasons = family_violations(model, cluster.gpus, plan)
+    if reasons:
+        return CaseResult(id=case["id"], group=group, metric=metric, measured=measured, predicted=None, plan=plan,
+                          note="; ".join(reasons))
+    e = evaluate(model, cluster, plan)
+    # a run that was measured ran: one the memory model says does not fit is timed anyway, and flagged
+    metrics = e.metrics or score(model, cluster, plan)
+    return CaseResult(id=case["id"], group=group, metric=metric, measured=measured,
+                      predicted=predicted_of(metrics.step_time), plan=plan,
+                      note="" if e.feasible else "over the memory model's capacity: " + "; ".join(e.violations))
+
+
 def run_cnn_case(case: dict) -> CaseResult:
     """Predict one CNN run: the case's plan on the case's cluster, the model built at the case's input size."""
     m, hw, st = case["model"], case["hardware"], case["strategy"]
     model = build(str(m["name"]), m["image_size"], m.get("dtype_bytes", 2))
-    base, gpus = load_cluster(str(hw.get("cluster", "abci-v100"))), hw["num_gpus"]
-    # a single-GPU measurement: one node holding only that GPU
-    cluster = base.with_gpus(gpus) if gpus >= base.gpus_per_node else replace(base, gpus_per_node=gpus, nodes=1)
-    unknown = sorted(set(st) - set(_CNN_KNOBS))
-    if unknown:
-        raise SpecError(f"unknown strategy key(s) {', '.join(unknown)}; allowed: {', '.join(_CNN_KNOBS)}")
+    cluster = _at_gpus(load_cluster(str(hw.get("cluster", "abci-v100"))), hw["num_gpus"])
+    _check_knobs(st, _CNN_KNOBS)
     plan = Strategy(**st)
-    reasons = cnn_family.violations(model, cluster.gpus, plan)
     metric = next(k for k in CNN_METRICS if k in case["measured"])
-    if reasons:
-        return CaseResult(id=case["id"], group=str(case.get("group", "CNN")), metric=metric,
-                          measured=float(case["measured"][metric]), predicted=None, plan=plan, note="; ".join(reasons))
-    e = evaluate(model, cluster, plan)
-    # a run that was measured ran: one the memory model says does not fit is timed anyway, and flagged
-    metrics = e.metrics or score(model, cluster, plan)
-    predicted = metrics.step_time / (plan.global_batch if metric == "seconds_per_sample" else 1)
-    return CaseResult(id=case["id"], group=str(case.get("group", "CNN")), metric=metric,
-                      measured=float(case["measured"][metric]), predicted=predicted, plan=plan,
-                      note="" if e.feasible else "over the memory model's capacity: " + "; ".join(e.violations))
+    per = plan.global_batch if metric == "seconds_per_sample" else 1
+    return _timed_case(case, str(case.get("group", "CNN")), metric, model, cluster, plan, lambda t: t / per)
 
 
 _DLRM_KNOBS = ("micro_batch", "global_batch", "sharding")
@@ -495,31 +508,18 @@ def dlrm_cluster(hw: dict) -> ClusterSpec:
         gpu = replace(gpu, hbm_bytes=float(hw["hbm_gib"]) * 2**30)
     if hw.get("hbm_bandwidth_gb_per_s"):
         gpu = replace(gpu, hbm_bandwidth=float(hw["hbm_bandwidth_gb_per_s"]) * 1e9)
-    base = replace(base, gpu=gpu)
-    # a single-GPU measurement: one node holding only that GPU
-    return base.with_gpus(gpus) if gpus >= base.gpus_per_node else replace(base, gpus_per_node=gpus, nodes=1)
+    return _at_gpus(replace(base, gpu=gpu), gpus)
 
 
 def run_dlrm_case(case: dict) -> CaseResult:
     """Predict one DLRM run: samples per second of the case's plan (MLPs data-parallel on every GPU)."""
     m, hw, st = case["model"], case["hardware"], case["strategy"]
     model, cluster = dlrm_model(m), dlrm_cluster(hw)
-    unknown = sorted(set(st) - set(_DLRM_KNOBS))
-    if unknown:
-        raise SpecError(f"unknown strategy key(s) {', '.join(unknown)}; allowed: {', '.join(_DLRM_KNOBS)}")
+    _check_knobs(st, _DLRM_KNOBS)
     gpus = cluster.gpus
     plan = Strategy(dp=gpus, **{"micro_batch": st["global_batch"] // gpus, **st})
-    group, measured = str(case.get("group", "DLRM")), float(case["measured"]["samples_per_s"])
-    reasons = family_violations(model, gpus, plan)
-    if reasons:
-        return CaseResult(id=case["id"], group=group, metric="samples_per_s", measured=measured, predicted=None,
-                          plan=plan, note="; ".join(reasons))
-    e = evaluate(model, cluster, plan)
-    # a run that was measured ran: one the memory model says does not fit is timed anyway, and flagged
-    metrics = e.metrics or score(model, cluster, plan)
-    return CaseResult(id=case["id"], group=group, metric="samples_per_s", measured=measured,
-                      predicted=plan.global_batch / metrics.step_time, plan=plan,
-                      note="" if e.feasible else "over the memory model's capacity: " + "; ".join(e.violations))
+    return _timed_case(case, str(case.get("group", "DLRM")), "samples_per_s", model, cluster, plan,
+                       lambda t: plan.global_batch / t)
 
 
 def _guarded(run: Callable[..., T], item: dict, what: str, *args: object) -> T:
