@@ -7,7 +7,6 @@ import gzip
 import json
 import re
 import shutil
-import time
 
 from autoplan.report.html import MAX_BARS, timeline_figure
 from autoplan.report.write import write_report
@@ -72,9 +71,7 @@ def test_report_regenerates(small_run, tmp_path):
     shutil.copytree(small_run, folder)
     for name in ("report.html", "best_plan.json", "trace_rank1.json.gz"):
         (folder / name).unlink()
-    t0 = time.perf_counter()
     paths = write_report(load_run(folder))
-    assert time.perf_counter() - t0 < 10
     assert {p.name for p in paths} >= {"report.html", "best_plan.json", "trace_rank1.json.gz"}
     assert (folder / "report.html").read_text().count('class="plotly-graph-div"') == len(PLOTS)
 
