@@ -105,7 +105,8 @@ class DLRMSpec:
     default (no quantised comms); 2 where the code casts the pooled embeddings to the AMP dtype before the all-to-all
     (NVIDIA DeepLearningExamples DLRMs: PyTorch dlrm/nn/parts.py DlrmBottom.forward ``.half()`` before BottomToTop's
     all_to_all; TF2 distributed-embeddings dist_model_parallel.py ``_call_base`` casts to compute_dtype before
-    hvd.alltoall)."""
+    hvd.alltoall). The cast itself stays priced at the interaction input on the receiving GPU (cost/sharding.py
+    interaction_input_times): the owner's cast of its tables' global batch moves about as many bytes."""
 
     def __post_init__(self) -> None:
         if not self.tables:
