@@ -472,12 +472,14 @@ def run_cnn_case(case: dict) -> CaseResult:
 
 
 _DLRM_KNOBS = ("micro_batch", "global_batch", "sharding")
+_DLRM_AS_RUN = ("bottom_mlp_placement", "table_placement", "pooled_comm_bytes")
 _DLRM_HARDWARE = ("cluster", "num_gpus", "gpu", "hbm_gib", "hbm_bandwidth_gb_per_s")
 
 
 def dlrm_model(m: dict) -> ModelSpec:
     """The catalog DLRM ``m['name']``, its tables' rows scaled by one factor to ``m['embedding_params']`` if given,
-    its bottom MLP placed as ``m['bottom_mlp_placement']`` if given.
+    its bottom MLP, tables and all-to-all as ``m['bottom_mlp_placement']``, ``m['table_placement']`` and
+    ``m['pooled_comm_bytes']`` say if given.
 
     The frequency-thresholded Criteo 1TB variants of NVIDIA's DLRM (FL=15/3/2) publish only their total embedding
     size, not per-table rows: scaling the MLPerf table sizes uniformly to that total is this file's assumption."""
@@ -485,10 +487,12 @@ def dlrm_model(m: dict) -> ModelSpec:
     if dlrm_of(base) is None:
         raise SpecError(f"model {base.name!r} is not a DLRM (family {base.family!r})")
     spec = base.structure
-    if m.get("bottom_mlp_placement"):
-        # where the source's code runs the bottom MLP (specs/dlrm.py BOTTOM_MLP_PLACEMENTS)
-        spec = replace(spec, bottom_mlp_placement=str(m["bottom_mlp_placement"]))
-        base = replace(base, name=f"{base.name}+{spec.bottom_mlp_placement}", structure=spec)
+    # how the source's code runs the model: where the bottom MLP runs, how it places the tables, what the all-to-all
+    # carries (specs/dlrm.py BOTTOM_MLP_PLACEMENTS, TABLE_PLACEMENTS, DLRMSpec.pooled_comm_bytes)
+    for key in _DLRM_AS_RUN:
+        if key in m:
+            spec = replace(spec, **{key: m[key]})
+            base = replace(base, name=f"{base.name}+{key}={m[key]}", structure=spec)
     if not m.get("embedding_params"):
         return base
     k = float(m["embedding_params"]) / sum(t.params for t in spec.tables)

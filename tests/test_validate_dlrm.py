@@ -22,29 +22,35 @@ def test_every_dlrm_case_loads_and_is_predicted(report):
 
 
 def test_dlrm_runs_are_predicted_within_the_documented_band(report):
-    # 7 NVIDIA DeepLearningExamples DLRM runs on DGX A100 (AMP; 5 PyTorch, 2 TensorFlow 2): mean |error| 13.9 %,
-    # max 50.0 % (19.7 % / 50.0 % before the PyTorch runs' rank-0 bottom MLP; 46.2 % / 75.7 % before the element-wise
-    # ops); the 1-GPU runs within 6 %, the PyTorch 8-GPU runs 11-13 % too slow, the TF2 8-GPU run 50 % too fast
-    # (README, DLRM section); the band fails on any regression beyond it
+    # 7 NVIDIA DeepLearningExamples DLRM runs on DGX A100 (AMP; 5 PyTorch, 2 TensorFlow 2): mean |error| 13.5 %,
+    # max 74.9 % (13.9 % / 50.0 % before the all-to-all carried fp16 and TF2 placed its tables memory_balanced;
+    # 19.7 % / 50.0 % before the PyTorch runs' rank-0 bottom MLP; 46.2 % / 75.7 % before the element-wise ops);
+    # the 1-GPU runs within 6 %, the PyTorch 8-GPU runs 1-5 % too slow, the TF2 8-GPU run 75 % too fast, its plan
+    # as run (README, DLRM section); the band fails on any regression beyond it
     s = Report.summary(report.dlrm)
     assert s["n"] == 7
-    assert s["mean_abs_pct"] < 15.0 and s["max_abs_pct"] < 52.0
+    assert s["mean_abs_pct"] < 14.0 and s["max_abs_pct"] < 77.0
     pytorch = Report.summary([c for c in report.dlrm if not c.id.startswith("dle-tf2")])
-    assert pytorch["n"] == 5 and pytorch["mean_abs_pct"] < 10.0 and pytorch["max_abs_pct"] < 14.5
+    assert pytorch["n"] == 5 and pytorch["mean_abs_pct"] < 4.0 and pytorch["max_abs_pct"] < 5.5
     one_gpu = [c for c in report.dlrm if "-1gpu-" in c.id]
     assert len(one_gpu) == 3 and all(abs(c.error_pct) < 6.5 for c in one_gpu)
     eight = [c for c in report.dlrm if "-8gpu-" in c.id]
-    assert all(-14.5 < c.error_pct < 0 for c in eight if not c.id.startswith("dle-tf2"))
+    assert all(-5.5 < c.error_pct < 0 for c in eight if not c.id.startswith("dle-tf2"))
     assert all(c.error_pct > 0 for c in eight if c.id.startswith("dle-tf2"))
 
 
-def test_the_pytorch_runs_place_the_bottom_mlp_on_gpu_0_as_their_code_does():
-    # NVIDIA's PyTorch DLRM (dlrm/model/distributed.py DistributedDlrm) runs the bottom MLP on GPU 0; the TF2 runs keep
-    # the data-parallel default (their code was not checked for it)
+def test_every_run_is_planned_as_its_code_runs_it():
+    # NVIDIA's PyTorch DLRM (dlrm/model/distributed.py DistributedDlrm) runs the bottom MLP on GPU 0 and places the
+    # tables by get_device_mapping; the TF2 one (nn/sparse_model.py) keeps the bottom MLP data-parallel and places
+    # the tables with distributed-embeddings' memory_balanced strategy; both cast the pooled embeddings to fp16 for
+    # the all-to-all (dlrm/nn/parts.py; dist_model_parallel.py _call_base)
     from autoplan.validate import load
     for case in load(None)["dlrm_cases"]:
-        placement = dlrm_model(case["model"]).structure.bottom_mlp_placement
-        assert placement == ("data_parallel" if case["id"].startswith("dle-tf2") else "rank0"), case["id"]
+        spec = dlrm_model(case["model"]).structure
+        tf2 = case["id"].startswith("dle-tf2")
+        assert spec.bottom_mlp_placement == ("data_parallel" if tf2 else "rank0"), case["id"]
+        assert spec.table_placement == ("memory_balanced" if tf2 and "-8gpu-" in case["id"] else "planner"), case["id"]
+        assert spec.pooled_comm_bytes == 2, case["id"]
 
 
 def test_dlrm_group_does_not_enter_the_transformer_summary(report):
@@ -89,6 +95,10 @@ _OK = "{id: d, model: {name: dlrm-criteo}, hardware: {num_gpus: 8}, strategy: {g
      "DLRM case 'd': model 'gpt3-175b' is not a DLRM"),
     ("{id: d, model: {name: dlrm-criteo}, hardware: {num_gpus: 8, nics: 2}, strategy: {global_batch: 8}, "
      "measured: {samples_per_s: 1}}", "unknown hardware key(s) nics"),
+    ("{id: d, model: {name: dlrm-criteo, pooled_comm_bytes: 0}, hardware: {num_gpus: 8}, strategy: {global_batch: 8},"
+     " measured: {samples_per_s: 1}}", "DLRM case 'd': DLRM pooled_comm_bytes must be a positive integer, got 0"),
+    ("{id: d, model: {name: dlrm-criteo, table_placement: snake}, hardware: {num_gpus: 8}, "
+     "strategy: {global_batch: 8}, measured: {samples_per_s: 1}}", "table_placement 'snake' is not one of planner"),
 ])
 def test_malformed_dlrm_cases_name_what_is_wrong(tmp_path, case, needle):
     path = tmp_path / "v.yaml"

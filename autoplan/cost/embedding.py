@@ -15,7 +15,8 @@ from autoplan.specs.dlrm import EmbeddingTable
 ID_BYTES = 8
 """Bytes per lookup index (TorchRec KeyedJaggedTensor int64 values)."""
 POOLED_BYTES = 4
-"""Bytes per value of a pooled embedding or its gradient in the all-to-all (fp32, no quantised comms)."""
+"""Bytes per value of a pooled embedding as the lookup kernel writes it (fp32, the tables' precision); what the
+all-to-all carries is ``DLRMSpec.pooled_comm_bytes``."""
 ROW_STATE_BYTES = 4
 """Optimizer state per table row: FBGEMM's fused exact row-wise Adagrad keeps one fp32 per row."""
 CW_WIDTH = 32

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from autoplan.cost import compute, network, policy
-from autoplan.cost.embedding import ID_BYTES, POOLED_BYTES, lookup_bytes, lookup_seconds, shard_bytes, shards_of
+from autoplan.cost.embedding import ID_BYTES, lookup_bytes, lookup_seconds, shard_bytes, shards_of
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.dlrm import DLRMSpec
 from autoplan.specs.model import ModelSpec
@@ -192,17 +192,20 @@ def apply(ctx: Context, loads: Loads, index: int, plan: TablePlan, sign: float =
     table = ctx.spec.tables[index]
     gpu, e, world, batch = ctx.cluster.gpu, ctx.spec.embedding_bytes, ctx.world, ctx.batch
     local = batch / world
+    # bytes per pooled value on the wire: fp32, or the AMP dtype where the code casts before the all-to-all
+    # (DLRMSpec.pooled_comm_bytes)
+    pooled = ctx.spec.pooled_comm_bytes
     for sh in shards_of(table, index, plan.kind, plan.gpus, world, batch):
         loads.lookup_s[sh.gpu] += sign * lookup_seconds(gpu, sh, e)
         loads.lookup_b[sh.gpu] += sign * lookup_bytes(sh, e)
         loads.memory[sh.gpu] += sign * shard_bytes(sh, e)
         if plan.kind in ("table_wise", "column_wise"):
             # the owner sends every sample's pooled vector but the 1/world that stays on it (TorchRec TW/CW a2a)
-            loads.send[sh.gpu] += sign * sh.outputs * sh.width * POOLED_BYTES * (world - 1) / world
+            loads.send[sh.gpu] += sign * sh.outputs * sh.width * pooled * (world - 1) / world
             loads.ids[sh.gpu] += sign * table.pooling * batch * ID_BYTES * (world - 1) / world
         elif plan.kind == "table_row_wise":
             # after the node's reduce-scatter each member holds 1/k of the pooled vectors and sends them on
-            loads.send[sh.gpu] += sign * batch * table.dim * POOLED_BYTES / len(plan.gpus) * (world - 1) / world
+            loads.send[sh.gpu] += sign * batch * table.dim * pooled / len(plan.gpus) * (world - 1) / world
             loads.ids[sh.gpu] += sign * sh.lookups * ID_BYTES
         elif plan.kind == "row_wise":
             loads.ids[sh.gpu] += sign * sh.lookups * ID_BYTES
@@ -210,12 +213,12 @@ def apply(ctx: Context, loads: Loads, index: int, plan: TablePlan, sign: float =
             loads.memory[sh.gpu] += sign * table.params * GRAD_BYTES       # a dense gradient of the whole table
     if plan.kind != "data_parallel":
         for g in range(world):
-            loads.recv[g] += sign * local * table.dim * POOLED_BYTES * (world - 1) / world
+            loads.recv[g] += sign * local * table.dim * pooled * (world - 1) / world
     if plan.kind == "row_wise":
-        loads.row_wise += sign * batch * table.dim * POOLED_BYTES
+        loads.row_wise += sign * batch * table.dim * pooled
     elif plan.kind == "table_row_wise":
         node = plan.gpus[0] // ctx.node_size
-        loads.node_rs_by_node[node] += sign * batch * table.dim * POOLED_BYTES
+        loads.node_rs_by_node[node] += sign * batch * table.dim * pooled
         loads.node_rs = max(loads.node_rs_by_node)
     elif plan.kind == "data_parallel":
         loads.dp_params += sign * table.params

@@ -127,8 +127,12 @@ def _start(ctx: sh.Context, room: float, kind: str | None) -> tuple[sh.Loads, di
 def search(ctx: sh.Context, room: float, local_search: bool = True) -> ShardingPlan:
     """Greedy placement in ``_order``, then sweeps that re-shard one table at a time while the step shrinks; with
     ``local_search`` also from every all-one-kind start (the best result wins, ties to the earlier start)."""
-    if ctx.rank0 and all(allowed_kinds(ctx, i) == ("table_wise",) for i in range(len(ctx.spec.tables))):
-        return nvidia_plan(ctx)
+    if all(allowed_kinds(ctx, i) == ("table_wise",) for i in range(len(ctx.spec.tables))):
+        if ctx.rank0:
+            return nvidia_plan(ctx)
+        if ctx.spec.table_placement == "memory_balanced":
+            sizes = tuple(t.rows * t.dim for t in ctx.spec.tables)
+            return fixed_plan(ctx, memory_balanced_buckets(sizes, ctx.world))
     starts: list[str | None] = [None]
     if local_search and ctx.strategy.sharding == "auto" and len(ctx.spec.tables) <= MULTI_START_TABLES:
         starts += list(SHARDINGS)
@@ -163,11 +167,25 @@ def nvidia_buckets(rows: tuple[int, ...], world: int) -> tuple[tuple[int, ...], 
     return tuple([(), *out] if world > 4 else out)
 
 
+def memory_balanced_buckets(sizes: tuple[int, ...], world: int) -> tuple[tuple[int, ...], ...]:
+    """Table indices per GPU as distributed-embeddings' ``memory_balanced`` strategy deals them (NVIDIA-Merlin
+    distributed-embeddings dist_model_parallel.py DistEmbeddingStrategy.apply_stragety): the tables sorted by
+    ``sizes`` (elements) descending, ties to the larger index, dealt forth and back over the GPUs, so that GPU i takes
+    places i, 2w-1-i, 2w+i, 4w-1-i, ... of that order (w GPUs); table counts differ by at most 1."""
+    ranked = [i for _, i in sorted(zip(sizes, range(len(sizes))), reverse=True)]
+    return tuple(tuple(ranked[g::2 * world] + ranked[2 * world - 1 - g::2 * world]) for g in range(world))
+
+
 def nvidia_plan(ctx: sh.Context) -> ShardingPlan:
     """Every table table-wise on the GPU NVIDIA's mapping gives it, whatever the memory (a plan that overflows a GPU
     is flagged by the family's memory check)."""
-    owner = {i: g for g, bucket in enumerate(nvidia_buckets(tuple(t.rows for t in ctx.spec.tables), ctx.world))
-             for i in bucket}
+    return fixed_plan(ctx, nvidia_buckets(tuple(t.rows for t in ctx.spec.tables), ctx.world))
+
+
+def fixed_plan(ctx: sh.Context, buckets: tuple[tuple[int, ...], ...]) -> ShardingPlan:
+    """Every table table-wise on the GPU whose bucket holds it, whatever the memory (a plan that overflows a GPU is
+    flagged by the family's memory check)."""
+    owner = {i: g for g, bucket in enumerate(buckets) for i in bucket}
     loads = sh.start_loads(ctx)
     tables = tuple(sh.TablePlan("table_wise", (owner[i],)) for i in range(len(ctx.spec.tables)))
     for i, plan in enumerate(tables):

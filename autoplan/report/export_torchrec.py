@@ -12,6 +12,21 @@ from autoplan.specs.strategy import Strategy
 
 _KERNEL = "fused"
 """TorchRec EmbeddingComputeKernel for tables in HBM with the optimizer fused into the backward (FBGEMM TBE)."""
+_COMM_TYPES = {2: "FP16", 1: "FP8"}
+"""TorchRec CommType of a pooled-embedding all-to-all at ``DLRMSpec.pooled_comm_bytes`` bytes a value (4: fp32, TorchRec's
+default, needs no codec; torchrec/distributed/fbgemm_qcomm_codec.py QCommsConfig)."""
+
+
+def qcomm_lines(model: ModelSpec) -> list[str]:
+    """The quantised-comms codec that makes TorchRec's all-to-all carry what the plan assumed; none for fp32."""
+    comm = _COMM_TYPES.get(model.structure.pooled_comm_bytes)
+    if comm is None:
+        return []
+    return ["from torchrec.distributed.fbgemm_qcomm_codec import CommType, QCommsConfig, get_qcomm_codecs_registry",
+            f"# the plan's all-to-all carries {model.structure.pooled_comm_bytes}-byte pooled values: pass to "
+            "EmbeddingBagCollectionSharder(qcomm_codecs_registry=...)",
+            "qcomm_codecs_registry = get_qcomm_codecs_registry(QCommsConfig(forward_precision=CommType."
+            f"{comm}, backward_precision=CommType.{comm}))", ""]
 
 
 def _ranks(gpus: tuple[int, ...], world: int) -> str:
@@ -42,7 +57,7 @@ def torchrec_text(model: ModelSpec, cluster: ClusterSpec, s: Strategy, header: s
               f"--batch_size {s.micro_batch}  # samples per rank; global batch {s.global_batch}"
               + (f" over {s.micro_batches} accumulated micro-batches" if s.micro_batches > 1 else ""),
               "from torchrec.distributed.planner.types import ParameterConstraints", "",
-              "constraints = {"]
+              *qcomm_lines(model), "constraints = {"]
     for r in rows:
         lines.append(f'    "{r["table"]}": ParameterConstraints(sharding_types=["{r["sharding"]}"], '
                      f'compute_kernels=["{_KERNEL}"], pooling_factors=[{r["pooling"]:g}]),')

@@ -12,6 +12,12 @@ SHARDINGS = ("table_wise", "row_wise", "column_wise", "table_row_wise", "data_pa
 BOTTOM_MLP_PLACEMENTS = ("data_parallel", "rank0")
 """Where the bottom MLP runs: data-parallel on every GPU (TorchRec), or on GPU 0 alone over the global batch with its
 output sent in the all-to-all (NVIDIA DeepLearningExamples PyTorch DLRM, dlrm/model/distributed.py DistributedDlrm)."""
+TABLE_PLACEMENTS = ("planner", "memory_balanced")
+"""How whole tables go to GPUs when every table is table-wise: the planner's choice (cost/sharding_search.py), or
+distributed-embeddings' ``memory_balanced`` strategy (largest first, dealt to the GPUs forth and back; NVIDIA-Merlin
+distributed-embeddings dist_model_parallel.py DistEmbeddingStrategy.apply_stragety, as the NVIDIA DeepLearningExamples
+TensorFlow 2 DLRM runs it: nn/sparse_model.py, main.py --dist_strategy default). A ``rank0`` bottom MLP places the
+tables by NVIDIA's PyTorch get_device_mapping instead."""
 INTERACTIONS = ("dot", "dcn")
 """Feature interaction: pairwise dot products (DLRM) or DCN-v2 low-rank cross layers (Wang et al. 2021)."""
 MAX_ROWS = 2**40
@@ -92,6 +98,15 @@ class DLRMSpec:
     bottom_mlp_placement: str = "data_parallel"
     """One of BOTTOM_MLP_PLACEMENTS; ``rank0`` also places the tables by NVIDIA's get_device_mapping when every
     table is table-wise (cost/sharding_search.py nvidia_buckets)."""
+    table_placement: str = "planner"
+    """One of TABLE_PLACEMENTS (applies when every table is table-wise and the bottom MLP is data-parallel)."""
+    pooled_comm_bytes: int = 4
+    """Bytes per pooled-embedding value (and its gradient) in the all-to-all and reduce-scatters: 4, TorchRec's fp32
+    default (no quantised comms); 2 where the code casts the pooled embeddings to the AMP dtype before the all-to-all
+    (NVIDIA DeepLearningExamples DLRMs: PyTorch dlrm/nn/parts.py DlrmBottom.forward ``.half()`` before BottomToTop's
+    all_to_all; TF2 distributed-embeddings dist_model_parallel.py ``_call_base`` casts to compute_dtype before
+    hvd.alltoall). The cast itself stays priced at the interaction input on the receiving GPU (cost/sharding.py
+    interaction_input_times): the owner's cast of its tables' global batch moves about as many bytes."""
 
     def __post_init__(self) -> None:
         if not self.tables:
@@ -114,7 +129,12 @@ class DLRMSpec:
         if self.bottom_mlp_placement not in BOTTOM_MLP_PLACEMENTS:
             raise SpecError(f"DLRM bottom_mlp_placement {self.bottom_mlp_placement!r} is not one of "
                             f"{', '.join(BOTTOM_MLP_PLACEMENTS)}")
-        for key in ("dense_features", "embedding_bytes", "global_batch"):
+        if self.table_placement not in TABLE_PLACEMENTS:
+            raise SpecError(f"DLRM table_placement {self.table_placement!r} is not one of {', '.join(TABLE_PLACEMENTS)}")
+        if self.table_placement != "planner" and self.bottom_mlp_placement == "rank0":
+            raise SpecError(f"DLRM table_placement {self.table_placement!r} needs a data-parallel bottom MLP: a rank0 "
+                            "bottom MLP places the tables by NVIDIA's get_device_mapping")
+        for key in ("dense_features", "embedding_bytes", "global_batch", "pooled_comm_bytes"):
             if not _positive_int(getattr(self, key)):
                 raise SpecError(f"DLRM {key} must be a positive integer, got {getattr(self, key)!r}")
 
@@ -179,7 +199,7 @@ def dlrm_from_data(data: object, where: str) -> DLRMSpec:
     if not isinstance(data, dict):
         raise SpecError(f"{where}: dlrm must be a table, got {data!r:.60}")
     allowed = {"tables", "dense_features", "bottom_mlp", "top_mlp", "interaction", "cross_layers", "cross_rank",
-               "embedding_bytes", "global_batch"}
+               "embedding_bytes", "global_batch", "pooled_comm_bytes", "table_placement"}
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise SpecError(f"{where}: unknown dlrm key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
