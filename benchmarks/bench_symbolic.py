@@ -82,7 +82,7 @@ def agreement(model, cluster, plans) -> tuple[list[str], float]:
     sim = [e.metrics.step_time for e in feasible]
     best = min(range(len(sim)), key=lambda i: (sim[i], feasible[i].strategy.short()))
     rows = []
-    for weights in ("shape", "balance"):
+    for weights in ("shape", "balance", "launch"):
         sym, seconds = _timed(lambda: [symbolic_cost(model, cluster, e.strategy, weights) for e in feasible])
         per_sym = seconds / len(feasible)
         # the symbolic ranking as the search orders it (ties broken by order_key), and the tied plans
