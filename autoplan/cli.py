@@ -402,9 +402,11 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
                    "simulate only the top plans for their figures.")
 @click.option("--prefilter", type=_FinitePercent(), default=None,
               help="Simulate only the symbolic best K %% of the plans that fit (at least --top).")
-@click.option("--symbolic-weights", type=click.Choice(["balance", "shape"]), default="balance", show_default=True,
+@click.option("--symbolic-weights", type=click.Choice(["balance", "shape", "launch"]), default="balance",
+              show_default=True,
               help="How the symbolic cost weighs a byte over a network tier against a FLOP: balance = peak "
-                   "FLOP/s over the tier's bandwidth (datasheet), shape = 1 (topology shape only).")
+                   "FLOP/s over the tier's bandwidth (datasheet), shape = 1 (topology shape only), launch = "
+                   "balance plus each kernel launch at the spec's kernel overhead × peak FLOP/s (calibrated).")
 @click.option("--json", "as_json", is_flag=True, help="Print the leaderboard as JSON.")
 @friendly
 def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: str, top: int, out: str,

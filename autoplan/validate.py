@@ -447,22 +447,24 @@ def _timed_case(case: dict, group: str, metric: str, model: ModelSpec, cluster: 
                 predicted_of: Callable[[float], float]) -> CaseResult:
     """The case's plan simulated: ``predicted_of(step seconds)`` against the measured ``metric``, or the reasons."""
     measured = float(case["measured"][metric])
+    gap = " ".join(str(case.get("known_gap") or "").split())
     reasons = family_violations(model, cluster.gpus, plan)
     if reasons:
         return CaseResult(id=case["id"], group=group, metric=metric, measured=measured, predicted=None, plan=plan,
-                          note="; ".join(reasons))
+                          note="; ".join(reasons), known_gap=gap)
     e = evaluate(model, cluster, plan)
     # a run that was measured ran: one the memory model says does not fit is timed anyway, and flagged
     metrics = e.metrics or score(model, cluster, plan)
     return CaseResult(id=case["id"], group=group, metric=metric, measured=measured,
                       predicted=predicted_of(metrics.step_time), plan=plan,
-                      note="" if e.feasible else "over the memory model's capacity: " + "; ".join(e.violations))
+                      note="" if e.feasible else "over the memory model's capacity: " + "; ".join(e.violations),
+                      known_gap=gap)
 
 
 def run_cnn_case(case: dict) -> CaseResult:
     """Predict one CNN run: the case's plan on the case's cluster, the model built at the case's input size."""
     m, hw, st = case["model"], case["hardware"], case["strategy"]
-    model = build(str(m["name"]), m["image_size"], m.get("dtype_bytes", 2))
+    model = build(str(m["name"]), m["image_size"], m.get("dtype_bytes", 2), str(m.get("framework", "pytorch")))
     cluster = _at_gpus(load_cluster(str(hw.get("cluster", "abci-v100"))), hw["num_gpus"])
     _check_knobs(st, _CNN_KNOBS)
     plan = Strategy(**st)

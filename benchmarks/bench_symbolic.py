@@ -2,8 +2,9 @@
 pre-filtering by it save?
 
 For every registered model family's cases: every distinct plan of its search space that fits is simulated
-(the reference ranking) and scored symbolically with both tier weightings (``shape``: a byte weighs a FLOP,
-only the topology's shape is kept; ``balance``: a byte over tier k weighs peak FLOP/s ÷ its bandwidth).
+(the reference ranking) and scored symbolically with each weighting (``shape``: a byte weighs a FLOP, only the
+topology's shape is kept; ``balance``: a byte over tier k weighs peak FLOP/s ÷ its bandwidth; ``launch``: balance
+plus each kernel launch at the spec's kernel overhead × peak FLOP/s).
 Printed per case and weighting: Kendall's τ-b between the two rankings, how many of the simulator's top 10 are
 in the symbolic top 10, the symbolic rank of the simulator's best plan, and how much slower (simulated) the
 symbolic best is than the true best.
@@ -82,7 +83,7 @@ def agreement(model, cluster, plans) -> tuple[list[str], float]:
     sim = [e.metrics.step_time for e in feasible]
     best = min(range(len(sim)), key=lambda i: (sim[i], feasible[i].strategy.short()))
     rows = []
-    for weights in ("shape", "balance"):
+    for weights in ("shape", "balance", "launch"):
         sym, seconds = _timed(lambda: [symbolic_cost(model, cluster, e.strategy, weights) for e in feasible])
         per_sym = seconds / len(feasible)
         # the symbolic ranking as the search orders it (ties broken by order_key), and the tied plans

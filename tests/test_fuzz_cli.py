@@ -285,7 +285,7 @@ def test_search_cost_options_and_resume(data):
     model = data.draw(st.sampled_from(sorted(SEARCH_MODELS)))
     cost = data.draw(st.sampled_from(["sim", "symbolic"]))
     prefilter = data.draw(st.sampled_from([None, None, "10", "100", "0", "nan", "-5", "x"]))
-    weights = data.draw(st.sampled_from(["balance", "shape", "hardware"]))
+    weights = data.draw(st.sampled_from(["balance", "shape", "launch", "hardware"]))
     args = ["search", "--model", model, "--gpus", "8", *SEARCH_MODELS[model], "--cost", cost, "--symbolic-weights",
             weights, "--sampler", data.draw(st.sampled_from(["exhaustive", "random"])), "--budget", "8", "--top", "3",
             "--workers", "0", "--out", str(WORK / "costs"), "--json"] + (["--prefilter", prefilter] if prefilter else [])

@@ -180,12 +180,15 @@ def test_malformed_validation_files_name_what_is_wrong(tmp_path, text, needle):
 
 
 def test_cnn_oracle_runs_are_predicted_within_the_documented_band(report):
-    # 11 measured ChainerMN runs of the CNN oracle's authors (public.yaml cnn_cases); README: 22.5 % mean
+    # 11 measured ChainerMN runs of the CNN oracle's authors (public.yaml cnn_cases); README: 5.5 % mean over the 9
+    # counted, the ResNet-50 dp256 run (input-bound) and the CosmoFlow profile (does not fit one V100) known gaps
     assert len(report.cnn) == 11 and all(c.predicted is not None for c in report.cnn)
+    gaps = {c.id for c in report.cnn if c.known_gap}
+    assert gaps == {"paradl-resnet50-dp256", "oracle-profile-cosmoflow"}
     s = Report.summary(report.cnn)
-    assert s["mean_abs_pct"] < 25.0
-    data_parallel = Report.summary([c for c in report.cnn if c.id.startswith("paradl-") and "dp256" not in c.id])
-    assert data_parallel["mean_abs_pct"] < 25.0
+    assert s["n"] == 9 and s["mean_abs_pct"] < 8.0 and s["max_abs_pct"] < 20.0
+    vgg = Report.summary([c for c in report.cnn if c.id.startswith("paradl-vgg16")])
+    assert vgg["max_abs_pct"] < 5.0
 
 
 def _case(layers: int = 30, **strategy) -> dict:

@@ -71,15 +71,16 @@ def validation_view(report: Any) -> Group:
                       f"{r.predicted:.2f} {r.unit}" if r.predicted is not None else "—", _err(r.error_pct), r.note)
         parts.append(t)
     if report.cnn:
-        s = report.summary(report.cnn)
-        t = Table(title=f"CNN runs (Kahira et al. 2021 oracle, ABCI V100): mean |error| {s['mean_abs_pct']:.2f} %, "
-                        f"max {s['max_abs_pct']:.2f} % ({s['n']} runs)", title_justify="left")
+        t = Table(title=f"CNN runs (Kahira et al. 2021 oracle, ABCI V100): {_group_summary(report, report.cnn)}",
+                  title_justify="left")
         for col in ("case", "metric", "measured", "predicted", "error", "plan simulated", "note"):
             t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
         for c in report.cnn:
             t.add_row(c.id, "s/iter" if c.metric == "iteration_time_s" else "s/sample", f"{c.measured:g}",
-                      f"{c.predicted:.4g}" if c.predicted is not None else "—", _err(c.error_pct),
-                      c.plan.short() if c.plan else "—", c.note)
+                      f"{c.predicted:.4g}" if c.predicted is not None else "—",
+                      _err(c.error_pct) + Text(" gap", style="dim") if c.known_gap else _err(c.error_pct),
+                      c.plan.short() if c.plan else "—",
+                      "; ".join(x for x in (c.note, c.known_gap.split(". ")[0]) if x))   # the gap's first sentence
         parts.append(t)
     if report.dlrm:
         s = report.summary(report.dlrm)

@@ -18,6 +18,10 @@ KINDS = ("conv", "upconv", "pool", "fc", "norm", "act", "add", "concat")
 residual add, skip concatenation."""
 WEIGHTED = ("conv", "upconv", "fc")
 """Layers whose weights filter/channel parallelism split."""
+FRAMEWORKS = ("pytorch", "chainer")
+"""Frameworks whose layer shapes and gradient all-reduce the CNN models follow: PyTorch (torchvision models,
+floor-rounded pooling, DDP buckets) and Chainer (its ImageNet example models, pooling with ``cover_all=True``,
+ChainerMN's pure_nccl all-reduce)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +94,16 @@ class CNNSpec:
     source: str = ""
     dtype_bytes: int = 2
     """Bytes per activation value: 2 for mixed precision (fp16/bf16), 4 for fp32 training."""
+    framework: str = "pytorch"
+    """What trains it: ``pytorch`` (DDP, 25 MiB gradient buckets) or ``chainer`` (ChainerMN's pure_nccl
+    communicator: one packed all-reduce per step); see FRAMEWORKS."""
 
     def __hash__(self) -> int:
         # hashed on every cost-cache lookup: computed once (the layer tuple of ResNet-152 has ~500 entries)
         cached = self.__dict__.get("_hash")
         if cached is None:
-            cached = hash((self.name, self.input_channels, self.input_size, self.layers, self.dtype_bytes))
+            cached = hash((self.name, self.input_channels, self.input_size, self.layers, self.dtype_bytes,
+                           self.framework))
             object.__setattr__(self, "_hash", cached)
         return cached
 
@@ -104,6 +112,9 @@ class CNNSpec:
             raise SpecError(f"CNN {self.name!r} has no layers")
         if self.dtype_bytes not in (2, 4):
             raise SpecError(f"CNN {self.name!r}: dtype_bytes must be 2 or 4, got {self.dtype_bytes!r}")
+        if self.framework not in FRAMEWORKS:
+            raise SpecError(f"CNN {self.name!r}: framework must be one of {', '.join(FRAMEWORKS)}, "
+                            f"got {self.framework!r}")
 
     @property
     def dims(self) -> int:
@@ -124,11 +135,21 @@ class CNNSpec:
         return 3 * 2 * self.forward_macs()
 
 
+def pooled_extent(n: int, k: int, stride: int, pad: int = 0, cover_all: bool = False) -> int:
+    """Output extent of a k-wide, stride-s pooling over n values padded by p on each side: ⌊(n + 2p − k)/s⌋ + 1
+    (Dumoulin & Visin 2016, relationship 6; PyTorch MaxPool2d, ceil_mode=False), or with ``cover_all`` every input
+    covered, ⌊(n + 2p − k + s − 1)/s⌋ + 1 (chainer.utils.conv.get_conv_outsize, the default of Chainer's
+    max_pooling_2d: docs.chainer.org chainer.functions.max_pooling_2d, cover_all=True)."""
+    return (n + 2 * pad - k + (stride - 1 if cover_all else 0)) // stride + 1
+
+
 class _Builder:
     """Appends layers while tracking the current channels and spatial extent."""
 
-    def __init__(self, channels: int, size: tuple[int, ...]) -> None:
+    def __init__(self, channels: int, size: tuple[int, ...], cover_all: bool = False) -> None:
         self.channels, self.size, self.layers = channels, size, []
+        self.cover_all = cover_all
+        """Pooling rounds its output extent up (Chainer's ``cover_all=True`` default), not down (PyTorch)."""
 
     def state(self) -> tuple[int, tuple[int, ...]]:
         return self.channels, self.size
@@ -150,7 +171,7 @@ class _Builder:
         self._add(name, "upconv", out, tuple(n * k for n in self.size), kernel=k, stride=k, bias=True)
 
     def pool(self, name: str, k: int, stride: int, pad: int = 0) -> None:
-        size = tuple((n + 2 * pad - k) // stride + 1 for n in self.size)
+        size = tuple(pooled_extent(n, k, stride, pad, self.cover_all) for n in self.size)
         self._add(name, "pool", self.channels, size, kernel=k, stride=stride)
 
     def global_pool(self, name: str) -> None:
@@ -170,19 +191,23 @@ class _Builder:
         self._add(name, "concat", self.channels + extra_channels, self.size)
 
 
-def resnet(name: str, blocks: tuple[int, int, int, int], size: int = 224, classes: int = 1000) -> CNNSpec:
-    """ResNet with bottleneck blocks (He et al. 2016, arXiv 1512.03385, Table 1; torchvision's v1.5 puts the stride
-    on the 3×3 convolution)."""
-    b = _Builder(3, (size, size))
+def resnet(name: str, blocks: tuple[int, int, int, int], size: int = 224, classes: int = 1000,
+           framework: str = "pytorch") -> CNNSpec:
+    """ResNet with bottleneck blocks (He et al. 2016, arXiv 1512.03385, Table 1). PyTorch: torchvision's v1.5 puts
+    the stride on the 3×3 convolution, max pooling padded by 1. Chainer: its ImageNet example (chainer/examples/
+    imagenet/resnet50.py, which the CNN oracle's runs trained: github.com/ankahira/paraDL models/resnet50.py) is
+    v1, the stride on the first 1×1 convolution, max pooling unpadded with cover_all."""
+    chainer = framework == "chainer"
+    b = _Builder(3, (size, size), cover_all=chainer)
     b.conv("conv1", 64, 7, 2, 3)
     b.bn_relu("conv1")
-    b.pool("maxpool", 3, 2, 1)
+    b.pool("maxpool", 3, 2, 0 if chainer else 1)
     for stage, (count, width) in enumerate(zip(blocks, (64, 128, 256, 512)), start=2):
         for i in range(count):
             tag, stride, block_in = f"conv{stage}.{i}", (2 if i == 0 and stage > 2 else 1), b.state()
-            b.conv(f"{tag}.a", width, 1, 1, 0)
+            b.conv(f"{tag}.a", width, 1, stride if chainer else 1, 0)
             b.bn_relu(f"{tag}.a")
-            b.conv(f"{tag}.b", width, 3, stride, 1)
+            b.conv(f"{tag}.b", width, 3, 1 if chainer else stride, 1)
             b.bn_relu(f"{tag}.b")
             b.conv(f"{tag}.c", 4 * width, 1, 1, 0)
             b.elementwise(f"{tag}.c.bn", "norm")
@@ -195,13 +220,17 @@ def resnet(name: str, blocks: tuple[int, int, int, int], size: int = 224, classe
             b.elementwise(f"{tag}.relu", "act")
     b.global_pool("avgpool")
     b.fc("fc", classes)
-    source = "He et al. 2016 (arXiv 1512.03385), Table 1; torchvision resnet (v1.5: stride on the 3x3 conv)"
-    return CNNSpec(name=name, input_channels=3, input_size=(size, size), layers=tuple(b.layers), source=source)
+    source = ("He et al. 2016 (arXiv 1512.03385), Table 1; " + ("Chainer's ImageNet example (v1: stride on the first "
+              "1x1 conv)" if chainer else "torchvision resnet (v1.5: stride on the 3x3 conv)"))
+    return CNNSpec(name=name, input_channels=3, input_size=(size, size), layers=tuple(b.layers), source=source,
+                   framework=framework)
 
 
-def vgg16(size: int = 224, classes: int = 1000, name: str = "vgg16") -> CNNSpec:
-    """VGG-16, configuration D (Simonyan & Zisserman 2015, arXiv 1409.1556, Table 1), 3×3 convolutions with bias."""
-    b = _Builder(3, (size, size))
+def vgg16(size: int = 224, classes: int = 1000, name: str = "vgg16", framework: str = "pytorch") -> CNNSpec:
+    """VGG-16, configuration D (Simonyan & Zisserman 2015, arXiv 1409.1556, Table 1), 3×3 convolutions with bias;
+    under Chainer its 2×2 poolings round up (cover_all), so fc6 sees ⌈size/32⌉² positions (8² at 226 pixels:
+    170M parameters, as the CNN oracle's model file VGG_ImageNet_profall.net_sc counts them)."""
+    b = _Builder(3, (size, size), cover_all=framework == "chainer")
     for block, (count, width) in enumerate(((2, 64), (2, 128), (3, 256), (3, 512), (3, 512)), start=1):
         for i in range(1, count + 1):
             b.conv(f"conv{block}_{i}", width, 3, bias=True)
@@ -212,7 +241,8 @@ def vgg16(size: int = 224, classes: int = 1000, name: str = "vgg16") -> CNNSpec:
         if i < 8:
             b.elementwise(f"fc{i}.relu", "act")
     return CNNSpec(name=name, input_channels=3, input_size=(size, size), layers=tuple(b.layers),
-                   source="Simonyan & Zisserman 2015 (arXiv 1409.1556), Table 1 configuration D (138M parameters)")
+                   source="Simonyan & Zisserman 2015 (arXiv 1409.1556), Table 1 configuration D (138M parameters)",
+                   framework=framework)
 
 
 def cosmoflow(size: int = 512, channels: int = 4, name: str = "cosmoflow") -> CNNSpec:
@@ -271,21 +301,25 @@ CNN_MODELS: tuple[ModelSpec, ...] = tuple(as_model(c) for c in (
 """The built-in CNNs."""
 
 BUILDERS = {
-    "resnet50": lambda size: resnet("resnet50", (3, 4, 6, 3), size),
-    "resnet152": lambda size: resnet("resnet152", (3, 8, 36, 3), size),
-    "vgg16": lambda size: vgg16(size),
-    "cosmoflow": lambda size: cosmoflow(size),
-    "unet3d": lambda size: unet3d(size),
+    "resnet50": lambda size, fw: resnet("resnet50", (3, 4, 6, 3), size, framework=fw),
+    "resnet152": lambda size, fw: resnet("resnet152", (3, 8, 36, 3), size, framework=fw),
+    "vgg16": lambda size, fw: vgg16(size, framework=fw),
+    "cosmoflow": lambda size, fw: cosmoflow(size),
+    "unet3d": lambda size, fw: unet3d(size),
 }
-"""The built-in CNNs by name, for an input of a given extent (pixels per side)."""
+"""The built-in CNNs by name, for an input of a given extent (pixels per side) under a framework (FRAMEWORKS:
+what changes is ResNet's stride placement and the rounding of pooled extents)."""
 
 
-def build(name: str, size: int, dtype_bytes: int = 2) -> ModelSpec:
-    """Built-in CNN ``name`` on ``size``-wide inputs, with ``dtype_bytes`` per activation, as a model."""
+def build(name: str, size: int, dtype_bytes: int = 2, framework: str = "pytorch") -> ModelSpec:
+    """Built-in CNN ``name`` on ``size``-wide inputs, with ``dtype_bytes`` per activation, as ``framework`` defines
+    and trains it, as a model."""
     if name not in BUILDERS:
         raise SpecError(f"unknown CNN {name!r}; built-in CNNs: {', '.join(BUILDERS)}")
     if not isinstance(size, int) or isinstance(size, bool) or not 8 <= size <= 4096:
         raise SpecError(f"CNN {name!r}: image size must be an integer from 8 to 4096, got {size!r}")
-    spec = BUILDERS[name](size)
+    if framework not in FRAMEWORKS:
+        raise SpecError(f"CNN {name!r}: framework must be one of {', '.join(FRAMEWORKS)}, got {framework!r}")
+    spec = BUILDERS[name](size, framework)
     return as_model(CNNSpec(name=spec.name, input_channels=spec.input_channels, input_size=spec.input_size,
-                            layers=spec.layers, source=spec.source, dtype_bytes=dtype_bytes))
+                            layers=spec.layers, source=spec.source, dtype_bytes=dtype_bytes, framework=framework))

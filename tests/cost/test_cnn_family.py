@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -170,3 +171,53 @@ def test_faster_network_never_slows_a_cnn_step(node, scale, spatial, filter_):
     s = Strategy(dp=16 // (spatial * filter_), spatial=spatial, filter=filter_, micro_batch=4, global_batch=64)
     slow, fast = evaluate(SMALL, cluster, s), evaluate(SMALL, faster, s)
     assert fast.metrics.step_time <= slow.metrics.step_time * (1 + 1e-9)
+
+
+def test_the_first_layer_computes_no_input_gradient(node):
+    # the data needs no gradient: the first conv's backward is its wgrad (k×m)·(m×n) alone, the next one's also dgrad
+    model, b = SMALL, 4
+    net = model.structure
+    costs = cnn.layer_costs(model, node, b, 1, 1, 1)
+    first, second = [i for i, layer in enumerate(net.layers) if layer.kind in ("conv", "fc")][:2]
+    gpu = node.gpu
+    for i, with_dgrad in ((first, False), (second, True)):
+        layer = net.layers[i]
+        m, n, k = b * math.prod(layer.out_size), layer.out_channels, layer.in_channels * layer.taps
+        expected = cnn._gemm(gpu, k, n, m) + (cnn._gemm(gpu, m, k / layer.taps, n * layer.taps) if with_dgrad else 0)
+        assert costs[i].backward == pytest.approx(max(expected, costs[i].forward))
+    assert cnn.first_weighted(net) == first
+
+
+def test_parameter_arrays_are_weights_biases_and_norm_pairs():
+    from autoplan.specs.cnn import vgg16
+    vgg, r50 = vgg16(), resnet("r", (3, 4, 6, 3))
+    assert cnn.param_arrays(vgg, 0, len(vgg.layers)) == 16 * 2                     # 13 conv + 3 FC, each W and b
+    assert cnn.param_arrays(r50, 0, len(r50.layers)) == 53 + 2 * 53 + 2             # convs, BN γ/β, FC W and b
+
+
+def test_chainermn_all_reduces_one_packed_buffer_after_the_backward():
+    from autoplan.cost import network
+    from autoplan.cost.compute import memory_time
+    from autoplan.specs.cnn import build
+    model, cluster = build("vgg16", 226, 4, "chainer"), load_cluster("abci-v100", 64)
+    s = Strategy(dp=64, micro_batch=32, global_batch=2048, overlap_grad_reduce=False)
+    costs = cnn.step_costs(model, cluster, s)
+    params, arrays = model.structure.params(), 32
+    grads = cnn._shapes(cluster, s)["grads"]
+    # pure_nccl: one all-reduce of the fp32 buffer + pack, divide and unpack (3 read-write passes, a copy per array)
+    expected = network.all_reduce(cluster, grads, 4 * params) + memory_time(cluster.gpu, 24 * params,
+                                                                            kernels=2 * arrays + 1)
+    assert costs.segments == 0 and costs.reduce_all == pytest.approx((expected,))
+    assert cnn.violations(model, 64, replace(s, overlap_grad_reduce=True)) == [
+        "ChainerMN's pure_nccl communicator all-reduces gradients after the backward; use overlap_grad_reduce false"]
+
+
+def test_a_ring_all_reduce_on_abci_costs_the_same_inside_a_rack_and_across_racks():
+    # Patarasuk & Yuan 2009: a ring over rack-contiguous nodes crosses each rack boundary once, so the 1:3 uplinks
+    # do not bind it: the per-node time at 64 GPUs (one rack) and 256 (two) differs only by 2(n−1)/n
+    from autoplan.cost import network
+    times = {}
+    for n in (64, 256):
+        cluster = load_cluster("abci-v100", n)
+        times[n] = network.all_reduce(cluster, network.group_shape(4, n, 1), 1e9) / (2 * (n - 1) / n)
+    assert times[256] == pytest.approx(times[64], rel=0.01)

@@ -24,7 +24,20 @@ def test_a_gemm_on_the_unit_cluster_takes_its_flops_in_seconds():
     assert compute.memory_time(unit.gpu, 1e12, kernels=5) < 1e-12          # memory-bound kernels are free
 
 
-@pytest.mark.parametrize("weights", ["shape", "balance"])
+def test_launch_weights_add_each_kernels_overhead_in_flops_to_balance():
+    # a launch costs the FLOPs the GPU could have done during its overhead: kernel_overhead × peak FLOP/s
+    gpu = H100_64.gpu
+    launch = gpu.kernel_overhead * gpu.peak_flops
+    unit = unit_cluster(H100_64, "launch")
+    assert launch > 0 and tier_weights(H100_64, "launch") == tier_weights(H100_64, "balance")
+    assert compute.gemm_time(unit.gpu, 1000, 384, 77) == pytest.approx(2 * 1000 * 384 * 77 + launch, rel=1e-12)
+    assert compute.memory_time(unit.gpu, 1e12, kernels=5) == pytest.approx(5 * launch, rel=1e-9)
+    # a plan's launch-weighted score exceeds its balance score by launches only: never less
+    s = Strategy(dp=64, micro_batch=1, global_batch=256)
+    assert symbolic_cost(TINY, H100_64, s, "launch") > symbolic_cost(TINY, H100_64, s, "balance")
+
+
+@pytest.mark.parametrize("weights", ["shape", "balance", "launch"])
 def test_a_collective_on_the_unit_cluster_takes_its_weighted_ring_bytes(weights):
     unit, w = unit_cluster(H100_64, weights), tier_weights(H100_64, weights)
     g = network.group_shape(8, 8, 1)                                          # one node: NVLink only

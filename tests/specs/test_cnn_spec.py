@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from autoplan.errors import SpecError
@@ -71,3 +73,40 @@ def test_bad_cnn_specs_are_user_errors():
     layer = Layer("c", "conv", 3, 8, (8, 8), (8, 8), 3)
     with pytest.raises(SpecError, match="dtype_bytes must be 2 or 4"):
         CNNSpec(name="x", input_channels=3, input_size=(8, 8), layers=(layer,), dtype_bytes=3)
+
+
+def test_pooling_rounds_down_in_pytorch_and_up_under_chainers_cover_all():
+    from autoplan.specs.cnn import pooled_extent
+    # ⌊(n + 2p − k)/s⌋ + 1, and Chainer's cover_all ⌊(n + 2p − k + s − 1)/s⌋ + 1 (get_conv_outsize)
+    assert [pooled_extent(n, 2, 2) for n in (226, 113, 56)] == [113, 56, 28]
+    assert [pooled_extent(n, 2, 2, cover_all=True) for n in (226, 113, 57, 29, 15)] == [113, 57, 29, 15, 8]
+    assert pooled_extent(113, 3, 2, 0, cover_all=True) == 56 and pooled_extent(113, 3, 2, 1) == 57
+    # an extent that divides evenly pools the same either way
+    assert all(pooled_extent(2 * n, 2, 2) == pooled_extent(2 * n, 2, 2, cover_all=True) == n for n in range(1, 50))
+
+
+def test_chainer_vgg16_at_226_pixels_has_the_oracles_170m_parameters():
+    net = vgg16(226, framework="chainer")
+    fc6 = next(layer for layer in net.layers if layer.name == "fc6")
+    assert fc6.in_channels * 8 * 8 == math.prod((fc6.in_channels, *fc6.in_size)) == 32_768
+    # the oracle's VGG_ImageNet_profall.net_sc: 169,801,408 weights, plus 13,416 biases (64+…+4096+1000)
+    assert net.params() == 169_801_408 + 13_416
+    assert vgg16(226).params() == 138_357_544        # PyTorch rounds the poolings down: fc6 sees 7×7
+
+
+def test_chainer_resnet50_is_v1_strided_on_the_first_1x1_conv():
+    net = resnet("r", (3, 4, 6, 3), 226, framework="chainer")
+    by_name = {layer.name: layer for layer in net.layers}
+    assert by_name["maxpool"].out_size == (56, 56)
+    assert by_name["conv3.0.a"].stride == 2 and by_name["conv3.0.b"].stride == 1
+    assert by_name["avgpool"].in_size == (7, 7)
+    assert net.params() == resnet("r", (3, 4, 6, 3), 226).params()           # same weights, other shapes
+    # v1 at 224: He et al. 2016 Table 1's 3.8e9 multiply-adds (3.86e9 counting the shortcut convs)
+    assert resnet("r", (3, 4, 6, 3), framework="chainer").forward_macs() == pytest.approx(3.86e9, rel=0.01)
+
+
+def test_an_unknown_framework_is_a_user_error():
+    from autoplan.specs.cnn import build
+    with pytest.raises(SpecError, match="framework must be one of pytorch, chainer"):
+        build("vgg16", 224, framework="tensorflow")
+    assert build("vgg16", 224, 4, "chainer").structure.framework == "chainer"

@@ -105,6 +105,11 @@ def _shapes(cluster: ClusterSpec, s: Strategy) -> dict[str, network.GroupShape]:
             "pp": network.group_shape(g, s.pp, model_split * s.spatial * s.dp)}
 
 
+def first_weighted(cnn: CNNSpec) -> int:
+    """Index of the first conv/FC layer: the one that reads the data, whose input gradient nobody needs."""
+    return next((i for i, layer in enumerate(cnn.layers) if layer.kind in WEIGHTED), -1)
+
+
 SPLIT_K = (2, 4, 8, 16, 32, 64)
 """Split-K factors tried for GEMMs whose output fills few SMs."""
 
@@ -135,6 +140,7 @@ def layer_costs(model: ModelSpec, cluster: ClusterSpec, micro_batch: int, spatia
     same_node = shapes["spatial"].nodes == 1
     out: list[LayerCost] = []
     was_split = False
+    first = first_weighted(cnn)
     for i, layer in enumerate(cnn.layers):
         split = is_split(layer, spatial)
         rows = (lambda n: _ceil_div(n, spatial) / n) if split else (lambda n: 1.0)
@@ -159,11 +165,15 @@ def layer_costs(model: ModelSpec, cluster: ClusterSpec, micro_batch: int, spatia
             fwd = _gemm(gpu, m, n, k)
             # backward, 2× the forward (Narayanan et al. SC'21 §5.1): wgrad (k×m)·(m×n), and dgrad a convolution of
             # dy with the flipped filters, inner dimension Cout·k^d (cuDNN implicit-GEMM dgrad; Chetlur et al. 2014
-            # §3); kept for the first layer too, whose input needs no gradient (a small overestimate of one layer)
+            # §3). The first layer's input is the data, which needs no gradient: autograd skips its dgrad
+            # (PyTorch computes grad_input only for inputs that require grad: torch.autograd docs, "requires_grad";
+            # Chainer wraps input arrays as variables with requires_grad=False: chainer.as_variable docs)
             taps = layer.taps if layer.kind == "conv" else 1
-            bwd = _gemm(gpu, m, k / taps, n * taps) + _gemm(gpu, k, n, m)
+            dgrad = _gemm(gpu, m, k / taps, n * taps) if i != first else 0.0
+            bwd = dgrad + _gemm(gpu, k, n, m)
             # two GEMMs of the forward's FLOPs: never faster than the forward (the tile model's wave quantization
-            # can favour their shorter inner dimensions on tiny outputs, where cuBLAS would split k instead)
+            # can favour their shorter inner dimensions on tiny outputs, where cuBLAS would split k instead); the
+            # first layer's lone wgrad has the forward's FLOPs: never faster than it either
             bwd = max(bwd, fwd)
             flops = 2.0 * m * n * k
             nbytes = dt * (m * k + k * n + m * n)
@@ -280,13 +290,35 @@ def _hop(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
     return network.send_recv(cluster, _shapes(cluster, s)["pp"].nodes == 1, nbytes)
 
 
+def param_arrays(cnn: CNNSpec, start: int, end: int) -> int:
+    """Parameter arrays of layers [start, end): a weight (and a bias) per conv/FC layer, γ and β per batch norm."""
+    return sum((1 + layer.bias) if layer.kind in WEIGHTED else 2 if layer.kind == "norm" else 0
+               for layer in cnn.layers[start:end])
+
+
+def chainermn_reduce(cluster: ClusterSpec, grads: network.GroupShape, params: float, arrays: int) -> float:
+    """Seconds of ChainerMN's pure_nccl gradient all-reduce of one stage, after its backward (no overlap).
+
+    PureNcclCommunicator.allreduce_grad (chainer/chainermn/communicators/pure_nccl_communicator.py): copy every
+    gradient array into one buffer (a device copy per array), one NCCL all-reduce of the whole buffer in the
+    gradients' dtype (fp32 unless allreduce_grad_dtype is set), a kernel dividing it by the group size into a second
+    buffer, and a copy per array back: three passes that each read and write every gradient."""
+    copies = memory_time(cluster.gpu, 3 * 2 * GRADIENT_BYTES * params, kernels=2 * arrays + 1)
+    return network.all_reduce(cluster, grads, GRADIENT_BYTES * params) + copies
+
+
 def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts:
     """Seconds of every task kind of one step of plan ``s`` (which must be valid)."""
     grads = _shapes(cluster, s)["grads"]
     params = stage_params(model, cluster, s)
     group = s.dp * s.spatial
     segments, segment_reduce, reduce_all = 0, None, None
-    if group > 1:
+    cnn = spec_of(model)
+    if group > 1 and cnn.framework == "chainer":
+        # a filter/channel split shards every array: each GPU still copies as many arrays
+        reduce_all = tuple(chainermn_reduce(cluster, grads, x, param_arrays(cnn, a, b))
+                           for x, (a, b) in zip(params, _stages(model, cluster, s)))
+    elif group > 1:
         if s.overlap_grad_reduce:
             # Li et al. 2020 §3.2.3: a bucket's all-reduce starts as soon as its gradients are ready
             chunk = max(params)
@@ -369,8 +401,9 @@ def collectives(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[Com
         nbytes = GRADIENT_BYTES * max(stage_params(model, cluster, s))
         out.append(CommNeed(group="dp", op="all_reduce", shape=shapes["grads"], nbytes=nbytes,
                             seconds=network.all_reduce(cluster, shapes["grads"], nbytes),
-                            when=f"once per step over dp·spatial = {s.dp * s.spatial} (in {BUCKET_BYTES >> 20} MiB "
-                                 "DDP buckets)"))
+                            when=f"once per step over dp·spatial = {s.dp * s.spatial} "
+                                 + ("(ChainerMN pure_nccl: one packed buffer)" if cnn.framework == "chainer"
+                                    else f"(in {BUCKET_BYTES >> 20} MiB DDP buckets)")))
     return out
 
 
@@ -421,6 +454,9 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
         out.append(f"ZeRO stage {s.zero} is not modelled for CNNs (PyTorch DDP); use zero 0")
     if s.uneven:
         out.append("uneven first/last pipeline stages are for transformers; CNN stages are balanced by time")
+    if cnn.framework == "chainer" and s.overlap_grad_reduce and s.dp * s.spatial > 1:
+        out.append("ChainerMN's pure_nccl communicator all-reduces gradients after the backward; use "
+                   "overlap_grad_reduce false")
     return out + _other_family_knobs(s)
 
 
