@@ -162,6 +162,8 @@ class ModelSpec:
         if isinstance(cf, bool) or not isinstance(cf, (int, float)) or not 0 <= cf <= 1e3:
             raise SpecError(f"model {self.name!r}: capacity_factor must be 0 (dropless) or a positive number, "
                             f"got {cf!r}")
+        if not isinstance(self.pad_to_capacity, bool):
+            raise SpecError(f"model {self.name!r}: pad_to_capacity must be true or false, got {self.pad_to_capacity!r}")
         if self.pad_to_capacity and not cf:
             raise SpecError(f"model {self.name!r}: pad_to_capacity needs a capacity_factor > 0 (the capacity to pad to)")
         if self.experts == 0:

@@ -164,9 +164,11 @@ def test_drop_and_pad_routing_never_syncs_the_host():
     assert free.a2a_forward == synced.a2a_forward
 
 
-def test_pad_to_capacity_needs_a_capacity():
-    with pytest.raises(SpecError, match="pad_to_capacity needs a capacity_factor"):
-        replace(get_model("qwen3-30b-a3b"), capacity_factor=0.0, pad_to_capacity=True)
+@pytest.mark.parametrize("kw, needle", [({"capacity_factor": 0.0, "pad_to_capacity": True}, "needs a capacity_factor"),
+                                        ({"capacity_factor": 1.0, "pad_to_capacity": "yes"}, "must be true or false")])
+def test_pad_to_capacity_is_checked(kw, needle):
+    with pytest.raises(SpecError, match=needle):
+        replace(get_model("qwen3-30b-a3b"), **kw)
 
 
 # ----------------------------------------------------------------------------------------------- FP8
