@@ -232,6 +232,9 @@ def model_of(m: dict) -> ModelSpec:
             spec = replace(spec, seq_len=m["seq_len"])
             # NVIDIA's MoE benchmarks force-balance the routing (Megatron-Core --moe-router-force-load-balancing): every
             # expert gets the mean load, as with capacity factor 1.0 (a published setting, not a fitted one)
+            if spec.moe and m.get("pad_to_capacity"):
+                # Megatron-Bridge apply_moe_token_drop: capacity factor 1.0, each expert's input padded to capacity
+                return replace(spec, capacity_factor=1.0, pad_to_capacity=True)
             return replace(spec, capacity_factor=1.0) if spec.moe and m.get("force_balanced_routing") else spec
     return ModelSpec(name=str(m.get("name", "case-model")), layers=m["layers"], hidden=m["hidden"], heads=m["heads"],
                      kv_heads=kv, head_dim=m.get("head_dim") or 0, ffn_hidden=m["ffn_hidden"], vocab=m["vocab"],

@@ -23,16 +23,16 @@ def _dense(report: Report) -> list:
 
 
 def test_every_case_has_a_prediction(report):
-    assert len(report.cases) == 53
+    assert len(report.cases) == 54
     assert all(c.predicted is not None for c in report.cases)
 
 
 def test_known_gaps_are_shown_but_not_counted(report):
     gaps = [c for c in report.cases if c.known_gap]
-    assert sum("zero3" in c.id for c in gaps) == 6 and sum(c.group.startswith("MoE") for c in gaps) == 7
+    assert sum("zero3" in c.id for c in gaps) == 6 and sum(c.group.startswith("MoE") for c in gaps) == 8
     # DeepSeek-V3's pre-training mean (tokens/s/GPU over 14.8T tokens): a mean, not a step time
     assert sum(c.id.startswith("deepseek-v3") for c in gaps) == 1
-    assert len(gaps) == 13
+    assert len(gaps) == 14
     assert Report.summary(report.cases)["n"] == 40
     assert Report.summary(gaps)["n"] == 0
 
@@ -72,7 +72,7 @@ def test_precision_comes_from_the_file():
 
 def test_moe_runs_are_their_own_group_with_expert_parallel_plans(report):
     moe = [c for c in report.cases if c.group.startswith("MoE") and "DeepSeek" not in c.group]
-    assert len(moe) == 6 and all(c.plan.ep in (8, 32) and c.plan.etp == 1 for c in moe)
+    assert len(moe) == 7 and all(c.plan.ep in (8, 32) and c.plan.etp == 1 for c in moe)
     # the GPT-OSS H100 recipe sets no all-to-all overlap and the Qwen3 235B one does: only Qwen3 30B's is searched
     by_model = {c.id: c for c in moe}
     assert all(not c.plan.ep_overlap and "ep_overlap" not in c.searched for k, c in by_model.items() if "gpt-oss" in k)
@@ -94,6 +94,8 @@ def test_moe_group_guard(report):
     assert all(abs(e) <= 5.0 for k, e in errors.items() if "gpt-oss" in k)
     assert sum(abs(e) for e in errors.values()) / len(errors) <= 20.0
     assert all(e < 5.0 for e in errors.values())             # none too slow: the gap is missing MoE time
+    # the Qwen3 30B-A3B plan with token drop and padding (25.09, no host sync, held out) is within about 10 %
+    assert abs(errors["bridge-h100-fp8cs-qwen3-30b-a3b-16gpu-25.09-token-drop"]) <= 12.0
 
 
 def test_korthikanti_cases_beat_calculon(report):

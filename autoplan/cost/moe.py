@@ -380,7 +380,9 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> MoELayer:
     # between them) and the next layer's attention and router, to the next sync
     span = [post_sync[0], (Op("all_to_all", 0.0, 0.0, dispatch), 1), *post_sync[1:],
             (Op("all_to_all", 0.0, 0.0, combine), 1), *((op, 1) for op in attn_f), *pre_sync]
-    wait_f = host_exposed(gpu.host_launch, span, synced=True)
+    # Megatron-Core token_dispatcher.py (MoEAlltoAllTokenDispatcher): drop-and-pad keeps cuda_sync_point "no_sync"
+    # (the split sizes are the capacity, a host value); dropless routing syncs the host every layer
+    wait_f = host_exposed(gpu.host_launch, span, synced=not model.pad_to_capacity)
     wait_b = host_exposed(gpu.host_launch, [*backward_ops, *((op, 1) for op in attn_b)], synced=False)
     host = (Op("host.wait", 0.0, 0.0, wait_f),) if wait_f else ()
     host_b = (Op("host.wait.bwd", 0.0, 0.0, wait_b),) if wait_b else ()

@@ -102,6 +102,8 @@ def _megatron_moe_args(model: ModelSpec) -> list[str]:
             args.append(f'--moe-layer-freq "([0]*{model.dense_layers}+[1]*{model.moe_layers})"')
         if model.capacity_factor:
             args.append(f"--moe-expert-capacity-factor {model.capacity_factor:g}")
+        if model.pad_to_capacity:
+            args.append("--moe-pad-expert-input-to-capacity")
     if model.mla:
         args += ["--multi-latent-attention", f"--kv-lora-rank {model.kv_lora_rank}",
                  f"--qk-head-dim {model.head_dim}", f"--qk-pos-emb-head-dim {model.qk_rope_head_dim}",

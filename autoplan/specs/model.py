@@ -78,6 +78,9 @@ class ModelSpec:
     """Leading layers with a dense FFN of ``ffn_hidden`` (DeepSeek ``first_k_dense_replace``)."""
     capacity_factor: float = 0.0
     """Expert capacity over the balanced load (Fedus et al. 2021 §2.1); 0 means dropless."""
+    pad_to_capacity: bool = False
+    """Drop-and-pad routing (Megatron-Core --moe-pad-expert-input-to-capacity, needs a ``capacity_factor``): every
+    expert gets exactly its capacity, so the token dispatcher knows all split sizes on the host and never syncs."""
     q_lora_rank: int = 0
     """Rank of the low-rank query compression of multi-head latent attention; 0: a full query projection."""
     kv_lora_rank: int = 0
@@ -159,6 +162,10 @@ class ModelSpec:
         if isinstance(cf, bool) or not isinstance(cf, (int, float)) or not 0 <= cf <= 1e3:
             raise SpecError(f"model {self.name!r}: capacity_factor must be 0 (dropless) or a positive number, "
                             f"got {cf!r}")
+        if not isinstance(self.pad_to_capacity, bool):
+            raise SpecError(f"model {self.name!r}: pad_to_capacity must be true or false, got {self.pad_to_capacity!r}")
+        if self.pad_to_capacity and not cf:
+            raise SpecError(f"model {self.name!r}: pad_to_capacity needs a capacity_factor > 0 (the capacity to pad to)")
         if self.experts == 0:
             if self.family == "moe":
                 raise SpecError(f"model {self.name!r}: family 'moe' needs experts > 0")

@@ -145,6 +145,32 @@ def test_host_constant_moves_moe_layers_only():
     assert not any(op.name.startswith("host") for op in moe.moe_layer(m, quiet, moe.layer_key(e)).compute.forward)
 
 
+def _host_wait(lay) -> float:
+    return sum(op.seconds for op in lay.compute.forward if op.name == "host.wait")
+
+
+def test_drop_and_pad_routing_never_syncs_the_host():
+    # Megatron-Core MoEAlltoAllTokenDispatcher: with --moe-pad-expert-input-to-capacity the split sizes are the
+    # capacity (a host value), so the forward's wait is the unsynced closed form max(0, launches·h − GPU busy)
+    node = load_cluster("dgx-h100-80g", 8)
+    e = moe.layer_key(Strategy(dp=8, pp=1, global_batch=64, zero=1, ep=8, micro_batch=2))
+    dropless = replace(get_model("qwen3-30b-a3b"), capacity_factor=1.0)
+    padded = replace(dropless, pad_to_capacity=True)
+    synced, free = moe.moe_layer(dropless, node, e), moe.moe_layer(padded, node, e)
+    assert _host_wait(free) < _host_wait(synced)
+    # the same kernels either way (capacity 1.0 is the balanced load): only the host's exposure differs
+    busy = [op for op in free.compute.forward if not op.name.startswith("host")]
+    assert [op.name for op in busy] == [op.name for op in synced.compute.forward if not op.name.startswith("host")]
+    assert free.a2a_forward == synced.a2a_forward
+
+
+@pytest.mark.parametrize("kw, needle", [({"capacity_factor": 0.0, "pad_to_capacity": True}, "needs a capacity_factor"),
+                                        ({"capacity_factor": 1.0, "pad_to_capacity": "yes"}, "must be true or false")])
+def test_pad_to_capacity_is_checked(kw, needle):
+    with pytest.raises(SpecError, match=needle):
+        replace(get_model("qwen3-30b-a3b"), **kw)
+
+
 # ----------------------------------------------------------------------------------------------- FP8
 
 def test_fp8_moe_layer_runs_expert_gemms_in_fp8_with_their_casts():

@@ -26,3 +26,12 @@ def test_dense_plans_export_no_expert_arguments():
     args = " ".join(megatron_args(Strategy(tp=8, pp=8, dp=16, global_batch=1536), get_model("gpt3")))
     assert "expert" not in args and "moe" not in args and "latent" not in args
     assert Strategy(tp=8).to_dict().keys().isdisjoint({"ep", "etp", "ep_overlap"})
+
+
+def test_drop_and_pad_routing_exports_its_capacity_and_padding():
+    from dataclasses import replace
+    s = Strategy(tp=1, pp=2, dp=8, ep=8, zero=1, global_batch=512, micro_batch=2)
+    model = get_model("qwen3-30b-a3b")
+    padded = megatron_args(s, replace(model, capacity_factor=1.0, pad_to_capacity=True))
+    assert "--moe-expert-capacity-factor 1" in padded and "--moe-pad-expert-input-to-capacity" in padded
+    assert not any("capacity" in a for a in megatron_args(s, model))        # dropless: neither flag
