@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from autoplan.cost import compute, network, policy
+from autoplan.cost import compute, network, policy, zero3_tensors
 from autoplan.cost.costs import COMPUTE_KINDS, CommNeed, PassCost, PassKey, StepCosts
 from autoplan.cost.passes import cp_kv_bytes, grad_bytes, layer, pass_costs, ulysses_bytes, weight_grad_costs
 from autoplan.specs.cluster import ClusterSpec
@@ -141,9 +141,14 @@ def _zero3_passes(model: ModelSpec, cluster: ClusterSpec, s: Strategy,
     others = stage_params(model, s, 0) - n * model.layer_params() / s.tp
     g_other = policy.all_gather(cluster, shape, PARAM_BYTES * others, s.collective_policy)
     r_other = grad_reduce_time(cluster, shape, s, others)
-    # one layer's seconds: a middle chunk of a pp = 1 plan has every layer and no embedding or output layer
-    fwd, bwd = zero3_exposed(n, passes[(True, False, False)].seconds / n, passes[(False, False, False)].seconds / n,
-                             gather, reduce)
+    if s.zero3_per_tensor:
+        # DeepSpeed 2021: blocking per-tensor collectives, nothing hidden (autoplan/cost/zero3_tensors.py)
+        forward, regather = zero3_tensors.layer_gathers(model, cluster, s, shape)
+        fwd, bwd = zero3_tensors.exposed(n, forward, regather, zero3_tensors.layer_reduce(model, cluster, s, shape))
+    else:
+        # one layer's seconds: a middle chunk of a pp = 1 plan has every layer and no embedding or output layer
+        fwd, bwd = zero3_exposed(n, passes[(True, False, False)].seconds / n,
+                                 passes[(False, False, False)].seconds / n, gather, reduce)
     out = {}
     for key, cost in passes.items():
         first_or_last = key[1] or key[2]

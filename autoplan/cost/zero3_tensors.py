@@ -1,0 +1,78 @@
+"""ZeRO-3 as DeepSpeed ran it in 2021 (stage 3 of DeepSpeed 0.3-0.4): one collective per weight tensor.
+
+DeepSpeed's ``partition_parameters.py`` of 2021 gathers every partitioned parameter with its own
+``torch.distributed.all_gather`` into a list of ``n`` slices (``_allgather_param``, after a
+``torch.cuda.synchronize()``; the un-prefetched ``fetch_sub_module`` path blocks as well) and reduce-scatters
+every gradient with its own list ``torch.distributed.reduce_scatter`` (``_reduce_scatter_gradient``). PyTorch's
+ProcessGroupNCCL (``torch/lib/c10d/ProcessGroupNCCL.cpp``, 1.8-1.9) runs such a list collective on a flat buffer
+and copies each of the ``n`` slices out of it (all-gather) or into it (reduce-scatter), one copy per rank.
+Parameters below ``stage3_param_persistence_threshold`` (1e5 elements) stay whole on every rank, and a
+parameter that its recompute used is released again unless it is reused within ``stage3_max_reuse_distance``
+(1e9 elements) of parameters (stage3.py ``PartitionedParameterCoordinator``).
+"""
+
+from __future__ import annotations
+
+from autoplan.cost import network
+from autoplan.cost.passes import grad_bytes
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.strategy import Strategy
+
+WEIGHT_BYTES = 2                      # fp16/bf16 weights, as gathered
+PERSISTENCE_THRESHOLD = 100_000       # DeepSpeed stage3_param_persistence_threshold default (elements)
+MAX_REUSE_DISTANCE = 1_000_000_000    # DeepSpeed stage3_max_reuse_distance default (elements)
+
+
+def layer_modules(model: ModelSpec) -> tuple[tuple[int, ...], ...]:
+    """Elements of each parameter tensor of one transformer layer, grouped by sub-module in forward order."""
+    h, q, kv, f = model.hidden, model.q_dim, model.kv_dim, model.ffn_hidden
+    norm = (h, h) if model.norm == "layernorm" else (h,)
+    up = (2 if model.gated else 1) * f
+    bias = model.bias
+    # Megatron-LM ParallelTransformerLayer: input norm, QKV, output projection, post-attention norm, fc1, fc2
+    qkv = model.attention_matmul_params() - q * h
+    return (norm, (qkv,) + ((q + 2 * kv,) if bias else ()), (q * h,) + ((h,) if bias else ()), norm,
+            (h * up,) + ((up,) if bias else ()), (f * h,) + ((h,) if bias else ()))
+
+
+def list_collective_copies(cluster: ClusterSpec, n: int) -> float:
+    """Seconds of the per-rank slice copies of one PyTorch list all-gather or reduce-scatter over ``n`` ranks."""
+    # ProcessGroupNCCL allgather/reduce_scatter: one copy_ per output/input slice, each a kernel launch
+    return n * cluster.gpu.kernel_overhead
+
+
+def _one(cluster: ClusterSpec, shape: network.GroupShape, nbytes: float, gather: bool) -> float:
+    ring = network.all_gather(cluster, shape, nbytes) if gather else network.reduce_scatter(cluster, shape, nbytes)
+    return ring + list_collective_copies(cluster, shape.size)
+
+
+def layer_gathers(model: ModelSpec, cluster: ClusterSpec, s: Strategy,
+                  shape: network.GroupShape) -> tuple[float, float]:
+    """Seconds of one layer's gathers before its forward, and of the re-gathers its backward adds after a full
+    recompute (the tensors released between their recompute and their backward)."""
+    modules = layer_modules(model)
+    forward = regather = 0.0
+    for i, tensors in enumerate(modules):
+        later = sum(sum(m) for m in modules[i + 1:])
+        for t in tensors:
+            if t <= PERSISTENCE_THRESHOLD:
+                continue
+            seconds = _one(cluster, shape, WEIGHT_BYTES * t / s.tp, gather=True)
+            forward += seconds
+            # between a sub-module's recompute and its backward run the later sub-modules' recompute and backward
+            if s.recompute == "full" and 2 * later > MAX_REUSE_DISTANCE:
+                regather += seconds
+    return forward, regather
+
+
+def layer_reduce(model: ModelSpec, cluster: ClusterSpec, s: Strategy, shape: network.GroupShape) -> float:
+    """Seconds of one layer's gradient reduce-scatters, one per parameter tensor (persistent ones too)."""
+    return sum(_one(cluster, shape, grad_bytes(s) * t / s.tp, gather=False)
+               for tensors in layer_modules(model) for t in tensors)
+
+
+def exposed(layers: int, gather: float, regather: float, reduce: float) -> tuple[float, float]:
+    """Seconds of a forward and a backward pass of ``layers`` layers that wait on their blocking collectives:
+    every gather before its layer's forward, gather, re-gather and reduce-scatter in the backward."""
+    return layers * gather, layers * (gather + regather + reduce)
