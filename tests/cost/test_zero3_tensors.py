@@ -1,0 +1,104 @@
+"""ZeRO-3 as DeepSpeed of 2021 ran it (``zero3_per_tensor``): one blocking list collective per weight tensor,
+closed-form oracles for its per-layer seconds and how they enter a step."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from autoplan.cost import network, plan, zero3_tensors
+from autoplan.specs.catalog import get_model
+from autoplan.specs.cluster import load_cluster
+from autoplan.specs.strategy import Strategy
+
+
+def _z3(dp: int, **kw) -> Strategy:
+    base = dict(dp=dp, micro_batch=1, global_batch=dp, zero=3, recompute="full", zero3_per_tensor=True,
+                grad_reduce_in_fp32=False)
+    return Strategy(**{**base, **kw})
+
+
+@pytest.mark.parametrize("name", ["gpt3-175b", "gpt-1.7b", "llama3.1-8b", "llama3.1-70b"])
+def test_the_tensors_add_up_to_the_layer(name):
+    model = get_model(name)
+    assert sum(sum(m) for m in zero3_tensors.layer_modules(model)) == model.layer_params()
+
+
+def test_slice_copies_are_one_kernel_per_rank(a100_64):
+    assert zero3_tensors.list_collective_copies(a100_64, 64) == pytest.approx(64 * a100_64.gpu.kernel_overhead)
+
+
+def test_layer_gathers_closed_form_skip_the_persistent_tensors(tiny_gpt, a100_64):
+    # hidden 256: QKV 196,608 and both MLP matrices 262,144 elements are gathered; the 65,536-element output
+    # projection, the biases and the norms stay below DeepSpeed's 1e5 persistence threshold
+    shape = network.group_shape(8, 64, 1)
+    copies = 64 * a100_64.gpu.kernel_overhead
+    expected = sum(network.all_gather(a100_64, shape, 2 * t) + copies for t in (3 * 256 * 256, 256 * 1024, 1024 * 256))
+    forward, regather = zero3_tensors.layer_gathers(tiny_gpt, a100_64, _z3(64), shape)
+    assert forward == pytest.approx(expected, rel=1e-12)
+    assert regather == 0.0   # every reuse lies within stage3_max_reuse_distance (1e9 elements)
+
+
+def test_recompute_regathers_what_is_released_before_its_backward():
+    # GPT-3 175B: between QKV's, the projection's and fc1's recompute and their backward lie more than 1e9
+    # elements of later sub-modules (2 x fc2 alone is 1.2e9); fc2's backward follows its recompute at once
+    model, h = get_model("gpt3-175b"), 12288
+    cluster = load_cluster("dgx-a100-80g", 1536)
+    shape = network.group_shape(8, 1536, 1)
+    copies = 1536 * cluster.gpu.kernel_overhead
+    one = {t: network.all_gather(cluster, shape, 2 * t) + copies for t in (3 * h * h, h * h, 4 * h * h)}
+    forward, regather = zero3_tensors.layer_gathers(model, cluster, _z3(1536), shape)
+    assert forward == pytest.approx(one[3 * h * h] + one[h * h] + 2 * one[4 * h * h], rel=1e-12)
+    assert regather == pytest.approx(one[3 * h * h] + one[h * h] + one[4 * h * h], rel=1e-12)
+    # no recompute, no re-gather
+    assert zero3_tensors.layer_gathers(model, cluster, _z3(1536, recompute="none"), shape)[1] == 0.0
+
+
+def test_every_gradient_tensor_is_reduce_scattered_on_its_own(tiny_gpt, a100_64):
+    shape = network.group_shape(8, 64, 1)
+    copies = 64 * a100_64.gpu.kernel_overhead
+    tensors = [t for m in zero3_tensors.layer_modules(tiny_gpt) for t in m]
+    assert len(tensors) == 12    # 2 norms x (weight, bias), 4 matrices, 4 biases
+    for fp32, nbytes in ((False, 2), (True, 4)):
+        expected = sum(network.reduce_scatter(a100_64, shape, nbytes * t) + copies for t in tensors)
+        got = zero3_tensors.layer_reduce(tiny_gpt, a100_64, _z3(64, grad_reduce_in_fp32=fp32), shape)
+        assert got == pytest.approx(expected, rel=1e-12)
+
+
+@given(layers=st.integers(1, 200), g=st.floats(0, 1), rg=st.floats(0, 1), r=st.floats(0, 1))
+def test_exposed_is_every_collective_in_series(layers, g, rg, r):
+    fwd, bwd = zero3_tensors.exposed(layers, g, rg, r)
+    assert fwd == pytest.approx(layers * g)
+    assert bwd == pytest.approx(layers * (g + rg + r))
+
+
+def test_per_tensor_step_carries_the_closed_form_and_is_slower(tiny_gpt, a100_64):
+    s = _z3(64)
+    shape = network.group_shape(8, 64, 1)
+    g, rg = zero3_tensors.layer_gathers(tiny_gpt, a100_64, s, shape)
+    r = zero3_tensors.layer_reduce(tiny_gpt, a100_64, s, shape)
+    fwd = plan.step_costs(tiny_gpt, a100_64, s).passes[(True, True, True)]
+    bwd = plan.step_costs(tiny_gpt, a100_64, s).passes[(False, True, True)]
+    others = plan.stage_params(tiny_gpt, s, 0) - tiny_gpt.layers * tiny_gpt.layer_params()
+    g_other = network.all_gather(a100_64, shape, 2 * others)
+    r_other = network.reduce_scatter(a100_64, shape, 2 * others)
+    assert dict(fwd.parts)["dp"] == pytest.approx(tiny_gpt.layers * g + g_other, rel=1e-9)
+    assert dict(bwd.parts)["dp"] == pytest.approx(tiny_gpt.layers * (g + rg + r) + g_other + r_other, rel=1e-9)
+    fsdp = plan.step_costs(tiny_gpt, a100_64, _z3(64, zero3_per_tensor=False)).passes[(False, True, True)]
+    assert dict(bwd.parts)["dp"] > dict(fsdp.parts)["dp"]
+
+
+def test_off_by_default():
+    assert Strategy(dp=8, global_batch=8, zero=3).zero3_per_tensor is False
+
+
+def test_per_rank_terms_grow_with_the_group_at_fixed_bytes():
+    model, last = get_model("gpt3-175b"), 0.0
+    for n in (384, 768, 1536):
+        cluster = load_cluster("dgx-a100-80g", n)
+        shape = network.group_shape(8, n, 1)
+        total = sum(zero3_tensors.layer_gathers(model, cluster, _z3(n), shape))
+        total += zero3_tensors.layer_reduce(model, cluster, _z3(n), shape)
+        assert total > last
+        last = total
