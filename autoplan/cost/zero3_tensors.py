@@ -8,12 +8,14 @@ ProcessGroupNCCL (``torch/lib/c10d/ProcessGroupNCCL.cpp``, 1.8-1.9) runs such a 
 and copies each of the ``n`` slices out of it (all-gather) or into it (reduce-scatter), one copy per rank.
 Parameters below ``stage3_param_persistence_threshold`` (1e5 elements) stay whole on every rank, and a
 parameter that its recompute used is released again unless it is reused within ``stage3_max_reuse_distance``
-(1e9 elements) of parameters (stage3.py ``PartitionedParameterCoordinator``).
+(1e9 elements) of parameters (stage3.py ``PartitionedParameterCoordinator``). Each gather fills a zeroed
+buffer (``torch.zeros`` in ``_allgather_param``); each gradient is first copied into the reduce bucket and divided
+by the group size there (stage3.py ``reduce_independent_p_g_buckets_and_remove_grads``, ``average_tensor``).
 """
 
 from __future__ import annotations
 
-from autoplan.cost import network
+from autoplan.cost import compute, network
 from autoplan.cost.passes import grad_bytes
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
@@ -36,15 +38,24 @@ def layer_modules(model: ModelSpec) -> tuple[tuple[int, ...], ...]:
             (h * up,) + ((up,) if bias else ()), (f * h,) + ((h,) if bias else ()))
 
 
-def list_collective_copies(cluster: ClusterSpec, n: int) -> float:
-    """Seconds of the per-rank slice copies of one PyTorch list all-gather or reduce-scatter over ``n`` ranks."""
-    # ProcessGroupNCCL allgather/reduce_scatter: one copy_ per output/input slice, each a kernel launch
-    return n * cluster.gpu.kernel_overhead
+def list_collective_copies(cluster: ClusterSpec, n: int, nbytes: float) -> float:
+    """Seconds of the per-rank slice copies of one PyTorch list all-gather or reduce-scatter of an ``nbytes``
+    buffer over ``n`` ranks: every byte read and written once, one copy kernel per slice."""
+    # ProcessGroupNCCL allgather/reduce_scatter: one copy_ per output/input slice (roofline memory side + launches)
+    return compute.memory_time(cluster.gpu, 2 * nbytes, kernels=n)
 
 
-def _one(cluster: ClusterSpec, shape: network.GroupShape, nbytes: float, gather: bool) -> float:
-    ring = network.all_gather(cluster, shape, nbytes) if gather else network.reduce_scatter(cluster, shape, nbytes)
-    return ring + list_collective_copies(cluster, shape.size)
+def tensor_gather(cluster: ClusterSpec, shape: network.GroupShape, nbytes: float) -> float:
+    """Seconds of DeepSpeed's gather of one ``nbytes`` weight tensor: zero the buffer, ring, copy the slices out."""
+    zeros = compute.memory_time(cluster.gpu, nbytes)
+    return zeros + network.all_gather(cluster, shape, nbytes) + list_collective_copies(cluster, shape.size, nbytes)
+
+
+def tensor_reduce(cluster: ClusterSpec, shape: network.GroupShape, nbytes: float) -> float:
+    """Seconds of DeepSpeed's reduction of one ``nbytes`` gradient: copy into the bucket, divide by the group size
+    (read and write each), copy the slices in, ring reduce-scatter."""
+    bucket = compute.memory_time(cluster.gpu, 4 * nbytes, kernels=2)
+    return bucket + list_collective_copies(cluster, shape.size, nbytes) + network.reduce_scatter(cluster, shape, nbytes)
 
 
 def layer_gathers(model: ModelSpec, cluster: ClusterSpec, s: Strategy,
@@ -58,7 +69,7 @@ def layer_gathers(model: ModelSpec, cluster: ClusterSpec, s: Strategy,
         for t in tensors:
             if t <= PERSISTENCE_THRESHOLD:
                 continue
-            seconds = _one(cluster, shape, WEIGHT_BYTES * t / s.tp, gather=True)
+            seconds = tensor_gather(cluster, shape, WEIGHT_BYTES * t / s.tp)
             forward += seconds
             # between a sub-module's recompute and its backward run the later sub-modules' recompute and backward
             if s.recompute == "full" and 2 * later > MAX_REUSE_DISTANCE:
@@ -68,7 +79,7 @@ def layer_gathers(model: ModelSpec, cluster: ClusterSpec, s: Strategy,
 
 def layer_reduce(model: ModelSpec, cluster: ClusterSpec, s: Strategy, shape: network.GroupShape) -> float:
     """Seconds of one layer's gradient reduce-scatters, one per parameter tensor (persistent ones too)."""
-    return sum(_one(cluster, shape, grad_bytes(s) * t / s.tp, gather=False)
+    return sum(tensor_reduce(cluster, shape, grad_bytes(s) * t / s.tp)
                for tensors in layer_modules(model) for t in tensors)
 
 

@@ -25,16 +25,29 @@ def test_the_tensors_add_up_to_the_layer(name):
     assert sum(sum(m) for m in zero3_tensors.layer_modules(model)) == model.layer_params()
 
 
-def test_slice_copies_are_one_kernel_per_rank(a100_64):
-    assert zero3_tensors.list_collective_copies(a100_64, 64) == pytest.approx(64 * a100_64.gpu.kernel_overhead)
+def test_slice_copies_read_and_write_the_buffer_with_one_kernel_per_rank(a100_64):
+    gpu = a100_64.gpu
+    expected = 2 * 1e9 / (gpu.hbm_bandwidth * gpu.memory_efficiency) + 64 * gpu.kernel_overhead
+    assert zero3_tensors.list_collective_copies(a100_64, 64, 1e9) == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_tensor_gather_and_reduce_closed_form(a100_64):
+    gpu, shape, nbytes = a100_64.gpu, network.group_shape(8, 64, 1), 3e8
+    hbm = gpu.hbm_bandwidth * gpu.memory_efficiency
+    k = gpu.kernel_overhead
+    # zero the buffer, ring all-gather, copy the 64 slices out
+    gather = nbytes / hbm + k + network.all_gather(a100_64, shape, nbytes) + 2 * nbytes / hbm + 64 * k
+    assert zero3_tensors.tensor_gather(a100_64, shape, nbytes) == pytest.approx(gather, rel=1e-12)
+    # copy into the bucket and divide there, copy the 64 slices in, ring reduce-scatter
+    reduce = 4 * nbytes / hbm + 2 * k + 2 * nbytes / hbm + 64 * k + network.reduce_scatter(a100_64, shape, nbytes)
+    assert zero3_tensors.tensor_reduce(a100_64, shape, nbytes) == pytest.approx(reduce, rel=1e-12)
 
 
 def test_layer_gathers_closed_form_skip_the_persistent_tensors(tiny_gpt, a100_64):
     # hidden 256: QKV 196,608 and both MLP matrices 262,144 elements are gathered; the 65,536-element output
     # projection, the biases and the norms stay below DeepSpeed's 1e5 persistence threshold
     shape = network.group_shape(8, 64, 1)
-    copies = 64 * a100_64.gpu.kernel_overhead
-    expected = sum(network.all_gather(a100_64, shape, 2 * t) + copies for t in (3 * 256 * 256, 256 * 1024, 1024 * 256))
+    expected = sum(zero3_tensors.tensor_gather(a100_64, shape, 2 * t) for t in (3 * 256 * 256, 256 * 1024, 1024 * 256))
     forward, regather = zero3_tensors.layer_gathers(tiny_gpt, a100_64, _z3(64), shape)
     assert forward == pytest.approx(expected, rel=1e-12)
     assert regather == 0.0   # every reuse lies within stage3_max_reuse_distance (1e9 elements)
@@ -46,8 +59,7 @@ def test_recompute_regathers_what_is_released_before_its_backward():
     model, h = get_model("gpt3-175b"), 12288
     cluster = load_cluster("dgx-a100-80g", 1536)
     shape = network.group_shape(8, 1536, 1)
-    copies = 1536 * cluster.gpu.kernel_overhead
-    one = {t: network.all_gather(cluster, shape, 2 * t) + copies for t in (3 * h * h, h * h, 4 * h * h)}
+    one = {t: zero3_tensors.tensor_gather(cluster, shape, 2 * t) for t in (3 * h * h, h * h, 4 * h * h)}
     forward, regather = zero3_tensors.layer_gathers(model, cluster, _z3(1536), shape)
     assert forward == pytest.approx(one[3 * h * h] + one[h * h] + 2 * one[4 * h * h], rel=1e-12)
     assert regather == pytest.approx(one[3 * h * h] + one[h * h] + one[4 * h * h], rel=1e-12)
@@ -57,11 +69,10 @@ def test_recompute_regathers_what_is_released_before_its_backward():
 
 def test_every_gradient_tensor_is_reduce_scattered_on_its_own(tiny_gpt, a100_64):
     shape = network.group_shape(8, 64, 1)
-    copies = 64 * a100_64.gpu.kernel_overhead
     tensors = [t for m in zero3_tensors.layer_modules(tiny_gpt) for t in m]
     assert len(tensors) == 12    # 2 norms x (weight, bias), 4 matrices, 4 biases
     for fp32, nbytes in ((False, 2), (True, 4)):
-        expected = sum(network.reduce_scatter(a100_64, shape, nbytes * t) + copies for t in tensors)
+        expected = sum(zero3_tensors.tensor_reduce(a100_64, shape, nbytes * t) for t in tensors)
         got = zero3_tensors.layer_reduce(tiny_gpt, a100_64, _z3(64, grad_reduce_in_fp32=fp32), shape)
         assert got == pytest.approx(expected, rel=1e-12)
 
