@@ -204,8 +204,10 @@ def _zero3_step(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCost
     """A ZeRO-3 step: per-layer gathers and reduce-scatters inside the passes (``_zero3_passes``); the weights
     stay sharded, so no gather after the optimizer step (Rajbhandari et al. 2020 §5.3)."""
     params = [_stage_params(model, s, i, model.layer_params()) for i in range(s.pp)]
+    # DeepSpeed 2021 re-gathers its persistent parameters after every step (autoplan/cost/zero3_tensors.py)
+    after = zero3_tensors.persistent_gather(model, cluster, s, _dp_shape(cluster, s)) if s.zero3_per_tensor else 0.0
     return StepCosts(passes=_zero3_passes(model, cluster, s, pass_costs(model, cluster, s)),
-                     optimizer=tuple(_optimizer(cluster, s, x) for x in params), hop=0.0, segments=0,
+                     optimizer=tuple(_optimizer(cluster, s, x) + after for x in params), hop=0.0, segments=0,
                      segment_reduce=None, param_gather=None, shard_gather=0.0, shard_reduce=0.0, reduce_all=None,
                      final_gather=None, tied=None)
 

@@ -10,7 +10,10 @@ Parameters below ``stage3_param_persistence_threshold`` (1e5 elements) stay whol
 parameter that its recompute used is released again unless it is reused within ``stage3_max_reuse_distance``
 (1e9 elements) of parameters (stage3.py ``PartitionedParameterCoordinator``). Each gather fills a zeroed
 buffer (``torch.zeros`` in ``_allgather_param``); each gradient is first copied into the reduce bucket and divided
-by the group size there (stage3.py ``reduce_independent_p_g_buckets_and_remove_grads``, ``average_tensor``).
+by the group size there (stage3.py ``reduce_independent_p_g_buckets_and_remove_grads``, ``average_tensor``), unless
+it is larger than the 5e8-element ``reduce_bucket_size`` and reduced where it lies. After every optimizer step the
+persistent parameters are all-gathered again in one list all-gather, then copied out rank by rank and parameter by
+parameter (stage3.py ``step``: ``persistent_parameters[0].all_gather``; ``_allgather_params``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from autoplan.specs.strategy import Strategy
 WEIGHT_BYTES = 2                      # fp16/bf16 weights, as gathered
 PERSISTENCE_THRESHOLD = 100_000       # DeepSpeed stage3_param_persistence_threshold default (elements)
 MAX_REUSE_DISTANCE = 1_000_000_000    # DeepSpeed stage3_max_reuse_distance default (elements)
+REDUCE_BUCKET_SIZE = 500_000_000      # DeepSpeed reduce_bucket_size default (elements)
 
 
 def layer_modules(model: ModelSpec) -> tuple[tuple[int, ...], ...]:
@@ -51,11 +55,29 @@ def tensor_gather(cluster: ClusterSpec, shape: network.GroupShape, nbytes: float
     return zeros + network.all_gather(cluster, shape, nbytes) + list_collective_copies(cluster, shape.size, nbytes)
 
 
-def tensor_reduce(cluster: ClusterSpec, shape: network.GroupShape, nbytes: float) -> float:
-    """Seconds of DeepSpeed's reduction of one ``nbytes`` gradient: copy into the bucket, divide by the group size
-    (read and write each), copy the slices in, ring reduce-scatter."""
-    bucket = compute.memory_time(cluster.gpu, 4 * nbytes, kernels=2)
+def tensor_reduce(cluster: ClusterSpec, shape: network.GroupShape, nbytes: float, bucketed: bool = True) -> float:
+    """Seconds of DeepSpeed's reduction of one ``nbytes`` gradient: copy into the bucket (``bucketed``), divide by
+    the group size (read and write each), copy the slices in, ring reduce-scatter."""
+    bucket = compute.memory_time(cluster.gpu, (4 if bucketed else 2) * nbytes, kernels=2 if bucketed else 1)
     return bucket + list_collective_copies(cluster, shape.size, nbytes) + network.reduce_scatter(cluster, shape, nbytes)
+
+
+def _holders(elements: int, n: int) -> int:
+    """Ranks holding a piece of an ``elements`` parameter split into ``n`` partitions of ceil(elements / n)."""
+    return -(-elements // -(-elements // n))
+
+
+def persistent_gather(model: ModelSpec, cluster: ClusterSpec, s: Strategy, shape: network.GroupShape) -> float:
+    """Seconds of the all-gather of the persistent parameters after every optimizer step: one list all-gather of
+    them all, then one copy per parameter and rank holding a piece of it."""
+    final_norm = (model.hidden,) * (2 if model.norm == "layernorm" else 1)
+    small = [t for m in layer_modules(model) for t in m if t <= PERSISTENCE_THRESHOLD] * model.layers
+    small += list(final_norm)
+    nbytes = WEIGHT_BYTES * sum(small) / s.tp
+    n = shape.size
+    copies = sum(_holders(t // s.tp if t > s.tp else t, n) for t in small)
+    ring = network.all_gather(cluster, shape, nbytes) + list_collective_copies(cluster, n, nbytes)
+    return ring + compute.memory_time(cluster.gpu, 2 * nbytes, kernels=copies)
 
 
 def layer_gathers(model: ModelSpec, cluster: ClusterSpec, s: Strategy,
@@ -79,7 +101,7 @@ def layer_gathers(model: ModelSpec, cluster: ClusterSpec, s: Strategy,
 
 def layer_reduce(model: ModelSpec, cluster: ClusterSpec, s: Strategy, shape: network.GroupShape) -> float:
     """Seconds of one layer's gradient reduce-scatters, one per parameter tensor (persistent ones too)."""
-    return sum(tensor_reduce(cluster, shape, grad_bytes(s) * t / s.tp)
+    return sum(tensor_reduce(cluster, shape, grad_bytes(s) * t / s.tp, bucketed=t <= REDUCE_BUCKET_SIZE)
                for tensors in layer_modules(model) for t in tensors)
 
 

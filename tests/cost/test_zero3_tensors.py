@@ -113,3 +113,38 @@ def test_per_rank_terms_grow_with_the_group_at_fixed_bytes():
         total += zero3_tensors.layer_reduce(model, cluster, _z3(n), shape)
         assert total > last
         last = total
+
+
+def test_gradients_larger_than_the_reduce_bucket_skip_the_bucket_copy(a100_64):
+    gpu, shape, nbytes = a100_64.gpu, network.group_shape(8, 64, 1), 3e8
+    hbm = gpu.hbm_bandwidth * gpu.memory_efficiency
+    bucketed = zero3_tensors.tensor_reduce(a100_64, shape, nbytes)
+    alone = zero3_tensors.tensor_reduce(a100_64, shape, nbytes, bucketed=False)
+    assert bucketed - alone == pytest.approx(2 * nbytes / hbm + gpu.kernel_overhead, rel=1e-9)
+
+
+def test_holders_of_a_split_parameter():
+    # 12,288 elements over 1,536 ranks: pieces of 8, every rank holds one; 100 elements over 1,536: 100 ranks
+    assert zero3_tensors._holders(12288, 1536) == 1536
+    assert zero3_tensors._holders(100, 1536) == 100
+    assert zero3_tensors._holders(12289, 1536) == 1366   # pieces of 9: ceil(12289 / 9)
+
+
+def test_persistent_gather_closed_form(tiny_gpt, a100_64):
+    # tiny GPT: per layer the 65,536-element output projection, 4 biases and 2 layer norms (weight, bias) are under
+    # the 1e5 threshold; plus the final layer norm
+    shape, n, gpu = network.group_shape(8, 64, 1), 64, a100_64.gpu
+    h, f = 256, 1024
+    per_layer = [h, h, 3 * h, h * h, h, h, h, f, h]
+    small = per_layer * tiny_gpt.layers + [h, h]
+    nbytes = 2 * sum(small)
+    copies = sum(min(n, t) for t in small)     # every tensor here has at least 64 elements, split in whole pieces
+    expected = (network.all_gather(a100_64, shape, nbytes) + zero3_tensors.list_collective_copies(a100_64, n, nbytes)
+                + 2 * nbytes / (gpu.hbm_bandwidth * gpu.memory_efficiency) + copies * gpu.kernel_overhead)
+    assert zero3_tensors.persistent_gather(tiny_gpt, a100_64, _z3(64), shape) == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_persistent_gather_follows_every_optimizer_step(tiny_gpt, a100_64):
+    on, off = (plan.step_costs(tiny_gpt, a100_64, _z3(64, zero3_per_tensor=v)) for v in (True, False))
+    extra = zero3_tensors.persistent_gather(tiny_gpt, a100_64, _z3(64), network.group_shape(8, 64, 1))
+    assert on.optimizer[0] - off.optimizer[0] == pytest.approx(extra, rel=1e-12)
