@@ -287,8 +287,23 @@ def _pp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommN
     return out
 
 
+def _zero3_tensor_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy,
+                        shape: network.GroupShape) -> list[CommNeed]:
+    """DeepSpeed-2021 ZeRO-3: one layer's per-tensor gathers and reduce-scatters, summed (``zero3_tensors``)."""
+    gathered = sum(t for m in zero3_tensors.layer_modules(model) for t in m if t > zero3_tensors.PERSISTENCE_THRESHOLD)
+    forward, regather = zero3_tensors.layer_gathers(model, cluster, s, shape)
+    when = "per layer, one blocking list collective per tensor, "
+    return [CommNeed(group="dp", op="all_gather", shape=shape, nbytes=PARAM_BYTES * gathered / s.tp, seconds=forward,
+                     when=when + "before its forward and again before its backward"
+                          + (f" (+{regather * 1e3:.0f} ms re-gathered after recompute)" if regather else "")),
+            CommNeed(group="dp", op="reduce_scatter", shape=shape, nbytes=grad_bytes(s) * model.layer_params() / s.tp,
+                     seconds=zero3_tensors.layer_reduce(model, cluster, s, shape), when=when + "after its backward")]
+
+
 def _dp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommNeed]:
     grads = network.group_shape(cluster.domain_gpus, s.dp * s.cp, network.stride(s, "cp"))
+    if s.zero == 3 and s.zero3_per_tensor:
+        return _zero3_tensor_needs(model, cluster, s, grads)
     if s.zero == 3:
         layer_params = model.layer_params() / s.tp
         return [CommNeed(group="dp", op="all_gather", shape=grads, nbytes=PARAM_BYTES * layer_params,

@@ -148,3 +148,11 @@ def test_the_persistent_gather_follows_every_optimizer_step(tiny_gpt, a100_64):
     on, off = (plan.step_costs(tiny_gpt, a100_64, _z3(64, zero3_per_tensor=v)) for v in (True, False))
     extra = zero3_tensors.persistent_gather(tiny_gpt, a100_64, _z3(64), network.group_shape(8, 64, 1))
     assert on.optimizer[0] - off.optimizer[0] == pytest.approx(extra, rel=1e-12)
+
+
+def test_check_lists_the_per_tensor_collectives_of_a_layer(tiny_gpt, a100_64):
+    s, shape = _z3(64), network.group_shape(8, 64, 1)
+    needs = {c.op: c for c in plan.collectives(tiny_gpt, a100_64, s) if c.group == "dp"}
+    assert needs["all_gather"].seconds == pytest.approx(zero3_tensors.layer_gathers(tiny_gpt, a100_64, s, shape)[0])
+    assert needs["all_gather"].nbytes == 2 * (3 * 256 * 256 + 2 * 256 * 1024)     # the gathered tensors only
+    assert needs["reduce_scatter"].seconds == pytest.approx(zero3_tensors.layer_reduce(tiny_gpt, a100_64, s, shape))
