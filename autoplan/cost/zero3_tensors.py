@@ -1,9 +1,10 @@
 """ZeRO-3 as DeepSpeed ran it in 2021 (stage 3 of DeepSpeed 0.3-0.4): one collective per weight tensor.
 
 DeepSpeed's ``partition_parameters.py`` of 2021 gathers every partitioned parameter with its own
-``torch.distributed.all_gather`` into a list of ``n`` slices (``_allgather_param``, after a
-``torch.cuda.synchronize()``; the un-prefetched ``fetch_sub_module`` path blocks as well) and reduce-scatters
-every gradient with its own list ``torch.distributed.reduce_scatter`` (``_reduce_scatter_gradient``). PyTorch's
+``torch.distributed.all_gather`` into a list of ``n`` slices (``_allgather_param``), and stage3.py's
+``fetch_sub_module`` waits for them (``_synchronize_communication``: ``torch.cuda.synchronize()``), so no gather
+hides behind compute; it reduce-scatters every gradient with its own list ``torch.distributed.reduce_scatter``
+(``_reduce_scatter_gradient``), on the compute stream (``overlap_comm`` is off by default). PyTorch's
 ProcessGroupNCCL (``torch/lib/c10d/ProcessGroupNCCL.cpp``, 1.8-1.9) runs such a list collective on a flat buffer
 and copies each of the ``n`` slices out of it (all-gather) or into it (reduce-scatter), one copy per rank.
 Parameters below ``stage3_param_persistence_threshold`` (1e5 elements) stay whole on every rank, and a
@@ -75,7 +76,7 @@ def persistent_gather(model: ModelSpec, cluster: ClusterSpec, s: Strategy, shape
     small += list(final_norm)
     nbytes = WEIGHT_BYTES * sum(small) / s.tp
     n = shape.size
-    copies = sum(_holders(t // s.tp if t > s.tp else t, n) for t in small)
+    copies = sum(_holders(max(1, t // s.tp), n) for t in small)
     ring = network.all_gather(cluster, shape, nbytes) + list_collective_copies(cluster, n, nbytes)
     return ring + compute.memory_time(cluster.gpu, 2 * nbytes, kernels=copies)
 
