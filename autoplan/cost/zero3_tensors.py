@@ -94,7 +94,8 @@ def layer_gathers(model: ModelSpec, cluster: ClusterSpec, s: Strategy,
                 continue
             seconds = tensor_gather(cluster, shape, WEIGHT_BYTES * t / s.tp)
             forward += seconds
-            # between a sub-module's recompute and its backward run the later sub-modules' recompute and backward
+            # between a sub-module's recompute and its backward run the later sub-modules' recompute and backward;
+            # ZeRO-Infinity (arXiv 2104.07857 §4.1) counts the weights loaded twice in a checkpointed backward
             if s.recompute == "full" and 2 * later > MAX_REUSE_DISTANCE:
                 regather += seconds
     return forward, regather
