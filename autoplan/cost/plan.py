@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from autoplan.cost import compute, network, policy
+from autoplan.cost import compute, network, policy, zero3_tensors
 from autoplan.cost.costs import COMPUTE_KINDS, CommNeed, PassCost, PassKey, StepCosts
 from autoplan.cost.passes import cp_kv_bytes, grad_bytes, layer, pass_costs, ulysses_bytes, weight_grad_costs
 from autoplan.specs.cluster import ClusterSpec
@@ -141,9 +141,14 @@ def _zero3_passes(model: ModelSpec, cluster: ClusterSpec, s: Strategy,
     others = stage_params(model, s, 0) - n * model.layer_params() / s.tp
     g_other = policy.all_gather(cluster, shape, PARAM_BYTES * others, s.collective_policy)
     r_other = grad_reduce_time(cluster, shape, s, others)
-    # one layer's seconds: a middle chunk of a pp = 1 plan has every layer and no embedding or output layer
-    fwd, bwd = zero3_exposed(n, passes[(True, False, False)].seconds / n, passes[(False, False, False)].seconds / n,
-                             gather, reduce)
+    if s.zero3_per_tensor:
+        # DeepSpeed 2021: blocking per-tensor collectives, nothing hidden (autoplan/cost/zero3_tensors.py)
+        forward, regather = zero3_tensors.layer_gathers(model, cluster, s, shape)
+        fwd, bwd = zero3_tensors.exposed(n, forward, regather, zero3_tensors.layer_reduce(model, cluster, s, shape))
+    else:
+        # one layer's seconds: a middle chunk of a pp = 1 plan has every layer and no embedding or output layer
+        fwd, bwd = zero3_exposed(n, passes[(True, False, False)].seconds / n,
+                                 passes[(False, False, False)].seconds / n, gather, reduce)
     out = {}
     for key, cost in passes.items():
         first_or_last = key[1] or key[2]
@@ -199,8 +204,10 @@ def _zero3_step(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCost
     """A ZeRO-3 step: per-layer gathers and reduce-scatters inside the passes (``_zero3_passes``); the weights
     stay sharded, so no gather after the optimizer step (Rajbhandari et al. 2020 §5.3)."""
     params = [_stage_params(model, s, i, model.layer_params()) for i in range(s.pp)]
+    # DeepSpeed 2021 re-gathers its persistent parameters after every step (autoplan/cost/zero3_tensors.py)
+    after = zero3_tensors.persistent_gather(model, cluster, s, _dp_shape(cluster, s)) if s.zero3_per_tensor else 0.0
     return StepCosts(passes=_zero3_passes(model, cluster, s, pass_costs(model, cluster, s)),
-                     optimizer=tuple(_optimizer(cluster, s, x) for x in params), hop=0.0, segments=0,
+                     optimizer=tuple(_optimizer(cluster, s, x) + after for x in params), hop=0.0, segments=0,
                      segment_reduce=None, param_gather=None, shard_gather=0.0, shard_reduce=0.0, reduce_all=None,
                      final_gather=None, tied=None)
 
@@ -280,8 +287,23 @@ def _pp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommN
     return out
 
 
+def _zero3_tensor_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy,
+                        shape: network.GroupShape) -> list[CommNeed]:
+    """DeepSpeed-2021 ZeRO-3: one layer's per-tensor gathers and reduce-scatters, summed (``zero3_tensors``)."""
+    gathered = sum(t for m in zero3_tensors.layer_modules(model) for t in m if t > zero3_tensors.PERSISTENCE_THRESHOLD)
+    forward, regather = zero3_tensors.layer_gathers(model, cluster, s, shape)
+    when = "per layer, one blocking list collective per tensor, "
+    return [CommNeed(group="dp", op="all_gather", shape=shape, nbytes=PARAM_BYTES * gathered / s.tp, seconds=forward,
+                     when=when + "before its forward and again before its backward"
+                          + (f" (+{regather * 1e3:.0f} ms re-gathered after recompute)" if regather else "")),
+            CommNeed(group="dp", op="reduce_scatter", shape=shape, nbytes=grad_bytes(s) * model.layer_params() / s.tp,
+                     seconds=zero3_tensors.layer_reduce(model, cluster, s, shape), when=when + "after its backward")]
+
+
 def _dp_needs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[CommNeed]:
     grads = network.group_shape(cluster.domain_gpus, s.dp * s.cp, network.stride(s, "cp"))
+    if s.zero == 3 and s.zero3_per_tensor:
+        return _zero3_tensor_needs(model, cluster, s, grads)
     if s.zero == 3:
         layer_params = model.layer_params() / s.tp
         return [CommNeed(group="dp", op="all_gather", shape=grads, nbytes=PARAM_BYTES * layer_params,

@@ -27,6 +27,8 @@ def plan_label(plan: Any) -> str:
         extra.append("fp16-grads")
     if not plan.gradient_accumulation_fusion:
         extra.append("unfused-grad-acc")
+    if plan.zero == 3 and plan.zero3_per_tensor:
+        extra.append("z3-per-tensor")
     return " ".join([plan.short(), *extra])
 
 

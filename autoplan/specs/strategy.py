@@ -133,6 +133,12 @@ class Strategy:
                                               megatron={False: ("--no-gradient-accumulation-fusion",)})
     """The weight-gradient GEMMs accumulate straight into the gradient buffer (Megatron-LM's default;
     ``--no-gradient-accumulation-fusion``); false: each backward adds its weight gradients to it in a separate pass."""
+    zero3_per_tensor: bool = knob(False, choices=_BOOL,
+                                  help="ZeRO-3 as DeepSpeed of 2021: one blocking list all-gather / reduce-scatter per "
+                                       "weight tensor (else one per layer, prefetched).")
+    """ZeRO-3 communicates each weight tensor on its own through PyTorch's list collectives, gathers block the
+    compute, and recomputed tensors are gathered again before their backward (DeepSpeed 0.3-0.4 stage 3,
+    ``autoplan/cost/zero3_tensors.py``); false: one gather per layer prefetched a layer ahead (FSDP)."""
     first_stage_layers: int = knob(0, help="Transformer layers on the first pipeline stage (0: an even split).",
                                    label=lambda v: "")
     """Layers on the first pipeline rank (Megatron-LM ``--decoder-first-pipeline-num-layers``; 0: even). When
