@@ -1,5 +1,11 @@
 """Uneven pipeline layouts: the layers of every stage and model chunk when the first and last stages hold their own
-counts (Megatron-LM ``--decoder-first/last-pipeline-num-layers``), their validity, and the balanced layout."""
+counts (Megatron-LM ``--decoder-first/last-pipeline-num-layers``), their validity, and the balanced layout.
+
+Under a V-shape schedule (zbv, dualpipev) rank 0 holds both ends of the model (virtual stages 0 and 2p − 1), so
+only ``first_stage_layers`` applies: rank 0's layers, split over its two chunks (the first chunk takes the odd
+one), the other ranks' layers split evenly over their two chunks. DeepSeek-V3's 61 layers over 16 ranks: rank 0
+holds 1 + 0 (the last chunk: the output layer, loss and multi-token-prediction module only), the other 30 chunks 2
+each, as Megatron-Core's published DeepSeek-V3 layout ``Et|(tt|)*30mL`` (32 virtual stages)."""
 
 from __future__ import annotations
 
@@ -28,6 +34,7 @@ class Plan(Protocol):
     """What a layout reads of a Strategy (``specs.strategy`` imports this module, not the other way round)."""
 
     pp: int
+    schedule: str
     chunks: int
     uneven: bool
     first_stage_layers: int
@@ -36,10 +43,13 @@ class Plan(Protocol):
 
 def uneven_violations(layers: int, s: Plan) -> list[str]:
     """Megatron-Core's rules for uneven first/last stages (transformer_block.get_num_layers_to_build): the
-    remaining layers split evenly over the remaining stages, and over the virtual stages when interleaved."""
+    remaining layers split evenly over the remaining stages, and over the virtual stages when interleaved; under a
+    V-shape schedule (``_v_violations``) rank 0's layers, the rest split evenly over the other ranks' chunks."""
     first, last, p, v = s.first_stage_layers, s.last_stage_layers, s.pp, s.chunks
     if p == 1:
         return [f"first/last stage layers {first}/{last} need pp > 1"]
+    if s.schedule in V_SHAPE:
+        return _v_violations(layers, s)
     rest = layers - first - last
     left = p - (first > 0) - (last > 0)
     if left == 0 and v > 1:
@@ -59,6 +69,19 @@ def uneven_violations(layers: int, s: Plan) -> list[str]:
     return out
 
 
+def _v_violations(layers: int, s: Plan) -> list[str]:
+    """A V shape's uneven layout: rank 0's layers (both ends of the model), the rest over 2(p − 1) chunks."""
+    first, p = s.first_stage_layers, s.pp
+    if s.last_stage_layers:
+        return [f"the {s.schedule} schedule places the first and the last layers on rank 0 (a V): give its layers "
+                f"with first stage layers, not last stage layers {s.last_stage_layers}"]
+    rest = layers - first
+    if rest <= 0 or rest % (2 * (p - 1)):
+        return [f"layers {layers} − first stage layers {first} = {rest} are not divisible by the {2 * (p - 1)} "
+                f"chunks of the other {p - 1} ranks (V shape: 2 per rank)"]
+    return []
+
+
 def stage_layers(layers: int, s: Plan, stage: int) -> int:
     """Transformer layers on pipeline rank ``stage`` of a valid plan ``s``."""
     first, last, p = s.first_stage_layers, s.last_stage_layers, s.pp
@@ -71,10 +94,14 @@ def stage_layers(layers: int, s: Plan, stage: int) -> int:
 
 
 def chunk_layers(layers: int, s: Plan) -> tuple[int, int, int]:
-    """Layers of the first virtual stage, of every middle one, and of the last virtual stage of a valid plan."""
+    """Layers of the first virtual stage, of every middle one, and of the last virtual stage of a valid plan (under
+    a V-shape schedule, rank 0's two chunks split its layers, the first taking the odd one)."""
     if not s.uneven:
         n = layers // (s.pp * s.chunks)
         return n, n, n
+    if s.schedule in V_SHAPE:
+        first = s.first_stage_layers
+        return first - first // 2, (layers - first) // (2 * (s.pp - 1)), first // 2
     left = s.pp - (s.first_stage_layers > 0) - (s.last_stage_layers > 0)
     mid = (layers - s.first_stage_layers - s.last_stage_layers) // left // s.chunks if left else 0
     outer = [n - (s.chunks - 1) * mid if n else mid for n in (s.first_stage_layers, s.last_stage_layers)]
@@ -95,3 +122,15 @@ def balanced_layout(layers: int, pp: int, most: int = 2) -> tuple[int, int]:
     if last < 1:
         return 0, 0
     return (k - first_short if first_short else 0), last
+
+
+def balanced_v_layout(layers: int, pp: int, most: int = 3) -> int:
+    """Rank 0's layers that make ``layers`` split over a V shape's 2·``pp`` chunks when they do not evenly: rank 0
+    (both ends of the model, with the embedding, output layer and loss) gives up at most ``most`` layers and every
+    other chunk holds ⌈layers / 2pp⌉; 0 when the split is even or needs more. DeepSeek-V3's 61 layers: 1 + 30·2 over
+    16 ranks (Megatron-Core's ``Et|(tt|)*30mL``), 5 + 14·4 over 8."""
+    k = -(-layers // (2 * pp))
+    short = 2 * pp * k - layers
+    if pp < 2 or not 1 <= short <= most or 2 * k - short < 1:
+        return 0
+    return 2 * k - short

@@ -6,7 +6,7 @@ from dataclasses import Field, asdict, dataclass, field, fields
 from typing import Any, Callable
 
 from autoplan.errors import SpecError
-from autoplan.specs.layout import V_SHAPE, balanced_layout, uneven_violations
+from autoplan.specs.layout import V_SHAPE, balanced_layout, balanced_v_layout, uneven_violations
 from autoplan.specs.model import MAX_SIZE, ModelSpec
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev")
@@ -331,9 +331,11 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
     if s.uneven:
         out += uneven_violations(model.layers, s)
     elif model.layers % (s.pp * s.chunks):
-        first, last = balanced_layout(model.layers, s.pp)
+        first, last = (balanced_v_layout(model.layers, s.pp), 0) if s.schedule in V_SHAPE else balanced_layout(
+            model.layers, s.pp)
         hint = (f" (uneven: --first-stage-layers {first} --last-stage-layers {last})"
-                if first and last else f" (uneven: --last-stage-layers {last})" if last else "")
+                if first and last else f" (uneven: --last-stage-layers {last})" if last
+                else f" (uneven: --first-stage-layers {first})" if first else "")
         out.append(f"layers {model.layers} are not divisible by pp·virtual_stages = {s.pp}·{s.chunks}{hint}")
     if s.global_batch % (s.dp * s.micro_batch):
         out.append(f"global batch {s.global_batch} is not divisible by dp·micro_batch = {s.dp}·{s.micro_batch}")
@@ -388,13 +390,12 @@ def feature_violations(model: ModelSpec, s: Strategy) -> list[str]:
 
 
 def _v_shape_violations(s: Strategy) -> list[str]:
-    """A V-shape schedule places exactly two chunks per rank (Qi et al. 2024 §6), with even stages."""
+    """A V-shape schedule places exactly two chunks per rank (Qi et al. 2024 §6); its uneven layouts are checked
+    with the others (``layout.uneven_violations``)."""
     out = []
     if s.virtual_stages not in (1, 2):
         out.append(f"the {s.schedule} schedule places 2 model chunks per rank (V shape), not virtual_stages "
                    f"{s.virtual_stages}")
-    if s.uneven:
-        out.append(f"the {s.schedule} schedule needs an even split (no first/last stage layers)")
     if s.schedule == "dualpipev" and s.micro_batches < 2 * s.pp:
         # PyTorch ScheduleDualPipeV: at least as many micro-batches as stages (2 per rank)
         out.append(f"the dualpipev schedule needs micro-batches ({s.micro_batches}) ≥ 2·pp ({2 * s.pp})")

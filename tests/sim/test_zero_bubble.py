@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from autoplan.cost.families import lower_bound
+from autoplan.cost.families import lower_bound, step_costs
 from autoplan.cost.memory import inflight_layer_chunks, weight_grad_held_chunks
 from autoplan.sim.engine import Tasks, Timeline, run
 from autoplan.sim.schedule import Step, max_in_flight, peak_held, stage_order, virtual_stage
@@ -323,3 +323,32 @@ def test_zb_h1_is_never_slower_than_1f1b_for_the_same_plan(tiny_gpt, a100_8, pp,
     zb = score(tiny_gpt, cluster, replace(s, schedule="zb-h1"))
     assert zb.step_time <= one.step_time * (1 + 1e-12)
     assert zb.breakdown["compute"] == pytest.approx(one.breakdown["compute"], rel=1e-12)    # the same work
+
+
+@settings(max_examples=40, **_SETTINGS)
+@given(schedule=st.sampled_from(["zbv", "dualpipev"]), pp=st.sampled_from([2, 4]), mid=st.integers(1, 3),
+       first=st.integers(1, 5), extra=st.integers(0, 12), recompute=st.sampled_from(["none", "full"]),
+       zero=st.sampled_from([0, 1]), fused=st.booleans())
+def test_uneven_v_layouts_simulate_every_pass_at_its_chunks_cost(tiny_gpt, a100_8, schedule, pp, mid, first, extra,
+                                                                 recompute, zero, fused):
+    # rank 0 of a V holds both ends with its own layer count (layout.chunk_layers): the step still runs every pass
+    # once, its score is the full simulation, the search's bound stays below it, and each rank's compute stream is
+    # busy for exactly m times its two chunks' passes (at their layer counts) plus its optimizer step
+    model = replace(tiny_gpt, layers=first + 2 * (pp - 1) * mid)
+    m = 2 * pp + extra
+    s = _zb_plans(pp, m, schedule, first_stage_layers=first, recompute=recompute, zero=zero,
+                  gradient_accumulation_fusion=fused)
+    assert violations(model, 8, s) == []
+    sim = simulate_step(model, a100_8, s)
+    assert score(model, a100_8, s).step_time == pytest.approx(sim.timeline.makespan, rel=1e-9)
+    assert lower_bound(model, a100_8, s) <= sim.timeline.makespan * (1 + 1e-9)
+    costs = step_costs(model, a100_8, s)
+    last = 2 * pp - 1
+    for i in range(pp):
+        whole = sum(costs.passes[(fwd, vs == 0, vs == last)].seconds for fwd in (True, False)
+                    for vs in (i, last - i))
+        busy = sim.timeline.busy(f"stage{i}.compute") - costs.optimizer[i]
+        if schedule == "zbv":          # ZB-V splits every backward into B and W: the same seconds in all
+            assert busy == pytest.approx(m * whole, rel=1e-9)
+        else:                          # DualPipeV's fused pairs take less than their two passes
+            assert busy <= m * whole * (1 + 1e-9)

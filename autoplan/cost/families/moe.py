@@ -65,14 +65,16 @@ def _dense_in_first_chunk(model: ModelSpec, s: Strategy) -> int:
 
 def dense_per_stage(model: ModelSpec, s: Strategy) -> list[int]:
     """Dense-FFN layers on each pipeline stage: the first ``dense_layers`` layers, virtual stage by virtual stage
-    (virtual stage c·pp + i is chunk c of stage i, Megatron-LM interleaving)."""
+    (virtual stage c·pp + i is chunk c of stage i, Megatron-LM interleaving; a V shape's 2p − 1 − i is chunk 1 of
+    stage i)."""
     p, v = s.pp, s.chunks
     first, mid, last = chunk_layers(model.layers, s)
     sizes = [first] + [mid] * (p * v - 2) + [last] if p * v > 1 else [model.layers]
+    rank = {virtual_stage(s.schedule, i, c, p): i for i in range(p) for c in range(v)}
     out, left = [0] * p, model.dense_layers
     for j, n in enumerate(sizes):
         take = min(left, n)
-        out[j % p] += take
+        out[rank[j]] += take
         left -= take
     return out
 
