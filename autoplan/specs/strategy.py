@@ -367,6 +367,8 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
         # weights kept after the forward), its gradients reduce-scattered after every micro-batch's backward;
         # ZeRO-3 would gather the weights again for every micro-batch (not modelled with pp > 1)
         out.append(f"ZeRO stage {s.zero} shards weights across micro-batches and cannot run with pp > 1 (DeepSpeed)")
+    if model.mtp_layers and not model.moe:
+        out.append(f"multi-token prediction (mtp_layers {model.mtp_layers}) is modelled for MoE models only")
     if s.recompute == "modules" and not model.moe:
         out.append("recompute modules (norms, MLA up-projections, expert activations) is modelled for MoE models "
                    "only; use selective or full")

@@ -7,8 +7,9 @@ ep·etp and their gradients reduced over the expert-data-parallel group edp = tp
 parallel_state: the expert rank order etp-ep-edp-pp inside each pipeline stage).
 
 Simplifications: dense layers beyond the first model chunk are priced as MoE layers in the passes (never the case
-for the catalog's models); the CP ring exchange uses the dense K/V size; DeepSeek-V3's multi-token-prediction
-module, node-limited routing and FP8 dispatch are not modelled.
+for the catalog's models, but under a V shape's uneven layout, where DeepSeek-V3's second chunk holds two); the CP ring
+exchange uses the dense K/V size. DeepSeek-V3's multi-token-prediction modules (``mtp_layers``) run on the stage
+holding the output layer: each one more MoE block, its projection and the shared output head (``autoplan.cost.mtp``).
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ import math
 from dataclasses import replace
 from functools import lru_cache
 
-from autoplan.cost import compute, moe, network, passes, plan, policy
+from autoplan.cost import compute, moe, mtp, network, passes, plan, policy
 from autoplan.cost.compute import LayerCompute, Op
 from autoplan.cost.costs import CommNeed, PassCost, PassKey, StepCosts, pass_cost
 from autoplan.cost.memory import (FP8_WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES, StageMemory,
                                   _stage, activation_bytes_per_layer, inflight_layer_chunks)
 from autoplan.specs.cluster import ClusterSpec
-from autoplan.specs.layout import chunk_layers, stage_layers, virtual_stage
+from autoplan.specs.layout import V_SHAPE, chunk_layers, holds_output, stage_layers, virtual_stage
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import SPLIT_BACKWARD, Strategy, violations as dense_violations
 
@@ -126,10 +127,16 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pas
     m_bep = (_exposed(s, mo.a2a_forward * (2 if full else 1), m_b + m_r) + mo.etp_forward * (2 if full else 1))
     m_f, m_b = m_f + _sm_share(s, mo.a2a_forward), m_b + _sm_share(s, mo.a2a_forward * (2 if full else 1))
     ef, eb, of, ob = sec(emb_f), sec(emb_b), sec(out_f), sec(out_b)
+    # DeepSeek-V3 §2.2: each MTP module on the output stage is one more MoE block, its projection (mtp.py) and the
+    # shared output head and loss once more
+    depth = model.mtp_layers
+    x_f, x_b, x_c = mtp.module_extras(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
+    x_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in x_c)
+    of, ob, out_tp = of + depth * (of + sec(x_f)), ob + depth * (ob + sec(x_b)), out_tp + depth * (out_tp + x_tp)
     costs = {}
     for first in (False, True):
         for last in (False, True):
-            n = n_first if first else n_last if last else n_mid
+            n = (n_first if first else n_last if last else n_mid) + last * depth
             d = d_first if first else 0
             k = n - d
             f_comp = d * d_f + k * m_f + first * ef + last * of
@@ -170,10 +177,14 @@ def _weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> d
                                                             s.micro_batch)[1])
     n_first, n_mid, n_last = chunk_layers(model.layers, s)
     d_first = _dense_in_first_chunk(model, s)
+    depth = model.mtp_layers
+    # the MTP modules' blocks, projections and shared output head (DeepSeek-V3 §2.2)
+    out += depth * (out + passes.weight_grad_seconds(
+        mtp.module_extras(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)[1]))
     costs = {}
     for first in (False, True):
         for last in (False, True):
-            n = n_first if first else n_last if last else n_mid
+            n = (n_first if first else n_last if last else n_mid) + last * depth
             d = d_first if first else 0
             w = d * w_d + (n - d) * w_m + first * emb + last * out
             if not s.gradient_accumulation_fusion:
@@ -234,7 +245,21 @@ def stage_params(model: ModelSpec, s: Strategy, stage: int) -> tuple[float, floa
     other, expert = _moe_layer_params(model, s)
     # plan._stage_params: the TP share of dense layers, embedding and output (and the tied copy)
     non_expert = plan._stage_params(model, s, stage, model.layer_params()) - (layers - d) * model.layer_params() / s.tp
-    return non_expert + (layers - d) * other, (layers - d) * expert
+    mtp_blocks = model.mtp_layers if holds_output(s.schedule, stage, s.pp) else 0
+    if mtp_blocks:
+        # DeepSeek-V3 §2.2: each MTP module's projection and norms beside its MoE block (ModelSpec.mtp_module_params);
+        # away from the first stage, a copy of the shared embedding (Megatron-Core: MTP on the last stage)
+        non_expert += mtp_blocks * (model.mtp_module_params() - model.moe_layer_params()) / s.tp
+        if _mtp_embedding_copy(model, s):
+            non_expert += model.vocab * model.hidden / s.tp
+    blocks = layers - d + mtp_blocks
+    return non_expert + blocks * other, blocks * expert
+
+
+def _mtp_embedding_copy(model: ModelSpec, s: Strategy) -> bool:
+    """The output stage keeps its own copy of the embedding for the MTP modules, all-reduced with the first stage's
+    like a tied embedding (Megatron-Core): pp > 1, not a V shape (rank 0 holds both) and not already tied."""
+    return bool(model.mtp_layers) and s.pp > 1 and s.schedule not in V_SHAPE and not model.tied_embeddings
 
 
 def _chunk_params(model: ModelSpec, s: Strategy) -> tuple[float, float]:
@@ -284,8 +309,9 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
     if s.zero >= 1 and replicated and not s.overlap_param_gather:
         final_gather = tuple(_gather(cluster, s, x) for x in params)
     tied = None
-    if model.tied_embeddings and p > 1:
-        # Megatron-LM finalize_model_grads: the first and last stage all-reduce the tied embedding's gradient
+    if (model.tied_embeddings and p > 1 and s.schedule not in V_SHAPE) or _mtp_embedding_copy(model, s):
+        # Megatron-LM finalize_model_grads: the first and last stage all-reduce the tied embedding's gradient (the
+        # MTP modules' shared embedding alike; a V shape's rank 0 holds both ends)
         pair = network.group_shape(cluster.gpus_per_node, 2, network.stride(s, "pp") * (p - 1))
         tied = network.all_reduce(cluster, pair, passes.grad_bytes(s) * model.vocab * model.hidden / s.tp)
     piece = (chunk[0] / segments, chunk[1] / segments) if segments else chunk
@@ -374,18 +400,29 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: in
     optimizer = OPTIMIZER_BYTES * (non_expert / n + expert / e if s.zero >= 1 else non_expert + expert)
     layers = stage_layers(model.layers, s, stage)
     d = dense_per_stage(model, s)[stage]
+    blocks = model.mtp_layers if holds_output(s.schedule, stage, s.pp) else 0
     weights = WEIGHT_BYTES * (non_expert + expert)
     if moe.fp8(s):
         # memory._stage: Transformer Engine caches an FP8 copy (and transpose) of each layer weight, replacing the
         # BF16 one under fp8_param_gather; the embedding and output layer stay BF16
         other, routed = _moe_layer_params(model, s)
-        fp8_layer = d * model.layer_params() / s.tp + (layers - d) * (other + routed)
+        fp8_layer = d * model.layer_params() / s.tp + (layers - d + blocks) * (other + routed)
         weights += FP8_WEIGHT_BYTES * fp8_layer - (WEIGHT_BYTES * fp8_layer if s.fp8_param_gather else 0)
     # Narayanan et al. SC'21 §2.2: each in-flight chunk-forward holds its layers' activations (mean per chunk)
     acts = inflight_layer_chunks(s, stage) * (d * per_layer[0] + (layers - d) * per_layer[1]) / s.chunks
+    embedding = base.embedding
+    if blocks:
+        # the MTP modules of the one micro-batch in flight on the output layer (as memory._stage's output layer):
+        # each its MoE block, its projection's inputs and the shared head's input and fp32 logits once more
+        sp = s.tp if s.sequence_parallel else 1
+        tokens = model.seq_len / s.cp * s.micro_batch
+        head = 2 * tokens * model.hidden / sp + 4 * tokens * model.vocab / s.tp
+        acts += blocks * per_layer[1]
+        embedding += blocks * (head + mtp.extras_activation_bytes(model, s.micro_batch, s.tp, s.cp,
+                                                                  s.sequence_parallel))
     return StageMemory(stage=stage, weights=weights,
                        gradients=GRADIENT_BYTES * (non_expert + expert), optimizer=optimizer, activations=acts,
-                       embedding=base.embedding, buffers=0.0, reserve=base.reserve)
+                       embedding=embedding, buffers=0.0, reserve=base.reserve)
 
 
 def memory(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[StageMemory]:
