@@ -24,9 +24,10 @@ from autoplan.cost.costs import CommNeed, PassCost, PassKey, StepCosts, pass_cos
 from autoplan.cost.memory import (FP8_WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES, StageMemory,
                                   _stage, activation_bytes_per_layer, inflight_layer_chunks)
 from autoplan.specs.cluster import ClusterSpec
-from autoplan.specs.layout import V_SHAPE, chunk_layers, holds_output, stage_layers, virtual_stage
+from autoplan.specs.layout import (BIDIRECTIONAL, chunk_layers, ends, holds_embedding, holds_output, layout_chunks,
+                                   model_copies, stage_layers, virtual_stage)
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import SPLIT_BACKWARD, Strategy, violations as dense_violations
+from autoplan.specs.strategy import FUSED_PAIRS, SPLIT_BACKWARD, Strategy, violations as dense_violations
 
 
 # ----------------------------------------------------------------------------------------------- validity
@@ -49,9 +50,10 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
         # Megatron-Core MoE README: tensor and expert parallelism together require sequence parallelism; this
         # model routes sequence-sharded tokens for every tp > 1
         out.append(f"a MoE model with tp {s.tp} needs sequence parallelism")
-    if s.ep_overlap and s.schedule == "dualpipev":
+    if s.ep_overlap and s.schedule in FUSED_PAIRS:
         # DeepSeek-V3 §3.2.1: DualPipe's overlap is its pairing of one chunk's forward with another's backward
-        out.append("ep_overlap is what dualpipev's fused forward-backward pairs already do; leave it off with dualpipev")
+        out.append(f"ep_overlap is what {s.schedule}'s fused forward-backward pairs already do; leave it off with "
+                   f"{s.schedule}")
     if s.zero >= 2:
         out.append(f"ZeRO stage {s.zero} is not modelled for MoE models (Megatron-Core's distributed optimizer is "
                    "ZeRO-1)")
@@ -68,15 +70,18 @@ def dense_per_stage(model: ModelSpec, s: Strategy) -> list[int]:
     """Dense-FFN layers on each pipeline stage: the first ``dense_layers`` layers, virtual stage by virtual stage
     (virtual stage c·pp + i is chunk c of stage i, Megatron-LM interleaving; a V shape's 2p − 1 − i is chunk 1 of
     stage i)."""
-    p, v = s.pp, s.chunks
+    p, v = s.pp, layout_chunks(s)
     first, mid, last = chunk_layers(model.layers, s)
     sizes = [first] + [mid] * (p * v - 2) + [last] if p * v > 1 else [model.layers]
-    rank = {virtual_stage(s.schedule, i, c, p): i for i in range(p) for c in range(v)}
-    out, left = [0] * p, model.dense_layers
-    for j, n in enumerate(sizes):
-        take = min(left, n)
-        out[rank[j]] += take
-        left -= take
+    out = [0] * p
+    # DualPipe: each direction's pipeline holds every layer (a second copy of the model)
+    for direction in range(2 if s.schedule == BIDIRECTIONAL else 1):
+        rank = {virtual_stage(s.schedule, i, c, p) - direction * p * v: i for i in range(p) for c in range(s.chunks)}
+        left = model.dense_layers
+        for j, n in enumerate(sizes):
+            take = min(left, n)
+            out[rank[j]] += take
+            left -= take
     return out
 
 
@@ -202,14 +207,14 @@ def _sm_share(s: Strategy, a2a: float) -> float:
     """Seconds DualPipeV's compute loses to the SMs its all-to-all kernels hold (0 for other schedules, where
     ``_exposed`` charges it)."""
     # DeepSeek-V3 §3.2.2: the communication kernels keep 20 SMs while the paired chunk computes on the rest
-    return a2a * COMM_SM_SHARE if s.schedule == "dualpipev" else 0.0
+    return a2a * COMM_SM_SHARE if s.schedule in FUSED_PAIRS else 0.0
 
 
 def _exposed(s: Strategy, a2a: float, compute_seconds: float) -> float:
     """Seconds of a layer's all-to-alls on the critical path: all of them, or with ``ep_overlap`` what the other
     micro-batch's compute cannot hide, plus the slowdown of the compute that hides them. Under dualpipev all of
     them: its fused forward-backward pairs hide them (costs.overlapped), outside the pairs nothing does."""
-    if not s.ep_overlap or s.schedule == "dualpipev":
+    if not s.ep_overlap or s.schedule in FUSED_PAIRS:
         return a2a
     # Megatron-Core --overlap-moe-expert-parallel-comm / DualPipe (arXiv 2412.19437 §3.2.1): one micro-batch's
     # all-to-alls run beside another's compute of about the same length (1F1B steady state; warm-up and
@@ -259,7 +264,8 @@ def stage_params(model: ModelSpec, s: Strategy, stage: int) -> tuple[float, floa
 def _mtp_embedding_copy(model: ModelSpec, s: Strategy) -> bool:
     """The output stage keeps its own copy of the embedding for the MTP modules, all-reduced with the first stage's
     like a tied embedding (Megatron-Core): pp > 1, not a V shape (rank 0 holds both) and not already tied."""
-    return bool(model.mtp_layers) and s.pp > 1 and s.schedule not in V_SHAPE and not model.tied_embeddings
+    return (bool(model.mtp_layers) and not holds_embedding(s.schedule, s.pp - 1, s.pp)
+            and not holds_output(s.schedule, 0, s.pp) and not model.tied_embeddings)
 
 
 def _chunk_params(model: ModelSpec, s: Strategy) -> tuple[float, float]:
@@ -285,8 +291,8 @@ def _gather(cluster: ClusterSpec, s: Strategy, params: tuple[float, float]) -> f
 def _optimizer(cluster: ClusterSpec, s: Strategy, params: tuple[float, float]) -> float:
     # Rajbhandari et al. 2020 (ZeRO) §5.1: the distributed optimizer updates 1/(dp·cp) of the non-expert and
     # 1/edp of the expert parameters (Megatron-Core shards expert optimizer state over the expert-DP group)
-    local = sum(params)
-    sharded = params[0] / (s.dp * s.cp) + params[1] / s.edp if s.zero >= 1 else local
+    local, copies = sum(params), model_copies(s.schedule)
+    sharded = (params[0] / (s.dp * s.cp) + params[1] / s.edp) / copies if s.zero >= 1 else local
     return compute.optimizer_time(cluster.gpu, local, sharded)
 
 
@@ -309,7 +315,7 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
     if s.zero >= 1 and replicated and not s.overlap_param_gather:
         final_gather = tuple(_gather(cluster, s, x) for x in params)
     tied = None
-    if (model.tied_embeddings and p > 1 and s.schedule not in V_SHAPE) or _mtp_embedding_copy(model, s):
+    if (model.tied_embeddings and p > 1 and not holds_output(s.schedule, 0, p)) or _mtp_embedding_copy(model, s):
         # Megatron-LM finalize_model_grads: the first and last stage all-reduce the tied embedding's gradient (the
         # MTP modules' shared embedding alike; a V shape's rank 0 holds both ends)
         pair = network.group_shape(cluster.gpus_per_node, 2, network.stride(s, "pp") * (p - 1))
@@ -338,14 +344,14 @@ def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
     # a stream's busy time bounds the critical path from below (Graham 1969, list-scheduling bounds)
     costs = pass_costs(model, cluster, s)
     p, v, m = s.pp, s.chunks, s.micro_batches
-    last = p * v - 1
     worst = 0.0
-    # DualPipeV's fused pairs may hide all of a pass's communication (DeepSeek-V3 §3.2.1): only compute is certain
-    seconds = plan._compute_seconds if s.schedule == "dualpipev" else (lambda c: c.seconds)
+    # DualPipe(V)'s fused pairs may hide all of a pass's communication (DeepSeek-V3 §3.2.1): only compute is certain
+    seconds = plan._compute_seconds if s.schedule in FUSED_PAIRS else (lambda c: c.seconds)
     for i in _stages_to_check(model, s):
-        vss = [virtual_stage(s.schedule, i, c, p) for c in range(v)]
-        busy = sum(seconds(costs[(True, vs == 0, vs == last)]) + seconds(costs[(False, vs == 0, vs == last)])
-                   for vs in vss) * m
+        # each chunk runs every micro-batch (DualPipe: each direction's half, model_copies)
+        busy = m / model_copies(s.schedule) * sum(
+            seconds(costs[(fwd, *ends(s.schedule, virtual_stage(s.schedule, i, c, p), p, v))])
+            for c in range(v) for fwd in (True, False))
         worst = max(worst, busy + _optimizer(cluster, s, stage_params(model, s, i)))
     return worst
 
@@ -396,7 +402,8 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: in
                   per_layer: tuple[float, float]) -> StageMemory:
     base = _stage(model, cluster, s, stage, 0.0)     # its embedding activations and reserve (memory.py)
     non_expert, expert = stage_params(model, s, stage)
-    n, e = s.dp * s.cp, s.edp
+    copies = model_copies(s.schedule)      # DualPipe: both copies of a stage share its optimizer state
+    n, e = s.dp * s.cp * copies, s.edp * copies
     optimizer = OPTIMIZER_BYTES * (non_expert / n + expert / e if s.zero >= 1 else non_expert + expert)
     layers = stage_layers(model.layers, s, stage)
     d = dense_per_stage(model, s)[stage]
