@@ -40,6 +40,15 @@ def virtual_stage(schedule: str, stage: int, chunk: int, stages: int) -> int:
     return chunk * stages + stage
 
 
+def rank_of(schedule: str, vs: int, stages: int) -> int:
+    """The pipeline rank holding virtual stage ``vs`` (the inverse of ``virtual_stage``)."""
+    if schedule == BIDIRECTIONAL:
+        return vs if vs < stages else 2 * stages - 1 - vs
+    if schedule in V_SHAPE and vs >= stages:
+        return 2 * stages - 1 - vs
+    return vs % stages
+
+
 def pipeline_stages(schedule: str, stages: int, chunks: int) -> int:
     """Virtual stages of one pipeline: stages·chunks, or under DualPipe the stages of one direction."""
     return stages if schedule == BIDIRECTIONAL else stages * chunks

@@ -140,3 +140,13 @@ def test_balanced_v_layout_is_valid_and_lightens_rank_0(layers, p, most):
     assert uneven_violations(layers, s) == []
     others = stage_layers(layers, s, 1)
     assert others - most <= first < others                             # rank 0 gives up 1..most layers
+
+
+@pytest.mark.parametrize("schedule, chunks", [("1f1b", 1), ("interleaved", 3), ("zbv", 2), ("dualpipev", 2),
+                                              ("dualpipe", 2)])
+@pytest.mark.parametrize("p", [2, 4, 6])
+def test_rank_of_inverts_virtual_stage(schedule, chunks, p):
+    from autoplan.specs.layout import rank_of, virtual_stage
+    for i in range(p):
+        for c in range(chunks):
+            assert rank_of(schedule, virtual_stage(schedule, i, c, p), p) == i

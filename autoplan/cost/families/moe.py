@@ -25,7 +25,7 @@ from autoplan.cost.memory import (FP8_WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BY
                                   _stage, activation_bytes_per_layer, inflight_layer_chunks)
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.layout import (BIDIRECTIONAL, chunk_layers, ends, holds_embedding, holds_output, layout_chunks,
-                                   model_copies, stage_layers, virtual_stage)
+                                   model_copies, rank_of, stage_layers, virtual_stage)
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import FUSED_PAIRS, SPLIT_BACKWARD, Strategy, violations as dense_violations
 
@@ -76,11 +76,12 @@ def dense_per_stage(model: ModelSpec, s: Strategy) -> list[int]:
     out = [0] * p
     # DualPipe: each direction's pipeline holds every layer (a second copy of the model)
     for direction in range(2 if s.schedule == BIDIRECTIONAL else 1):
-        rank = {virtual_stage(s.schedule, i, c, p) - direction * p * v: i for i in range(p) for c in range(s.chunks)}
         left = model.dense_layers
         for j, n in enumerate(sizes):
+            if not left:
+                break
             take = min(left, n)
-            out[rank[j]] += take
+            out[rank_of(s.schedule, direction * p * v + j, p)] += take
             left -= take
     return out
 
