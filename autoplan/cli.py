@@ -273,9 +273,10 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
     if trace:
         from pathlib import Path
         from autoplan.sim.trace import write_trace
+        from autoplan.specs.layout import layout_chunks
         sim = simulate_step(model, spec, s)
         try:
-            write_trace(Path(trace), sim.lowered, sim.timeline, 0 if s.uneven else model.layers // (s.pp * s.chunks))
+            write_trace(Path(trace), sim.lowered, sim.timeline, 0 if s.uneven else model.layers // (s.pp * layout_chunks(s)))
         except OSError as err:
             raise SpecError(f"cannot write the trace to {trace!r}: {err.strerror or err}") from None
     if as_json:

@@ -401,7 +401,8 @@ def _v_shape_violations(s: Strategy) -> list[str]:
     with the others (``layout.uneven_violations``)."""
     out = []
     if s.virtual_stages not in (1, 2):
-        out.append(f"the {s.schedule} schedule places 2 model chunks per rank (V shape), not virtual_stages "
+        shape = "one stage of each direction" if s.schedule == BIDIRECTIONAL else "V shape"
+        out.append(f"the {s.schedule} schedule places 2 model chunks per rank ({shape}), not virtual_stages "
                    f"{s.virtual_stages}")
     if s.schedule == "dualpipev" and s.micro_batches < 2 * s.pp:
         # PyTorch ScheduleDualPipeV: at least as many micro-batches as stages (2 per rank)
