@@ -179,7 +179,9 @@ def models(as_json: bool) -> None:
 
     ms = list_models()
     if as_json:
-        click.echo(json.dumps([{"name": m.name, "params": m.params(), "layers": m.layers, "hidden": m.hidden,
+        click.echo(json.dumps([{"name": m.name, "params": m.params(), **({"mtp_params": m.mtp_params()}
+                                                                         if m.mtp_layers else {}),
+                                "layers": m.layers, "hidden": m.hidden,
                                 "heads": m.heads, "kv_heads": m.kv_heads, "ffn_hidden": m.ffn_hidden,
                                 "vocab": m.vocab, "seq_len": m.seq_len, "source": m.source} for m in ms], indent=2))
         return
@@ -189,7 +191,9 @@ def models(as_json: bool) -> None:
         t.add_column(col, justify="right" if col not in ("name", "source", "mlp") else "left")
     for m in ms:
         n = m.params()
-        t.add_row(m.name, f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.1f}M", str(m.layers), str(m.hidden), f"{m.heads} ({m.kv_heads})",
+        size = f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"
+        size += f" + {m.mtp_params() / 1e9:.1f}B MTP" if m.mtp_layers else ""      # the MTP modules beside
+        t.add_row(m.name, size, str(m.layers), str(m.hidden), f"{m.heads} ({m.kv_heads})",
                   str(m.ffn_hidden), str(m.vocab), str(m.seq_len), m.activation, m.source)
     _console().print(t)
     _console().print("aliases: " + ", ".join(f"{a} → {n}" for a, n in sorted(aliases().items())))
@@ -269,9 +273,10 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
     if trace:
         from pathlib import Path
         from autoplan.sim.trace import write_trace
+        from autoplan.specs.layout import layout_chunks
         sim = simulate_step(model, spec, s)
         try:
-            write_trace(Path(trace), sim.lowered, sim.timeline, 0 if s.uneven else model.layers // (s.pp * s.chunks))
+            write_trace(Path(trace), sim.lowered, sim.timeline, 0 if s.uneven else model.layers // (s.pp * layout_chunks(s)))
         except OSError as err:
             raise SpecError(f"cannot write the trace to {trace!r}: {err.strerror or err}") from None
     if as_json:

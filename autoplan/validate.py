@@ -25,7 +25,7 @@ from autoplan.specs.cnn import build
 from autoplan.specs.catalog import get_model, list_models
 from autoplan.specs.dlrm import dlrm_of
 from autoplan.specs.cluster import ClusterSpec, load_cluster
-from autoplan.specs.layout import balanced_layout
+from autoplan.specs.layout import V_SHAPE, balanced_layout, balanced_v_layout
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import KNOBS, Strategy, data_parallel
 
@@ -312,15 +312,20 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
     if ep > 1 and not _known(st.get("ep_overlap")):
         axes["ep_overlap"] = [False, True]       # the EP all-to-all overlap, when the source does not say
     searched = tuple(k for k, vals in axes.items() if len(vals) > 1)
-    # uneven first/last stages as published; else the balanced split when the layers do not divide (Megatron-Core)
-    layout = dict(zip(("first_stage_layers", "last_stage_layers"), balanced_layout(model.layers, pp)))
+    # a pipeline schedule the file names (a zero-bubble one: DeepSeek-V3's DualPipe), else Megatron-Core's
+    schedule = str(st["schedule"]) if _known(st.get("schedule")) else None
+    # uneven first/last stages as published; else the balanced split when the layers do not divide (Megatron-Core;
+    # a V shape's rank 0 holds both ends: layout.balanced_v_layout)
+    ends = ((balanced_v_layout(model.layers, pp), 0) if schedule in V_SHAPE else balanced_layout(model.layers, pp))
+    layout = dict(zip(("first_stage_layers", "last_stage_layers"), ends))
     layout |= {k: int(st[k]) for k in layout if _known(st.get(k))}
     plans = []
     for combo in itertools.product(*axes.values()):
         kw = dict(zip(axes, combo))
         v = kw.pop("virtual_stages")
         plans.append(Strategy(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=st["global_batch"], ep=ep, etp=etp,
-                              schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v, **layout, **kw))
+                              schedule=schedule or ("interleaved" if v > 1 else "1f1b"), virtual_stages=v, **layout,
+                              **kw))
     return [p for p in plans if not family_violations(model, gpus, p)], searched
 
 

@@ -15,7 +15,8 @@ Llama 3 405B on 16K H100s (Meta, arXiv 2407.21783 §3.3: TP8 CP1 PP16 DP128, int
 step time); its row ranks the fastest variant of that plan over the knobs Meta did not publish.
 
 MoE plans (their own table, searched over search_spaces/moe.toml): DeepSeek-V3 on 2048 H800 (arXiv 2412.19437
-§3.2: PP16 EP64 TP1, DualPipe, which the EP all-to-all overlap stands in for), NeMo 2.0's Mixtral 8x7B and 8x22B
+§3.2: PP16 EP64 TP1, DualPipe, or its V-shape variant where DualPipe's two parameter copies do not fit; with its
+multi-token-prediction module), NeMo 2.0's Mixtral 8x7B and 8x22B
 pre-training recipes on H100 (nemo/collections/llm/recipes/mixtral_8x7b.py, mixtral_8x22b.py; expert TP = TP,
 Megatron-Core's default), and Megatron-Bridge's Qwen3 235B-A22B H100 benchmark (docs/performance-summary.md, 25.11:
 FP8, ranked here in BF16). None publishes its recompute; the fastest feasible variant over it is ranked.
@@ -92,11 +93,13 @@ def meta_llama3_405b(overlap: bool):
 MOE_CASES = (
     # name, model, seq_len (None: the catalog's), cluster, GPUs, global batch, published plan, unpublished knobs
     # DeepSeek-V3 §3.2-3.3: FP8 blockwise GEMMs and dispatch, RMSNorm / MLA up-projection / SwiGLU recomputed
-    # (recompute modules), ZeRO-1, DualPipe (1F1B or ZB-H1 with the EP overlap stand in: 61 layers do not split
-    # into DualPipeV's 32 equal chunks); node-limited routing comes with the catalog model (route_nodes 4)
+    # (recompute modules), ZeRO-1, DualPipe (§3.2.1) or DualPipeV (its V-shape variant, one parameter copy: rank 0
+    # holds 1 + 0 layers, the other 30 chunks 2, Megatron-Core's Et|(tt|)*30mL); the fused pairs are the EP
+    # overlap; node-limited routing and the MTP module come with the catalog model (route_nodes 4, mtp_layers 1)
     ("deepseek-v3-h800-2048 (DualPipe)", "deepseek-v3", None, "dgx-h800-80g", 2048, 15360,
-     dict(tp=1, pp=16, ep=64, zero=1, precision="fp8-blockwise", recompute="modules", ep_overlap=True),
-     dict(micro_batch=(1, 2), ends=((3, 2), (2, 3), (4, 1), (1, 4)), schedule=("1f1b", "zb-h1"))),
+     dict(tp=1, pp=16, ep=64, zero=1, precision="fp8-blockwise", recompute="modules"),
+     dict(micro_batch=(1, 2), ends=(("dualpipe", 3, 2), ("dualpipe", 4, 1), ("dualpipe", 2, 3),
+                                   ("dualpipev", 1, 0)))),
     ("mixtral-8x7b-nemo-recipe-64", "mixtral-8x7b", 8192, "dgx-h100-80g", 64, 512,
      dict(tp=1, pp=4, ep=8, schedule="interleaved", virtual_stages=8, zero=1),
      dict(recompute=("none", "selective", "full", "modules"))),
@@ -118,7 +121,9 @@ def moe_published_best(model, cluster, gpus: int, batch: int, plan: dict, knobs:
     evals = []
     for values in itertools.product(ends, *(knobs[n] for n in names)):
         kw = dict(plan, **dict(zip(names, values[1:])))
-        if values[0]:
+        if values[0] and len(values[0]) == 3:          # (schedule, first, last): a layout per schedule
+            kw["schedule"], kw["first_stage_layers"], kw["last_stage_layers"] = values[0]
+        elif values[0]:
             kw["first_stage_layers"], kw["last_stage_layers"] = values[0]
         dp = gpus // (kw.get("tp", 1) * kw.get("pp", 1) * kw.get("cp", 1))
         evals.append(evaluate(model, cluster, Strategy(dp=dp, global_batch=batch, **kw)))
@@ -161,7 +166,7 @@ def moe_space(plan):
         return space
     axes = dict(space.axes)
     axes["precision"] = ("bf16", plan.precision)
-    axes["schedule"] = tuple(dict.fromkeys((*axes["schedule"], "zb-h1", "zbv", "dualpipev")))
+    axes["schedule"] = tuple(dict.fromkeys((*axes["schedule"], "zb-h1", "zbv", "dualpipev", "dualpipe")))
     return replace(space, axes=axes)
 
 

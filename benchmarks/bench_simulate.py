@@ -1,5 +1,5 @@
 """Median wall time of one simulation (evaluate) of GPT-3 175B: TP8 PP8 DP16, micro-batch 1, global batch 1536,
-1F1B, interleaved v=3 and the zero-bubble zb-h1, zbv and dualpipev, on 1024 GPUs; and the same plan shape (DP 256) on
+1F1B, interleaved v=3 and the zero-bubble zb-h1, zbv, dualpipev and dualpipe, on 1024 GPUs; and the same plan shape (DP 256) on
 16384 GPUs.
 
 Then every fitting plan of the default space (GPT-3 on 1024 H100s), and of a space with over 500 pipeline shapes.
@@ -67,7 +67,8 @@ def main() -> None:
           f"{'cold median/min ms':>19}")
     for gpus, dp in ((1024, 16), (16384, 256)):
         cluster = load_cluster("dgx-a100-80g", gpus)
-        for schedule, v in (("1f1b", 1), ("interleaved", 3), ("zb-h1", 1), ("zbv", 1), ("dualpipev", 1)):
+        for schedule, v in (("1f1b", 1), ("interleaved", 3), ("zb-h1", 1), ("zbv", 1), ("dualpipev", 1),
+                            ("dualpipe", 1)):
             s = Strategy(dp=dp, tp=8, pp=8, micro_batch=1, global_batch=1536 * gpus // 1024, schedule=schedule,
                          virtual_stages=v, sequence_parallel=True, recompute="selective", zero=1)
             e = evaluate(model, cluster, s)

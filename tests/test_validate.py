@@ -80,8 +80,9 @@ def test_moe_runs_are_their_own_group_with_expert_parallel_plans(report):
     assert all("ep_overlap" in c.searched for k, c in by_model.items() if "30b" in k)
     assert {c.plan.precision for c in moe if "qwen3" in c.id} == {"fp8"}
     deepseek = [c for c in report.cases if c.group.startswith("MoE: DeepSeek")]
-    assert [(c.plan.pp, c.plan.ep, c.plan.recompute, c.plan.ep_overlap, c.plan.precision) for c in deepseek] == [
-        (16, 64, "modules", True, "fp8-blockwise")]
+    # DualPipe's V-shape variant with its fused pairs (no separate EP overlap), rank 0 holding 1 + 0 of the 61 layers
+    assert [(c.plan.pp, c.plan.ep, c.plan.recompute, c.plan.ep_overlap, c.plan.precision, c.plan.schedule,
+             c.plan.first_stage_layers) for c in deepseek] == [(16, 64, "modules", False, "fp8-blockwise", "dualpipev", 1)]
 
 
 def test_moe_group_guard(report):

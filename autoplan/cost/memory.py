@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.layout import holds_output, stage_layers
+from autoplan.specs.layout import holds_embedding, holds_output, model_copies, stage_layers
 from autoplan.specs.strategy import Strategy
 
 # Megatron-LM docs, distributed optimizer (bf16 params, fp32 grads): 2 + 4 + 12 = 18 bytes/param, 6 + 12/d sharded
@@ -109,6 +109,10 @@ def inflight_layer_chunks(s: Strategy, stage: int) -> int:
         # DeepSeek DualPipe README: DualPipeV holds PP + 1 chunks' activations (PP = 2p stages); the fused
         # forward allocates before its partner backward frees (needs m ≥ 2p)
         return min(2 * p + 1, 2 * m)
+    if s.schedule == "dualpipe":
+        # DeepSeek-V3 §3.2.1 Table 2: DualPipe holds PP + 1 stages' activations (its order is DualPipeV's on p/2
+        # ranks and m/2 micro-batches: 2·(p/2) + 1 chunks of one stage each)
+        return min(p + 1, m)
     # Narayanan et al. SC'21 (arXiv 2104.04473) §2.2.1: 1F1B holds at most p − i micro-batches; so does ZB-H1
     # (Qi et al. 2024 §2.1)
     return min(p - stage, m)
@@ -141,7 +145,7 @@ def weight_grad_bytes_per_layer(model: ModelSpec, s: Strategy) -> float:
 def _stage(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int, per_layer: float) -> StageMemory:
     t, p, n = s.tp, s.pp, s.dp * s.cp
     layers = stage_layers(model.layers, s, stage)
-    first, last = stage == 0, holds_output(s.schedule, stage, p)
+    first, last = holds_embedding(s.schedule, stage, p), holds_output(s.schedule, stage, p)
     # Shoeybi et al. 2019 §3: layers, embedding and output are all split over the TP group
     params = layers * model.layer_params() / t
     if first:
@@ -165,7 +169,7 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int, per_
     buffers = 0.0
     # Rajbhandari et al. 2020 (ZeRO, arXiv 1910.02054) §5.1, Fig. 1: stages 1/2/3 shard optimizer/gradients/weights
     if s.zero >= 1:
-        optimizer /= n
+        optimizer /= n * model_copies(s.schedule)     # DualPipe: both copies of a stage share its optimizer state
     if s.zero >= 2:
         gradients /= n
     if s.zero == 3 and n > 1:

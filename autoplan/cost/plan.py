@@ -12,8 +12,9 @@ from autoplan.cost.passes import cp_kv_bytes, grad_bytes, layer, pass_costs, uly
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.hardware import cp_a2a_degree
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.layout import chunk_layers, holds_output, stage_layers, virtual_stage
-from autoplan.specs.strategy import SPLIT_BACKWARD, Strategy
+from autoplan.specs.layout import (chunk_layers, ends, holds_embedding, holds_output, model_copies, stage_layers,
+                                   virtual_stage)
+from autoplan.specs.strategy import FUSED_PAIRS, SPLIT_BACKWARD, Strategy
 
 PARAM_BYTES = 2         # bf16 weights, all-gathered after a sharded optimizer step (Megatron-LM distributed optimizer)
 BUCKET_PARAMS = 40e6    # Megatron-LM DDP bucket size: max(40M, 1M·dp) parameters (distributed_data_parallel.py)
@@ -33,11 +34,12 @@ def stage_params(model: ModelSpec, s: Strategy, stage: int) -> float:
 
 def _stage_params(model: ModelSpec, s: Strategy, stage: int, layer_params: int) -> float:
     params = stage_layers(model.layers, s, stage) * layer_params / s.tp
-    if stage == 0:
+    embedding = holds_embedding(s.schedule, stage, s.pp)
+    if embedding:
         params += model.embedding_params() / s.tp
     if holds_output(s.schedule, stage, s.pp):
         params += model.output_params() / s.tp
-        if model.tied_embeddings and stage > 0:
+        if model.tied_embeddings and not embedding:
             # Megatron-LM: with pp > 1 the last stage holds a copy of the tied embedding (a V shape's first rank
             # holds both ends: no copy)
             params += model.vocab * model.hidden / s.tp
@@ -96,8 +98,9 @@ def optimizer_seconds(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage
 
 
 def _optimizer(cluster: ClusterSpec, s: Strategy, params: float) -> float:
-    # Rajbhandari et al. 2020 (ZeRO) §5.1: stage ≥ 1 updates 1/(dp·cp) of the parameters
-    return compute.optimizer_time(cluster.gpu, params, params / (s.dp * s.cp) if s.zero >= 1 else params)
+    # Rajbhandari et al. 2020 (ZeRO) §5.1: stage ≥ 1 updates 1/(dp·cp) of the parameters (DualPipe: of both copies)
+    shards = s.dp * s.cp * model_copies(s.schedule)
+    return compute.optimizer_time(cluster.gpu, params, params / shards if s.zero >= 1 else params)
 
 
 def zero3_layer_gather(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
@@ -217,14 +220,14 @@ def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
     # a stream's busy time bounds the critical path from below (Graham 1969, list-scheduling bounds)
     costs = pass_costs(model, cluster, s)
     p, v, m = s.pp, s.chunks, s.micro_batches
-    last = p * v - 1
     worst = 0.0
-    # DualPipeV's fused pairs may hide all of a pass's communication (DeepSeek-V3 §3.2.1): only compute is certain
-    seconds = _compute_seconds if s.schedule == "dualpipev" else (lambda c: c.seconds)
+    # DualPipe(V)'s fused pairs may hide all of a pass's communication (DeepSeek-V3 §3.2.1): only compute is certain
+    seconds = _compute_seconds if s.schedule in FUSED_PAIRS else (lambda c: c.seconds)
     for i in _end_stages(s):
-        vss = [virtual_stage(s.schedule, i, c, p) for c in range(v)]
-        busy = sum(seconds(costs[(True, vs == 0, vs == last)]) + seconds(costs[(False, vs == 0, vs == last)])
-                   for vs in vss) * m
+        # each chunk runs every micro-batch (DualPipe: each direction's half, model_copies)
+        busy = m / model_copies(s.schedule) * sum(
+            seconds(costs[(fwd, *ends(s.schedule, virtual_stage(s.schedule, i, c, p), p, v))])
+            for c in range(v) for fwd in (True, False))
         busy += optimizer_seconds(model, cluster, s, i)
         worst = max(worst, busy)
     return worst

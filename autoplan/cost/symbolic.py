@@ -43,6 +43,7 @@ from functools import lru_cache
 from autoplan.cost.costs import StepCosts
 from autoplan.cost.families import family_of
 from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.layout import ends, model_copies, virtual_stage
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy
 
@@ -113,15 +114,15 @@ def bubble_fraction(s: Strategy) -> float:
 
 def _stage_busy(costs: StepCosts, s: Strategy, stage: int) -> float:
     """Weighted work of ``stage``'s compute stream: its chunks' forward and backward passes, every micro-batch."""
-    last = s.pp * s.chunks - 1
     per_micro = 0.0
     for c in range(s.chunks):
-        k = c * s.pp + stage
-        per_micro += costs.passes[(True, k == 0, k == last)].seconds + costs.passes[(False, k == 0, k == last)].seconds
+        at_ends = ends(s.schedule, virtual_stage(s.schedule, stage, c, s.pp), s.pp, s.chunks)
+        per_micro += costs.passes[(True, *at_ends)].seconds + costs.passes[(False, *at_ends)].seconds
     # ZeRO-3 gathers weights before every pass, ZeRO-2/3 reduce-scatter after every backward (ZeRO §5.2-5.3), on
     # the DP stream beside the passes: the stage is busy for the longer of the two (two overlapped streams)
     sharded = s.micro_batches * s.chunks * (2 * costs.shard_gather + costs.shard_reduce)
-    return max(s.micro_batches * per_micro, sharded) + costs.optimizer[stage]
+    # DualPipe: each direction's chunk runs half the micro-batches
+    return max(s.micro_batches / model_copies(s.schedule) * per_micro, sharded) + costs.optimizer[stage]
 
 
 def _exposed(costs: StepCosts, s: Strategy, stage: int) -> float:

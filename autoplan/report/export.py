@@ -159,10 +159,13 @@ _ZERO_BUBBLE = {
            "or PyTorch ScheduleZBVZeroBubble (two stages per rank, V placement)",
     "dualpipev": "for DualPipeV use deepseek-ai/DualPipe (DualPipeV) or PyTorch ScheduleDualPipeV (two stages per "
                  "rank, V placement)",
+    "dualpipe": "for DualPipe use deepseek-ai/DualPipe (DualPipe: rank i holds stage i and stage pp − 1 − i of two "
+                "model copies, micro-batches fed from both ends)",
 }
 """Where each zero-bubble schedule runs, since Megatron-Core has none."""
 _TITAN_SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B",
-                    "zb-h1": "InterleavedZeroBubble", "zbv": "ZBVZeroBubble", "dualpipev": "DualPipeV"}
+                    "zb-h1": "InterleavedZeroBubble", "zbv": "ZBVZeroBubble", "dualpipev": "DualPipeV",
+                    "dualpipe": "DualPipeV"}   # torchtitan has no bidirectional DualPipe: its V variant instead
 
 
 def torchtitan_toml(s: Strategy, model: ModelSpec | None, header: str = "") -> str:
@@ -194,6 +197,8 @@ def torchtitan_toml(s: Strategy, model: ModelSpec | None, header: str = "") -> s
         lines.append(f"# not exported: the uneven first/last stages ({s.first_stage_layers}/{s.last_stage_layers} "
                      "layers); torchtitan splits stages by module_fqns_per_model_part, write them by hand")
     if s.pp > 1:
+        if s.schedule == "dualpipe":
+            lines.append("# torchtitan has no bidirectional DualPipe: DualPipeV (V placement) is the closest")
         lines += [f'pipeline_parallel_schedule = "{_TITAN_SCHEDULES[s.schedule]}"',
                   f"pipeline_parallel_microbatch_size = {s.micro_batch}"]
         if s.chunks > 1 and model is not None and not s.uneven:

@@ -15,6 +15,7 @@ from autoplan.search.analysis import Run, analyse, load_run
 from autoplan.search.folder import BEST_PLAN, REPORT, RunFolder, trace_name
 from autoplan.sim.simulate import Simulation
 from autoplan.sim.trace import write_trace
+from autoplan.specs.layout import layout_chunks
 
 
 def write_run(folder: RunFolder, inputs: dict, result: Any, model: Any = None, cluster: Any = None,
@@ -57,7 +58,7 @@ def write_traces(run: Run, sims: list[Simulation], budget: int = TRACE_BYTES) ->
         s = e.strategy
         with tempfile.TemporaryDirectory() as tmp:
             plain = Path(tmp) / "trace.json"
-            write_trace(plain, sim.lowered, sim.timeline, 0 if s.uneven else run.model.layers // (s.pp * s.chunks))
+            write_trace(plain, sim.lowered, sim.timeline, 0 if s.uneven else run.model.layers // (s.pp * layout_chunks(s)))
             data = gzip.compress(plain.read_bytes(), compresslevel=6, mtime=0)
         paths.append(folder.write(trace_name(rank), data))
         last = len(data)

@@ -15,7 +15,7 @@ from typing import Any
 from autoplan.errors import SpecError
 from autoplan.specs.model import MAX_SIZE, ModelSpec
 from autoplan.cost.families import violations
-from autoplan.specs.layout import balanced_layout
+from autoplan.specs.layout import V_SHAPE, balanced_layout, balanced_v_layout
 from autoplan.specs.strategy import AXES, Strategy, data_parallel, knob_of
 
 _ALLOWED: dict[str, tuple] = {name: knob_of(name).choices for name in AXES if knob_of(name).choices}
@@ -142,7 +142,10 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
         # layers that do not split over pp: the balanced uneven layout (Megatron-LM first/last stage layers; MoE
         # end stages may give up to 3 layers: DeepSeek-V3's 61); a model with its own structure (a CNN) balances
         # its stages itself
-        first, last = balanced_layout(model.layers, pp, 3 if model.moe else 2) if model.structure is None else (0, 0)
+        most = 3 if model.moe else 2
+        first, last = balanced_layout(model.layers, pp, most) if model.structure is None else (0, 0)
+        # a V shape's rank 0 holds both ends: its own layer count (layout.balanced_v_layout)
+        v_first = balanced_v_layout(model.layers, pp, most) if model.structure is None else 0
         for kw in inner:
             # the CNN degrees (spatial·channel·filter, 1 for transformers) take their share of the GPUs too
             split = kw["spatial"] * kw["channel"] * kw["filter"]
@@ -151,8 +154,9 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
                 continue
             dp = data_parallel(gpus, tp, pp, cp) // split
             for v in (a["virtual_stages"] if kw["schedule"] == "interleaved" else (1,)):
+                ends = (v_first, 0) if kw["schedule"] in V_SHAPE else (first, last)
                 s = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=global_batch, virtual_stages=v,
-                             first_stage_layers=first, last_stage_layers=last, **kw)
+                             first_stage_layers=ends[0], last_stage_layers=ends[1], **kw)
                 reasons = violations(model, gpus, s)
                 if reasons:
                     for r in reasons:

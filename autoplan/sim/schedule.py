@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple
 
-from autoplan.specs.layout import virtual_stage  # noqa: F401  (re-exported: the placement of a schedule's chunks)
+from autoplan.specs.layout import ends, virtual_stage  # noqa: F401  (re-exported: the placement of a schedule's chunks)
 
 
 class Step(NamedTuple):
@@ -194,9 +194,19 @@ def dualpipev(stage: int, stages: int, micro_batches: int) -> list[Step]:
     return order
 
 
+def dualpipe(stage: int, stages: int, micro_batches: int) -> list[Step]:
+    """DualPipe (DeepSeek-V3 report §3.2.1, Fig. 5; deepseek-ai/DualPipe ``DualPipe.step``): two copies of the model
+    pipelined in opposite directions, m/2 micro-batches each. Rank i runs DualPipeV's eight phases as rank
+    h = min(i, p − 1 − i) of p/2 on m/2 micro-batches (the repository's steps 1-8 are the same counts), its chunk 0
+    being its stage in the direction where it sits in the first half (``layout.virtual_stage``); the middle ranks'
+    turn crosses to the other middle rank instead of staying on one GPU."""
+    return dualpipev(min(stage, stages - 1 - stage), stages // 2, micro_batches // 2)
+
+
 @lru_cache(maxsize=1024)
 def stage_order(schedule: str, stage: int, stages: int, micro_batches: int, chunks: int = 1) -> tuple[Step, ...]:
-    """The pass order of ``stage`` under ``schedule`` (gpipe, 1f1b, interleaved, zb-h1, zbv or dualpipev)."""
+    """The pass order of ``stage`` under ``schedule`` (gpipe, 1f1b, interleaved, zb-h1, zbv, dualpipev or
+    dualpipe)."""
     if schedule == "gpipe":
         return tuple(gpipe(stage, stages, micro_batches))
     if schedule == "1f1b":
@@ -209,6 +219,8 @@ def stage_order(schedule: str, stage: int, stages: int, micro_batches: int, chun
         return tuple(zbv(stage, stages, micro_batches))
     if schedule == "dualpipev":
         return tuple(dualpipev(stage, stages, micro_batches))
+    if schedule == "dualpipe":
+        return tuple(dualpipe(stage, stages, micro_batches))
     raise ValueError(f"unknown schedule {schedule!r}")
 
 

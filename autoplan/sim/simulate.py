@@ -12,7 +12,7 @@ from autoplan.sim.workload import Lowered, lower
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.hardware import hardware_violations
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.layout import V_SHAPE
+from autoplan.specs.layout import BIDIRECTIONAL, V_SHAPE
 from autoplan.specs.strategy import Strategy
 
 
@@ -110,7 +110,7 @@ def _extrapolated(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> _Total
     if points is None:
         return None
     a, b, period = points
-    if s.schedule in V_SHAPE:
+    if s.schedule in V_SHAPE or s.schedule == BIDIRECTIONAL:
         return _extrapolated_once_settled(model, cluster, s, a, period)
     ta, tb = (_totals(model, cluster, _with_micro_batches(s, n)) for n in (a, b))
     k = (s.micro_batches - a) / period

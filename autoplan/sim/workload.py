@@ -22,10 +22,10 @@ from typing import NamedTuple
 from autoplan.cost.costs import PassCost, overlapped, split_backward
 from autoplan.cost.families import step_costs
 from autoplan.sim.engine import Plan, Tasks, plan_of, sized_cache
-from autoplan.sim.schedule import Step, stage_order, virtual_stage
+from autoplan.sim.schedule import Step, ends, stage_order, virtual_stage
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import SPLIT_BACKWARD, Strategy
+from autoplan.specs.strategy import FUSED_PAIRS, SPLIT_BACKWARD, Strategy
 
 
 @dataclass(slots=True)
@@ -138,18 +138,18 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
     # only in those flags share one graph (the size-bounded cache holds a third as many graphs otherwise)
     g = _graph(shape)
     costs = c.passes
-    last_vs = p * v - 1
     split = s.schedule in SPLIT_BACKWARD
     cost: dict[object, PassCost] = {}
     for i in range(p):
         for ch in range(v):
-            vs = virtual_stage(s.schedule, i, ch, p)
+            # the chunk holds the embedding / output layer when first / last of its pipeline (DualPipe: direction)
+            at_ends = ends(s.schedule, virtual_stage(s.schedule, i, ch, p), p, v)
             for fwd in (True, False):
-                cost[(i, fwd, ch)] = costs[(fwd, vs == 0, vs == last_vs)]
+                cost[(i, fwd, ch)] = costs[(fwd, *at_ends)]
             if split:
                 # zero-bubble schedules: the backward as B (input gradients) and W (weight gradients); a family
                 # that does not price W leaves the whole backward in B
-                w = c.weight_grad[(vs == 0, vs == last_vs)] if c.weight_grad is not None else PassCost(0.0, ())
+                w = c.weight_grad[at_ends] if c.weight_grad is not None else PassCost(0.0, ())
                 cost[(i, "B", ch)], cost[(i, "W", ch)] = split_backward(cost[(i, False, ch)], w)
             for kind in (False, "W") if segments else ():
                 # the last backward that produces a chunk's gradients: a whole backward, or a split one's W
@@ -157,8 +157,8 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
                 if b is not None:
                     cost[("segment", i, ch, kind)] = PassCost(b.seconds / segments,
                                                               tuple((k, x / segments) for k, x in b.parts))
-        if s.schedule == "dualpipev":
-            # DualPipeV's fused pair: a forward of one chunk with the whole backward of the other
+        if s.schedule in FUSED_PAIRS:
+            # DualPipe(V)'s fused pair: a forward of one chunk with the whole backward of the other
             for ch in range(v):
                 cost[(i, "F&B", ch)] = overlapped(cost[(i, True, ch)], cost[(i, False, v - 1 - ch)])
         cost[("optimizer", i)] = PassCost(c.optimizer[i], (("optimizer", c.optimizer[i]),))
@@ -202,7 +202,6 @@ def _graph(shape: _Shape) -> _Graph:
     bwd_link = [tasks.stream(f"stage{i}.pp_send_bwd") for i in range(p)]
     dp_stream = [tasks.stream(f"stage{i}.dp") for i in range(p)]
     add = tasks.add
-    last_vs = p * v - 1
     passes: tuple[dict[int, Step], ...] = tuple({} for _ in range(p))
     on_compute: list[list[int]] = [[] for _ in range(p)]   # each stage's compute-stream tasks
     last_backward = _last_backward_steps(orders) if shape.segments else {}
@@ -221,6 +220,7 @@ def _graph(shape: _Shape) -> _Graph:
         pass_slot.update({(i, "F&B", c): slot((i, "F&B", c)) for i in range(p) for c in range(v)})
     fused: list[tuple[Step, list[int]] | None] = [None] * p   # per stage, a fused forward waiting for its backward
     stage_of_vs = {virtual_stage(shape.schedule, i, c, p): i for i in range(p) for c in range(v)}
+    at_ends = {vs: ends(shape.schedule, vs, p, v) for vs in stage_of_vs}   # (first, last) of its pipeline
     sent: dict[tuple[bool, int, int], int] = {}          # (forward, micro-batch, virtual stage) -> arriving send
     waiting: dict[tuple[bool, int, int], list[int]] = {}  # the same key -> deps of a pass created before its send
     last_task = [0] * p
@@ -277,10 +277,10 @@ def _graph(shape: _Shape) -> _Graph:
             on_compute[i].append(last)
             last_task[i] = last
             f_vs = virtual_stage(shape.schedule, i, pair[0].chunk, p)
-            for target, link in (((True, pair[0].micro_batch, f_vs + 1), fwd_link[i]),
-                                 ((False, mb, vs - 1), bwd_link[i])):
-                if 0 <= target[2] <= last_vs:
-                    _send(i, target, link, last)
+            if not at_ends[f_vs][1]:
+                _send(i, (True, pair[0].micro_batch, f_vs + 1), fwd_link[i], last)
+            if not at_ends[vs][0]:
+                _send(i, (False, mb, vs - 1), bwd_link[i], last)
             continue
         if not fwd and part != "B" and shape.segments and last_backward[(i, chunk)] == mb:
             # the last backward of a chunk, in bucket-sized pieces; each piece's gradients reduce as it ends
@@ -304,10 +304,11 @@ def _graph(shape: _Shape) -> _Graph:
                 # ZeRO-2/3 reduce-scatter gradients after every micro-batch (Rajbhandari et al. 2020, §5.2)
                 dp_tasks[i].append(add(dp_stream[i], shard_reduce, (last,), "dp", None))
         last_task[i] = last
-        if fwd and vs < last_vs:
+        first_vs, last_vs = at_ends[vs]
+        if fwd and not last_vs:
             target = (True, mb, vs + 1)
             link = fwd_link[i]
-        elif not fwd and part != "W" and vs > 0:
+        elif not fwd and part != "W" and not first_vs:
             target = (False, mb, vs - 1)
             link = bwd_link[i]
         else:

@@ -118,10 +118,12 @@ _MOE_MODELS: tuple[ModelSpec, ...] = (
     ModelSpec(name="deepseek-v3", layers=61, hidden=7168, heads=128, head_dim=128, ffn_hidden=18432, vocab=129280,
               seq_len=4096, experts=256, top_k=8, moe_ffn_hidden=2048, shared_experts=1, dense_layers=3,
               q_lora_rank=1536, kv_lora_rank=512, qk_rope_head_dim=64, v_head_dim=128, route_nodes=4,
+              mtp_layers=1,
               source="DeepSeek-V3 technical report (arXiv 2412.19437) §4.2 (671B total, 37B active, 4K pre-training "
                      "length); HF deepseek-ai/DeepSeek-V3 config.json (topk_group 4 of n_group 8: node-limited "
-                     "routing to M = 4 nodes, §2.1.2, §3.2.2); the multi-token-prediction module (14B) is "
-                     "left out", **_MOE),
+                     "routing to M = 4 nodes, §2.1.2, §3.2.2); multi-token prediction depth 1 (§2.2, §4.2: one "
+                     "more MoE block and projection on the last stage, sharing embedding and head; "
+                     "num_nextn_predict_layers 1; its 14B are beside the 671B)", **_MOE),
     ModelSpec(name="qwen3-30b-a3b", layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn_hidden=6144,
               vocab=151936, seq_len=4096, experts=128, top_k=8, moe_ffn_hidden=768,
               source="Qwen3 technical report (arXiv 2505.09388), Table 2 (30.5B total, 3.3B active); HF "

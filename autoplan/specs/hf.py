@@ -6,8 +6,9 @@ MoE fields (``MOE_FIELDS``, ``MLA_FIELDS``; a model with experts is costed by th
 classes (``LlamaConfig``, ``MixtralConfig``, ``DeepseekV3Config``, ``GPT2Config``, ``GPTNeoXConfig`` docs).
 
 Not modelled, and so ignored: rope_theta and the RoPE scaling itself (only its pre-training length is read),
-sliding_window, Qwen2's QKV bias and Qwen3's QK norm, GPT-NeoX's parallel residual and partial rotary, DeepSeek-V3's
-multi-token-prediction layer (num_nextn_predict_layers), router details (groups, scoring, aux losses).
+sliding_window, Qwen2's QKV bias and Qwen3's QK norm, GPT-NeoX's parallel residual and partial rotary, router
+details (groups, scoring, aux losses). DeepSeek-V3's multi-token-prediction depth (num_nextn_predict_layers) is
+``mtp_layers``.
 """
 
 from __future__ import annotations
@@ -159,6 +160,8 @@ def _moe(c: _Config, kind: str) -> dict[str, Any]:
                    moe_ffn_hidden=c.count("moe_intermediate_size", "intermediate_size"),
                    shared_experts=c.count("n_shared_experts", default=0, zero_ok=True),
                    dense_layers=c.count("first_k_dense_replace", default=0, zero_ok=True),
+                   # DeepseekV3Config num_nextn_predict_layers: the MTP depth D (arXiv 2412.19437 §2.2)
+                   mtp_layers=c.count("num_nextn_predict_layers", default=0, zero_ok=True),
                    capacity_factor=0.0)           # dropless routing (Megablocks; DeepSeek-V3 drops no tokens, §3.2)
         groups = c.count("n_group", default=1, zero_ok=True)
         if kind == "deepseek_v3" and groups > 1:

@@ -8,7 +8,7 @@ from typing import Any
 from autoplan.errors import SpecError
 
 MOE_COUNTS = ("experts", "top_k", "moe_ffn_hidden", "shared_experts", "dense_layers", "q_lora_rank", "kv_lora_rank",
-              "qk_rope_head_dim", "v_head_dim", "route_nodes")
+              "qk_rope_head_dim", "v_head_dim", "route_nodes", "mtp_layers")
 """Mixture-of-experts and multi-head-latent-attention counts (0: not used)."""
 SIZES = ("layers", "hidden", "heads", "ffn_hidden", "vocab", "seq_len")
 """The shape fields a model must give (positive integers)."""
@@ -93,6 +93,12 @@ class ModelSpec:
     """Node-limited routing: each token reaches experts on at most this many nodes, crossing the inter-node network
     once per node and fanning out over NVLink there (DeepSeek-V3, arXiv 2412.19437 §2.1.2 and §3.2.2: M = 4);
     0 means unlimited (every routed copy travels on its own, Megatron-Core's alltoall dispatcher)."""
+    mtp_layers: int = 0
+    """Multi-token-prediction depth D (DeepSeek-V3, arXiv 2412.19437 §2.2; HF ``num_nextn_predict_layers``): D
+    sequential modules after the last layer, on the last pipeline stage, each one more MoE transformer block, a
+    projection of the 2h-wide [hidden; next-token embedding] to h and two RMSNorms, sharing the main model's
+    embedding and output head; 0 means none. Costed by the ``moe`` family (a dense model's plans name it as a
+    violation)."""
     window: int = 0
     """Sliding-window attention: each query attends to at most this many preceding keys (0: full causal attention;
     Beltagy et al. 2020, Longformer, arXiv 2004.05150 §3.1)."""
@@ -293,8 +299,21 @@ class ModelSpec:
         final_norm = (2 if self.norm == "layernorm" else 1) * self.hidden
         return final_norm + (0 if self.tied_embeddings else self.vocab * self.hidden)
 
+    def mtp_module_params(self) -> int:
+        """Weights of one multi-token-prediction module of its own: an MoE block, the projection M_k (h × 2h) and the
+        RMSNorms of its two inputs and of the shared output head (DeepSeek-V3 §2.2, eq. 21; HF checkpoint layer 61:
+        enorm, hnorm, eh_proj, shared_head.norm); the embedding and output head are the main model's."""
+        norm = (2 if self.norm == "layernorm" else 1) * self.hidden
+        return self.moe_layer_params() + 2 * self.hidden * self.hidden + 3 * norm
+
+    def mtp_params(self) -> int:
+        """Weights of the ``mtp_layers`` multi-token-prediction modules beyond the main model's ``params()``. The
+        DeepSeek-V3 report's 14B (685B = 671B + 14B, §2.2 and HF model card) counts the shared embedding and
+        output head once more, as the checkpoint stores them: 11.6B + 2·V·h = 13.5B."""
+        return self.mtp_layers * self.mtp_module_params()
+
     def params(self) -> int:
-        """Total trainable parameters."""
+        """Total trainable parameters of the main model (the multi-token-prediction modules: ``mtp_params``)."""
         if self.structure is not None:
             return self.structure.params()
         if self.moe:

@@ -6,15 +6,18 @@ from dataclasses import Field, asdict, dataclass, field, fields
 from typing import Any, Callable
 
 from autoplan.errors import SpecError
-from autoplan.specs.layout import V_SHAPE, balanced_layout, uneven_violations
+from autoplan.specs.layout import (BIDIRECTIONAL, V_SHAPE, balanced_layout, balanced_v_layout, layout_chunks,
+                                   uneven_violations)
 from autoplan.specs.model import MAX_SIZE, ModelSpec
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev")
-SPLIT_BACKWARD = ("zb-h1", "zbv", "dualpipev")
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev", "dualpipe")
+SPLIT_BACKWARD = ("zb-h1", "zbv", "dualpipev", "dualpipe")
+FUSED_PAIRS = ("dualpipev", "dualpipe")
+"""Schedules that run a forward of one chunk fused with the backward of the other (DeepSeek-V3 §3.2.1)."""
 """Zero-bubble schedules: each backward runs as B (input gradients) then W (weight gradients), Qi et al. 2024
 (arXiv 2401.10241); Megatron-Core has none of them (reference implementations: sail-sg/zero-bubble-pipeline-
 parallelism, PyTorch ``torch.distributed.pipelining`` ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble and
-ScheduleDualPipeV; DualPipeV from deepseek-ai/DualPipe)."""
+ScheduleDualPipeV; DualPipe and DualPipeV from deepseek-ai/DualPipe)."""
 RECOMPUTE = ("none", "selective", "full", "modules")
 COLLECTIVE_POLICIES = ("nccl", "baseline", "themis")
 EMBEDDING_SHARDINGS = ("auto", "table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel")
@@ -87,10 +90,11 @@ class Strategy:
     """Sequences per optimizer step over all replicas."""
     schedule: str = knob("1f1b", choices=SCHEDULES, axis=True, fix_help="",
                          help="Pipeline schedule [default: interleaved if --virtual-stages > 1, else 1f1b]; zb-h1, "
-                              "zbv and dualpipev are zero-bubble schedules (not in Megatron-Core).")
+                              "zbv, dualpipev and dualpipe are zero-bubble schedules (not in Megatron-Core).")
     """Pipeline schedule: gpipe, 1f1b (PipeDream-flush), interleaved (Megatron virtual stages), zb-h1 (1F1B with
     split backward, Qi et al. 2024 §2.1), zbv (two chunks per rank in a V, Qi et al. 2024 §6) or dualpipev
-    (DeepSeek's V-shape DualPipe, fused forward-backward chunk pairs)."""
+    (DeepSeek's V-shape DualPipe, fused forward-backward chunk pairs) or dualpipe (DeepSeek-V3's bidirectional
+    DualPipe, §3.2.1: two model copies pipelined in opposite directions, the same fused pairs)."""
     virtual_stages: int = knob(1, help="Model chunks per pipeline rank (interleaved schedule).", axis=True,
                                fix_help="")
     """Model chunks per pipeline rank for the interleaved schedule (1 otherwise)."""
@@ -250,12 +254,13 @@ class Strategy:
         # zbv, dualpipev: PyTorch's pipelining runtime posts its sends and receives asynchronously
         # (torch.distributed.pipelining _PipelineScheduleRuntime); zb-h1 keeps the 1F1B transfers it derives from
         # (sail-sg's Megatron fork)
-        return self.pp > 1 and not (self.overlap_p2p_comm and self.schedule in ("interleaved", "zbv", "dualpipev"))
+        return self.pp > 1 and not (self.overlap_p2p_comm and self.schedule in ("interleaved", "zbv", *FUSED_PAIRS))
 
     @property
     def chunks(self) -> int:
-        """Model chunks per pipeline rank (virtual stages when interleaved, 2 for a V-shape schedule, else 1)."""
-        if self.schedule in V_SHAPE:
+        """Model chunks per pipeline rank (virtual stages when interleaved, 2 for a V-shape schedule and for
+        DualPipe's two directions, else 1)."""
+        if self.schedule in V_SHAPE or self.schedule == BIDIRECTIONAL:
             return 2
         return self.virtual_stages if self.schedule == "interleaved" else 1
 
@@ -336,11 +341,13 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
         out.append(f"ffn_hidden {model.ffn_hidden} is not divisible by tp {s.tp}")
     if s.uneven:
         out += uneven_violations(model.layers, s)
-    elif model.layers % (s.pp * s.chunks):
-        first, last = balanced_layout(model.layers, s.pp)
+    elif model.layers % (s.pp * layout_chunks(s)):
+        first, last = (balanced_v_layout(model.layers, s.pp), 0) if s.schedule in V_SHAPE else balanced_layout(
+            model.layers, s.pp)
         hint = (f" (uneven: --first-stage-layers {first} --last-stage-layers {last})"
-                if first and last else f" (uneven: --last-stage-layers {last})" if last else "")
-        out.append(f"layers {model.layers} are not divisible by pp·virtual_stages = {s.pp}·{s.chunks}{hint}")
+                if first and last else f" (uneven: --last-stage-layers {last})" if last
+                else f" (uneven: --first-stage-layers {first})" if first else "")
+        out.append(f"layers {model.layers} are not divisible by pp·virtual_stages = {s.pp}·{layout_chunks(s)}{hint}")
     if s.global_batch % (s.dp * s.micro_batch):
         out.append(f"global batch {s.global_batch} is not divisible by dp·micro_batch = {s.dp}·{s.micro_batch}")
     if s.cp > 1 and model.seq_len % (2 * s.cp):
@@ -354,7 +361,7 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
             out.append("the interleaved schedule needs virtual_stages ≥ 2")
         if s.micro_batches % s.pp:
             out.append(f"the interleaved schedule needs micro-batches ({s.micro_batches}) divisible by pp ({s.pp})")
-    elif s.schedule in V_SHAPE:
+    elif s.schedule in V_SHAPE or s.schedule == BIDIRECTIONAL:
         out += _v_shape_violations(s)
     elif s.virtual_stages != 1:
         out.append(f"virtual_stages {s.virtual_stages} needs the interleaved schedule, not {s.schedule}")
@@ -371,6 +378,8 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
         # weights kept after the forward), its gradients reduce-scattered after every micro-batch's backward;
         # ZeRO-3 would gather the weights again for every micro-batch (not modelled with pp > 1)
         out.append(f"ZeRO stage {s.zero} shards weights across micro-batches and cannot run with pp > 1 (DeepSpeed)")
+    if model.mtp_layers and not model.moe:
+        out.append(f"multi-token prediction (mtp_layers {model.mtp_layers}) is modelled for MoE models only")
     if s.recompute == "modules" and not model.moe:
         out.append("recompute modules (norms, MLA up-projections, expert activations) is modelled for MoE models "
                    "only; use selective or full")
@@ -394,14 +403,21 @@ def feature_violations(model: ModelSpec, s: Strategy) -> list[str]:
 
 
 def _v_shape_violations(s: Strategy) -> list[str]:
-    """A V-shape schedule places exactly two chunks per rank (Qi et al. 2024 §6), with even stages."""
+    """A V-shape schedule places exactly two chunks per rank (Qi et al. 2024 §6); its uneven layouts are checked
+    with the others (``layout.uneven_violations``)."""
     out = []
     if s.virtual_stages not in (1, 2):
-        out.append(f"the {s.schedule} schedule places 2 model chunks per rank (V shape), not virtual_stages "
+        shape = "one stage of each direction" if s.schedule == BIDIRECTIONAL else "V shape"
+        out.append(f"the {s.schedule} schedule places 2 model chunks per rank ({shape}), not virtual_stages "
                    f"{s.virtual_stages}")
-    if s.uneven:
-        out.append(f"the {s.schedule} schedule needs an even split (no first/last stage layers)")
     if s.schedule == "dualpipev" and s.micro_batches < 2 * s.pp:
         # PyTorch ScheduleDualPipeV: at least as many micro-batches as stages (2 per rank)
         out.append(f"the dualpipev schedule needs micro-batches ({s.micro_batches}) ≥ 2·pp ({2 * s.pp})")
+    if s.schedule == BIDIRECTIONAL:
+        # deepseek-ai/DualPipe dualpipe.py step(): num_ranks % 2 == 0, num_chunks % 2 == 0, num_chunks ≥ 2·num_ranks
+        if s.pp % 2:
+            out.append(f"the dualpipe schedule needs an even pp (half the ranks start each direction), got {s.pp}")
+        if s.micro_batches % 2 or s.micro_batches < 2 * s.pp:
+            out.append(f"the dualpipe schedule needs an even number of micro-batches ≥ 2·pp ({2 * s.pp}), got "
+                       f"{s.micro_batches}")
     return out

@@ -165,17 +165,19 @@ def test_torchtitan_says_uneven_stages_are_not_exported():
 
 
 @pytest.mark.parametrize("schedule,name", [("zb-h1", "InterleavedZeroBubble"), ("zbv", "ZBVZeroBubble"),
-                                           ("dualpipev", "DualPipeV")])
+                                           ("dualpipev", "DualPipeV"), ("dualpipe", "DualPipeV")])
 def test_zero_bubble_exports_say_megatron_core_has_none(schedule, name):
     s = Strategy(dp=16, tp=8, pp=8, global_batch=1536, schedule=schedule, sequence_parallel=True, zero=1)
     text = megatron_text(s, GPT3)
     assert "Megatron-Core has no zero-bubble schedule" in text
-    assert ("deepseek-ai/DualPipe" if schedule == "dualpipev" else "sail-sg/zero-bubble-pipeline-parallelism") in text
+    assert ("deepseek-ai/DualPipe" if "dualpipe" in schedule else "sail-sg/zero-bubble-pipeline-parallelism") in text
     assert "--num-layers-per-virtual-pipeline-stage" not in text
     cfg = tomllib.loads(torchtitan_toml(s, GPT3))
     assert cfg["parallelism"]["pipeline_parallel_schedule"] == name
     if schedule != "zb-h1":
         assert cfg["parallelism"]["pipeline_parallel_layers_per_stage"] == GPT3.layers // 16
+    # torchtitan has no bidirectional DualPipe: the V variant, with a note (its stages hold the same layers)
+    assert ("no bidirectional DualPipe" in torchtitan_toml(s, GPT3)) == (schedule == "dualpipe")
 
 
 @pytest.mark.parametrize("precision, fmt, recipe", [("fp8", "hybrid", "delayed"), ("fp8-blockwise", "e4m3", "blockwise"),

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from autoplan.cost.families import lower_bound
+from autoplan.cost.families import lower_bound, step_costs
 from autoplan.cost.memory import inflight_layer_chunks, weight_grad_held_chunks
 from autoplan.sim.engine import Tasks, Timeline, run
-from autoplan.sim.schedule import Step, max_in_flight, peak_held, stage_order, virtual_stage
+from autoplan.sim.schedule import Step, ends, max_in_flight, peak_held, stage_order, virtual_stage
 from autoplan.sim.simulate import score, simulate_step
 from autoplan.specs.strategy import Strategy, violations
 
@@ -25,16 +25,16 @@ def _pipeline(schedule: str, p: int, m: int, f: float, b: float, w: float, fb: f
     W w/v (a whole backward (b + w)/v, a fused F&B pair fb/v, by default f + b + w). F of virtual stage k waits for
     F of k − 1; B of k for its F and B of k + 1; W for its B. Tasks are added only once their dependencies exist,
     so a schedule that deadlocks fails here."""
-    v = 2 if schedule in ("zbv", "dualpipev") else 1
+    v = 2 if schedule in ("zbv", "dualpipev", "dualpipe") else 1
     orders = [stage_order(schedule, i, p, m, v) for i in range(p)]
     tasks = Tasks()
     streams = [tasks.stream(f"stage{i}.compute") for i in range(p)]
-    last_vs = p * v - 1
 
     def kind_and_needs(step: Step, vs: int) -> tuple[str, list[tuple[str, int, int]]]:
         kind = "F" if step.forward else "W" if step.part == "W" else "B"
-        return kind, {"F": [("F", step.micro_batch, vs - 1)] if vs > 0 else [],
-                      "B": [("F", step.micro_batch, vs)] + ([("B", step.micro_batch, vs + 1)] if vs < last_vs else []),
+        first, last = ends(schedule, vs, p, v)             # of its pipeline (DualPipe: of its direction)
+        return kind, {"F": [] if first else [("F", step.micro_batch, vs - 1)],
+                      "B": [("F", step.micro_batch, vs)] + ([] if last else [("B", step.micro_batch, vs + 1)]),
                       "W": [("B", step.micro_batch, vs)]}[kind]
 
     ids: dict[tuple[str, int, int], int] = {}
@@ -196,6 +196,46 @@ def test_dualpipev_runs_without_deadlock(p, extra, f, b, w, overlap):
     assert tl.makespan > 0
 
 
+@pytest.mark.parametrize("p", [2, 4, 6, 8])
+def test_dualpipe_places_each_direction_on_its_own_ranks(p):
+    # DeepSeek-V3 §3.2.1, Fig. 5: rank i holds stage i of the first direction and stage p − 1 − i of the second
+    where = {virtual_stage("dualpipe", i, c, p): i for i in range(p) for c in (0, 1)}
+    assert sorted(where) == list(range(2 * p))
+    assert all(where[k] == k and where[p + k] == p - 1 - k for k in range(p))
+    assert all(ends("dualpipe", vs, p, 2) == (vs % p == 0, vs % p == p - 1) for vs in range(2 * p))
+
+
+@pytest.mark.parametrize("p", [2, 4, 6, 8])
+@pytest.mark.parametrize("extra", [0, 1, 5])
+@pytest.mark.parametrize("overlap", [1.0, 0.8, 2 / 3])
+def test_dualpipe_bubble_is_the_reports_table_2(p, extra, overlap):
+    # DeepSeek-V3 Table 2: DualPipe's bubble is (PP/2 − 1)(F&B + B − 3W), PP = p ranks, F, B, W of one stage (a
+    # chunk), B a whole backward; with F = B = W = 1 per chunk it is the most idle rank's idle time, and the step
+    # is DualPipeV's on p/2 ranks with half the micro-batches
+    m = 2 * p + 2 * extra
+    f = b = w = 2.0                                     # one unit per chunk pass (two chunks per rank)
+    fb = overlap * (f + b + w)
+    tl = _pipeline("dualpipe", p, m, f, b, w, fb)
+    idle = max(tl.makespan - tl.busy(f"stage{i}.compute") for i in range(p))
+    assert idle == pytest.approx((p // 2 - 1) * (fb / 2 + 2 - 3), rel=1e-12, abs=1e-12)
+    assert tl.makespan == pytest.approx(_pipeline("dualpipev", p // 2, m // 2, f, b, w, fb).makespan, rel=1e-12)
+
+
+@settings(max_examples=40, **_SETTINGS)
+@given(half=st.integers(1, 5), extra=st.integers(0, 10), f=st.floats(0.2, 3.0), b=st.floats(0.2, 3.0),
+       w=st.floats(0.01, 3.0), overlap=st.floats(0.5, 1.0))
+def test_dualpipe_is_two_mirrored_dualpipevs(half, extra, f, b, w, overlap):
+    # with free transfers rank i and its mirror p − 1 − i run the same order on the two directions, so the step is
+    # DualPipeV's on p/2 ranks and m/2 micro-batches, whatever the passes cost (and it never deadlocks)
+    p, m = 2 * half, 4 * half + 2 * extra
+    fb = max(f, b + w) + overlap * min(f, b + w)
+    tl = _pipeline("dualpipe", p, m, f, b, w, fb)
+    assert len(tl.tasks) == len(_pipeline("dualpipev", half, m // 2, f, b, w, fb).tasks) * 2
+    assert tl.makespan == pytest.approx(_pipeline("dualpipev", half, m // 2, f, b, w, fb).makespan, rel=1e-12)
+    for i in range(p):
+        assert tl.busy(f"stage{i}.compute") == pytest.approx(tl.busy(f"stage{p - 1 - i}.compute"), rel=1e-12)
+
+
 # --------------------------------------------------------------------------------------------- memory bounds
 
 
@@ -223,6 +263,17 @@ def test_dualpipev_memory_is_pp_plus_one_chunks(p, extra, held_w):
         assert weight_grad_held_chunks(s, i) == 0
 
 
+@settings(max_examples=60, deadline=None)
+@given(half=st.integers(1, 6), extra=st.integers(0, 20), held_w=st.floats(0.0, 1.0))
+def test_dualpipe_memory_is_pp_plus_one_stages(half, extra, held_w):
+    # DeepSeek-V3 Table 2: DualPipe holds PP + 1 stages' activations on every rank, PP = p ranks
+    p, m = 2 * half, 4 * half + 2 * extra
+    s = Strategy(pp=p, global_batch=m, schedule="dualpipe")
+    for i in range(p):
+        assert peak_held(stage_order("dualpipe", i, p, m, 2), 1.0, held_w) == inflight_layer_chunks(s, i) == p + 1
+        assert weight_grad_held_chunks(s, i) == 0
+
+
 @settings(max_examples=80, deadline=None)
 @given(p=st.integers(1, 10), m=st.integers(1, 40), held_w=st.floats(0.0, 1.0))
 def test_zbv_memory_is_1f1b_peak_on_every_rank(p, m, held_w):
@@ -245,7 +296,8 @@ def _zb_plans(pp: int, m: int, schedule: str, **kw) -> Strategy:
 
 
 @settings(max_examples=60, **_SETTINGS)
-@given(schedule=st.sampled_from(["zb-h1", "zbv", "dualpipev"]), pp=st.sampled_from([2, 4]), m=st.integers(1, 24),
+@given(schedule=st.sampled_from(["zb-h1", "zbv", "dualpipev", "dualpipe"]), pp=st.sampled_from([2, 4]),
+       m=st.integers(1, 24),
        overlap=st.booleans(), recompute=st.sampled_from(["none", "full"]), zero=st.sampled_from([0, 1]),
        fused=st.booleans())
 def test_step_events_respect_the_pipeline_dependencies(tiny_gpt, a100_8, schedule, pp, m, overlap, recompute,
@@ -268,12 +320,13 @@ def test_step_events_respect_the_pipeline_dependencies(tiny_gpt, a100_8, schedul
         kinds = ("F",) if fwd else ("B", "W") if part in ("", "&") else (part,)
         for kind in kinds:
             when.setdefault((kind, mb, virtual_stage(schedule, i, chunk, pp)), []).append((tl.start[j], tl.end[j]))
-    last_vs = pp * s.chunks - 1
-    assert len(when) == 3 * m * (last_vs + 1)                           # every pass of every virtual stage ran
+    # every pass of every virtual stage ran (DualPipe: each direction's stages, half the micro-batches each)
+    assert len(when) == 3 * m * pp * s.chunks // (2 if schedule == "dualpipe" else 1)
     for (kind, mb, vs), spans in when.items():
         start = min(a for a, _ in spans)
-        before = {"F": [("F", mb, vs - 1)] if vs else [],
-                  "B": [("F", mb, vs)] + ([("B", mb, vs + 1)] if vs < last_vs else []),
+        first, last = ends(schedule, vs, pp, s.chunks)
+        before = {"F": [] if first else [("F", mb, vs - 1)],
+                  "B": [("F", mb, vs)] + ([] if last else [("B", mb, vs + 1)]),
                   "W": [("B", mb, vs)]}[kind]
         for k in before:
             # a whole or fused backward holds its B and W in one task: W "after" B is that same task
@@ -283,7 +336,8 @@ def test_step_events_respect_the_pipeline_dependencies(tiny_gpt, a100_8, schedul
 
 
 @settings(max_examples=80, **_SETTINGS)
-@given(schedule=st.sampled_from(["zb-h1", "zbv", "dualpipev"]), pp=st.sampled_from([2, 4, 8]), m=st.integers(1, 160),
+@given(schedule=st.sampled_from(["zb-h1", "zbv", "dualpipev", "dualpipe"]), pp=st.sampled_from([2, 4, 8]),
+       m=st.integers(1, 160),
        tp=st.sampled_from([1, 2]), recompute=st.sampled_from(["none", "selective", "full"]),
        zero=st.sampled_from([0, 1]), overlap_grad=st.booleans(), fused=st.booleans(), flash=st.booleans())
 def test_score_equals_the_full_simulation(tiny_gpt, a100_64, schedule, pp, m, tp, recompute, zero, overlap_grad,
@@ -323,3 +377,32 @@ def test_zb_h1_is_never_slower_than_1f1b_for_the_same_plan(tiny_gpt, a100_8, pp,
     zb = score(tiny_gpt, cluster, replace(s, schedule="zb-h1"))
     assert zb.step_time <= one.step_time * (1 + 1e-12)
     assert zb.breakdown["compute"] == pytest.approx(one.breakdown["compute"], rel=1e-12)    # the same work
+
+
+@settings(max_examples=40, **_SETTINGS)
+@given(schedule=st.sampled_from(["zbv", "dualpipev"]), pp=st.sampled_from([2, 4]), mid=st.integers(1, 3),
+       first=st.integers(1, 5), extra=st.integers(0, 12), recompute=st.sampled_from(["none", "full"]),
+       zero=st.sampled_from([0, 1]), fused=st.booleans())
+def test_uneven_v_layouts_simulate_every_pass_at_its_chunks_cost(tiny_gpt, a100_8, schedule, pp, mid, first, extra,
+                                                                 recompute, zero, fused):
+    # rank 0 of a V holds both ends with its own layer count (layout.chunk_layers): the step still runs every pass
+    # once, its score is the full simulation, the search's bound stays below it, and each rank's compute stream is
+    # busy for exactly m times its two chunks' passes (at their layer counts) plus its optimizer step
+    model = replace(tiny_gpt, layers=first + 2 * (pp - 1) * mid)
+    m = 2 * pp + extra
+    s = _zb_plans(pp, m, schedule, first_stage_layers=first, recompute=recompute, zero=zero,
+                  gradient_accumulation_fusion=fused)
+    assert violations(model, 8, s) == []
+    sim = simulate_step(model, a100_8, s)
+    assert score(model, a100_8, s).step_time == pytest.approx(sim.timeline.makespan, rel=1e-9)
+    assert lower_bound(model, a100_8, s) <= sim.timeline.makespan * (1 + 1e-9)
+    costs = step_costs(model, a100_8, s)
+    last = 2 * pp - 1
+    for i in range(pp):
+        whole = sum(costs.passes[(fwd, vs == 0, vs == last)].seconds for fwd in (True, False)
+                    for vs in (i, last - i))
+        busy = sim.timeline.busy(f"stage{i}.compute") - costs.optimizer[i]
+        if schedule == "zbv":          # ZB-V splits every backward into B and W: the same seconds in all
+            assert busy == pytest.approx(m * whole, rel=1e-9)
+        else:                          # DualPipeV's fused pairs take less than their two passes
+            assert busy <= m * whole * (1 + 1e-9)

@@ -65,6 +65,10 @@ def test_deepseek_v3_maps_to_the_moe_and_mla_fields():
     assert {k: kw[k] for k in MLA_FIELDS} == {k: data[k] for k in MLA_FIELDS}
     assert kw["head_dim"] == data["qk_nope_head_dim"] and kw["ffn_hidden"] == data["intermediate_size"]
     assert kw["seq_len"] == 4096 and kw["layers"] == 61 and kw["vocab"] == 129280
+    # the multi-token-prediction depth (arXiv 2412.19437 §2.2), 0 where a config has none
+    assert kw["mtp_layers"] == data["num_nextn_predict_layers"] == 1
+    assert config_fields({**data, "num_nextn_predict_layers": 0})["mtp_layers"] == 0
+    assert config_fields({k: v for k, v in data.items() if k != "num_nextn_predict_layers"})["mtp_layers"] == 0
 
 
 def test_deepseek_v3_config_is_the_catalogs_deepseek_v3():

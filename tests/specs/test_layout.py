@@ -6,10 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from autoplan.errors import SpecError
 from autoplan.specs.catalog import get_model
-from autoplan.specs.layout import balanced_layout, chunk_layers, stage_layers
+from autoplan.specs.layout import balanced_layout, balanced_v_layout, chunk_layers, stage_layers, uneven_violations
 from autoplan.specs.strategy import Strategy, violations
 
 LLAMA = get_model("llama3-405b")
@@ -84,3 +86,67 @@ def test_balanced_layout(layers, pp, want):
 def test_negative_stage_layers_are_rejected():
     with pytest.raises(SpecError, match="first-stage-layers must be a non-negative integer"):
         Strategy(first_stage_layers=-1)
+
+
+# ------------------------------------------------------------------------------ V shapes (zbv, dualpipev)
+
+DEEPSEEK = get_model("deepseek-v3")
+
+
+def _v(pp: int, first_stage_layers: int = 1, schedule: str = "dualpipev", **kw) -> Strategy:
+    return Strategy(**{"pp": pp, "dp": 2048 // pp, "ep": 64, "zero": 1, "global_batch": 15360,
+                       "schedule": schedule, "first_stage_layers": first_stage_layers} | kw)
+
+
+@pytest.mark.parametrize("schedule", ["zbv", "dualpipev"])
+def test_deepseek_v3_layers_split_into_a_v(schedule):
+    # Megatron-Core's DeepSeek-V3 layout Et|(tt|)*30mL: 32 virtual stages, the first with 1 layer, the last none
+    s = _v(16, 1, schedule)
+    assert violations(DEEPSEEK, 2048, s) == []
+    assert chunk_layers(61, s) == (1, 2, 0)
+    assert [stage_layers(61, s, i) for i in range(16)] == [1] + [4] * 15
+    assert chunk_layers(61, _v(8, 5, schedule)) == (3, 4, 2)          # 3 + 14·4 + 2, rank 0 holding 3 and 2
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(first_stage_layers=2), "61 − first stage layers 2 = 59 are not divisible by the 30 chunks of the other "
+                                 "15 ranks"),
+    (dict(first_stage_layers=3, last_stage_layers=2), "give its layers with first stage layers, not last stage "
+                                                      "layers 2"),
+    (dict(first_stage_layers=0), "not divisible by pp·virtual_stages = 16·2 (uneven: --first-stage-layers 1)"),
+])
+def test_invalid_v_layouts_name_their_numbers(kw, message):
+    assert any(message in r for r in violations(DEEPSEEK, 2048, _v(16, **kw)))
+
+
+@given(p=st.integers(2, 32), mid=st.integers(1, 12), first=st.integers(1, 30),
+       schedule=st.sampled_from(["zbv", "dualpipev"]))
+def test_v_layouts_hold_every_layer_once(p, mid, first, schedule):
+    layers = first + 2 * (p - 1) * mid
+    s = Strategy(pp=p, dp=1, global_batch=4 * p, schedule=schedule, first_stage_layers=first)
+    assert uneven_violations(layers, s) == []
+    head, middle, tail = chunk_layers(layers, s)
+    assert (middle, head + tail, head - tail) == (mid, first, first % 2)
+    assert sum(stage_layers(layers, s, i) for i in range(p)) == layers
+    assert head + tail + (2 * p - 2) * middle == layers                 # the V's 2p chunks
+
+
+@given(layers=st.integers(1, 300), p=st.integers(1, 64), most=st.integers(1, 4))
+def test_balanced_v_layout_is_valid_and_lightens_rank_0(layers, p, most):
+    first = balanced_v_layout(layers, p, most)
+    if first == 0:
+        return
+    s = Strategy(pp=p, dp=1, global_batch=4 * p, schedule="zbv", first_stage_layers=first)
+    assert uneven_violations(layers, s) == []
+    others = stage_layers(layers, s, 1)
+    assert others - most <= first < others                             # rank 0 gives up 1..most layers
+
+
+@pytest.mark.parametrize("schedule, chunks", [("1f1b", 1), ("interleaved", 3), ("zbv", 2), ("dualpipev", 2),
+                                              ("dualpipe", 2)])
+@pytest.mark.parametrize("p", [2, 4, 6])
+def test_rank_of_inverts_virtual_stage(schedule, chunks, p):
+    from autoplan.specs.layout import rank_of, virtual_stage
+    for i in range(p):
+        for c in range(chunks):
+            assert rank_of(schedule, virtual_stage(schedule, i, c, p), p) == i

@@ -7,8 +7,9 @@ ep·etp and their gradients reduced over the expert-data-parallel group edp = tp
 parallel_state: the expert rank order etp-ep-edp-pp inside each pipeline stage).
 
 Simplifications: dense layers beyond the first model chunk are priced as MoE layers in the passes (never the case
-for the catalog's models); the CP ring exchange uses the dense K/V size; DeepSeek-V3's multi-token-prediction
-module, node-limited routing and FP8 dispatch are not modelled.
+for the catalog's models, but under a V shape's uneven layout, where DeepSeek-V3's second chunk holds two); the CP ring
+exchange uses the dense K/V size. DeepSeek-V3's multi-token-prediction modules (``mtp_layers``) run on the stage
+holding the output layer: each one more MoE block, its projection and the shared output head (``autoplan.cost.mtp``).
 """
 
 from __future__ import annotations
@@ -17,15 +18,16 @@ import math
 from dataclasses import replace
 from functools import lru_cache
 
-from autoplan.cost import compute, moe, network, passes, plan, policy
+from autoplan.cost import compute, moe, mtp, network, passes, plan, policy
 from autoplan.cost.compute import LayerCompute, Op
 from autoplan.cost.costs import CommNeed, PassCost, PassKey, StepCosts, pass_cost
 from autoplan.cost.memory import (FP8_WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES, StageMemory,
                                   _stage, activation_bytes_per_layer, inflight_layer_chunks)
 from autoplan.specs.cluster import ClusterSpec
-from autoplan.specs.layout import chunk_layers, stage_layers, virtual_stage
+from autoplan.specs.layout import (BIDIRECTIONAL, chunk_layers, ends, holds_embedding, holds_output, layout_chunks,
+                                   model_copies, rank_of, stage_layers, virtual_stage)
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import SPLIT_BACKWARD, Strategy, violations as dense_violations
+from autoplan.specs.strategy import FUSED_PAIRS, SPLIT_BACKWARD, Strategy, violations as dense_violations
 
 
 # ----------------------------------------------------------------------------------------------- validity
@@ -48,9 +50,10 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
         # Megatron-Core MoE README: tensor and expert parallelism together require sequence parallelism; this
         # model routes sequence-sharded tokens for every tp > 1
         out.append(f"a MoE model with tp {s.tp} needs sequence parallelism")
-    if s.ep_overlap and s.schedule == "dualpipev":
+    if s.ep_overlap and s.schedule in FUSED_PAIRS:
         # DeepSeek-V3 §3.2.1: DualPipe's overlap is its pairing of one chunk's forward with another's backward
-        out.append("ep_overlap is what dualpipev's fused forward-backward pairs already do; leave it off with dualpipev")
+        out.append(f"ep_overlap is what {s.schedule}'s fused forward-backward pairs already do; leave it off with "
+                   f"{s.schedule}")
     if s.zero >= 2:
         out.append(f"ZeRO stage {s.zero} is not modelled for MoE models (Megatron-Core's distributed optimizer is "
                    "ZeRO-1)")
@@ -65,15 +68,21 @@ def _dense_in_first_chunk(model: ModelSpec, s: Strategy) -> int:
 
 def dense_per_stage(model: ModelSpec, s: Strategy) -> list[int]:
     """Dense-FFN layers on each pipeline stage: the first ``dense_layers`` layers, virtual stage by virtual stage
-    (virtual stage c·pp + i is chunk c of stage i, Megatron-LM interleaving)."""
-    p, v = s.pp, s.chunks
+    (virtual stage c·pp + i is chunk c of stage i, Megatron-LM interleaving; a V shape's 2p − 1 − i is chunk 1 of
+    stage i)."""
+    p, v = s.pp, layout_chunks(s)
     first, mid, last = chunk_layers(model.layers, s)
     sizes = [first] + [mid] * (p * v - 2) + [last] if p * v > 1 else [model.layers]
-    out, left = [0] * p, model.dense_layers
-    for j, n in enumerate(sizes):
-        take = min(left, n)
-        out[j % p] += take
-        left -= take
+    out = [0] * p
+    # DualPipe: each direction's pipeline holds every layer (a second copy of the model)
+    for direction in range(2 if s.schedule == BIDIRECTIONAL else 1):
+        left = model.dense_layers
+        for j, n in enumerate(sizes):
+            if not left:
+                break
+            take = min(left, n)
+            out[rank_of(s.schedule, direction * p * v + j, p)] += take
+            left -= take
     return out
 
 
@@ -124,10 +133,16 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pas
     m_bep = (_exposed(s, mo.a2a_forward * (2 if full else 1), m_b + m_r) + mo.etp_forward * (2 if full else 1))
     m_f, m_b = m_f + _sm_share(s, mo.a2a_forward), m_b + _sm_share(s, mo.a2a_forward * (2 if full else 1))
     ef, eb, of, ob = sec(emb_f), sec(emb_b), sec(out_f), sec(out_b)
+    # DeepSeek-V3 §2.2: each MTP module on the output stage is one more MoE block, its projection (mtp.py) and the
+    # shared output head and loss once more
+    depth = model.mtp_layers
+    x_f, x_b, x_c = mtp.module_extras(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
+    x_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in x_c)
+    of, ob, out_tp = of + depth * (of + sec(x_f)), ob + depth * (ob + sec(x_b)), out_tp + depth * (out_tp + x_tp)
     costs = {}
     for first in (False, True):
         for last in (False, True):
-            n = n_first if first else n_last if last else n_mid
+            n = (n_first if first else n_last if last else n_mid) + last * depth
             d = d_first if first else 0
             k = n - d
             f_comp = d * d_f + k * m_f + first * ef + last * of
@@ -168,10 +183,14 @@ def _weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> d
                                                             s.micro_batch)[1])
     n_first, n_mid, n_last = chunk_layers(model.layers, s)
     d_first = _dense_in_first_chunk(model, s)
+    depth = model.mtp_layers
+    # the MTP modules' blocks, projections and shared output head (DeepSeek-V3 §2.2)
+    out += depth * (out + passes.weight_grad_seconds(
+        mtp.module_extras(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)[1]))
     costs = {}
     for first in (False, True):
         for last in (False, True):
-            n = n_first if first else n_last if last else n_mid
+            n = (n_first if first else n_last if last else n_mid) + last * depth
             d = d_first if first else 0
             w = d * w_d + (n - d) * w_m + first * emb + last * out
             if not s.gradient_accumulation_fusion:
@@ -189,14 +208,14 @@ def _sm_share(s: Strategy, a2a: float) -> float:
     """Seconds DualPipeV's compute loses to the SMs its all-to-all kernels hold (0 for other schedules, where
     ``_exposed`` charges it)."""
     # DeepSeek-V3 §3.2.2: the communication kernels keep 20 SMs while the paired chunk computes on the rest
-    return a2a * COMM_SM_SHARE if s.schedule == "dualpipev" else 0.0
+    return a2a * COMM_SM_SHARE if s.schedule in FUSED_PAIRS else 0.0
 
 
 def _exposed(s: Strategy, a2a: float, compute_seconds: float) -> float:
     """Seconds of a layer's all-to-alls on the critical path: all of them, or with ``ep_overlap`` what the other
     micro-batch's compute cannot hide, plus the slowdown of the compute that hides them. Under dualpipev all of
     them: its fused forward-backward pairs hide them (costs.overlapped), outside the pairs nothing does."""
-    if not s.ep_overlap or s.schedule == "dualpipev":
+    if not s.ep_overlap or s.schedule in FUSED_PAIRS:
         return a2a
     # Megatron-Core --overlap-moe-expert-parallel-comm / DualPipe (arXiv 2412.19437 §3.2.1): one micro-batch's
     # all-to-alls run beside another's compute of about the same length (1F1B steady state; warm-up and
@@ -232,7 +251,22 @@ def stage_params(model: ModelSpec, s: Strategy, stage: int) -> tuple[float, floa
     other, expert = _moe_layer_params(model, s)
     # plan._stage_params: the TP share of dense layers, embedding and output (and the tied copy)
     non_expert = plan._stage_params(model, s, stage, model.layer_params()) - (layers - d) * model.layer_params() / s.tp
-    return non_expert + (layers - d) * other, (layers - d) * expert
+    mtp_blocks = model.mtp_layers if holds_output(s.schedule, stage, s.pp) else 0
+    if mtp_blocks:
+        # DeepSeek-V3 §2.2: each MTP module's projection and norms beside its MoE block (ModelSpec.mtp_module_params);
+        # away from the first stage, a copy of the shared embedding (Megatron-Core: MTP on the last stage)
+        non_expert += mtp_blocks * (model.mtp_module_params() - model.moe_layer_params()) / s.tp
+        if _mtp_embedding_copy(model, s):
+            non_expert += model.vocab * model.hidden / s.tp
+    blocks = layers - d + mtp_blocks
+    return non_expert + blocks * other, blocks * expert
+
+
+def _mtp_embedding_copy(model: ModelSpec, s: Strategy) -> bool:
+    """The output stage keeps its own copy of the embedding for the MTP modules, all-reduced with the first stage's
+    like a tied embedding (Megatron-Core): pp > 1, not a V shape (rank 0 holds both) and not already tied."""
+    return (bool(model.mtp_layers) and not holds_embedding(s.schedule, s.pp - 1, s.pp)
+            and not holds_output(s.schedule, 0, s.pp) and not model.tied_embeddings)
 
 
 def _chunk_params(model: ModelSpec, s: Strategy) -> tuple[float, float]:
@@ -258,8 +292,8 @@ def _gather(cluster: ClusterSpec, s: Strategy, params: tuple[float, float]) -> f
 def _optimizer(cluster: ClusterSpec, s: Strategy, params: tuple[float, float]) -> float:
     # Rajbhandari et al. 2020 (ZeRO) §5.1: the distributed optimizer updates 1/(dp·cp) of the non-expert and
     # 1/edp of the expert parameters (Megatron-Core shards expert optimizer state over the expert-DP group)
-    local = sum(params)
-    sharded = params[0] / (s.dp * s.cp) + params[1] / s.edp if s.zero >= 1 else local
+    local, copies = sum(params), model_copies(s.schedule)
+    sharded = (params[0] / (s.dp * s.cp) + params[1] / s.edp) / copies if s.zero >= 1 else local
     return compute.optimizer_time(cluster.gpu, local, sharded)
 
 
@@ -282,8 +316,9 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts
     if s.zero >= 1 and replicated and not s.overlap_param_gather:
         final_gather = tuple(_gather(cluster, s, x) for x in params)
     tied = None
-    if model.tied_embeddings and p > 1:
-        # Megatron-LM finalize_model_grads: the first and last stage all-reduce the tied embedding's gradient
+    if (model.tied_embeddings and p > 1 and not holds_output(s.schedule, 0, p)) or _mtp_embedding_copy(model, s):
+        # Megatron-LM finalize_model_grads: the first and last stage all-reduce the tied embedding's gradient (the
+        # MTP modules' shared embedding alike; a V shape's rank 0 holds both ends)
         pair = network.group_shape(cluster.gpus_per_node, 2, network.stride(s, "pp") * (p - 1))
         tied = network.all_reduce(cluster, pair, passes.grad_bytes(s) * model.vocab * model.hidden / s.tp)
     piece = (chunk[0] / segments, chunk[1] / segments) if segments else chunk
@@ -310,14 +345,14 @@ def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
     # a stream's busy time bounds the critical path from below (Graham 1969, list-scheduling bounds)
     costs = pass_costs(model, cluster, s)
     p, v, m = s.pp, s.chunks, s.micro_batches
-    last = p * v - 1
     worst = 0.0
-    # DualPipeV's fused pairs may hide all of a pass's communication (DeepSeek-V3 §3.2.1): only compute is certain
-    seconds = plan._compute_seconds if s.schedule == "dualpipev" else (lambda c: c.seconds)
+    # DualPipe(V)'s fused pairs may hide all of a pass's communication (DeepSeek-V3 §3.2.1): only compute is certain
+    seconds = plan._compute_seconds if s.schedule in FUSED_PAIRS else (lambda c: c.seconds)
     for i in _stages_to_check(model, s):
-        vss = [virtual_stage(s.schedule, i, c, p) for c in range(v)]
-        busy = sum(seconds(costs[(True, vs == 0, vs == last)]) + seconds(costs[(False, vs == 0, vs == last)])
-                   for vs in vss) * m
+        # each chunk runs every micro-batch (DualPipe: each direction's half, model_copies)
+        busy = m / model_copies(s.schedule) * sum(
+            seconds(costs[(fwd, *ends(s.schedule, virtual_stage(s.schedule, i, c, p), p, v))])
+            for c in range(v) for fwd in (True, False))
         worst = max(worst, busy + _optimizer(cluster, s, stage_params(model, s, i)))
     return worst
 
@@ -368,22 +403,34 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: in
                   per_layer: tuple[float, float]) -> StageMemory:
     base = _stage(model, cluster, s, stage, 0.0)     # its embedding activations and reserve (memory.py)
     non_expert, expert = stage_params(model, s, stage)
-    n, e = s.dp * s.cp, s.edp
+    copies = model_copies(s.schedule)      # DualPipe: both copies of a stage share its optimizer state
+    n, e = s.dp * s.cp * copies, s.edp * copies
     optimizer = OPTIMIZER_BYTES * (non_expert / n + expert / e if s.zero >= 1 else non_expert + expert)
     layers = stage_layers(model.layers, s, stage)
     d = dense_per_stage(model, s)[stage]
+    blocks = model.mtp_layers if holds_output(s.schedule, stage, s.pp) else 0
     weights = WEIGHT_BYTES * (non_expert + expert)
     if moe.fp8(s):
         # memory._stage: Transformer Engine caches an FP8 copy (and transpose) of each layer weight, replacing the
         # BF16 one under fp8_param_gather; the embedding and output layer stay BF16
         other, routed = _moe_layer_params(model, s)
-        fp8_layer = d * model.layer_params() / s.tp + (layers - d) * (other + routed)
+        fp8_layer = d * model.layer_params() / s.tp + (layers - d + blocks) * (other + routed)
         weights += FP8_WEIGHT_BYTES * fp8_layer - (WEIGHT_BYTES * fp8_layer if s.fp8_param_gather else 0)
     # Narayanan et al. SC'21 §2.2: each in-flight chunk-forward holds its layers' activations (mean per chunk)
     acts = inflight_layer_chunks(s, stage) * (d * per_layer[0] + (layers - d) * per_layer[1]) / s.chunks
+    embedding = base.embedding
+    if blocks:
+        # the MTP modules of the one micro-batch in flight on the output layer (as memory._stage's output layer):
+        # each its MoE block, its projection's inputs and the shared head's input and fp32 logits once more
+        sp = s.tp if s.sequence_parallel else 1
+        tokens = model.seq_len / s.cp * s.micro_batch
+        head = 2 * tokens * model.hidden / sp + 4 * tokens * model.vocab / s.tp
+        acts += blocks * per_layer[1]
+        embedding += blocks * (head + mtp.extras_activation_bytes(model, s.micro_batch, s.tp, s.cp,
+                                                                  s.sequence_parallel))
     return StageMemory(stage=stage, weights=weights,
                        gradients=GRADIENT_BYTES * (non_expert + expert), optimizer=optimizer, activations=acts,
-                       embedding=base.embedding, buffers=0.0, reserve=base.reserve)
+                       embedding=embedding, buffers=0.0, reserve=base.reserve)
 
 
 def memory(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> list[StageMemory]:
