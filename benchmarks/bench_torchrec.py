@@ -102,21 +102,27 @@ def chosen(options) -> dict[str, tuple[str, list[int]]]:
     return {o.name: (o.sharding_type, [sh.rank for sh in o.shards]) for o in options}
 
 
-def estimate_ms(options, world: int, ranks: dict[str, list[int]] | None = None) -> float:
-    """TorchRec's perf model (NoopPerfModel.rate): the busiest rank's summed shard estimates; ``ranks`` re-places
-    each table's shards first."""
-    per_rank = [0.0] * world
+def estimate(options, world: int, ranks: dict[str, list[int]] | None = None) -> tuple[float, float]:
+    """TorchRec's perf model (NoopPerfModel.rate: the busiest rank's summed shard estimates, ms) and its storage
+    model (the fullest rank's HBM bytes); ``ranks`` re-places each table's shards first."""
+    perf, hbm = [0.0] * world, [0.0] * world
     for o in options:
         where = ranks[o.name] if ranks else [sh.rank for sh in o.shards]
         for rank, shard in zip(where, o.shards, strict=True):
-            per_rank[rank] += shard.perf.total
-    return max(per_rank)
+            perf[rank] += shard.perf.total
+            hbm[rank] += shard.storage.hbm
+    return max(perf), max(hbm)
+
+
+def estimate_ms(options, world: int, ranks: dict[str, list[int]] | None = None) -> float:
+    return estimate(options, world, ranks)[0]
 
 
 def one_case(trc: TorchRec, model: ModelSpec, cluster_name: str, gpus: int) -> dict | None:
     cluster = load_cluster(cluster_name, gpus)
     batch = model.structure.global_batch
     s = Strategy(dp=gpus, micro_batch=batch // gpus, global_batch=batch)
+    room = embedding_room(model, cluster, s)
     t0 = time.perf_counter()
     ours = sharding_plan(model, cluster, s)
     t_ours = time.perf_counter() - t0
@@ -137,10 +143,14 @@ def one_case(trc: TorchRec, model: ModelSpec, cluster_name: str, gpus: int) -> d
         pinned = trc.plan(model, cluster, s, our_kinds)
         our_ranks = {t.name: tc.shard_ranks(p, len(next(o for o in pinned if o.name == t.name).shards))
                      for t, p in zip(model.structure.tables, ours.tables)}
-        our_est = estimate_ms(pinned, gpus, our_ranks)
+        our_est, our_hbm = estimate(pinned, gpus, our_ranks)
+        view = (f"  TorchRec's view of autoplan's plan: {our_est:.3f} ms at autoplan's ranks "
+              f"({our_hbm / 2**30:.1f} GiB on the fullest rank by TorchRec's storage estimate, "
+              f"{'within' if our_hbm <= room else 'OVER'} its {room / 2**30:.1f} GiB), "
+              f"{estimate_ms(pinned, gpus):.3f} ms as TorchRec places the same kinds")
     except Exception as err:
-        print(f"  (TorchRec cannot estimate autoplan's plan: {str(err).splitlines()[0][:160]})")
-        our_est = float("nan")
+        view = f"  (TorchRec cannot estimate autoplan's plan: {str(err).splitlines()[0][:160]})"
+        our_est, our_hbm = float("nan"), float("inf")
     a, b = tc.score(model, cluster, s, ours.tables), tc.score(model, cluster, s, their_plans)
     # TorchRec's kinds placed by autoplan's rule: separates the choice of kinds from the placement of the shards
     pinned_model = replace(model, structure=replace(model.structure, tables=tuple(
@@ -149,7 +159,7 @@ def one_case(trc: TorchRec, model: ModelSpec, cluster_name: str, gpus: int) -> d
     kinds_only = float("inf") if c.unplaced else c.times.total
     row = {"case": f"{model.name} {cluster_name} {gpus}", "agree": tc.agreement(ours.tables, their_plans),
            "ours_s": a.step_s, "theirs_s": b.step_s, "theirs_fits": b.fits, "kinds_only_s": kinds_only,
-           "ours_est": our_est, "theirs_est": estimate_ms(theirs, gpus),
+           "ours_est": our_est, "theirs_est": estimate_ms(theirs, gpus), "ours_fits_tr": our_hbm <= room,
            "ours_kinds": tc.kind_counts(ours.tables), "theirs_kinds": tc.kind_counts(their_plans)}
     print(f"\n{label}: autoplan {t_ours:.2f} s, TorchRec {t_theirs:.2f} s to plan; same kind for "
           f"{100 * row['agree']:.0f} % of {len(ours.tables)} tables")
@@ -159,6 +169,7 @@ def one_case(trc: TorchRec, model: ModelSpec, cluster_name: str, gpus: int) -> d
         print(f"  {who:<9} {kinds:<32} {1e3 * sc.step_s:12.3f} ms {est:15.3f} ms  "
               f"{sc.embedding_bytes / 2**30:5.1f} of {sc.room / 2**30:.1f} GiB{'' if sc.fits else ' (over)'}")
     print(f"  TorchRec's kinds placed by autoplan's rule: {1e3 * kinds_only:.3f} ms (autoplan model)")
+    print(view)
     if len(model.structure.tables) <= 32:
         print("  " + " ".join(f"{t.name}:{tc.SHORT[x.kind]}/{tc.SHORT[y.kind]}" for t, x, y in
                               zip(model.structure.tables, ours.tables, their_plans)) + "   (autoplan/TorchRec)")
@@ -174,11 +185,11 @@ def summary(rows: list[dict]) -> None:
               f"{1e3 * r['kinds_only_s']:8.3f} {r['theirs_s'] / r['ours_s']:6.2f}   {r['ours_est']:8.3f} "
               f"{r['theirs_est']:8.3f} {r['theirs_est'] / r['ours_est']:6.2f}")
     ratios = [r["theirs_s"] / r["ours_s"] for r in rows]
-    est_better = sum(r["ours_est"] < r["theirs_est"] for r in rows)
+    est_better = sum(r["ours_est"] < r["theirs_est"] and r["ours_fits_tr"] for r in rows)
     print(f"{len(rows)} cases: same kind for {100 * statistics.mean(r['agree'] for r in rows):.0f} % of tables (mean); "
           f"by autoplan's model TorchRec's plan is {statistics.mean(ratios):.2f}x autoplan's step (geo. mean "
           f"{statistics.geometric_mean(ratios):.2f}x, range {min(ratios):.2f}-{max(ratios):.2f}x); by TorchRec's "
-          f"estimate autoplan's plan is the faster in {est_better} of {len(rows)}")
+          f"estimate autoplan's plan is the faster (and fits its storage estimate) in {est_better} of {len(rows)}")
 
 
 def main() -> int:
