@@ -44,9 +44,14 @@ def _fixed_bytes(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
     return model.structure.dense_params() * DENSE_STATE_BYTES + _activations(model, s) + cluster.gpu.memory_reserve_bytes
 
 
+def embedding_room(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
+    """Bytes per GPU the dense part (MLP states, activations, reserve) leaves for embedding shards."""
+    return cluster.gpu.hbm_bytes - _fixed_bytes(model, cluster, s)
+
+
 def sharding_plan(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> ShardingPlan:
     """Every table's sharding and GPUs under plan ``s``, in the memory the dense part leaves."""
-    return _plan(model, cluster, s, cluster.gpu.hbm_bytes - _fixed_bytes(model, cluster, s))
+    return _plan(model, cluster, s, embedding_room(model, cluster, s))
 
 
 def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
