@@ -350,7 +350,7 @@ def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: i
     spec = load_cluster(cluster, gpus)
     if space == "default":                      # a family may bring its own axes (CNNs: spatial, channel, filter)
         from autoplan.cost.families import family_of
-        space = getattr(family_of(model), "default_space", space)
+        space = getattr(family_of(model), "default_space", None) or space
     loaded = load_space(space, {k: v for k, v in fixed.items() if k in _fixable()})
     from autoplan.specs.hardware import unsupported_precisions
 

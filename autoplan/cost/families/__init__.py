@@ -9,10 +9,10 @@ from __future__ import annotations
 from autoplan.cost.compute import Op
 from autoplan.cost.costs import CommNeed, StepCosts
 from autoplan.cost.families.base import ModelFamily
-from autoplan.cost.families.cnn import ConvNet
-from autoplan.cost.families.dense import DenseTransformer
-from autoplan.cost.families.moe import MoETransformer
+from autoplan.cost.families.cnn import CNN
+from autoplan.cost.families.dense import DENSE
 from autoplan.cost.families.dlrm import DLRM
+from autoplan.cost.families.moe import MOE
 from autoplan.cost.memory import StageMemory
 from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec
@@ -38,10 +38,8 @@ def family_of(model: ModelSpec) -> ModelFamily:
                         f"{', '.join(sorted(FAMILIES))}") from None
 
 
-register(DenseTransformer())
-register(ConvNet())
-register(MoETransformer())
-register(DLRM())
+for _family in (DENSE, CNN, MOE, DLRM):
+    register(_family)
 
 
 def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:

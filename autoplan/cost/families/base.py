@@ -1,13 +1,15 @@
 """The interface a model family implements: what a plan of one kind of model costs, and which plans are valid.
 
-One implementation per file (``dense.py``, later MoE, CNN, DLRM); every registered family passes the shared
+One implementation per file (``dense.py``, ``moe.py``, ``cnn.py``, ``dlrm.py``), each a ``Family`` of that file's
+functions; every registered family passes the shared
 contract test ``tests/cost/test_family_contract.py``. The simulator, ``autoplan check`` and the search ask a
 family through ``autoplan.cost.families`` and know nothing else about the model.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from autoplan.cost.compute import Op
 from autoplan.cost.costs import CommNeed, StepCosts
@@ -53,3 +55,31 @@ class ModelFamily(Protocol):
     def block_ops(self, model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[str, tuple[Op, ...]]:
         """Kernels of one repeated block (a layer) by pass: forward, backward, recompute."""
         ...
+
+
+QUESTIONS = ("violations", "step_costs", "lower_bound", "memory", "peak_memory", "collectives", "block_ops")
+"""The functions every family answers with, by the names ``ModelFamily`` gives them."""
+
+
+@dataclass(frozen=True)
+class Family:
+    """A ``ModelFamily`` made of plain functions, one per question."""
+
+    name: str
+    axes: tuple[str, ...]
+    violations: Callable[..., list[str]]
+    step_costs: Callable[..., StepCosts]
+    lower_bound: Callable[..., float]
+    memory: Callable[..., list[StageMemory]]
+    peak_memory: Callable[..., float]
+    collectives: Callable[..., list[CommNeed]]
+    block_ops: Callable[..., dict[str, tuple[Op, ...]]]
+    default_space: str | None = None
+    """The search space ``autoplan search`` uses for these models unless ``--space`` names another."""
+
+
+def family_of_functions(namespace: dict[str, Any], name: str, axes: tuple[str, ...],
+                        default_space: str | None = None) -> Family:
+    """The family whose answers are the functions of ``namespace`` (a module's ``globals()``) named as the
+    questions are."""
+    return Family(name, axes, default_space=default_space, **{q: namespace[q] for q in QUESTIONS})

@@ -28,6 +28,7 @@ from functools import lru_cache
 from autoplan.cost import network
 from autoplan.cost.compute import Op, gemm_time, memory_time
 from autoplan.cost.costs import CommNeed, PassCost, StepCosts, pass_cost
+from autoplan.cost.families.base import family_of_functions
 from autoplan.cost.memory import StageMemory, inflight_layer_chunks
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.cnn import WEIGHTED, CNNSpec, Layer
@@ -478,18 +479,5 @@ def _other_family_knobs(s: Strategy) -> list[str]:
     return out
 
 
-class ConvNet:
-    """The CNN family: costs and validity from this module."""
-
-    name = "cnn"
-    axes = ("dp", "pp", "spatial", "channel", "filter")
-    default_space = "cnn"
-    """The search space ``autoplan search`` uses for these models unless told otherwise."""
-
-    violations = staticmethod(violations)
-    step_costs = staticmethod(step_costs)
-    lower_bound = staticmethod(lower_bound)
-    memory = staticmethod(memory)
-    peak_memory = staticmethod(peak_memory)
-    collectives = staticmethod(collectives)
-    block_ops = staticmethod(block_ops)
+CNN = family_of_functions(globals(), "cnn", ("dp", "pp", "spatial", "channel", "filter"), default_space="cnn")
+"""The CNN family: costs and validity from this module."""

@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 from autoplan.cost import passes, plan
+from autoplan.cost.families.base import Family
 from autoplan.cost.memory import memory_per_stage, peak_memory
 from autoplan.specs.strategy import violations
 
 
-class DenseTransformer:
-    """Costs from ``cost/passes.py``, ``cost/plan.py`` and ``cost/memory.py``; validity from ``specs.strategy``."""
-
-    name = "dense"
-    axes = ("dp", "tp", "pp", "cp")
-
-    violations = staticmethod(violations)
-    step_costs = staticmethod(plan.step_costs)
-    lower_bound = staticmethod(plan.lower_bound)
-    memory = staticmethod(memory_per_stage)
-    peak_memory = staticmethod(peak_memory)
-    collectives = staticmethod(plan.collectives)
-    block_ops = staticmethod(passes.layer_ops)
+DENSE = Family("dense", ("dp", "tp", "pp", "cp"), violations=violations, step_costs=plan.step_costs,
+               lower_bound=plan.lower_bound, memory=memory_per_stage, peak_memory=peak_memory,
+               collectives=plan.collectives, block_ops=passes.layer_ops)
+"""Costs from ``cost/passes.py``, ``cost/plan.py`` and ``cost/memory.py``; validity from ``specs.strategy``."""

@@ -14,6 +14,7 @@ from dataclasses import fields
 from autoplan.cost import network, policy
 from autoplan.cost.compute import Op, gemm_time
 from autoplan.cost.costs import CommNeed, StepCosts, pass_cost
+from autoplan.cost.families.base import family_of_functions
 from autoplan.cost.memory import StageMemory
 from autoplan.cost.sharding import DENSE_STATE_BYTES, GRAD_BYTES, context
 from autoplan.cost.sharding_search import ShardingPlan
@@ -159,19 +160,5 @@ def block_ops(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[str, 
     return {"forward": tuple(fwd), "backward": tuple(bwd), "recompute": ()}
 
 
-class DLRM:
-    """The DLRM family: costs from ``cost/sharding.py`` and ``cost/embedding.py`` under the planner's sharding."""
-
-    name = "dlrm"
-    axes = ("dp",)
-    default_space = "dlrm"
-    """The search space ``autoplan search`` uses for these models unless ``--space`` names another."""
-
-    violations = staticmethod(violations)
-    step_costs = staticmethod(step_costs)
-    lower_bound = staticmethod(lower_bound)
-    memory = staticmethod(memory)
-    peak_memory = staticmethod(peak_memory)
-    collectives = staticmethod(collectives)
-    block_ops = staticmethod(block_ops)
-
+DLRM = family_of_functions(globals(), "dlrm", ("dp",), default_space="dlrm")
+"""The DLRM family: costs from ``cost/sharding.py`` and ``cost/embedding.py`` under the planner's sharding."""

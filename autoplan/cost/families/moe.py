@@ -21,6 +21,7 @@ from functools import lru_cache
 from autoplan.cost import compute, moe, mtp, network, passes, plan, policy
 from autoplan.cost.compute import LayerCompute, Op
 from autoplan.cost.costs import CommNeed, PassCost, PassKey, StepCosts, pass_cost
+from autoplan.cost.families.base import family_of_functions
 from autoplan.cost.memory import (FP8_WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES, StageMemory,
                                   _stage, activation_bytes_per_layer, inflight_layer_chunks)
 from autoplan.specs.cluster import ClusterSpec
@@ -483,19 +484,6 @@ def block_ops(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[str, 
     return {"forward": lay.forward, "backward": lay.backward, "recompute": lay.recompute}
 
 
-class MoETransformer:
-    """A mixture-of-experts decoder (dense leading layers, MoE layers, MLA or GQA attention)."""
-
-    name = "moe"
-    axes = ("dp", "tp", "pp", "cp", "ep", "etp")
-    default_space = "moe"
-    """The search space ``autoplan search`` uses for these models unless told otherwise (the default axes plus
-    expert parallelism: search_spaces/moe.toml)."""
-
-    violations = staticmethod(violations)
-    step_costs = staticmethod(step_costs)
-    lower_bound = staticmethod(lower_bound)
-    memory = staticmethod(memory)
-    peak_memory = staticmethod(peak_memory)
-    collectives = staticmethod(collectives)
-    block_ops = staticmethod(block_ops)
+MOE = family_of_functions(globals(), "moe", ("dp", "tp", "pp", "cp", "ep", "etp"), default_space="moe")
+"""A mixture-of-experts decoder (dense leading layers, MoE layers, MLA or GQA attention); its default space adds
+expert parallelism (search_spaces/moe.toml)."""
