@@ -1,8 +1,7 @@
 """The interface a model family implements: what a plan of one kind of model costs, and which plans are valid.
 
 One implementation per file (``dense.py``, ``moe.py``, ``cnn.py``, ``dlrm.py``), each a ``Family`` of that file's
-functions; every registered family passes the shared
-contract test ``tests/cost/test_family_contract.py``. The simulator, ``autoplan check`` and the search ask a
+functions; every registered family passes the shared contract test ``tests/cost/test_family_contract.py``. The simulator, ``autoplan check`` and the search ask a
 family through ``autoplan.cost.families`` and know nothing else about the model.
 """
 
