@@ -505,7 +505,11 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
     con.print(leaderboard_table(table, f"Best plans: {model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
                                        f"global batch {inputs['global_batch']}", _throughput_unit(model)))
     if not result.leaderboard:
-        con.print("[bold red]no plan fits in memory[/]: try more GPUs, recompute, ZeRO or a smaller micro-batch")
+        from rich.markup import escape
+
+        from autoplan.search.space import explain_no_fit
+        hint = explain_no_fit(model, gpus, spec, sp, inputs["global_batch"])
+        con.print(f"[bold red]{escape(hint)}[/]")
     same = f" ({result.equivalent} same as another plan here)" if result.equivalent else ""
     skipped = (f"{result.pruned} skipped by bound (cannot enter the top {top})" if result.sampler == "exhaustive"
                else f"{result.pruned} ranked by symbolic cost only" if result.sampler == "symbolic"

@@ -14,7 +14,7 @@ from typing import Any
 
 from autoplan.errors import SpecError
 from autoplan.specs.model import MAX_SIZE, ModelSpec
-from autoplan.cost.families import violations
+from autoplan.cost.families import peak_memory, violations
 from autoplan.specs.layout import V_SHAPE, balanced_layout, balanced_v_layout
 from autoplan.specs.strategy import AXES, Strategy, data_parallel, knob_of
 
@@ -320,3 +320,69 @@ def explain_no_plan(model: ModelSpec, gpus: int, space: Space, global_batch: int
         if others:
             hint += "; or " + ", or ".join(f"{r.flags} ({r.plans})" for r in others)
     return f"no valid plan in the space of {space.raw_size()} combinations: {reasons}. {hint}"
+
+
+# ------------------------------------------------------------------------------ valid plans, none of which fits
+
+_FIT_AXES = ("pp", "tp", "zero", "recompute", "sequence_parallel", "cp", "micro_batch", "virtual_stages", "schedule")
+"""Axes whose value changes a plan's peak memory, tried in this order of preference."""
+_FIT_SECONDS = 3.0
+"""Time the fit hint may take before it stops trying changes."""
+
+
+def _fits(model: ModelSpec, hbm_bytes: float, cluster: Any, s: Strategy) -> bool:
+    try:
+        return peak_memory(model, cluster, s) <= hbm_bytes
+    except Exception:  # noqa: BLE001 - a plan whose memory cannot be computed is not offered as a fix
+        return False
+
+
+def _fit_pool(model: ModelSpec, gpus: int, space: Space, name: str) -> list:
+    """Values of axis ``name`` not in ``space``, nearest to its current values first; pipeline degrees over
+    every divisor of the GPU count up to the layer count (Megatron-LM splits 105 layers over 35 stages)."""
+    a = space.axes
+    if name in ("tp", "cp"):
+        pool = [d for d in _divisors(gpus) if d <= 64]
+    elif name == "pp":
+        pool = [d for d in _divisors(gpus) if d <= model.layers]
+    elif name == "micro_batch":
+        pool = [m for m in (1, 2, 4, 8) if m < min(a[name])]
+    elif name == "virtual_stages":
+        pool = [v for v in _divisors(model.layers) if v > 1]
+    else:
+        pool = list(_ALLOWED.get(name, (False, True) if name == "sequence_parallel" else ()))
+    return sorted((v for v in pool if v not in a[name]), key=lambda v: (_distance(v, a[name]), str(v)))
+
+
+def fit_relaxations(model: ModelSpec, gpus: int, cluster: Any, space: Space, global_batch: int,
+                    keep: int = 3) -> list[Relaxation]:
+    """For a space whose valid plans all exceed the GPU's memory: up to ``keep`` single changes of one axis
+    (one per axis, nearest value first) under which some plan fits, each with how many plans then fit."""
+    import time
+
+    start, found = time.perf_counter(), []
+    for name in _FIT_AXES:
+        for v in _fit_pool(model, gpus, space, name):
+            if time.perf_counter() - start > _FIT_SECONDS or len(found) == keep:
+                return found
+            change = {name: (v,)}
+            if name == "virtual_stages":
+                change["schedule"] = ("interleaved",)
+            plans, _ = enumerate_plans(model, gpus, Space({**space.axes, **change}), global_batch)
+            fitting = sum(_fits(model, cluster.gpu.hbm_bytes, cluster, s) for s in plans)
+            if fitting:
+                found.append(Relaxation(_flag(name, v), fitting))
+                break
+    return found
+
+
+def explain_no_fit(model: ModelSpec, gpus: int, cluster: Any, space: Space, global_batch: int) -> str:
+    """One line for a space of valid plans none of which fits: the smallest peak, and changes that make plans fit."""
+    plans, _ = enumerate_plans(model, gpus, space, global_batch)
+    peaks = [peak_memory(model, cluster, s) for s in plans]
+    least = f" (the smallest peak is {min(peaks) / 2**30:.1f} GiB of {cluster.gpu.hbm_bytes / 2**30:.0f})" if peaks else ""
+    found = fit_relaxations(model, gpus, cluster, space, global_batch)
+    if not found:
+        return f"no plan fits in memory{least}: no single change of an axis makes one fit; try more GPUs"
+    return (f"no plan fits in memory{least}; plans fit with " +
+            ", or ".join(f"{r.flags} ({r.plans} fit)" for r in found))

@@ -1,0 +1,51 @@
+"""A space whose valid plans all exceed memory says which single change makes plans fit."""
+
+from click.testing import CliRunner
+
+from autoplan.cli import main
+from autoplan.cost.families import peak_memory
+from autoplan.search.space import enumerate_plans, explain_no_fit, fit_relaxations, load_space
+from autoplan.specs import get_model, load_cluster
+
+# Megatron SC'21 Table 1: 530B on 2520 A100s ran TP8 PP35 DP9 (105 layers, 3 a stage), no ZeRO, full recompute
+PINNED = {"tp": 8, "zero": 0, "recompute": "full", "sequence_parallel": False}
+
+
+def _inputs():
+    return get_model("gpt-530b"), load_cluster("dgx-a100-80g", 2520), load_space(fixed=PINNED)
+
+
+def test_the_published_pipeline_degree_is_offered_when_powers_of_two_cannot_fit():
+    model, cluster, space = _inputs()
+    plans, _ = enumerate_plans(model, 2520, space, 2520)
+    assert plans and all(peak_memory(model, cluster, s) > cluster.gpu.hbm_bytes for s in plans)
+    found = fit_relaxations(model, 2520, cluster, space, 2520)
+    assert found and found[0].flags.startswith("--pp ")
+    pp = int(found[0].flags.split()[1])
+    assert 2520 % (8 * pp) == 0 and pp > 1
+    fixed = load_space(fixed={**PINNED, "pp": pp})
+    fitting = [s for s in enumerate_plans(model, 2520, fixed, 2520)[0]
+               if peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes]
+    assert len(fitting) == found[0].plans
+
+
+def test_each_offered_change_is_one_axis_and_really_fits():
+    model, cluster, space = _inputs()
+    found = fit_relaxations(model, 2520, cluster, space, 2520, keep=3)
+    axes = [r.flags.split()[0] for r in found]
+    assert len(axes) == len(set(axes)) and all(r.plans > 0 for r in found)
+
+
+def test_the_message_names_the_smallest_peak_and_the_fixes():
+    model, cluster, space = _inputs()
+    text = explain_no_fit(model, 2520, cluster, space, 2520)
+    assert text.startswith("no plan fits in memory (the smallest peak is") and "GiB of 80" in text
+    assert "--pp " in text
+
+
+def test_search_prints_the_fit_hint_and_exits_1(tmp_path):
+    r = CliRunner().invoke(main, ["search", "--model", "gpt-530b", "--gpus", "2520", "--cluster", "dgx-a100-80g",
+                                  "--global-batch", "2520", "--tp", "8", "--zero", "0", "--recompute", "full",
+                                  "--no-sequence-parallel", "--workers", "0", "--out", str(tmp_path)])
+    assert r.exit_code == 1, r.output
+    assert "no plan fits in memory" in r.output and "--pp " in r.output and "Traceback" not in r.output
