@@ -33,7 +33,8 @@ def test_deepseek_published_layout_is_in_the_moe_space():
     assert plans, rejected
     # the last stage runs the MTP module too: it holds one layer, the others four (15·4 + 1)
     assert all((p.dp, p.first_stage_layers, p.last_stage_layers) == (128, 0, 1) for p in plans)
-    assert {p.ep_overlap for p in plans} == {False, True}
+    # Megatron-Core's EP overlap needs virtual stages with pp > 1 (61 layers do not interleave over 16 stages)
+    assert any(p.schedule == "1f1b" for p in plans) and not any(p.ep_overlap for p in plans)
 
 
 def test_the_moe_space_enumerates_expert_degrees_that_divide_the_experts():

@@ -56,6 +56,16 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
         # DeepSeek-V3 §3.2.1: DualPipe's overlap is its pairing of one chunk's forward with another's backward
         out.append(f"ep_overlap is what {s.schedule}'s fused forward-backward pairs already do; leave it off with "
                    f"{s.schedule}")
+    elif s.ep_overlap and s.pp > 1 and s.schedule != "interleaved":
+        # Megatron-Core transformer_config.py: "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must
+        # be specified when pipeline_model_parallel_size > 1" (its combined 1F1B pairs the interleaved schedule's
+        # forward and backward chunks); no zero-bubble runtime pairs them but DualPipe's
+        out.append(f"ep_overlap with pp {s.pp} needs the interleaved schedule (Megatron-Core's combined 1F1B), not "
+                   f"{s.schedule}; dualpipe and dualpipev pair their chunks themselves")
+    if s.ep_overlap and s.recompute == "full":
+        # Megatron-Core transformer_config.py: "Disable full recomputation when enabling
+        # overlap_moe_expert_parallel_comm" (a recomputed layer has no per-module passes to pair)
+        out.append("ep_overlap does not run with full recompute (Megatron-Core); use selective or modules")
     if s.zero >= 2:
         out.append(f"ZeRO stage {s.zero} is not modelled for MoE models (Megatron-Core's distributed optimizer is "
                    "ZeRO-1)")
