@@ -353,7 +353,8 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> MoELayer:
     fc2_d, fc2_w = _grouped_backward(gpu, "expert.fc2", experts, rows, h, width, fp8)
     fc1_d, fc1_w = _grouped_backward(gpu, "expert.fc1", experts, rows, up, h, fp8)
     backward_ops = [(compute._mem(gpu, "unpermute.bwd", 2 * routed * s.etp), 1), quant_b[0], (fc2_d, experts),
-                    (fc2_w, experts), *((op, 1) for op in store_b), (act_b, act_bk), quant_b[1], (fc1_d, experts), (fc1_w, experts),
+                    (fc2_w, experts), *((op, 1) for op in store_b), (act_b, act_bk), quant_b[1], (fc1_d, experts),
+                    (fc1_w, experts),
                     (compute._mem(gpu, "permute.bwd", 2 * routed * s.etp), 1),
                     *((op, 1) for op in compute._linear_backward(gpu, "router", tokens_in, model.experts, h))]
     if model.shared_experts:
