@@ -186,7 +186,8 @@ class Strategy:
     """The type of AdamW's first and second moments: fp32, or bf16 (DeepSeek-V3 report §3.3.4, "Low-Precision
     Optimizer States"; Megatron-LM ``--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype
     bf16``). The master weights and gradients stay fp32; only the optimizer state's bytes change."""
-    fp8_activation_store: bool = knob(False, choices=_BOOL, axis=True, fix_help="",
+    fp8_activation_store: bool = knob(False, choices=_BOOL, axis=True,
+                                      fix_help="Keep the MLP activation's input in FP8 (the spaces: BF16).",
                                       label=lambda v: "a8" if v else "",
                                       help="Keep the MLP activation's (SwiGLU's) input for the backward in FP8.",
                                       megatron={True: ("--activation-func-fp8-input-store",)})

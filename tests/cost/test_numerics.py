@@ -146,3 +146,13 @@ def test_deepseek_v3_dualpipe_fits_at_ep64_with_its_numerics():
     assert not evaluate(model, cluster, Strategy(**kw)).feasible
     assert not evaluate(model, cluster, Strategy(**kw, optimizer_moments="bf16")).feasible
     assert evaluate(model, cluster, Strategy(**kw, optimizer_moments="bf16", fp8_activation_store=True)).feasible
+
+
+def test_cnn_and_dlrm_plans_refuse_the_transformer_numerics():
+    from autoplan.cost.families import cnn, dlrm
+    from autoplan.specs.catalog import get_model as model_named
+
+    for family, name in ((cnn, "resnet50"), (dlrm, "dlrm-criteo")):
+        for kw in (dict(optimizer_moments="bf16"), dict(fp8_activation_store=True)):
+            reasons = family.violations(model_named(name), 8, Strategy(dp=8, global_batch=64, **kw))
+            assert any(next(iter(kw)) in r for r in reasons), (name, kw, reasons)
