@@ -302,6 +302,8 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
     if axes["precision"] != ["bf16"] and not _known(st.get("fp8_param_gather")):
         axes["fp8_param_gather"] = [False, True]      # FP8 weights (Megatron --fp8-param-gather): not published
     axes["cp_comm"] = [st["cp_comm"]] if _known(st.get("cp_comm")) else ["p2p"]
+    # Adam's moments as published (DeepSeek-V3 §3.3.4: BF16), else Megatron-LM's fp32
+    axes["optimizer_moments"] = [st["optimizer_moments"]] if _known(st.get("optimizer_moments")) else ["fp32"]
     source = str(case.get("source", "")) + str(case.get("group", ""))
     modern = not any(src in source for src in _SYNCHRONOUS_MEGATRON_SOURCES)
     # software knobs: the file's value, else Strategy's default (the overlaps: the source's Megatron-LM)
@@ -316,7 +318,8 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
     schedule = str(st["schedule"]) if _known(st.get("schedule")) else None
     # uneven first/last stages as published; else the balanced split when the layers do not divide (Megatron-Core;
     # a V shape's rank 0 holds both ends: layout.balanced_v_layout)
-    ends = ((balanced_v_layout(model.layers, pp), 0) if schedule in V_SHAPE else balanced_layout(model.layers, pp))
+    ends = ((balanced_v_layout(model.layers, pp), 0) if schedule in V_SHAPE
+            else balanced_layout(model.layers, pp, output_heavy=bool(model.mtp_layers)))
     layout = dict(zip(("first_stage_layers", "last_stage_layers"), ends))
     layout |= {k: int(st[k]) for k in layout if _known(st.get(k))}
     plans = []

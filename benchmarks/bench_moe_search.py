@@ -5,10 +5,14 @@
    in this process, serial.
 2. The published layout, DeepSeek-V3 report (arXiv 2412.19437) §3.2: 2048 H800, PP16 EP64 TP1 (so DP128 with
    ZeRO-1), 15360 sequences of 4096 at the end of the batch-size schedule (§4.2), DualPipe. DualPipe is not in
-   the space (1F1B stands in for it); the micro-batch, recompute (DeepSeek's is ``modules``, §3.3.3) and the
-   first/last-stage split of the 61 layers are not published here, so the fastest feasible variant over them is
-   ranked against every plan of the MoE space (BF16: the CLI's default; `bench_published.py --moe-only` ranks
-   it with FP8 and the zero-bubble schedules).
+   the space (1F1B stands in for it, without EP overlap: Megatron-Core refuses that at pp > 1 without virtual
+   stages); the micro-batch, recompute (DeepSeek's is ``modules``, §3.3.3) and the first/last-stage split of the
+   61 layers are not published here, so the fastest feasible variant over them is ranked against every plan of
+   the MoE space (BF16 and the default numerics: the CLI's default; `bench_published.py --moe-only` ranks DualPipe
+   with FP8, DeepSeek's FP8-stored SwiGLU inputs and BF16 AdamW moments, and the zero-bubble schedules).
+
+Measured (2-core machine shared with other jobs, load average 3.4): 9.1 s wall, 8.3 s CPU for the CLI search;
+the published layout 458th of 1,405 feasible plans (tp1 pp16 dp128 mb1 1f1b full z1 L4/1 ep64, 39.54 s).
 
 Run: python benchmarks/bench_moe_search.py
 """

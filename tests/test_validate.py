@@ -80,9 +80,11 @@ def test_moe_runs_are_their_own_group_with_expert_parallel_plans(report):
     assert all("ep_overlap" in c.searched for k, c in by_model.items() if "30b" in k)
     assert {c.plan.precision for c in moe if "qwen3" in c.id} == {"fp8"}
     deepseek = [c for c in report.cases if c.group.startswith("MoE: DeepSeek")]
-    # DualPipe's V-shape variant with its fused pairs (no separate EP overlap), rank 0 holding 1 + 0 of the 61 layers
+    # DualPipe with its fused pairs (no separate EP overlap), its two parameter copies fitting with the published
+    # numerics (SwiGLU inputs in FP8, BF16 AdamW moments), each direction's last stage 1 of the 61 layers beside MTP
     assert [(c.plan.pp, c.plan.ep, c.plan.recompute, c.plan.ep_overlap, c.plan.precision, c.plan.schedule,
-             c.plan.first_stage_layers) for c in deepseek] == [(16, 64, "modules", False, "fp8-blockwise", "dualpipev", 1)]
+             c.plan.last_stage_layers, c.plan.fp8_activation_store, c.plan.optimizer_moments) for c in deepseek] == [
+        (16, 64, "modules", False, "fp8-blockwise", "dualpipe", 1, True, "bf16")]
 
 
 def test_moe_group_guard(report):

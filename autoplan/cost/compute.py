@@ -160,11 +160,21 @@ def _attention(cluster: ClusterSpec, model: ModelSpec, b: int, s_q: int, s_kv: i
     return fwd, bwd
 
 
+def fp8_store_ops(gpu: GPUSpec, name: str, values: float, store: bool) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
+    """The casts of an activation's saved input to FP8 after the forward and back to BF16 before the backward."""
+    if not store:
+        return (), ()
+    # Megatron-LM fused_bias_swiglu.py (fp8_input_store): input.to(float8_e4m3fn), then .to(bf16) in the backward,
+    # each reading and writing every value (2 + 1 bytes)
+    return (_mem(gpu, f"{name}.fp8_store", 3 * values),), (_mem(gpu, f"{name}.fp8_load", 3 * values),)
+
+
 @lru_cache(maxsize=4096)
 def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool, micro_batch: int,
-                  recompute: str, precision: str = "bf16") -> LayerCompute:
+                  recompute: str, precision: str = "bf16", fp8_activation_store: bool = False) -> LayerCompute:
     """Kernels and TP collectives of one layer for one micro-batch on one GPU (Megatron-LM's layer); with an
-    FP8 precision the four linear layers' GEMMs run in FP8, each after a quantizing pass over its inputs."""
+    FP8 precision the four linear layers' GEMMs run in FP8, each after a quantizing pass over its inputs; with
+    ``fp8_activation_store`` the MLP activation's input is cast to FP8 for the backward and back before it."""
     gpu, h, t, b = cluster.gpu, model.hidden, tp, micro_batch
     s = model.seq_len // cp
     tokens = b * s
@@ -187,16 +197,19 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
     gemm = {name: _gemm(gpu, name, *shape, fp8=fp8) for name, shape in shapes.items()}
     grads = {name: _linear_backward(gpu, name, *shape, fp8=fp8) for name, shape in shapes.items()}
     quant_f, quant_b = _quantize_ops(gpu, shapes, norm_tokens * h) if fp8 else ((), ())
+    store_f, store_b = fp8_store_ops(gpu, "activation", tokens * fc2_k * (2 if model.gated else 1),
+                                     fp8_activation_store)
     forward = (
         _mem(gpu, "norm1", norm), *quant_f[:1], gemm["qkv"], attn_f, *quant_f[1:2], gemm["proj"],
         _mem(gpu, "dropout_add1", residual), _mem(gpu, "norm2", norm), *quant_f[2:3], gemm["fc1"],
-        _mem(gpu, "activation", mlp_act_bytes), *quant_f[3:], gemm["fc2"], _mem(gpu, "dropout_add2", residual),
+        _mem(gpu, "activation", mlp_act_bytes), *store_f, *quant_f[3:], gemm["fc2"],
+        _mem(gpu, "dropout_add2", residual),
     )
     # element-wise backwards read a saved input (those Korthikanti et al. 2022 §4.1 lists) and the incoming
     # gradient and write one: 1.5× the activation's forward bytes, 2× a norm's
     backward = (
         _mem(gpu, "dropout_add2.bwd", residual), *quant_b[3:], *grads["fc2"],
-        _mem(gpu, "activation.bwd", 1.5 * mlp_act_bytes), *quant_b[2:3], *grads["fc1"],
+        *store_b, _mem(gpu, "activation.bwd", 1.5 * mlp_act_bytes), *quant_b[2:3], *grads["fc1"],
         _mem(gpu, "norm2.bwd", 2 * norm), _mem(gpu, "dropout_add1.bwd", residual), *quant_b[1:2], *grads["proj"],
         attn_b, *quant_b[:1], *grads["qkv"], _mem(gpu, "norm1.bwd", 2 * norm),
     )

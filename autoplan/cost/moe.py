@@ -306,7 +306,7 @@ def _recompute(s: Strategy, cluster: ClusterSpec, forward: tuple[Op, ...], core:
 def dense_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> LayerCompute:
     """One dense-FFN layer of a MoE model (its leading ``dense_layers``), with MLA when the model has it."""
     dense = compute.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
-                                  s.precision)
+                                  s.precision, s.fp8_activation_store)
     if not model.mla:
         return replace(dense, recompute=_recompute(s, cluster, dense.forward, dense.forward[0])) if (
             s.recompute == "modules") else dense
@@ -321,7 +321,7 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> MoELayer:
     gpu, h, t = cluster.gpu, model.hidden, s.tp
     fp8 = s.precision != "bf16"
     dense = compute.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
-                                  s.precision)
+                                  s.precision, s.fp8_activation_store)
     attn_f, attn_b, core = _attention_ops(model, cluster, s, dense, keep_mlp=False)
     tokens_in = local_tokens(model, s)
     experts = model.experts // s.ep
@@ -336,6 +336,7 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> MoELayer:
     permute = compute._mem(gpu, "permute", 2 * routed * s.etp)
     unpermute = compute._mem(gpu, "unpermute", 2 * routed * s.etp)
     act_f, act_b, act_fk, act_bk = activation_ops(model, gpu, experts * rows * up)
+    store_f, store_b = compute.fp8_store_ops(gpu, "expert.activation", experts * rows * up, s.fp8_activation_store)
     fc1 = _grouped(gpu, "expert.fc1", experts, rows, up, h, fp8)
     fc2 = _grouped(gpu, "expert.fc2", experts, rows, h, width, fp8)
     # (op, kernels it launches): the grouped GEMMs launch one GEMM per local expert (grouped_gemm_time)
@@ -347,12 +348,13 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> MoELayer:
     quant_b = [(_quantize(gpu, "expert.fc2.quantize_grad", experts * rows * h), 1),
                (_quantize(gpu, "expert.fc1.quantize_grad", experts * rows * up), 1)] if fp8 else [(None, 0)] * 2
     pre_sync = [(router, 1), (topk, 1)]
-    post_sync = [(permute, 1), quant_f[0], (fc1, experts), (act_f, act_fk), quant_f[1], (fc2, experts),
-                 (unpermute, 1)]
+    post_sync = [(permute, 1), quant_f[0], (fc1, experts), (act_f, act_fk), *((op, 1) for op in store_f), quant_f[1],
+                 (fc2, experts), (unpermute, 1)]
     fc2_d, fc2_w = _grouped_backward(gpu, "expert.fc2", experts, rows, h, width, fp8)
     fc1_d, fc1_w = _grouped_backward(gpu, "expert.fc1", experts, rows, up, h, fp8)
     backward_ops = [(compute._mem(gpu, "unpermute.bwd", 2 * routed * s.etp), 1), quant_b[0], (fc2_d, experts),
-                    (fc2_w, experts), (act_b, act_bk), quant_b[1], (fc1_d, experts), (fc1_w, experts),
+                    (fc2_w, experts), *((op, 1) for op in store_b), (act_b, act_bk), quant_b[1], (fc1_d, experts),
+                    (fc1_w, experts),
                     (compute._mem(gpu, "permute.bwd", 2 * routed * s.etp), 1),
                     *((op, 1) for op in compute._linear_backward(gpu, "router", tokens_in, model.experts, h))]
     if model.shared_experts:
@@ -362,11 +364,12 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> MoELayer:
         sw = model.shared_experts * model.moe_ffn_hidden // t
         sup = (2 if model.gated else 1) * sw
         sact = BF16 * tokens * sw * (3 if model.gated else 2)
+        sstore_f, sstore_b = compute.fp8_store_ops(gpu, "shared.activation", tokens * sup, s.fp8_activation_store)
         post_sync += [(compute._gemm(gpu, "shared.fc1", tokens, sup, h, fp8=fp8), 1),
-                      (compute._mem(gpu, "shared.activation", sact), 1),
+                      (compute._mem(gpu, "shared.activation", sact), 1), *((op, 1) for op in sstore_f),
                       (compute._gemm(gpu, "shared.fc2", tokens, h, sw, fp8=fp8), 1)]
         backward_ops += [*((op, 1) for op in compute._linear_backward(gpu, "shared.fc2", tokens, h, sw, fp8)),
-                         (compute._mem(gpu, "shared.activation.bwd", 1.5 * sact), 1),
+                         *((op, 1) for op in sstore_b), (compute._mem(gpu, "shared.activation.bwd", 1.5 * sact), 1),
                          *((op, 1) for op in compute._linear_backward(gpu, "shared.fc1", tokens, sup, h, fp8))]
     post_sync = [x for x in post_sync if x[0] is not None]
     backward_ops = [x for x in backward_ops if x[0] is not None]
@@ -408,4 +411,5 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> MoELayer:
 def layer_key(s: Strategy) -> Strategy:
     """The fields of ``s`` a layer's cost reads (so that plans differing elsewhere share the cached layer)."""
     return Strategy(tp=s.tp, cp=s.cp, sequence_parallel=s.sequence_parallel, micro_batch=s.micro_batch,
-                    recompute=s.recompute, ep=s.ep, etp=s.etp, precision=s.precision)
+                    recompute=s.recompute, ep=s.ep, etp=s.etp, precision=s.precision,
+                    fp8_activation_store=s.fp8_activation_store)

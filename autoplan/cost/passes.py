@@ -79,7 +79,7 @@ def _collectives_time(cluster: ClusterSpec, shape: network.GroupShape, colls: tu
 def layer(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> LayerCompute:
     """Kernels and TP collectives of one transformer layer for one micro-batch of plan ``s``."""
     return compute.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
-                                 s.precision)
+                                 s.precision, s.fp8_activation_store)
 
 
 @lru_cache(maxsize=4096)

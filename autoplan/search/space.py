@@ -140,10 +140,11 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
             rejected[f"tp·pp·cp does not divide the GPU count {gpus}"] += _rest(space)
             continue
         # layers that do not split over pp: the balanced uneven layout (Megatron-LM first/last stage layers; MoE
-        # end stages may give up to 3 layers: DeepSeek-V3's 61); a model with its own structure (a CNN) balances
-        # its stages itself
+        # end stages may give up to 3 layers: DeepSeek-V3's 61; all of them the last stage when it also runs MTP
+        # modules); a model with its own structure (a CNN) balances its stages itself
         most = 3 if model.moe else 2
-        first, last = balanced_layout(model.layers, pp, most) if model.structure is None else (0, 0)
+        first, last = (balanced_layout(model.layers, pp, most, bool(model.mtp_layers)) if model.structure is None
+                       else (0, 0))
         # a V shape's rank 0 holds both ends: its own layer count (layout.balanced_v_layout)
         v_first = balanced_v_layout(model.layers, pp, most) if model.structure is None else 0
         for kw in inner:

@@ -170,15 +170,23 @@ def chunk_layers(layers: int, s: Plan) -> tuple[int, int, int]:
     return outer[0], mid, outer[1]
 
 
-def balanced_layout(layers: int, pp: int, most: int = 2) -> tuple[int, int]:
+def balanced_layout(layers: int, pp: int, most: int = 2, output_heavy: bool = False) -> tuple[int, int]:
     """The (first, last) stage layers that make ``layers`` split over ``pp`` stages when they do not evenly: the
     end stages give up at most ``most`` layers in all, the last first and more (it holds the output layer and the
     loss); (0, 0) when the split is even or needs more. Llama 3 405B: 126 layers over 16 stages = 7 + 14·8 + 7
-    (arXiv 2407.21783 §3.3.2); DeepSeek-V3's 61 layers over 16 stages (``most`` 3) = 3 + 14·4 + 2."""
+    (arXiv 2407.21783 §3.3.2); DeepSeek-V3's 61 layers over 16 stages (``most`` 3) = 3 + 14·4 + 2.
+
+    ``output_heavy``: the last stage also runs multi-token-prediction modules (each one more transformer block and
+    another pass through the output head, DeepSeek-V3 §2.2), more work than the ``most`` layers it could give up,
+    so it gives up the whole shortfall while it keeps a layer: DeepSeek-V3 over 16 stages = 15·4 + 1."""
     short = -layers % pp
     if pp < 2 or not 1 <= short <= most:
         return 0, 0
     k = -(-layers // pp)
+    if output_heavy and k - short >= 1:
+        # Megatron-Core places the MTP modules with the loss on the last stage (--pipeline-model-parallel-layout
+        # "…|tmL"): its layer count is what balances them
+        return 0, k - short
     first_short = short // 2
     last = k - (short - first_short)
     if last < 1:

@@ -26,6 +26,7 @@ _SHARDING_LABELS = {"auto": "", "table_wise": "TW", "row_wise": "RW", "column_wi
                     "data_parallel": "DPemb"}
 PRECISIONS = ("bf16", "fp8", "fp8-blockwise", "mxfp8")
 CP_COMMS = ("p2p", "a2a", "a2a+p2p")
+OPTIMIZER_MOMENTS = ("fp32", "bf16")
 RANK_ORDER = ("tp", "cp", "dp", "pp")
 """Megatron's rank order, fastest-varying first: ranks of a TP group are consecutive, PP groups are farthest apart."""
 
@@ -175,6 +176,25 @@ class Strategy:
                                   megatron={True: ("--fp8-param-gather",)})
     """The model's weights are FP8 tensors (no BF16 copy) and the distributed optimizer all-gathers them in FP8
     (Megatron-LM ``--fp8-param-gather``)."""
+    optimizer_moments: str = knob("fp32", choices=OPTIMIZER_MOMENTS, axis=True,
+                                  fix_help="Keep Adam's moments in this type (the spaces: fp32).",
+                                  help="Dtype of Adam's first and second moments: fp32, or bf16 (DeepSeek-V3 §3.3.4; "
+                                       "Megatron-LM's precision-aware optimizer).",
+                                  label=lambda v: "" if v == "fp32" else "adam-bf16",
+                                  megatron={"bf16": ("--use-precision-aware-optimizer", "--exp-avg-dtype bf16",
+                                                     "--exp-avg-sq-dtype bf16")})
+    """The type of AdamW's first and second moments: fp32, or bf16 (DeepSeek-V3 report §3.3.4, "Low-Precision
+    Optimizer States"; Megatron-LM ``--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype
+    bf16``). The master weights and gradients stay fp32; only the optimizer state's bytes change."""
+    fp8_activation_store: bool = knob(False, choices=_BOOL, axis=True,
+                                      fix_help="Keep the MLP activation's input in FP8 (the spaces: BF16).",
+                                      label=lambda v: "a8" if v else "",
+                                      help="Keep the MLP activation's (SwiGLU's) input for the backward in FP8.",
+                                      megatron={True: ("--activation-func-fp8-input-store",)})
+    """The MLP activation's input, kept for its backward, is stored in FP8 (1 byte a value) and cast back to BF16
+    before the backward (DeepSeek-V3 §3.3.3, "Inputs of the SwiGLU operator in MoE"; Megatron-LM
+    ``--activation-func-fp8-input-store``, fused_bias_swiglu.py): the dense MLP's, the experts' and the shared
+    experts' activation inputs; each cast is one more pass over them."""
     tp_comm_overlap: bool = knob(False, choices=_BOOL, axis=True, label=lambda v: "tpo" if v else "",
                                  help="Overlap the TP all-gathers and reduce-scatters with the GEMMs they feed "
                                       "(Transformer Engine userbuffers; needs sequence parallelism).",
@@ -297,8 +317,10 @@ _ZERO_OK = ("first_stage_layers", "last_stage_layers")
 """Counts where 0 means "not set"."""
 _CNN_AXES = ("spatial", "channel", "filter")
 """CNN degrees (1 for transformers)."""
-_HIDDEN = {"ep": 1, "etp": 1, "ep_overlap": False, **{k: 1 for k in _CNN_AXES}}
-"""Expert and CNN knobs left out of ``to_dict`` at their defaults, so that other plans read as before they existed."""
+_HIDDEN = {"ep": 1, "etp": 1, "ep_overlap": False, "optimizer_moments": "fp32", "fp8_activation_store": False,
+           **{k: 1 for k in _CNN_AXES}}
+"""Expert, CNN and numerics knobs left out of ``to_dict`` at their defaults, so that other plans read as before
+they existed."""
 _BOOLS = tuple(f.name for f in KNOBS if f.metadata["knob"].choices == _BOOL)
 _CHOICES = tuple((f.name, frozenset((type(c), c) for c in f.metadata["knob"].choices))
                  for f in KNOBS if f.metadata["knob"].choices and f.name not in _BOOLS)
@@ -343,7 +365,7 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
         out += uneven_violations(model.layers, s)
     elif model.layers % (s.pp * layout_chunks(s)):
         first, last = (balanced_v_layout(model.layers, s.pp), 0) if s.schedule in V_SHAPE else balanced_layout(
-            model.layers, s.pp)
+            model.layers, s.pp, output_heavy=bool(model.mtp_layers))
         hint = (f" (uneven: --first-stage-layers {first} --last-stage-layers {last})"
                 if first and last else f" (uneven: --last-stage-layers {last})" if last
                 else f" (uneven: --first-stage-layers {first})" if first else "")

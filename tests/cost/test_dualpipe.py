@@ -65,3 +65,19 @@ def test_dense_memory_doubles_weights_not_the_optimizer(tiny_gpt, a100_8):
     two = memory_per_stage(tiny_gpt, a100_8, Strategy(schedule="dualpipe", **base))
     assert two[1].weights == pytest.approx(2 * one[1].weights)
     assert two[1].optimizer == pytest.approx(one[1].optimizer)
+
+
+def test_deepseek_v3_dualpipev_idles_for_rank_0_not_for_its_schedule():
+    # DualPipeV with Megatron-Core's Et|(tt|)*30mL: rank 0's chunks hold the embedding with one layer and the MTP
+    # module with the output head run twice, more compute than two MoE layers; the step is set by rank 0, which
+    # idles least, while the other ranks wait for it (README, DeepSeek-V3's mechanisms)
+    from autoplan.sim.simulate import simulate_step
+
+    model, cluster = get_model("deepseek-v3"), load_cluster("dgx-h800-80g", 2048)
+    s = Strategy(tp=1, pp=16, dp=128, ep=64, zero=1, global_batch=15360, precision="fp8-blockwise",
+                 recompute="modules", schedule="dualpipev", first_stage_layers=1)
+    sim = simulate_step(model, cluster, s)
+    busy = [sim.timeline.busy(f"stage{i}.compute") for i in range(16)]
+    assert max(range(16), key=busy.__getitem__) == 0
+    assert busy[0] > 1.1 * max(busy[1:])
+    assert sim.timeline.makespan - busy[0] < min(sim.timeline.makespan - b for b in busy[1:])

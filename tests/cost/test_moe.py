@@ -170,6 +170,19 @@ def test_ep_overlap_without_expert_parallelism_is_invalid():
     assert "ep_overlap needs expert parallelism (ep > 1)" in fam.violations(SMALL, 32, _plan(ep_overlap=True))
 
 
+@pytest.mark.parametrize("schedule", ["1f1b", "zb-h1", "zbv"])
+def test_ep_overlap_needs_megatron_s_interleaved_pairs_when_pipelined(schedule):
+    # Megatron-Core transformer_config.py: EP A2A overlap needs virtual pipeline stages when pp > 1, and no full
+    # recompute; a single stage pairs any two micro-batches
+    bad = _plan(pp=2, dp=16, ep=4, ep_overlap=True, schedule=schedule, virtual_stages=1)
+    assert any("needs the interleaved schedule" in r for r in fam.violations(SMALL, 32, bad))
+    ok = _plan(pp=2, dp=16, ep=4, ep_overlap=True, schedule="interleaved", virtual_stages=2)
+    assert fam.violations(SMALL, 32, ok) == []
+    assert fam.violations(SMALL, 32, _plan(ep=4, ep_overlap=True)) == []                 # pp 1
+    assert any("full recompute" in r for r in fam.violations(SMALL, 32, _plan(ep=4, ep_overlap=True,
+                                                                               recompute="full")))
+
+
 def test_plans_that_differ_only_outside_the_passes_share_their_pass_costs(h100_32):
     a = fam.pass_costs(SMALL, h100_32, _plan(ep=4))
     assert fam.pass_costs(SMALL, h100_32, _plan(ep=4, zero=0, global_batch=128)) is a
@@ -187,7 +200,10 @@ def test_the_bound_never_exceeds_the_step_and_the_peak_is_the_fullest_stage(pp, 
                                                                            overlap):
     cluster = load_cluster("dgx-h100-80g", 32)
     model = replace(SMALL, dense_layers=dense)
-    s = _plan(pp=pp, dp=32 // pp, ep=ep, recompute=recompute, ep_overlap=overlap and ep > 1,
+    # Megatron-Core's EP overlap: with pp > 1 only interleaved, never with full recompute
+    paired = pp == 1 or interleaved
+    s = _plan(pp=pp, dp=32 // pp, ep=ep, recompute=recompute,
+              ep_overlap=overlap and ep > 1 and paired and recompute != "full",
               schedule="interleaved" if interleaved and pp > 1 else "1f1b",
               virtual_stages=2 if interleaved and pp > 1 else 1)
     assert fam.violations(model, 32, s) == []

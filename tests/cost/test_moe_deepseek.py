@@ -180,8 +180,7 @@ def test_recompute_modules_is_only_for_moe_models():
 @given(st.just(None))
 def test_deepseek_v3_s_published_layout_fits_without_full_recompute_only_with_its_features(_):
     model, cluster = get_model("deepseek-v3"), load_cluster("dgx-h800-80g", 2048)
-    plan = dict(tp=1, pp=16, dp=128, ep=64, global_batch=15360, zero=1, first_stage_layers=3, last_stage_layers=2,
-                ep_overlap=True)
+    plan = dict(tp=1, pp=16, dp=128, ep=64, global_batch=15360, zero=1, first_stage_layers=3, last_stage_layers=2)
     assert not evaluate(model, cluster, Strategy(**plan, recompute="none")).feasible
     assert not evaluate(model, cluster, Strategy(**plan, recompute="modules")).feasible
     e = evaluate(model, cluster, Strategy(**plan, recompute="modules", precision="fp8-blockwise"))

@@ -1,5 +1,5 @@
 """The MoE search space: chosen for MoE models by the CLI, expert axes enumerated, DeepSeek's published layout
-(PP16 EP64 TP1 on 2048 GPUs, 61 layers split 3 + 14·4 + 2) among its valid plans."""
+(PP16 EP64 TP1 on 2048 GPUs, 61 layers split 15·4 + 1 beside the MTP module) among its valid plans."""
 
 from __future__ import annotations
 
@@ -15,13 +15,26 @@ def test_balanced_layouts_up_to_three_layers_short_for_moe_only():
     assert balanced_layout(61, 32, 3) == (0, 0)           # the last stage would hold no layer
 
 
+def test_a_last_stage_running_mtp_modules_gives_up_the_whole_shortfall():
+    # DeepSeek-V3 §2.2: the MTP module (a MoE block and a second head pass) sits beside the last stage's layers
+    assert balanced_layout(61, 16, 3, output_heavy=True) == (0, 1)    # 15·4 + 1
+    assert balanced_layout(61, 8, 3, output_heavy=True) == (0, 5)     # 7·8 + 5
+    assert balanced_layout(61, 32, 3, output_heavy=True) == (0, 0)    # it would hold no layer: as before
+    assert balanced_layout(64, 16, 3, output_heavy=True) == (0, 0)    # an even split stays even
+    for pp in (2, 4, 8, 16):
+        first, last = balanced_layout(61, pp, 3, output_heavy=True)
+        assert first == 0 and 1 <= last and (61 - last) % (pp - 1) == 0 and last < (61 - last) // (pp - 1)
+
+
 def test_deepseek_published_layout_is_in_the_moe_space():
     model = get_model("deepseek-v3")
     fixed = {"tp": 1, "pp": 16, "ep": 64, "micro_batch": 1, "etp": 1, "cp": 1}
     plans, rejected = enumerate_plans(model, 2048, load_space("moe", fixed), 15360)
     assert plans, rejected
-    assert all((p.dp, p.first_stage_layers, p.last_stage_layers) == (128, 3, 2) for p in plans)
-    assert {p.ep_overlap for p in plans} == {False, True}
+    # the last stage runs the MTP module too: it holds one layer, the others four (15·4 + 1)
+    assert all((p.dp, p.first_stage_layers, p.last_stage_layers) == (128, 0, 1) for p in plans)
+    # Megatron-Core's EP overlap needs virtual stages with pp > 1 (61 layers do not interleave over 16 stages)
+    assert any(p.schedule == "1f1b" for p in plans) and not any(p.ep_overlap for p in plans)
 
 
 def test_the_moe_space_enumerates_expert_degrees_that_divide_the_experts():

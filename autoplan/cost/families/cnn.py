@@ -462,7 +462,7 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
 
 
 _OTHER_FAMILY_KNOBS = ("ep", "etp", "ep_overlap", "precision", "fp8_param_gather", "tp_comm_overlap", "cp_comm",
-                       "sharding")
+                       "sharding", "optimizer_moments", "fp8_activation_store")
 """Knobs of the transformer, MoE and DLRM families that this module does not model: a CNN plan keeps their defaults."""
 
 

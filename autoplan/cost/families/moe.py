@@ -22,8 +22,9 @@ from autoplan.cost import compute, moe, mtp, network, passes, plan, policy
 from autoplan.cost.compute import LayerCompute, Op
 from autoplan.cost.costs import CommNeed, PassCost, PassKey, StepCosts, pass_cost
 from autoplan.cost.families.base import family_of_functions
-from autoplan.cost.memory import (FP8_WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES, StageMemory,
-                                  _stage, activation_bytes_per_layer, inflight_layer_chunks)
+from autoplan.cost.memory import (FP8_WEIGHT_BYTES, GRADIENT_BYTES, WEIGHT_BYTES, StageMemory, _stage,
+                                  activation_bytes_per_layer, activation_input_bytes, inflight_layer_chunks,
+                                  optimizer_bytes)
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.layout import (BIDIRECTIONAL, chunk_layers, ends, holds_embedding, holds_output, layout_chunks,
                                    model_copies, rank_of, stage_layers, virtual_stage)
@@ -55,6 +56,16 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
         # DeepSeek-V3 §3.2.1: DualPipe's overlap is its pairing of one chunk's forward with another's backward
         out.append(f"ep_overlap is what {s.schedule}'s fused forward-backward pairs already do; leave it off with "
                    f"{s.schedule}")
+    elif s.ep_overlap and s.pp > 1 and s.schedule != "interleaved":
+        # Megatron-Core transformer_config.py: "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must
+        # be specified when pipeline_model_parallel_size > 1" (its combined 1F1B pairs the interleaved schedule's
+        # forward and backward chunks); no zero-bubble runtime pairs them but DualPipe's
+        out.append(f"ep_overlap with pp {s.pp} needs the interleaved schedule (Megatron-Core's combined 1F1B), not "
+                   f"{s.schedule}; dualpipe and dualpipev pair their chunks themselves")
+    if s.ep_overlap and s.recompute == "full":
+        # Megatron-Core transformer_config.py: "Disable full recomputation when enabling
+        # overlap_moe_expert_parallel_comm" (a recomputed layer has no per-module passes to pair)
+        out.append("ep_overlap does not run with full recompute (Megatron-Core); use selective or modules")
     if s.zero >= 2:
         out.append(f"ZeRO stage {s.zero} is not modelled for MoE models (Megatron-Core's distributed optimizer is "
                    "ZeRO-1)")
@@ -103,7 +114,7 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pass
                    recompute=s.recompute, schedule=s.schedule, virtual_stages=s.virtual_stages,
                    first_stage_layers=s.first_stage_layers, last_stage_layers=s.last_stage_layers,
                    gradient_accumulation_fusion=s.gradient_accumulation_fusion, ep=s.ep, etp=s.etp,
-                   ep_overlap=s.ep_overlap, precision=s.precision)
+                   ep_overlap=s.ep_overlap, precision=s.precision, fp8_activation_store=s.fp8_activation_store)
     return _pass_costs(model, cluster, key)
 
 
@@ -169,7 +180,7 @@ def weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> di
                    recompute=s.recompute, schedule=s.schedule, virtual_stages=s.virtual_stages,
                    first_stage_layers=s.first_stage_layers, last_stage_layers=s.last_stage_layers,
                    gradient_accumulation_fusion=s.gradient_accumulation_fusion, ep=s.ep, etp=s.etp,
-                   precision=s.precision)
+                   precision=s.precision, fp8_activation_store=s.fp8_activation_store)
     return _weight_grad_costs(model, cluster, key)
 
 
@@ -385,18 +396,19 @@ def moe_activation_bytes(model: ModelSpec, s: Strategy, flash: bool) -> tuple[fl
         if modules:
             # DeepSeek-V3 §3.3.3: the up-projections run again in the backward, so Q, K and V are not kept
             dense -= 2 * sb * a * (2 * model.qk_head_dim + model.value_dim) / s.tp
-    mlp = (6 if model.gated else 4) * sb * model.ffn_hidden / s.tp           # Korthikanti §4.2 (dense MLP)
+    act_in = activation_input_bytes(model, s)        # SwiGLU's gate and up, BF16 or FP8-stored
+    mlp = (act_in + 2) * sb * model.ffn_hidden / s.tp                        # Korthikanti §4.2 (dense MLP)
     if moe.fp8(s):
         mlp -= sb * model.ffn_hidden / s.tp  # the fc2 input's FP8 cast (memory.activation_bytes_per_layer)
     rows = model.experts // s.ep * moe.expert_rows(model, s)
     width = model.moe_ffn_hidden / s.etp
-    # the routed copies: fc1 input h, activation input (4 bytes gated, else 2) and fc2 input per expert width;
+    # the routed copies: fc1 input h, activation input (act_in bytes) and fc2 input per expert width;
     # fp32 router probabilities (Fedus et al. 2021 §2.1); recompute modules runs the SwiGLU again (DeepSeek-V3
     # §3.3.3: its input is cached, its output recomputed), so the fc2 input is not kept
     fc2_in = 0 if modules else linear_in
-    routed = linear_in * rows * model.hidden + ((4 if model.gated else 2) + fc2_in) * rows * width
+    routed = linear_in * rows * model.hidden + (act_in + fc2_in) * rows * width
     routed += 4 * moe.local_tokens(model, s) * model.experts
-    shared = ((4 if model.gated else 2) + fc2_in) * sb * model.shared_experts * model.moe_ffn_hidden / s.tp
+    shared = (act_in + fc2_in) * sb * model.shared_experts * model.moe_ffn_hidden / s.tp
     return dense, dense - mlp + routed + shared
 
 
@@ -406,7 +418,7 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: in
     non_expert, expert = stage_params(model, s, stage)
     copies = model_copies(s.schedule)      # DualPipe: both copies of a stage share its optimizer state
     n, e = s.dp * s.cp * copies, s.edp * copies
-    optimizer = OPTIMIZER_BYTES * (non_expert / n + expert / e if s.zero >= 1 else non_expert + expert)
+    optimizer = optimizer_bytes(s) * (non_expert / n + expert / e if s.zero >= 1 else non_expert + expert)
     layers = stage_layers(model.layers, s, stage)
     d = dense_per_stage(model, s)[stage]
     blocks = model.mtp_layers if holds_output(s.schedule, stage, s.pp) else 0
