@@ -49,12 +49,14 @@ def one_set(base, cluster, s: Strategy, tables) -> dict:
         loads = search(pctx, float("inf"), local_search=False).loads
         scored.append((e.metrics.step_time, sh.symbolic_cost(pctx, loads), combo))
     best = min(scored, key=lambda x: x[0])
-    gpu, tiers = cluster.gpu, cluster.tiers
-    rates = (gpu.hbm_bandwidth, tiers[0].bandwidth, tiers[-1].bandwidth, gpu.peak_flops)
+    gpu, nvl, outer = cluster.gpu, cluster.tiers[0], cluster.tier_spanning(s.dp)
+    rates = (gpu.hbm_bandwidth, nvl.bandwidth, outer.bandwidth, gpu.peak_flops)
+    latency = (outer.latency, nvl.latency)
     pick = {name: min(scored, key=key) for name, key in (
         ("symbolic", lambda x: (x[1].key, x[2])),
         ("datasheet-rates", lambda x: (x[1].seconds(*rates), x[2])),
-        ("datasheet+latency", lambda x: (x[1].seconds(*rates, tiers[-1].latency, tiers[0].latency), x[2])))}
+        ("datasheet+latency", lambda x: (x[1].seconds(*rates, *latency), x[2])),
+        ("+L2 rate", lambda x: (x[1].seconds(*rates, *latency, l2=gpu.l2_bandwidth), x[2])))}
     auto = evaluate(model, cluster, replace(s, sharding="auto")).metrics.step_time
     return {"plans": len(scored), "best": best[0], "picks": {k: v[0] for k, v in pick.items()}, "auto": auto}
 
