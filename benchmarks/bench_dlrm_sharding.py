@@ -1,9 +1,13 @@
-"""How often the hardware-free symbolic cost picks the fastest embedding sharding (per the simulator).
+"""How often the symbolic cost picks the fastest embedding sharding (per the simulator).
 
 Draws random DLRM table sets (seeded), enumerates every assignment of a sharding kind to each table (placement by
-the planner's hardware-free rule), simulates each with ``evaluate`` and ranks them also by the symbolic counts;
-prints the share of sets where the symbolic pick is the simulator's fastest, the slowdown where it is not, and how
-close the planner (greedy + local search, ``sharding = auto``) comes to the enumerated optimum.
+the planner's hardware-free rule), simulates each with ``evaluate`` and ranks them also by the symbolic counts
+(``cost/sharding.py`` ``SymbolicCost``), four ways: ``symbolic`` (hardware-free: fewest bytes sent, then fewest
+looked up), ``datasheet-rates`` (the counts on the critical path at the cluster file's datasheet HBM, NVLink, NIC and
+FLOP rates), ``datasheet+latency`` (plus n−1 rounds per collective at the tiers' per-hop latencies) and ``+L2 rate``
+(plus L2-resident rows, by the datasheet L2 size and each table's skew, at the spec's L2 read rate). Prints the share
+of sets where each pick is the simulator's fastest, the slowdown where it is not, and how close the planner (greedy
++ local search, ``sharding = auto``) comes to the enumerated optimum.
 Lin et al. 2022 (arXiv 2201.07821) report picking the fastest sharding 85 % of the time.
 
     python benchmarks/bench_dlrm_sharding.py [--sets 40] [--tables 4] [--gpus 16] [--seed 0]
