@@ -359,7 +359,8 @@ class SymbolicCost:
                 node_latency: float = 0.0, l2: float = 0.0) -> float:
         """The counts at datasheet rates (B/s, FLOP/s) and per-round latencies (s), no calibration, on the critical
         path of ``step_times``: the busiest GPU's lookups, each pass's collectives beside its bottom MLP, the rest
-        of the MLPs, the step-end all-reduce and optimizer."""
+        of the MLPs, the step-end all-reduce and optimizer (the all-reduce's rounds, the same under every sharding,
+        left out)."""
         # pairwise all-to-all and NCCL rings move both levels at once: the slower one sets the time (Thakur et al.
         # 2005; network.all_to_all, network._ring); the table-row-wise ring inside a node follows
         comm = (max(self.a2a_intra / intra, self.a2a_inter / inter) + max(self.ring_intra / intra,
