@@ -1,9 +1,13 @@
-"""How often the hardware-free symbolic cost picks the fastest embedding sharding (per the simulator).
+"""How often the symbolic cost picks the fastest embedding sharding (per the simulator).
 
 Draws random DLRM table sets (seeded), enumerates every assignment of a sharding kind to each table (placement by
-the planner's hardware-free rule), simulates each with ``evaluate`` and ranks them also by the symbolic counts;
-prints the share of sets where the symbolic pick is the simulator's fastest, the slowdown where it is not, and how
-close the planner (greedy + local search, ``sharding = auto``) comes to the enumerated optimum.
+the planner's hardware-free rule), simulates each with ``evaluate`` and ranks them also by the symbolic counts
+(``cost/sharding.py`` ``SymbolicCost``), four ways: ``symbolic`` (hardware-free: fewest bytes sent, then fewest
+looked up), ``datasheet-rates`` (the counts on the critical path at the cluster file's datasheet HBM, NVLink, NIC and
+FLOP rates), ``datasheet+latency`` (plus n−1 rounds per collective at the tiers' per-hop latencies) and ``+L2 rate``
+(plus L2-resident rows, by the datasheet L2 size and each table's skew, at the spec's L2 read rate). Prints the share
+of sets where each pick is the simulator's fastest, the slowdown where it is not, and how close the planner (greedy
++ local search, ``sharding = auto``) comes to the enumerated optimum.
 Lin et al. 2022 (arXiv 2201.07821) report picking the fastest sharding 85 % of the time.
 
     python benchmarks/bench_dlrm_sharding.py [--sets 40] [--tables 4] [--gpus 16] [--seed 0]
@@ -49,12 +53,14 @@ def one_set(base, cluster, s: Strategy, tables) -> dict:
         loads = search(pctx, float("inf"), local_search=False).loads
         scored.append((e.metrics.step_time, sh.symbolic_cost(pctx, loads), combo))
     best = min(scored, key=lambda x: x[0])
-    gpu, tiers = cluster.gpu, cluster.tiers
-    rates = (gpu.hbm_bandwidth, tiers[0].bandwidth, tiers[-1].bandwidth, gpu.peak_flops)
+    gpu, nvl, outer = cluster.gpu, cluster.tiers[0], cluster.tier_spanning(s.dp)
+    rates = (gpu.hbm_bandwidth, nvl.bandwidth, outer.bandwidth, gpu.peak_flops)
+    latency = (outer.latency, nvl.latency)
     pick = {name: min(scored, key=key) for name, key in (
         ("symbolic", lambda x: (x[1].key, x[2])),
         ("datasheet-rates", lambda x: (x[1].seconds(*rates), x[2])),
-        ("datasheet+latency", lambda x: (x[1].seconds(*rates, tiers[-1].latency, tiers[0].latency), x[2])))}
+        ("datasheet+latency", lambda x: (x[1].seconds(*rates, *latency), x[2])),
+        ("+L2 rate", lambda x: (x[1].seconds(*rates, *latency, l2=gpu.l2_bandwidth), x[2])))}
     auto = evaluate(model, cluster, replace(s, sharding="auto")).metrics.step_time
     return {"plans": len(scored), "best": best[0], "picks": {k: v[0] for k, v in pick.items()}, "auto": auto}
 

@@ -313,10 +313,15 @@ def grad_accumulation(gpu: GPUSpec, params: float, main_grad_bytes: int, tensors
     return Op("grad_accumulation", 0.0, nbytes, memory_time(gpu, nbytes, kernels=tensors))
 
 
-def optimizer_time(gpu: GPUSpec, local_params: float, sharded_params: float) -> float:
-    """Seconds of the Adam step: fp32 master, m, v read and written, fp32 grad read, bf16 weight written.
+def optimizer_bytes(local_params: float, sharded_params: float) -> float:
+    """HBM bytes of the Adam step: fp32 master, m, v read and written, fp32 grad read, bf16 weight written.
 
     26 bytes per updated parameter (Megatron-LM fused Adam), plus a grad-norm pass over the local grads (4 B).
     """
     # Kingma & Ba 2015 (Adam, Alg. 1) state in fp32 per Micikevicius et al. 2018 (mixed precision §3.1)
-    return memory_time(gpu, 26.0 * sharded_params + 4.0 * local_params, kernels=4)
+    return 26.0 * sharded_params + 4.0 * local_params
+
+
+def optimizer_time(gpu: GPUSpec, local_params: float, sharded_params: float) -> float:
+    """Seconds of the Adam step: its ``optimizer_bytes`` at the achievable HBM bandwidth, four kernels."""
+    return memory_time(gpu, optimizer_bytes(local_params, sharded_params), kernels=4)

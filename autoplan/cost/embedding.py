@@ -68,19 +68,35 @@ def lookup_bytes(shard: Shard, value_bytes: int) -> float:
     return shard.lookups * shard.width * value_bytes
 
 
+def output_bytes(shard: Shard) -> float:
+    """Bytes of pooled vectors a shard writes in one forward (one fp32 vector of its width per output)."""
+    return shard.outputs * shard.width * POOLED_BYTES
+
+
+def shard_hit_rate(cache_bytes: float, shard: Shard, value_bytes: int) -> float:
+    """Share of a shard's lookups served by a ``cache_bytes`` cache holding its hottest rows (Zipf ``skew``)."""
+    return hit_rate(shard.rows, cache_bytes / (shard.width * value_bytes), shard.skew) if cache_bytes > 0 else 0.0
+
+
+def hot_bytes(gpu: GPUSpec, shard: Shard, value_bytes: int) -> float:
+    """Of ``lookup_bytes``, the bytes of rows found in the GPU's L2 (0 where the spec gives no L2 bandwidth)."""
+    if not gpu.l2_bandwidth:
+        return 0.0
+    return lookup_bytes(shard, value_bytes) * shard_hit_rate(gpu.l2_cache_bytes, shard, value_bytes)
+
+
 def lookup_seconds(gpu: GPUSpec, shard: Shard, value_bytes: int) -> float:
     """Seconds of a shard's forward lookups: rows served from L2 at its bandwidth, the rest from HBM.
 
     Lin et al. 2022 §IV-B: the embedding kernel is memory-bound and its effective bandwidth depends on the index
     distribution, table size and pooling factor; here through the L2 hit rate of the hot rows (Zipf ``skew``).
     """
-    row_bytes = shard.width * value_bytes
     hbm = gpu.hbm_bandwidth * gpu.memory_efficiency
-    hit = hit_rate(shard.rows, gpu.l2_cache_bytes / row_bytes, shard.skew) if gpu.l2_bandwidth else 0.0
     l2 = gpu.l2_bandwidth * gpu.memory_efficiency if gpu.l2_bandwidth else hbm
-    reads = lookup_bytes(shard, value_bytes)
+    hot = hot_bytes(gpu, shard, value_bytes)
+    cold = lookup_bytes(shard, value_bytes) - hot
     # pooled outputs written once to HBM (roofline, Williams et al. 2009)
-    return reads * (hit / l2 + (1.0 - hit) / hbm) + shard.outputs * shard.width * POOLED_BYTES / hbm
+    return hot / l2 + cold / hbm + output_bytes(shard) / hbm
 
 
 def shard_bytes(shard: Shard, value_bytes: int) -> float:

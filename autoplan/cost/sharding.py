@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from autoplan.cost import compute, network, policy
-from autoplan.cost.embedding import ID_BYTES, lookup_bytes, lookup_seconds, shard_bytes, shards_of
+from autoplan.cost.embedding import (ID_BYTES, hot_bytes, lookup_bytes, lookup_seconds, output_bytes, shard_bytes,
+                                     shards_of)
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.dlrm import DLRMSpec
 from autoplan.specs.model import ModelSpec
@@ -61,11 +62,16 @@ class Loads:
     node_rs_by_node: list[float] = field(default_factory=list)
     dp_params: float = 0.0
     """Values of data-parallel tables (their gradients join the dense all-reduce)."""
+    write_b: list[float] = field(default_factory=list)
+    """Pooled-output bytes each GPU's forward lookups write (hardware-free)."""
+    hot_b: list[float] = field(default_factory=list)
+    """Of ``lookup_b``, the bytes of rows found in the GPU's L2 (Zipf skew and the L2's size)."""
 
     @classmethod
     def empty(cls, world: int, nodes: int) -> "Loads":
         z = [0.0] * world
-        return cls(world, z[:], z[:], z[:], z[:], z[:], z[:], node_rs_by_node=[0.0] * nodes)
+        return cls(world, z[:], z[:], z[:], z[:], z[:], z[:], node_rs_by_node=[0.0] * nodes, write_b=z[:],
+                   hot_b=z[:])
 
 
 @dataclass(frozen=True)
@@ -198,6 +204,8 @@ def apply(ctx: Context, loads: Loads, index: int, plan: TablePlan, sign: float =
     for sh in shards_of(table, index, plan.kind, plan.gpus, world, batch):
         loads.lookup_s[sh.gpu] += sign * lookup_seconds(gpu, sh, e)
         loads.lookup_b[sh.gpu] += sign * lookup_bytes(sh, e)
+        loads.write_b[sh.gpu] += sign * output_bytes(sh)
+        loads.hot_b[sh.gpu] += sign * hot_bytes(gpu, sh, e)
         loads.memory[sh.gpu] += sign * shard_bytes(sh, e)
         if plan.kind in ("table_wise", "column_wise"):
             # the owner sends every sample's pooled vector but the 1/world that stays on it (TorchRec TW/CW a2a)
@@ -291,18 +299,21 @@ def step_times(ctx: Context, loads: Loads) -> StepTimes:
 
 @dataclass(frozen=True, slots=True)
 class SymbolicCost:
-    """A plan's hardware-free counts per step on its busiest GPU (SMSG-style symbolic costs: the data computed and
-    communicated, with no bandwidth, cache or latency in them); each count over all micro-batches. Bytes are
-    split by the level they cross: inside the node (intra) or across nodes, per GPU (inter; 0 on one node)."""
+    """A plan's symbolic counts per step (SMSG-style: the data computed and communicated, with no efficiency, cache
+    rate, ramp or launch cost in them); each count over all micro-batches. Bytes are split by the level they cross:
+    inside the node (intra) or across nodes, per GPU (inter; 0 on one node). Lookup bytes stay per GPU, so that
+    ``seconds`` can take the busiest GPU's time (Lin et al. 2022 §III: the critical path runs through the slowest
+    rank), not the busiest GPU by one count."""
 
     lookup_bytes: float
-    """Embedding bytes read in the forward and read and written in the backward (3× the forward's rows)."""
+    """Embedding bytes read in the forward and read and written in the backward (3× the forward's rows), on the
+    GPU that reads most."""
     a2a_intra: float
     """All-to-all bytes (pooled embeddings forward, their gradients backward) to peers in the node."""
     a2a_inter: float
     """All-to-all bytes to peers in other nodes."""
     ring_intra: float
-    """Reduce-scatter / all-gather bytes of row-wise and table-row-wise tables inside nodes."""
+    """Reduce-scatter / all-gather bytes of row-wise tables (a ring over every GPU) inside nodes."""
     ring_inter: float
     """Their bytes across nodes."""
     reduce_intra: float
@@ -314,56 +325,91 @@ class SymbolicCost:
     mlp_flops: float
     """All MLP and interaction FLOPs (the same under every sharding)."""
     rounds: int
-    """Sequential message rounds of the per-micro-batch collectives over all GPUs (n-1 per all-to-all or ring,
-    Thakur et al. 2005), all micro-batches: the latency (α) terms of an α-β model."""
+    """Sequential message rounds of the per-micro-batch collectives over all GPUs when they span nodes (n-1 per
+    all-to-all or ring, Thakur et al. 2005), all micro-batches: the latency (α) terms of an α-β model."""
     node_rounds: int
-    """The same for the collectives inside one node (table-row-wise reduce-scatters)."""
+    """The same for collectives inside one node: the table-row-wise reduce-scatters, and every collective of a
+    one-node plan."""
+    node_ring: float = 0.0
+    """Reduce-scatter / all-gather bytes of table-row-wise tables (a ring over one node's GPUs)."""
+    lookup_cold: tuple[float, ...] = ()
+    """Per GPU: HBM bytes of the lookups, forward and backward (3×): rows not found in the L2, pooled outputs."""
+    lookup_hot: tuple[float, ...] = ()
+    """Per GPU: bytes of rows found in the L2 (its datasheet size, the table's Zipf skew), forward and backward."""
+    optimizer_bytes: float = 0.0
+    """HBM bytes of the step-end optimizer over the dense parameters and data-parallel tables."""
 
     @property
     def comm_bytes(self) -> float:
         """Every byte the busiest GPU sends, inside and across nodes."""
-        return (self.a2a_intra + self.a2a_inter + self.ring_intra + self.ring_inter + self.reduce_intra
-                + self.reduce_inter)
+        return (self.a2a_intra + self.a2a_inter + self.ring_intra + self.ring_inter + self.node_ring
+                + self.reduce_intra + self.reduce_inter)
 
     @property
     def key(self) -> tuple[float, float]:
         """The hardware-free ranking: fewest bytes sent, then fewest bytes looked up."""
         return self.comm_bytes, self.lookup_bytes
 
+    def lookup_seconds(self, hbm: float, l2: float = 0.0) -> float:
+        """The busiest GPU's lookups: HBM bytes at ``hbm`` B/s, L2-resident rows at ``l2`` (0: at the HBM rate)."""
+        # the slowest rank bounds the step (Lin et al. 2022 §III); L2 hits at the L2 rate (Lin et al. §IV-B)
+        return max((c / hbm + h / (l2 or hbm) for c, h in zip(self.lookup_cold, self.lookup_hot)), default=0.0)
+
     def seconds(self, hbm: float, intra: float, inter: float, flops: float, latency: float = 0.0,
-                node_latency: float = 0.0) -> float:
+                node_latency: float = 0.0, l2: float = 0.0) -> float:
         """The counts at datasheet rates (B/s, FLOP/s) and per-round latencies (s), no calibration, on the critical
-        path of ``step_times``: lookups, the all-to-alls beside the bottom MLP, the rest of the MLPs, the all-reduce.
-        Each level's bytes take their own time, one after another (measured closer to the simulator than letting a
-        collective's levels overlap, which the simulator does: small transfers reach less than the datasheet rate)."""
-        comm = (self.a2a_intra / intra + self.a2a_inter / inter + self.ring_intra / intra + self.ring_inter / inter
-                + self.rounds * latency + self.node_rounds * node_latency)
-        overlap = max(comm, self.bottom_flops / flops)
+        path of ``step_times``: the busiest GPU's lookups, each pass's collectives beside its bottom MLP, the rest
+        of the MLPs, the step-end all-reduce and optimizer (the all-reduce's rounds, the same under every sharding,
+        left out)."""
+        # pairwise all-to-all and NCCL rings move both levels at once: the slower one sets the time (Thakur et al.
+        # 2005; network.all_to_all, network._ring); the table-row-wise ring inside a node follows
+        comm = (max(self.a2a_intra / intra, self.a2a_inter / inter) + max(self.ring_intra / intra,
+                self.ring_inter / inter) + self.node_ring / intra + self.rounds * latency
+                + self.node_rounds * node_latency)
+        # half the collectives run in the forward beside its bottom MLP (1/3 of its FLOPs), half in the backward
+        # beside the other 2/3 (two streams: the longer bounds each pass, Lin et al. 2022 §III)
+        bottom = self.bottom_flops / flops
+        overlap = max(comm / 2, bottom / 3) + max(comm / 2, 2 * bottom / 3)
         rest = (self.mlp_flops - self.bottom_flops) / flops
-        return self.lookup_bytes / hbm + overlap + rest + self.reduce_intra / intra + self.reduce_inter / inter
+        reduce = max(self.reduce_intra / intra, self.reduce_inter / inter)
+        return self.lookup_seconds(hbm, l2) + overlap + rest + reduce + self.optimizer_bytes / hbm
 
 
 def symbolic_cost(ctx: Context, loads: Loads) -> SymbolicCost:
-    """The counts of ``loads`` under ``ctx`` without any hardware constant: only bytes, FLOPs and the group's
-    shape (members per node)."""
+    """The counts of ``loads`` under ``ctx``: bytes, FLOPs and the group's shape (members per node); the only
+    hardware number behind them is the L2's size (``lookup_hot``; ``key`` does not use it).
+
+    The next micro-batch's index all-to-all (``Loads.ids``) is left out: TorchRec's TrainPipelineSparseDist runs it
+    beside this one's dense layers, and their FLOPs at peak rate (a few µs at micro-batch 1024) are no measure of
+    how long those small launch-bound kernels hide it."""
     m, world, k = ctx.strategy.micro_batches, ctx.world, ctx.node_size
     a2a = 2 * m * max(max(loads.send), max(loads.recv))
     # ring reduce-scatter and all-gather send (n-1)/n of the buffer, a ring all-reduce 2(n-1)/n (Patarasuk & Yuan
     # 2009); a table-row-wise reduce-scatter runs over the k GPUs of one node
     rings = 2 * m * (world - 1) / world * loads.row_wise
     node = 2 * m * (k - 1) / k * loads.node_rs
-    dense = 2 * (world - 1) / world * (ctx.spec.dense_params() + loads.dp_params) * GRAD_BYTES
+    params = ctx.spec.dense_params() + loads.dp_params
+    dense = 2 * (world - 1) / world * params * GRAD_BYTES
     # pairwise all-to-all: (k-1)/n of each member's bytes stay in the node (Thakur et al. 2005); a ring over N
     # nodes crosses each node boundary once per channel, the node's k rails sharing it, and (k-1)/k of its hops
     # stay inside (NCCL rings, as network.all_reduce)
     out = (world - k) / world
     inside = (k - 1) / k if world > k else 1.0
-    rounds = 2 * m * (world - 1) * ((max(loads.send) > 0) + (loads.row_wise > 0))
+    # n-1 rounds per all-to-all and per ring reduce-scatter / all-gather (Thakur et al. 2005), forward and backward
+    rounds = 2 * m * (world - 1) * ((a2a > 0) + (loads.row_wise > 0))
+    node_rounds = 2 * m * (k - 1) * (loads.node_rs > 0)
+    if world <= k:                    # one node: every round is an NVLink round
+        rounds, node_rounds = 0, rounds + node_rounds
     b, spec = ctx.strategy.micro_batch, ctx.spec
     bottom = 3 * m * b * 2.0 * sum(x * y for x, y in zip(spec.bottom_widths(), spec.bottom_widths()[1:]))
+    # forward reads the rows and writes the pooled vectors; the fused backward reads and writes both, twice the
+    # forward's traffic (FBGEMM split_embedding_backward, as step_times)
+    cold = tuple(3 * m * (r - h + w) for r, h, w in zip(loads.lookup_b, loads.hot_b, loads.write_b))
+    hot = tuple(3 * m * h for h in loads.hot_b)
     return SymbolicCost(lookup_bytes=3 * m * max(loads.lookup_b), a2a_intra=a2a * (k - 1) / world,
-                        a2a_inter=a2a * out, ring_intra=rings * inside + node,
+                        a2a_inter=a2a * out, ring_intra=rings * inside,
                         ring_inter=rings / k if world > k else 0.0, reduce_intra=dense * inside,
                         reduce_inter=dense / k if world > k else 0.0, bottom_flops=bottom,
                         mlp_flops=3 * m * b * spec.forward_flops_per_sample(), rounds=rounds,
-                        node_rounds=2 * m * (k - 1) * (loads.node_rs > 0))
+                        node_rounds=node_rounds, node_ring=node, lookup_cold=cold, lookup_hot=hot,
+                        optimizer_bytes=compute.optimizer_bytes(params, params))
