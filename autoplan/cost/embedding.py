@@ -85,15 +85,16 @@ def hot_bytes(gpu: GPUSpec, shard: Shard, value_bytes: int) -> float:
     return lookup_bytes(shard, value_bytes) * shard_hit_rate(gpu.l2_cache_bytes, shard, value_bytes)
 
 
-def lookup_seconds(gpu: GPUSpec, shard: Shard, value_bytes: int) -> float:
-    """Seconds of a shard's forward lookups: rows served from L2 at its bandwidth, the rest from HBM.
+def lookup_seconds(gpu: GPUSpec, shard: Shard, value_bytes: int, hot: float | None = None) -> float:
+    """Seconds of a shard's forward lookups: rows served from L2 at its bandwidth, the rest from HBM (``hot``: its
+    ``hot_bytes`` where the caller has them already).
 
     Lin et al. 2022 §IV-B: the embedding kernel is memory-bound and its effective bandwidth depends on the index
     distribution, table size and pooling factor; here through the L2 hit rate of the hot rows (Zipf ``skew``).
     """
     hbm = gpu.hbm_bandwidth * gpu.memory_efficiency
     l2 = gpu.l2_bandwidth * gpu.memory_efficiency if gpu.l2_bandwidth else hbm
-    hot = hot_bytes(gpu, shard, value_bytes)
+    hot = hot_bytes(gpu, shard, value_bytes) if hot is None else hot
     cold = lookup_bytes(shard, value_bytes) - hot
     # pooled outputs written once to HBM (roofline, Williams et al. 2009)
     return hot / l2 + cold / hbm + output_bytes(shard) / hbm

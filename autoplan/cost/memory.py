@@ -19,18 +19,22 @@ WEIGHT_BYTES = 2
 """bf16 weight per parameter."""
 GRADIENT_BYTES = 4
 """fp32 ``main_grad`` per parameter."""
-OPTIMIZER_BYTES = 12
+MASTER_WEIGHT_BYTES = 4
+"""fp32 master weight per parameter."""
+MOMENT_BYTES = {"fp32": 4, "bf16": 2}
+"""Bytes of each of Adam's two moments per parameter, by ``Strategy.optimizer_moments``."""
+OPTIMIZER_BYTES = MASTER_WEIGHT_BYTES + 2 * MOMENT_BYTES["fp32"]
 """fp32 master weight plus Adam's first and second moments per parameter."""
 FP8_WEIGHT_BYTES = 2
 """FP8 weight and its transpose per layer parameter (Transformer Engine, FP8 precisions)."""
-MOMENT_BYTES = {"fp32": 4, "bf16": 2}
-"""Bytes of each of Adam's two moments per parameter, by ``Strategy.optimizer_moments``."""
+ZERO3_GATHERED_LAYERS = 2   # Rajbhandari et al. 2020 (ZeRO) §5.3, with DeepSpeed stage-3 prefetching one ahead
+"""Layers whose full bf16 weights a ZeRO-3 rank holds at once: the one computing and the one prefetched."""
 
 
-def optimizer_bytes(s: Strategy) -> int:
+def optimizer_state_bytes(s: Strategy) -> int:
     """Optimizer-state bytes per parameter: the fp32 master weight and Adam's two moments in their type."""
     # Megatron-LM distributed optimizer docs (4 + 4 + 4); DeepSeek-V3 §3.3.4: moments in BF16, master weight FP32
-    return 4 + 2 * MOMENT_BYTES[s.optimizer_moments]
+    return MASTER_WEIGHT_BYTES + 2 * MOMENT_BYTES[s.optimizer_moments]
 
 
 def activation_input_bytes(model: ModelSpec, s: Strategy) -> int:
@@ -38,8 +42,6 @@ def activation_input_bytes(model: ModelSpec, s: Strategy) -> int:
     # Korthikanti et al. 2022 §4.2: the activation's input in BF16 (4sbf gated); DeepSeek-V3 §3.3.3 and Megatron-LM
     # --activation-func-fp8-input-store: kept in FP8, 1 byte a value
     return (2 if model.gated else 1) * (1 if s.fp8_activation_store else 2)
-ZERO3_GATHERED_LAYERS = 2   # Rajbhandari et al. 2020 (ZeRO) §5.3, with DeepSpeed stage-3 prefetching one ahead
-"""Layers whose full bf16 weights a ZeRO-3 rank holds at once: the one computing and the one prefetched."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,7 +182,7 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: int, per_
         fp8_layer = layers * model.layer_params() / t
         weights += FP8_WEIGHT_BYTES * fp8_layer - (WEIGHT_BYTES * fp8_layer if s.fp8_param_gather else 0)
     gradients = GRADIENT_BYTES * params
-    optimizer = optimizer_bytes(s) * params
+    optimizer = optimizer_state_bytes(s) * params
     buffers = 0.0
     # Rajbhandari et al. 2020 (ZeRO, arXiv 1910.02054) §5.1, Fig. 1: stages 1/2/3 shard optimizer/gradients/weights
     if s.zero >= 1:

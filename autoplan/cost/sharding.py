@@ -202,10 +202,11 @@ def apply(ctx: Context, loads: Loads, index: int, plan: TablePlan, sign: float =
     # (DLRMSpec.pooled_comm_bytes)
     pooled = ctx.spec.pooled_comm_bytes
     for sh in shards_of(table, index, plan.kind, plan.gpus, world, batch):
-        loads.lookup_s[sh.gpu] += sign * lookup_seconds(gpu, sh, e)
+        hot = hot_bytes(gpu, sh, e)
+        loads.lookup_s[sh.gpu] += sign * lookup_seconds(gpu, sh, e, hot)
         loads.lookup_b[sh.gpu] += sign * lookup_bytes(sh, e)
         loads.write_b[sh.gpu] += sign * output_bytes(sh)
-        loads.hot_b[sh.gpu] += sign * hot_bytes(gpu, sh, e)
+        loads.hot_b[sh.gpu] += sign * hot
         loads.memory[sh.gpu] += sign * shard_bytes(sh, e)
         if plan.kind in ("table_wise", "column_wise"):
             # the owner sends every sample's pooled vector but the 1/world that stays on it (TorchRec TW/CW a2a)

@@ -331,9 +331,9 @@ _FIT_SECONDS = 3.0
 """Time the fit hint may take before it stops trying changes."""
 
 
-def _fits(model: ModelSpec, hbm_bytes: float, cluster: Any, s: Strategy) -> bool:
+def _fits(model: ModelSpec, cluster: Any, s: Strategy) -> bool:
     try:
-        return peak_memory(model, cluster, s) <= hbm_bytes
+        return peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes
     except Exception:  # noqa: BLE001 - a plan whose memory cannot be computed is not offered as a fix
         return False
 
@@ -370,7 +370,7 @@ def fit_relaxations(model: ModelSpec, gpus: int, cluster: Any, space: Space, glo
             if name == "virtual_stages":
                 change["schedule"] = ("interleaved",)
             plans, _ = enumerate_plans(model, gpus, Space({**space.axes, **change}), global_batch)
-            fitting = sum(_fits(model, cluster.gpu.hbm_bytes, cluster, s) for s in plans)
+            fitting = sum(_fits(model, cluster, s) for s in plans)
             if fitting:
                 found.append(Relaxation(_flag(name, v), fitting))
                 break

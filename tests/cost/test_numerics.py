@@ -10,7 +10,7 @@ import pytest
 
 from autoplan.cost import compute, moe
 from autoplan.cost.families import moe as fam
-from autoplan.cost.memory import activation_bytes_per_layer, memory_per_stage, optimizer_bytes
+from autoplan.cost.memory import activation_bytes_per_layer, memory_per_stage, optimizer_state_bytes
 from autoplan.report.export import megatron_args
 from autoplan.sim.simulate import evaluate
 from autoplan.specs.catalog import get_model
@@ -34,8 +34,8 @@ def h800():
 
 def test_optimizer_state_is_the_fp32_master_and_two_moments():
     # Megatron-LM distributed optimizer: 4 + 4 + 4 bytes; DeepSeek-V3 §3.3.4: moments in BF16, master FP32
-    assert optimizer_bytes(Strategy()) == 12
-    assert optimizer_bytes(Strategy(optimizer_moments="bf16")) == 8
+    assert optimizer_state_bytes(Strategy()) == 12
+    assert optimizer_state_bytes(Strategy(optimizer_moments="bf16")) == 8
 
 
 @pytest.mark.parametrize("zero", [0, 1, 2, 3])

@@ -24,7 +24,7 @@ from autoplan.cost.costs import CommNeed, PassCost, PassKey, StepCosts, pass_cos
 from autoplan.cost.families.base import family_of_functions
 from autoplan.cost.memory import (FP8_WEIGHT_BYTES, GRADIENT_BYTES, WEIGHT_BYTES, StageMemory, _stage,
                                   activation_bytes_per_layer, activation_input_bytes, inflight_layer_chunks,
-                                  optimizer_bytes)
+                                  optimizer_state_bytes)
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.layout import (BIDIRECTIONAL, chunk_layers, ends, holds_embedding, holds_output, layout_chunks,
                                    model_copies, rank_of, stage_layers, virtual_stage)
@@ -418,7 +418,7 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Strategy, stage: in
     non_expert, expert = stage_params(model, s, stage)
     copies = model_copies(s.schedule)      # DualPipe: both copies of a stage share its optimizer state
     n, e = s.dp * s.cp * copies, s.edp * copies
-    optimizer = optimizer_bytes(s) * (non_expert / n + expert / e if s.zero >= 1 else non_expert + expert)
+    optimizer = optimizer_state_bytes(s) * (non_expert / n + expert / e if s.zero >= 1 else non_expert + expert)
     layers = stage_layers(model.layers, s, stage)
     d = dense_per_stage(model, s)[stage]
     blocks = model.mtp_layers if holds_output(s.schedule, stage, s.pp) else 0
