@@ -12,7 +12,7 @@
    with FP8, DeepSeek's FP8-stored SwiGLU inputs and BF16 AdamW moments, and the zero-bubble schedules).
 
 Measured (2-core machine shared with other jobs, load average 3.4): 9.1 s wall, 8.3 s CPU for the CLI search;
-the published layout 458th of 1,405 feasible plans (tp1 pp16 dp128 mb1 1f1b full z1 L4/1 ep64, 39.54 s).
+the published layout 448th of 1,405 feasible plans (tp1 pp16 dp128 mb1 1f1b full z1 L4/1 ep64, 39.54 s).
 
 Run: python benchmarks/bench_moe_search.py
 """

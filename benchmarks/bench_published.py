@@ -17,7 +17,7 @@ step time); its row ranks the fastest variant of that plan over the knobs Meta d
 MoE plans (their own table, searched over search_spaces/moe.toml): DeepSeek-V3 on 2048 H800 (arXiv 2412.19437
 §3.2: PP16 EP64 TP1, DualPipe, or its V-shape variant; with its multi-token-prediction module, and the SwiGLU
 inputs stored in FP8 (§3.3.3) and BF16 AdamW moments (§3.3.4), memory-only numerics every plan it is ranked against
-gets too: with them DualPipe's two parameter copies fit at EP64; measured: 28th, 16.16 s, 1st with the published
+gets too: with them DualPipe's two parameter copies fit at EP64; measured: 10th, 16.01 s, 1st with the published
 features pinned), NeMo 2.0's Mixtral 8x7B and 8x22B
 pre-training recipes on H100 (nemo/collections/llm/recipes/mixtral_8x7b.py, mixtral_8x22b.py; expert TP = TP,
 Megatron-Core's default), and Megatron-Bridge's Qwen3 235B-A22B H100 benchmark (docs/performance-summary.md, 25.11:

@@ -42,9 +42,16 @@ COMPUTE_KINDS = ("compute", "recompute", "optimizer")
 """Part kinds that occupy the GPU's SMs; the others are communication a concurrent pass can hide."""
 
 
-def overlapped(a: PassCost, b: PassCost) -> PassCost:
+PAIR_COMM_SMS = 20
+"""SMs the communication kernels of a fused forward-backward pair hold while the other chunk computes (DeepSeek-V3,
+arXiv 2412.19437 §3.2.2: 20 of an H800's 132 SMs saturate its IB and NVLink bandwidth)."""
+
+
+def overlapped(a: PassCost, b: PassCost, comm_share: float = 0.0) -> PassCost:
     """Two passes of different micro-batches run as one (DualPipe's overlapped forward and backward chunks): their
-    compute adds up, and each one's communication hides under the other's compute, only the excess showing."""
+    compute adds up, and each one's communication hides under the other's compute, only the excess showing. The
+    compute that hides communication runs on the SMs its kernels leave: ``comm_share`` of its speed is lost for
+    as long as they run."""
     # DeepSeek-V3 report (arXiv 2412.19437) §3.2.1: a forward and a backward chunk overlap so that the
     # communication of one runs during the computation of the other
     def split(c: PassCost) -> tuple[float, dict[str, float]]:
@@ -62,6 +69,8 @@ def overlapped(a: PassCost, b: PassCost) -> PassCost:
         shown = max(0.0, total - cover) / total if total else 0.0
         for k, x in comm.items():
             parts[k] = parts.get(k, 0.0) + x * shown
+        # §3.2.2: the hidden transfers' kernels keep ``comm_share`` of the SMs from the covering compute
+        parts["compute"] = parts.get("compute", 0.0) + total * (1.0 - shown) * comm_share
     return pass_cost(*parts.items())
 
 

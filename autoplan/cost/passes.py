@@ -26,8 +26,14 @@ def grad_bytes(s: Strategy) -> int:
 
 def cp_kv_bytes(model: ModelSpec, s: Strategy) -> int:
     """Bytes of one K/V block a CP rank passes around the ring per layer."""
-    # ring attention (Liu et al. 2023 §3): K and V of the rank's s/cp tokens, bf16, its tp share of kv heads
-    return 2 * compute.BF16 * s.micro_batch * (model.seq_len // s.cp) * model.kv_dim // s.tp
+    # ring attention (Liu et al. 2023 §3): K and V of the rank's s/cp tokens, bf16, its tp share of kv heads; MLA's
+    # keys carry the decoupled RoPE part too (DeepSeek-V2, arXiv 2405.04434 §2.1.3: d_h + d_h^R per key head)
+    return compute.BF16 * s.micro_batch * (model.seq_len // s.cp) * _kv_width(model) // s.tp
+
+
+def _kv_width(model: ModelSpec) -> int:
+    """Width of one token's key plus value across the kv heads."""
+    return model.kv_heads * (model.qk_head_dim + model.value_dim)
 
 
 def _cp_ring(model: ModelSpec, cluster: ClusterSpec, s: Strategy, attention_forward: float) -> tuple[float, float]:
@@ -53,11 +59,14 @@ def _cp_ring(model: ModelSpec, cluster: ClusterSpec, s: Strategy, attention_forw
 
 
 def ulysses_bytes(model: ModelSpec, s: Strategy) -> tuple[int, int]:
-    """Bytes per GPU of one Ulysses all-to-all of Q (or the attention output) and of K (or V)."""
+    """Bytes per GPU of one Ulysses all-to-all of Q (or the attention output) and of K (or V), the mean of the
+    two where their head widths differ (MLA)."""
     # Jacobs et al. 2023 (DeepSpeed-Ulysses, arXiv 2309.14509) §3: each all-to-all re-shards one b·(s/cp)·d
     # tensor of the rank's tp share of heads from a sequence split to a head split (and back for the output)
     tokens = s.micro_batch * (model.seq_len // s.cp)
-    return compute.BF16 * tokens * model.q_dim // s.tp, compute.BF16 * tokens * model.kv_dim // s.tp
+    per_head = model.qk_head_dim + model.value_dim
+    return (compute.BF16 * tokens * model.heads * per_head // 2 // s.tp,
+            compute.BF16 * tokens * _kv_width(model) // 2 // s.tp)
 
 
 def ulysses_seconds(model: ModelSpec, cluster: ClusterSpec, s: Strategy, a2a: int) -> float:

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from autoplan.cost.costs import PassCost, overlapped, split_backward
+from autoplan.cost.costs import PAIR_COMM_SMS, PassCost, overlapped, split_backward
 from autoplan.cost.families import step_costs
 from autoplan.sim.engine import Plan, Tasks, plan_of, sized_cache
 from autoplan.sim.schedule import Step, ends, stage_order, virtual_stage
@@ -159,8 +159,9 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
                                                               tuple((k, x / segments) for k, x in b.parts))
         if s.schedule in FUSED_PAIRS:
             # DualPipe(V)'s fused pair: a forward of one chunk with the whole backward of the other
+            share = min(1.0, PAIR_COMM_SMS / cluster.gpu.sm_count)
             for ch in range(v):
-                cost[(i, "F&B", ch)] = overlapped(cost[(i, True, ch)], cost[(i, False, v - 1 - ch)])
+                cost[(i, "F&B", ch)] = overlapped(cost[(i, True, ch)], cost[(i, False, v - 1 - ch)], share)
         cost[("optimizer", i)] = PassCost(c.optimizer[i], (("optimizer", c.optimizer[i]),))
         if c.reduce_all is not None:
             cost[("reduce_all", i)] = _comm(c.reduce_all[i])

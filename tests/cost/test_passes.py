@@ -79,3 +79,16 @@ def test_overlapped_pair_hides_each_ones_communication_under_the_others_compute(
     assert overlapped(f, b).seconds <= f.seconds + b.seconds
     plain = pass_cost(("compute", 1.0))
     assert overlapped(plain, plain).seconds == 2.0
+
+
+def test_overlapped_pair_charges_the_hidden_communication_the_sms_its_kernels_hold():
+    # DeepSeek-V3 §3.2.2: the communication kernels keep a share of the SMs from the compute that hides them
+    from autoplan.cost.costs import overlapped, pass_cost
+    f = pass_cost(("compute", 1.0), ("tp", 0.3))
+    b = pass_cost(("compute", 2.0), ("recompute", 0.5), ("tp", 3.0), ("cp", 1.0))
+    free, shared = overlapped(f, b), overlapped(f, b, comm_share=0.25)
+    # hidden: F's 0.3 s and 1 s of B's 4 s; what shows is not charged (nothing computes beside it)
+    assert shared.seconds - free.seconds == pytest.approx(0.25 * (0.3 + 1.0))
+    assert dict(shared.parts)["tp"] == dict(free.parts)["tp"]
+    plain = pass_cost(("compute", 1.0))
+    assert overlapped(plain, plain, comm_share=0.25).seconds == 2.0

@@ -76,3 +76,16 @@ def test_all_to_all_across_nodes_closed_form():
     r_ib = ib.bandwidth * ib.efficiency * (nbytes / (nbytes + ib.half_bandwidth_bytes) if ib.half_bandwidth_bytes else 1)
     expected = max(7 / 16 * nbytes / r_nvl, 8 / 16 * nbytes / r_ib) + 15 * ib.latency
     assert network.all_to_all(H100, shape, nbytes) == pytest.approx(expected)
+
+
+def test_mla_keys_carry_their_rope_part_in_cp_exchanges():
+    from autoplan.cost.passes import cp_kv_bytes
+    mla = get_model("deepseek-v3")
+    s = Strategy(tp=2, cp=2, pp=16, dp=32, global_batch=2048, sequence_parallel=True)
+    tokens = mla.seq_len // 2
+    # DeepSeek-V2 §2.1.3: 128 key heads of 128 + 64 (decoupled RoPE) and value heads of 128, bf16
+    assert cp_kv_bytes(mla, s) == 2 * tokens * 128 * (192 + 128) // 2
+    q, kv = ulysses_bytes(mla, s)
+    assert q == kv == 2 * tokens * 128 * (192 + 128) // 2 // 2
+    # a model without MLA: K and V of head_dim each, as before
+    assert cp_kv_bytes(LLAMA, s) == 2 * 2 * (LLAMA.seq_len // 2) * LLAMA.kv_dim // 2

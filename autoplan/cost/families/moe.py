@@ -20,7 +20,7 @@ from functools import lru_cache
 
 from autoplan.cost import compute, moe, mtp, network, passes, plan, policy
 from autoplan.cost.compute import LayerCompute, Op
-from autoplan.cost.costs import CommNeed, PassCost, PassKey, StepCosts, pass_cost
+from autoplan.cost.costs import PAIR_COMM_SMS, CommNeed, PassCost, PassKey, StepCosts, pass_cost
 from autoplan.cost.families.base import family_of_functions
 from autoplan.cost.memory import (FP8_WEIGHT_BYTES, GRADIENT_BYTES, WEIGHT_BYTES, StageMemory, _stage,
                                   activation_bytes_per_layer, activation_input_bytes, inflight_layer_chunks,
@@ -143,7 +143,6 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pas
     # backward reverses both, a full recompute repeats the forward's
     m_fep = _exposed(s, mo.a2a_forward, m_f) + mo.etp_forward
     m_bep = (_exposed(s, mo.a2a_forward * (2 if full else 1), m_b + m_r) + mo.etp_forward * (2 if full else 1))
-    m_f, m_b = m_f + _sm_share(s, mo.a2a_forward), m_b + _sm_share(s, mo.a2a_forward * (2 if full else 1))
     ef, eb, of, ob = sec(emb_f), sec(emb_b), sec(out_f), sec(out_b)
     # DeepSeek-V3 §2.2: each MTP module on the output stage is one more MoE block, its projection (mtp.py) and the
     # shared output head and loss once more
@@ -211,21 +210,14 @@ def _weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> d
     return costs
 
 
-COMM_SM_SHARE = 20 / 132
+COMM_SM_SHARE = PAIR_COMM_SMS / 132
 """Share of an H800's 132 SMs that DeepSeek-V3's overlapped all-to-all kernels occupy (arXiv 2412.19437 §3.2.2: 20
 SMs suffice to saturate IB and NVLink): compute that runs beside them loses that share of its speed."""
 
 
-def _sm_share(s: Strategy, a2a: float) -> float:
-    """Seconds DualPipeV's compute loses to the SMs its all-to-all kernels hold (0 for other schedules, where
-    ``_exposed`` charges it)."""
-    # DeepSeek-V3 §3.2.2: the communication kernels keep 20 SMs while the paired chunk computes on the rest
-    return a2a * COMM_SM_SHARE if s.schedule in FUSED_PAIRS else 0.0
-
-
 def _exposed(s: Strategy, a2a: float, compute_seconds: float) -> float:
     """Seconds of a layer's all-to-alls on the critical path: all of them, or with ``ep_overlap`` what the other
-    micro-batch's compute cannot hide, plus the slowdown of the compute that hides them. Under dualpipev all of
+    micro-batch's compute cannot hide, plus the slowdown of the compute that hides them. Under DualPipe(V) all of
     them: its fused forward-backward pairs hide them (costs.overlapped), outside the pairs nothing does."""
     if not s.ep_overlap or s.schedule in FUSED_PAIRS:
         return a2a
