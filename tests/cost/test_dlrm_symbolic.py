@@ -127,3 +127,23 @@ def test_the_counts_agree_with_the_modelled_step_on_an_ideal_cluster():
     assert 2 * cost.bottom_flops / 3 / g.peak_flops < cost.a2a_inter / 2 / ib.bandwidth
     assert cost.seconds(g.hbm_bandwidth, nvl.bandwidth, ib.bandwidth, g.peak_flops, l2=g.l2_bandwidth) - rest \
         == pytest.approx(t.total, rel=1e-9)
+
+
+@pytest.mark.parametrize("weights", ["shape", "balance", "launch"])
+def test_search_scores_a_dlrm_plan_by_these_counts_over_the_simulators_placement(weights):
+    # --cost symbolic / --prefilter: a DLRM's symbolic cost is SymbolicCost.seconds (not the generic score of its
+    # step on the unit cluster), over the tables as sharding_plan places them on the weights' unit cluster
+    from autoplan.cost.families.dlrm import sharding_plan
+    from autoplan.cost.symbolic import symbolic_cost, symbolic_score, unit_cluster
+    model, cluster = get_model("dlrm-criteo"), load_cluster("dgx-h100-80g", 64)
+    s = Strategy(dp=64, micro_batch=MB, global_batch=64 * MB)
+    unit = unit_cluster(cluster, weights)
+    counts = sh.symbolic_cost(sh.context(model, unit, s), sharding_plan(model, unit, s).loads)
+    gpu, nvl, ib = cluster.gpu, cluster.tiers[0], cluster.tier_spanning(64)
+    rates = (gpu.hbm_bandwidth, nvl.bandwidth, ib.bandwidth, gpu.peak_flops)
+    expected = {"shape": counts.seconds(1e30, 1.0, 1.0, 1.0),
+                "balance": gpu.peak_flops * counts.seconds(*rates),
+                "launch": gpu.peak_flops * counts.seconds(*rates, ib.latency, nvl.latency)}[weights]
+    assert symbolic_cost(model, cluster, s, weights) == pytest.approx(expected, rel=1e-12)
+    score = symbolic_score(model, cluster, s, weights)
+    assert score.score == pytest.approx(expected, rel=1e-12) and score.fits and score.bubble == 0.0

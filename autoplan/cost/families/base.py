@@ -75,10 +75,14 @@ class Family:
     block_ops: Callable[..., dict[str, tuple[Op, ...]]]
     default_space: str | None = None
     """The search space ``autoplan search`` uses for these models unless ``--space`` names another."""
+    symbolic: Callable[..., float] | None = None
+    """The family's own symbolic cost of a plan, ``(model, cluster, unit cluster, s, weights) -> FLOP-equivalents``
+    (``cost/symbolic.py``); None: the generic score of its ``step_costs`` on the unit cluster."""
 
 
 def family_of_functions(namespace: dict[str, Any], name: str, axes: tuple[str, ...],
                         default_space: str | None = None) -> Family:
     """The family whose answers are the functions of ``namespace`` (a module's ``globals()``) named as the
     questions are."""
-    return Family(name, axes, default_space=default_space, **{q: namespace[q] for q in QUESTIONS})
+    return Family(name, axes, default_space=default_space, symbolic=namespace.get("symbolic"),
+                  **{q: namespace[q] for q in QUESTIONS})

@@ -16,7 +16,7 @@ from autoplan.cost.compute import Op, gemm_time
 from autoplan.cost.costs import CommNeed, StepCosts, pass_cost
 from autoplan.cost.families.base import family_of_functions
 from autoplan.cost.memory import StageMemory
-from autoplan.cost.sharding import DENSE_STATE_BYTES, GRAD_BYTES, context
+from autoplan.cost.sharding import DENSE_STATE_BYTES, GRAD_BYTES, context, symbolic_cost
 from autoplan.cost.sharding_search import ShardingPlan
 from autoplan.cost.sharding_search import sharding_plan as _plan
 from autoplan.specs.cluster import ClusterSpec
@@ -159,6 +159,28 @@ def block_ops(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[str, 
     fwd.append(Op("interaction", inter, 0.0, ctx.dense_fwd[1]))
     bwd.append(Op("interaction.bwd", 2 * inter, 0.0, ctx.dense_bwd[1]))
     return {"forward": tuple(fwd), "backward": tuple(bwd), "recompute": ()}
+
+
+def symbolic(model: ModelSpec, cluster: ClusterSpec, unit: ClusterSpec, s: Strategy, weights: str = "shape") -> float:
+    """FLOP-equivalents of plan ``s`` by its DLRM counts (``sharding.SymbolicCost``), the tables placed as on ``unit``
+    (the weights' unit cluster, as every family's symbolic score sees the plan): the busiest GPU's lookups, each
+    pass's collectives beside its bottom MLP, the other MLPs, the step-end reduction and optimizer. ``shape``: a
+    byte through a network tier weighs a FLOP, HBM bytes nothing; ``balance``: ``cluster``'s datasheet rates (HBM, NVLink, the tier the GPUs span,
+    peak FLOP/s) times peak FLOP/s; ``launch``: balance plus each collective round's latency (the tiers'
+    calibrated per-step latency)."""
+    counts = symbolic_cost(context(model, unit, s), sharding_plan(model, unit, s).loads)
+    if weights == "shape":
+        # as cost/symbolic.py's unit cluster: a FLOP weighs a byte through a network tier, HBM traffic is free
+        return counts.seconds(HBM_FREE, 1.0, 1.0, 1.0)
+    gpu, nvlink, outer = cluster.gpu, cluster.tiers[0], cluster.tier_spanning(s.dp)
+    # the roofline's machine balance (Williams et al. 2009), as cost/symbolic.py: seconds at peak rates × peak FLOP/s
+    latency = (outer.latency, nvlink.latency) if weights == "launch" else (0.0, 0.0)
+    return gpu.peak_flops * counts.seconds(gpu.hbm_bandwidth, nvlink.bandwidth, outer.bandwidth, gpu.peak_flops,
+                                           *latency)
+
+
+HBM_FREE = 1e30
+"""An HBM rate at which the lookups cost nothing (``shape`` weights keep only the network's shape)."""
 
 
 DLRM = family_of_functions(globals(), "dlrm", ("dp",), default_space="dlrm")
