@@ -11,7 +11,7 @@
    the MoE space (BF16 and the default numerics: the CLI's default; `bench_published.py --moe-only` ranks DualPipe
    with FP8, DeepSeek's FP8-stored SwiGLU inputs and BF16 AdamW moments, and the zero-bubble schedules).
 
-Measured (2-core machine, load average 0.6): 7.3 s wall, 7.5 s CPU for the CLI search (9.1 s / 8.3 s at load 3.4);
+Measured (2-core machine, load average 0.9): 7.6 s wall, 7.7 s CPU for the CLI search (9.1 s / 8.3 s at load 3.4);
 the published layout 448th of 1,405 feasible plans (tp1 pp16 dp128 mb1 1f1b full z1 L4/1 ep64, 39.54 s).
 
 Run: python benchmarks/bench_moe_search.py

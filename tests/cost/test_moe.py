@@ -166,6 +166,25 @@ def test_ep_overlap_hides_all_to_alls_behind_compute_at_the_sm_share_cost(h100_3
     assert evaluate(SMALL, h100_32, hidden).metrics.step_time < evaluate(SMALL, h100_32, plain).metrics.step_time
 
 
+@pytest.mark.parametrize("pp, v, m, alone", [(1, 1, 8, 1 / 8), (2, 2, 8, (1 + 2) / 16), (8, 4, 128, 31 / 512),
+                                             (4, 2, 2, 1.0)])
+def test_combined_1f1b_leaves_the_warm_up_and_cool_down_passes_unpaired(pp, v, m, alone):
+    # Megatron-Core's combined 1F1B pairs a forward with an adjacent micro-batch's backward: F0, F1B0, …, B(m−1)
+    # without a pipeline; interleaved, the (p−1) + (v−1)·p warm-up forwards of an average rank have no partner
+    s = Strategy(pp=pp, dp=1, micro_batch=1, global_batch=m, ep_overlap=True,
+                 schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v)
+    assert fam.unpaired_share(s) == pytest.approx(alone)
+    a2a, fwd = 3.0, 2.0
+    paired = a2a - fwd + fwd * fam.COMM_SM_SHARE
+    assert fam._exposed(s, a2a, fwd, alone) == pytest.approx(alone * a2a + (1 - alone) * paired)
+
+
+def test_more_micro_batches_hide_more_of_the_all_to_alls(h100_32):
+    few, many = (_plan(ep=16, ep_overlap=True, dp=32, global_batch=b) for b in (64, 256))
+    ep = [dict(fam.pass_costs(SMALL, h100_32, s)[(True, False, False)].parts)["ep"] for s in (few, many)]
+    assert ep[1] < ep[0]
+
+
 def test_ep_overlap_without_expert_parallelism_is_invalid():
     assert "ep_overlap needs expert parallelism (ep > 1)" in fam.violations(SMALL, 32, _plan(ep_overlap=True))
 

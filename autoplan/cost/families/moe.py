@@ -115,11 +115,12 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pass
                    first_stage_layers=s.first_stage_layers, last_stage_layers=s.last_stage_layers,
                    gradient_accumulation_fusion=s.gradient_accumulation_fusion, ep=s.ep, etp=s.etp,
                    ep_overlap=s.ep_overlap, precision=s.precision, fp8_activation_store=s.fp8_activation_store)
-    return _pass_costs(model, cluster, key)
+    # the one thing they read of the batch: the share of passes an EP overlap leaves without a partner
+    return _pass_costs(model, cluster, key, unpaired_share(s) if s.ep_overlap else 0.0)
 
 
 @lru_cache(maxsize=4096)
-def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[PassKey, PassCost]:
+def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy, alone: float) -> dict[PassKey, PassCost]:
     dense, mo = _layers(model, cluster, s)
     lay = mo.compute
     tp = network.shape_of(cluster, s, "tp")
@@ -141,8 +142,8 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[Pas
     m_btp = _coll(cluster, tp, lay, "backward_collectives") + _coll(cluster, tp, lay, "recompute_collectives")
     # GShard §3.2 (Lepikhin et al. 2020): dispatch and combine all-to-alls around every MoE layer's experts; the
     # backward reverses both, a full recompute repeats the forward's
-    m_fep = _exposed(s, mo.a2a_forward, m_f) + mo.etp_forward
-    m_bep = (_exposed(s, mo.a2a_forward * (2 if full else 1), m_b + m_r) + mo.etp_forward * (2 if full else 1))
+    m_fep = _exposed(s, mo.a2a_forward, m_f, alone) + mo.etp_forward
+    m_bep = (_exposed(s, mo.a2a_forward * (2 if full else 1), m_b + m_r, alone) + mo.etp_forward * (2 if full else 1))
     ef, eb, of, ob = sec(emb_f), sec(emb_b), sec(out_f), sec(out_b)
     # DeepSeek-V3 §2.2: each MTP module on the output stage is one more MoE block, its projection (mtp.py) and the
     # shared output head and loss once more
@@ -215,17 +216,29 @@ COMM_SM_SHARE = PAIR_COMM_SMS / 132
 SMs suffice to saturate IB and NVLink): compute that runs beside them loses that share of its speed."""
 
 
-def _exposed(s: Strategy, a2a: float, compute_seconds: float) -> float:
+def _exposed(s: Strategy, a2a: float, compute_seconds: float, alone: float = 0.0) -> float:
     """Seconds of a layer's all-to-alls on the critical path: all of them, or with ``ep_overlap`` what the other
-    micro-batch's compute cannot hide, plus the slowdown of the compute that hides them. Under DualPipe(V) all of
+    micro-batch's compute cannot hide, plus the slowdown of the compute that hides them, averaged with the
+    share ``alone`` of unpaired warm-up and cool-down passes that show all of theirs (``unpaired_share``). Under
+    DualPipe(V) all of
     them: its fused forward-backward pairs hide them (costs.overlapped), outside the pairs nothing does."""
     if not s.ep_overlap or s.schedule in FUSED_PAIRS:
         return a2a
     # Megatron-Core --overlap-moe-expert-parallel-comm / DualPipe (arXiv 2412.19437 §3.2.1): one micro-batch's
-    # all-to-alls run beside another's compute of about the same length (1F1B steady state; warm-up and
-    # cool-down are not told apart)
+    # all-to-alls run beside another's compute of about the same length; the passes with no partner show theirs
     hidden = min(a2a, compute_seconds)
-    return a2a - hidden + hidden * COMM_SM_SHARE
+    return alone * a2a + (1.0 - alone) * (a2a - hidden + hidden * COMM_SM_SHARE)
+
+
+def unpaired_share(s: Strategy) -> float:
+    """Share of a stage's passes that Megatron-Core's combined 1F1B (``ep_overlap``) runs with no partner: the
+    warm-up forwards and the cool-down backwards."""
+    # Megatron-Core docs, "Combined 1F1B": a forward runs beside an adjacent micro-batch's backward. Without a
+    # pipeline the first forward and the last backward are alone (F0, F1B0, …, B(m−1)); interleaved, rank i's
+    # (p−i−1)·2 + (v−1)·p warm-up forwards (Narayanan et al. 2021 §2.2.2), (p−1) + (v−1)·p on average
+    if s.pp == 1:
+        return 1.0 / s.micro_batches
+    return min(1.0, ((s.pp - 1) + (s.chunks - 1) * s.pp) / (s.micro_batches * s.chunks))
 
 
 def _grad_accumulation(model: ModelSpec, cluster: ClusterSpec, s: Strategy, dense: int, moe_layers: int) -> Op:
