@@ -161,13 +161,17 @@ def block_ops(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict[str, 
     return {"forward": tuple(fwd), "backward": tuple(bwd), "recompute": ()}
 
 
+HBM_FREE = 1e30
+"""An HBM rate at which the lookups cost nothing (``shape`` weights keep only the network's shape)."""
+
+
 def symbolic(model: ModelSpec, cluster: ClusterSpec, unit: ClusterSpec, s: Strategy, weights: str = "shape") -> float:
     """FLOP-equivalents of plan ``s`` by its DLRM counts (``sharding.SymbolicCost``), the tables placed as on ``unit``
     (the weights' unit cluster, as every family's symbolic score sees the plan): the busiest GPU's lookups, each
     pass's collectives beside its bottom MLP, the other MLPs, the step-end reduction and optimizer. ``shape``: a
-    byte through a network tier weighs a FLOP, HBM bytes nothing; ``balance``: ``cluster``'s datasheet rates (HBM, NVLink, the tier the GPUs span,
-    peak FLOP/s) times peak FLOP/s; ``launch``: balance plus each collective round's latency (the tiers'
-    calibrated per-step latency)."""
+    byte through a network tier weighs a FLOP, HBM bytes nothing; ``balance``: ``cluster``'s datasheet rates
+    (HBM, NVLink, the tier the GPUs span, peak FLOP/s) times peak FLOP/s; ``launch``: balance plus each collective
+    round's latency (the tiers' calibrated per-step latency)."""
     counts = symbolic_cost(context(model, unit, s), sharding_plan(model, unit, s).loads)
     if weights == "shape":
         # as cost/symbolic.py's unit cluster: a FLOP weighs a byte through a network tier, HBM traffic is free
@@ -177,10 +181,6 @@ def symbolic(model: ModelSpec, cluster: ClusterSpec, unit: ClusterSpec, s: Strat
     latency = (outer.latency, nvlink.latency) if weights == "launch" else (0.0, 0.0)
     return gpu.peak_flops * counts.seconds(gpu.hbm_bandwidth, nvlink.bandwidth, outer.bandwidth, gpu.peak_flops,
                                            *latency)
-
-
-HBM_FREE = 1e30
-"""An HBM rate at which the lookups cost nothing (``shape`` weights keep only the network's shape)."""
 
 
 DLRM = family_of_functions(globals(), "dlrm", ("dp",), default_space="dlrm")

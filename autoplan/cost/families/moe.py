@@ -218,10 +218,10 @@ SMs suffice to saturate IB and NVLink): compute that runs beside them loses that
 
 def _exposed(s: Strategy, a2a: float, compute_seconds: float, alone: float = 0.0) -> float:
     """Seconds of a layer's all-to-alls on the critical path: all of them, or with ``ep_overlap`` what the other
-    micro-batch's compute cannot hide, plus the slowdown of the compute that hides them, averaged with the
-    share ``alone`` of unpaired warm-up and cool-down passes that show all of theirs (``unpaired_share``). Under
-    DualPipe(V) all of
-    them: its fused forward-backward pairs hide them (costs.overlapped), outside the pairs nothing does."""
+    micro-batch's compute cannot hide, plus the slowdown of the compute that hides them, averaged with the share
+    ``alone`` of unpaired warm-up and cool-down passes that show all of theirs (``unpaired_share``). Under
+    DualPipe(V) all of them: its fused forward-backward pairs hide them (costs.overlapped), outside the pairs
+    nothing does."""
     if not s.ep_overlap or s.schedule in FUSED_PAIRS:
         return a2a
     # Megatron-Core --overlap-moe-expert-parallel-comm / DualPipe (arXiv 2412.19437 §3.2.1): one micro-batch's
