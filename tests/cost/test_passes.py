@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, strategies as st
 
 from autoplan.cost import compute, passes
 from autoplan.specs.strategy import Strategy
@@ -92,3 +93,20 @@ def test_overlapped_pair_charges_the_hidden_communication_the_sms_its_kernels_ho
     assert dict(shared.parts)["tp"] == dict(free.parts)["tp"]
     plain = pass_cost(("compute", 1.0))
     assert overlapped(plain, plain, comm_share=0.25).seconds == 2.0
+
+
+SECONDS = st.floats(0.0, 10.0)
+
+
+@given(SECONDS, SECONDS, SECONDS, SECONDS, SECONDS, SECONDS, st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_an_overlapped_pair_costs_at_least_its_compute_and_more_as_its_kernels_take_more_sms(ca, ta, ea, cb, tb, eb,
+                                                                                             share, more):
+    # DeepSeek-V3 §3.2.1-3.2.2 (costs.overlapped): a pair never beats its two computes, never costs more than the
+    # two passes run apart plus the SMs lent to all of their transfers, and a larger share never makes it cheaper
+    from autoplan.cost.costs import overlapped, pass_cost
+    a = pass_cost(("compute", ca), ("tp", ta), ("ep", ea))
+    b = pass_cost(("compute", cb), ("tp", tb), ("ep", eb))
+    pair = overlapped(a, b, share).seconds
+    assert pair >= ca + cb - 1e-9
+    assert pair <= a.seconds + b.seconds + share * (ta + ea + tb + eb) + 1e-9
+    assert overlapped(a, b, min(1.0, share + more)).seconds >= pair - 1e-9
