@@ -139,6 +139,8 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
     g = _graph(shape)
     costs = c.passes
     split = s.schedule in SPLIT_BACKWARD
+    # the SMs a fused pair's communication kernels hold (costs.overlapped)
+    share = min(1.0, PAIR_COMM_SMS / cluster.gpu.sm_count)
     cost: dict[object, PassCost] = {}
     for i in range(p):
         for ch in range(v):
@@ -159,7 +161,6 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
                                                               tuple((k, x / segments) for k, x in b.parts))
         if s.schedule in FUSED_PAIRS:
             # DualPipe(V)'s fused pair: a forward of one chunk with the whole backward of the other
-            share = min(1.0, PAIR_COMM_SMS / cluster.gpu.sm_count)
             for ch in range(v):
                 cost[(i, "F&B", ch)] = overlapped(cost[(i, True, ch)], cost[(i, False, v - 1 - ch)], share)
         cost[("optimizer", i)] = PassCost(c.optimizer[i], (("optimizer", c.optimizer[i]),))
