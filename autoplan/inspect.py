@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from autoplan.cost import network
-from autoplan.cost.compute import LayerCompute
-from autoplan.cost.costs import CommNeed
-from autoplan.cost.families import block_ops, collectives, memory_per_stage, violations
-from autoplan.cost.symbolic import WEIGHTS, symbolic_cost, symbolic_volumes
-from autoplan.specs.hardware import hardware_violations
+from autoplan.hardware import network
+from autoplan.families.transformer.layer import LayerCompute
+from autoplan.families.costs import CommNeed
+from autoplan.families.registry import block_ops, collectives, memory_per_stage, violations
+from autoplan.families.symbolic import WEIGHTS, symbolic_cost, symbolic_volumes
+from autoplan.hardware.support import hardware_violations
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy
+from autoplan.families.strategy import Strategy
 
 GIB = 1024**3
 
@@ -52,7 +52,7 @@ def plan_report(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict:
 
 
 def _symbolic(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> dict:
-    """The plan's hardware-free volumes per GPU per step (cost/symbolic.py) and its two symbolic scores."""
+    """The plan's hardware-free volumes per GPU per step (families/symbolic.py) and its two symbolic scores."""
     vol = symbolic_volumes(model, cluster, s)
     return {"tflop": vol.flops / 1e12, "tier_gb": {name: b / 1e9 for name, b in vol.tier_bytes},
             "bubble": vol.bubble, **{f"score_{w}": symbolic_cost(model, cluster, s, w) for w in WEIGHTS}}

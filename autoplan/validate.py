@@ -16,18 +16,19 @@ from typing import Callable, TypeVar
 
 import yaml
 
-from autoplan.cost import network
-from autoplan.cost.families import violations as family_violations
-from autoplan.cost.memory import memory_per_stage
+from autoplan.hardware import network
+from autoplan.families.registry import violations as family_violations
+from autoplan.families.transformer.memory import memory_per_stage
 from autoplan.errors import SpecError
 from autoplan.sim.simulate import evaluate, score
-from autoplan.specs.cnn import build
-from autoplan.specs.catalog import get_model, list_models
-from autoplan.specs.dlrm import dlrm_of
+from autoplan.families.cnn.spec import build
+from autoplan.families.catalog import get_model, list_models
+from autoplan.families.dlrm.spec import dlrm_of
 from autoplan.specs.cluster import ClusterSpec, load_cluster
 from autoplan.specs.layout import V_SHAPE, balanced_layout, balanced_v_layout
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import KNOBS, Strategy, data_parallel
+from autoplan.families.strategy import KNOBS, Strategy
+from autoplan.specs.plan import data_parallel
 
 GIB = 1024**3
 T = TypeVar("T")
@@ -501,7 +502,7 @@ def dlrm_model(m: dict) -> ModelSpec:
         raise SpecError(f"model {base.name!r} is not a DLRM (family {base.family!r})")
     spec = base.structure
     # how the source's code runs the model: where the bottom MLP runs, how it places the tables, what the all-to-all
-    # carries (specs/dlrm.py BOTTOM_MLP_PLACEMENTS, TABLE_PLACEMENTS, DLRMSpec.pooled_comm_bytes)
+    # carries (families/dlrm/spec.py BOTTOM_MLP_PLACEMENTS, TABLE_PLACEMENTS, DLRMSpec.pooled_comm_bytes)
     for key in _DLRM_AS_RUN:
         if key in m:
             spec = replace(spec, **{key: m[key]})

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import time
 
-from autoplan.cost.families import FAMILIES
+from autoplan.families.registry import FAMILIES
 from autoplan.search.exhaustive import search
 from autoplan.search.space import enumerate_plans, load_space
-from autoplan.specs import get_model, load_cluster
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
 from autoplan.validate import Report, validate
 
 

@@ -2,7 +2,7 @@
 
 Draws random DLRM table sets (seeded), enumerates every assignment of a sharding kind to each table (placement by
 the planner's hardware-free rule), simulates each with ``evaluate`` and ranks them also by the symbolic counts
-(``cost/sharding.py`` ``SymbolicCost``), four ways: ``symbolic`` (hardware-free: fewest bytes sent, then fewest
+(``families/dlrm/sharding.py`` ``SymbolicCost``), four ways: ``symbolic`` (hardware-free: fewest bytes sent, then fewest
 looked up), ``datasheet-rates`` (the counts on the critical path at the cluster file's datasheet HBM, NVLink, NIC and
 FLOP rates), ``datasheet+latency`` (plus n−1 rounds per collective at the tiers' per-hop latencies) and ``+L2 rate``
 (plus L2-resident rows, by the datasheet L2 size and each table's skew, at the spec's L2 read rate). Prints the share
@@ -22,13 +22,13 @@ import statistics
 import time
 from dataclasses import replace
 
-from autoplan.cost import sharding as sh
-from autoplan.cost.sharding_search import allowed_kinds, search
+from autoplan.families.dlrm import sharding as sh
+from autoplan.families.dlrm.sharding_search import allowed_kinds, search
 from autoplan.sim.simulate import evaluate
-from autoplan.specs.catalog import get_model
+from autoplan.families.catalog import get_model
 from autoplan.specs.cluster import load_cluster
-from autoplan.specs.dlrm import EmbeddingTable
-from autoplan.specs.strategy import Strategy
+from autoplan.families.dlrm.spec import EmbeddingTable
+from autoplan.families.strategy import Strategy
 
 
 def random_tables(rng: random.Random, count: int) -> tuple[EmbeddingTable, ...]:

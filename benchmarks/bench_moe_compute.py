@@ -11,8 +11,8 @@ Run: python benchmarks/bench_moe_compute.py
 
 from __future__ import annotations
 
-from autoplan.cost import moe
-from autoplan.specs import get_model, load_cluster
+from autoplan.families.transformer import moe_layer as moe
+from autoplan.specs import load_cluster
 from autoplan.validate import cluster_of, load, model_of, run_case
 
 SHAPES = {"gpt-oss-120b": (5760, 2880), "qwen3-30b-a3b": (1536, 2048), "qwen3-235b-a22b": (3072, 4096)}

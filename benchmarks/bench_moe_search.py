@@ -30,7 +30,9 @@ import time
 from autoplan.search.exhaustive import search
 from autoplan.search.space import enumerate_plans, load_space
 from autoplan.sim.simulate import evaluate
-from autoplan.specs import Strategy, get_model, load_cluster
+from autoplan.families.strategy import Strategy
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
 
 GPUS, BATCH, CLUSTER = 2048, 15360, "dgx-h800-80g"
 
@@ -64,7 +66,7 @@ def published_variants(model, cluster):
 
 def _overlaps() -> list[dict]:
     """The EP all-to-all overlap settings the Strategy knows (DualPipe hides the all-to-alls)."""
-    from autoplan.specs.strategy import AXES
+    from autoplan.families.strategy import AXES
 
     return [{"ep_overlap": v} for v in (False, True)] if "ep_overlap" in AXES else [{}]
 

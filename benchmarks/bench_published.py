@@ -36,7 +36,9 @@ import itertools
 from autoplan.search.exhaustive import search
 from autoplan.search.space import enumerate_plans, load_space
 from autoplan.sim.simulate import evaluate
-from autoplan.specs import Strategy, get_model, load_cluster
+from autoplan.families.strategy import Strategy
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
 from autoplan.validate import cluster_of, group_of, load, model_of, plan_space
 
 GROUPS = ("Megatron SC'21 (A100)", "NVIDIA H100 recipes")

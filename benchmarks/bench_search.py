@@ -14,7 +14,8 @@ from pathlib import Path
 from autoplan.search.exhaustive import distinct_plans
 from autoplan.search.run import run_search
 from autoplan.search.space import enumerate_plans, load_space
-from autoplan.specs import get_model, load_cluster
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
 
 
 def one(gpus: int, sampler: str = "exhaustive", workers: int | None = 0, budget: int = 10**9, seed: int = 0) -> tuple[float, object, int]:

@@ -17,10 +17,11 @@ import importlib
 import pkgutil
 import statistics
 import time
-from dataclasses import replace
 
 from autoplan.sim.simulate import evaluate
-from autoplan.specs import Strategy, get_model, load_cluster
+from autoplan.families.strategy import Strategy
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
 
 
 def timings_ms(fn, repeat: int) -> tuple[float, float]:
@@ -86,7 +87,7 @@ def main() -> None:
 def zero_bubble_space(model) -> None:
     """Every distinct fitting plan of the zero-bubble space (GPT-3, 1024 H100s) from cold caches, in the exhaustive
     search's order, with the time spent on each schedule's plans: what the zb schedules cost a search."""
-    from autoplan.cost.memory import peak_memory
+    from autoplan.families.transformer.memory import peak_memory
     from autoplan.search.exhaustive import distinct_plans
     from autoplan.search.space import enumerate_plans, load_space
 
@@ -108,7 +109,7 @@ def zero_bubble_space(model) -> None:
 def whole_space(model) -> None:
     """Every distinct plan of the default space that fits (GPT-3, 1024 H100s), simulated once each from cold
     caches, in the exhaustive search's order: the rate a search without bound pruning would see."""
-    from autoplan.cost.memory import peak_memory
+    from autoplan.families.transformer.memory import peak_memory
     from autoplan.search.exhaustive import distinct_plans
     from autoplan.search.space import enumerate_plans, load_space
 
@@ -128,7 +129,7 @@ def many_shapes(model, batches: str) -> None:
     """The fitting plans of the default space with both overlap flags free (TP 8, SP, CP 1, selective or full
     recompute) for several global batches, GPT-3 on 1024 H100s: over 500 pipeline shapes, more than a 128-graph
     cache holds. A pass from cleared caches (cold), then a second pass over the same plans (warm)."""
-    from autoplan.cost.memory import peak_memory
+    from autoplan.families.transformer.memory import peak_memory
     from autoplan.search.exhaustive import distinct_plans
     from autoplan.search.space import Space, enumerate_plans, load_space
     from autoplan.sim import workload

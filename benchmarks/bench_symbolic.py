@@ -1,4 +1,4 @@
-"""How well does the symbolic, hardware-free cost (autoplan/cost/symbolic.py) rank plans, and how much does
+"""How well does the symbolic, hardware-free cost (autoplan/families/symbolic.py) rank plans, and how much does
 pre-filtering by it save?
 
 For every registered model family's cases: every distinct plan of its search space that fits is simulated
@@ -28,14 +28,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from autoplan.cost.families import FAMILIES
-from autoplan.cost.symbolic import symbolic_cost
+from autoplan.families.registry import FAMILIES
+from autoplan.families.symbolic import symbolic_cost
 from autoplan.search.exhaustive import distinct_plans, search
 from autoplan.search.space import enumerate_plans, load_space
 from autoplan.search.symbolic import kendall_tau, order_key, prefilter, symbolic_order, top_overlap
 from autoplan.sim.simulate import evaluate
-from autoplan.specs import get_model, load_cluster
-from autoplan.cost.families import peak_memory
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
+from autoplan.families.registry import peak_memory
 
 CASES: dict[str, list[tuple[str, int, str, int, str]]] = {
     "dense": [("gpt-1.7b", 64, "dgx-h100-80g", 1536, "default"), ("llama3-70b", 512, "dgx-h100-80g", 1536, "default"),

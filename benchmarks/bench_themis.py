@@ -33,15 +33,16 @@ import statistics
 import time
 from dataclasses import replace
 
-from autoplan.cost.dims import dims_of, make_dims
-from autoplan.cost.themis import collective
+from autoplan.hardware.dims import dims_of, make_dims
+from autoplan.hardware.themis import collective
 from autoplan.errors import SpecError
 from autoplan.search.exhaustive import search
 from autoplan.search.space import enumerate_plans, load_space
-from autoplan.specs import get_model, load_cluster
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
 from autoplan.sim.simulate import evaluate
 from autoplan.specs.cluster import ClusterSpec
-from autoplan.specs.strategy import Strategy
+from autoplan.families.strategy import Strategy
 
 PAPER = {"arXiv v1 (2021)": (1.88, 2.92), "ISCA 2022": (1.72, 2.70)}
 PAPER_UTIL = {"baseline": 0.5631, "themis+fifo": 0.8767, "themis+scf": 0.9514}
@@ -116,7 +117,7 @@ def end_to_end() -> None:
 
 def _space_of(model: object) -> str:
     """The model family's default search space (a DLRM has its own), else the default."""
-    from autoplan.cost.families import family_of
+    from autoplan.families.registry import family_of
     return getattr(family_of(model), "default_space", "default")
 
 

@@ -3,7 +3,7 @@
 For each case (a catalog DLRM or a seeded random table set, a cluster file, a GPU count) both planners plan the
 same tables with the same inputs: the HBM autoplan leaves for embeddings (``hbm_cap``), the node as the local
 world, the cluster file's bandwidths, each table's pooling factor, HBM kernels only, 32-wide column shards. Then
-both plans are scored by autoplan's DLRM model (``cost/sharding.py``, at the ranks each planner chose) and by
+both plans are scored by autoplan's DLRM model (``families/dlrm/sharding.py``, at the ranks each planner chose) and by
 TorchRec's own estimate (its perf model: the busiest rank's summed shard estimates, in ms; autoplan's plan is
 re-estimated by TorchRec with each table's kind pinned and autoplan's ranks put on the shards).
 
@@ -25,13 +25,13 @@ import time
 import warnings
 from dataclasses import dataclass, replace
 
-from autoplan.cost.families.dlrm import embedding_room, sharding_plan
-from autoplan.report import torchrec_compare as tc
-from autoplan.specs.catalog import get_model
+from autoplan.families.dlrm.family import embedding_room, sharding_plan
+from autoplan.families.dlrm import torchrec_compare as tc
+from autoplan.families.catalog import get_model
 from autoplan.specs.cluster import load_cluster
-from autoplan.specs.dlrm import EmbeddingTable
+from autoplan.families.dlrm.spec import EmbeddingTable
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy
+from autoplan.families.strategy import Strategy
 
 CATALOG = ("dlrm-criteo", "dlrm-dcnv2", "dlrm-synthetic-100b")
 

@@ -1,9 +1,11 @@
 """The layer rule of ARCHITECTURE.md, read from the source with ``ast`` (imports inside functions count too).
 
-Data flows one way: specs → cost → sim → search → analysis (validate, inspect) → report → cli. A module may
-import its own layer and the layers below it, never one above; the engine imports nothing from autoplan; search
-reaches the simulator only through ``evaluate`` (``autoplan.sim.simulate``) and its trace writer; each heavy
-third-party package stays in the one module that needs it.
+Data flows one way: specs → hardware → families → sim → search → analysis (validate, inspect) → report → cli. A
+module may import its own layer and the layers below it, never one above; a model family's package imports the
+family interface (``families.base``, ``families.costs``) and its own package, never another family nor the
+registry; the engine imports nothing from autoplan; search reaches the simulator only through ``evaluate``
+(``autoplan.sim.simulate``) and its trace writer; each heavy third-party package stays in the one module that
+needs it.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "autoplan"
 LAYERS = {
     "autoplan.errors": 0, "autoplan.files": 0,
     "autoplan.specs": 1,
-    "autoplan.cost": 2,
-    "autoplan.sim": 3,
-    "autoplan.search": 4,
-    "autoplan.validate": 5, "autoplan.inspect": 5,
-    "autoplan.report": 6,
-    "autoplan.cli": 7, "autoplan.__main__": 7, "autoplan": 7,
+    "autoplan.hardware": 2,
+    "autoplan.families": 3,
+    "autoplan.sim": 4,
+    "autoplan.search": 5,
+    "autoplan.validate": 6, "autoplan.inspect": 6,
+    "autoplan.report": 7,
+    "autoplan.cli": 8, "autoplan.__main__": 8, "autoplan": 8,
 }
 """Each top-level part of the package and its layer (lower layers never import higher ones)."""
 
@@ -34,8 +37,19 @@ SIM_SEEN_FROM_SEARCH = ("autoplan.sim.simulate", "autoplan.sim.trace")
 """The only simulator modules search may import: it scores a plan with ``evaluate`` and nothing else."""
 
 CONFINED = {"optuna": "autoplan.search.study", "ray": "autoplan.search.executors",
-            "networkx": "autoplan.cost.topology", "plotly": "autoplan.report.html"}
+            "networkx": "autoplan.hardware.topology", "plotly": "autoplan.report.html"}
 """Third-party packages and the one module allowed to import each."""
+
+
+FAMILY_INTERFACE = ("autoplan.families.base", "autoplan.families.costs")
+"""What a family package may import of ``autoplan.families`` besides its own package."""
+FAMILY_PACKAGES = tuple(sorted(f"autoplan.families.{p.parent.name}" for p in (PACKAGE / "families").glob("*/__init__.py")))
+"""The model-family packages (``autoplan/families/<name>/``)."""
+
+
+def family_of_module(name: str) -> str | None:
+    """The family package ``name`` belongs to, or None."""
+    return next((f for f in FAMILY_PACKAGES if name == f or name.startswith(f + ".")), None)
 
 
 def module_name(path: Path) -> str:
@@ -87,6 +101,11 @@ def problems(module: str, source: str) -> list[str]:
         elif (module.startswith("autoplan.search") and target.startswith("autoplan.sim")
               and not target.startswith(SIM_SEEN_FROM_SEARCH)):
             out.append(f"{where} (search reaches the simulator through evaluate only)")
+        elif family_of_module(module) and target.startswith("autoplan.families") and not (
+                target.startswith(FAMILY_INTERFACE) or family_of_module(target) == family_of_module(module)):
+            out.append(f"{where} (a family imports only the family interface and its own package)")
+        elif module.startswith(FAMILY_INTERFACE) and family_of_module(target):
+            out.append(f"{where} (the family interface imports no family)")
     return out
 
 
@@ -106,26 +125,35 @@ def test_every_module_is_in_a_layer() -> None:
 
 
 @pytest.mark.parametrize("module, source", [
-    ("autoplan.cost.compute", "from autoplan.sim.workload import lower\n"),
+    ("autoplan.hardware.compute", "from autoplan.sim.workload import lower\n"),
     ("autoplan.specs.model", "def f():\n    from autoplan.search import run\n"),
-    ("autoplan.sim.engine", "from autoplan.specs import Strategy\n"),
+    ("autoplan.sim.engine", "from autoplan.specs import ModelSpec\n"),
     ("autoplan.sim.workload", "import autoplan.report.html\n"),
     ("autoplan.search.exhaustive", "from autoplan.sim.workload import lower\n"),
-    ("autoplan.cost.memory", "from ..search import study\n"),
+    ("autoplan.families.transformer.memory", "from ...search import study\n"),
     ("autoplan.report.runs", "def f():\n    import optuna\n"),
     ("autoplan.cli", "import ray\n"),
     ("autoplan.sim.simulate", "from networkx import DiGraph\n"),
+    ("autoplan.hardware.network", "from autoplan.families.costs import StepCosts\n"),
+    ("autoplan.specs.plan", "from autoplan.families.strategy import Strategy\n"),
+    ("autoplan.families.cnn.family", "from autoplan.families.transformer.layer import layer_compute\n"),
+    ("autoplan.families.dlrm.family", "def f():\n    from autoplan.families.strategy import Strategy\n"),
+    ("autoplan.families.transformer.moe", "from autoplan.families import registry\n"),
+    ("autoplan.families.costs", "from autoplan.families.cnn.spec import CNNSpec\n"),
 ])
 def test_a_planted_violation_is_found(module: str, source: str) -> None:
     assert problems(module, source)
 
 
 @pytest.mark.parametrize("module, source", [
-    ("autoplan.sim.workload", "from autoplan.cost import compute\nfrom autoplan.specs import Strategy\n"),
+    ("autoplan.sim.workload", "from autoplan.hardware import compute\nfrom autoplan.families.strategy import Strategy\n"),
     ("autoplan.search.run", "from autoplan.sim.simulate import evaluate\n"),
     ("autoplan.cli", "def f():\n    from autoplan.report.html import write_report\n"),
     ("autoplan.search.study", "import optuna\n"),
-    ("autoplan.cost.memory", "from .compute import BF16\n"),
+    ("autoplan.families.transformer.memory", "from .layer import LayerCompute\n"),
+    ("autoplan.families.cnn.family", "from autoplan.families.costs import StageMemory\nfrom autoplan.hardware import network\n"),
+    ("autoplan.families.dlrm.export", "from autoplan.families.dlrm.spec import dlrm_of\n"),
+    ("autoplan.families.registry", "from autoplan.families.cnn.family import FAMILIES\n"),
 ])
 def test_an_allowed_import_passes(module: str, source: str) -> None:
     assert problems(module, source) == []
@@ -138,7 +166,7 @@ def import_graph() -> dict[str, set[str]]:
     for module, source in sources.items():
         for _, target in imports(source, module):
             while target and target not in sources:
-                target = target.rpartition(".")[0]      # `from autoplan.cost import compute` names a module
+                target = target.rpartition(".")[0]      # `from autoplan.hardware import compute` names a module
             if target and target != module:
                 graph[module].add(target)
     return graph

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from autoplan.errors import SpecError
-from autoplan.specs.catalog import get_model
+from autoplan.families.catalog import get_model
 from autoplan.validate import Report, dlrm_cluster, dlrm_model, validate
 
 

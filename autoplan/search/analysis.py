@@ -14,8 +14,10 @@ from autoplan.errors import SpecError
 from autoplan.search.exhaustive import rank_key
 from autoplan.search.folder import JOURNAL, RunFolder
 from autoplan.sim.simulate import Evaluation, Simulation, evaluate, simulate_step
-from autoplan.specs import ClusterSpec, ModelSpec, Strategy, get_model, load_cluster
-from autoplan.specs.strategy import AXES
+from autoplan.specs import ClusterSpec, ModelSpec, load_cluster
+from autoplan.families.strategy import Strategy
+from autoplan.families.catalog import get_model
+from autoplan.families.strategy import AXES
 
 TRACES = 3
 """Steps simulated in full (timeline, traces) for this many of the best plans."""

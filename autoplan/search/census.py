@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autoplan.cost.families import peak_memory
+from autoplan.families.registry import peak_memory
 from autoplan.search.exhaustive import distinct_plans
 from autoplan.search.space import Space, enumerate_plans
 from autoplan.specs.cluster import ClusterSpec

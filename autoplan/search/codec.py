@@ -12,7 +12,7 @@ from typing import Any
 from autoplan.errors import SpecError
 from autoplan.sim.simulate import Evaluation
 from autoplan.specs.cluster import ClusterSpec
-from autoplan.specs.catalog import STRUCTURE_TYPES
+from autoplan.families.catalog import STRUCTURE_TYPES
 from autoplan.specs.model import ModelSpec
 
 

@@ -15,7 +15,7 @@ from autoplan.errors import SpecError
 from autoplan.sim.simulate import Evaluation, evaluate
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy
+from autoplan.families.strategy import Strategy
 
 
 def failed(s: Strategy, what: str, err: BaseException) -> Evaluation:

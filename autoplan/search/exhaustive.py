@@ -8,12 +8,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
-from autoplan.cost.families import lower_bound, peak_memory
+from autoplan.families.registry import lower_bound, peak_memory
 from autoplan.search.executors import Executor, SerialExecutor
 from autoplan.sim.simulate import Evaluation
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy
+from autoplan.families.strategy import Strategy
 
 BATCH = 16
 """Plans per executor task: a simulation takes milliseconds, a Ray task about one."""

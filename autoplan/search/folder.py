@@ -20,7 +20,7 @@ from autoplan.search.codec import evaluation_from_data, specs_from_data, specs_t
 from autoplan.sim.simulate import Evaluation
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy
+from autoplan.families.strategy import Strategy
 
 INPUTS = "inputs.json"
 """What was searched: model, cluster, gpus, global batch, the space's axes, top k, sampler, budget, seed; and under

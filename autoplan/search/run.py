@@ -17,7 +17,7 @@ from autoplan.search.folder import JOURNAL, RECORD, RunFolder
 from autoplan.sim.simulate import Evaluation
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy
+from autoplan.families.strategy import Strategy
 
 
 def load_known(folder: Path | RunFolder) -> dict[Strategy, Evaluation]:

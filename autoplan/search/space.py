@@ -8,15 +8,16 @@ import itertools
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from autoplan.errors import SpecError
 from autoplan.specs.model import MAX_SIZE, ModelSpec
-from autoplan.cost.families import peak_memory, violations
+from autoplan.families.registry import peak_memory, violations
 from autoplan.specs.layout import V_SHAPE, balanced_layout, balanced_v_layout
-from autoplan.specs.strategy import AXES, Strategy, data_parallel, knob_of
+from autoplan.families.strategy import AXES, Strategy, knob_of
+from autoplan.specs.plan import data_parallel
 
 _ALLOWED: dict[str, tuple] = {name: knob_of(name).choices for name in AXES if knob_of(name).choices}
 _INNER = tuple(a for a in AXES if a not in ("tp", "pp", "cp", "virtual_stages"))
@@ -32,7 +33,7 @@ class Space:
     def __post_init__(self) -> None:
         missing = [name for name in AXES if name not in self.axes]
         if missing:                                    # an axis not given holds Strategy's default
-            defaults = {f.name: f.default for f in fields(Strategy)}
+            defaults = Strategy.defaults()
             object.__setattr__(self, "axes", {**self.axes, **{name: (defaults[name],) for name in missing}})
 
     def raw_size(self) -> int:
@@ -52,7 +53,7 @@ def spaces_dir() -> Path:
 
 def load_space(name_or_path: str = "default", fixed: dict[str, Any] | None = None) -> Space:
     """A space from ``search_spaces/NAME.toml`` or a file, with ``fixed`` axes pinned to one value."""
-    from autoplan.specs.catalog import check_path, read_toml
+    from autoplan.specs.files import check_path, read_toml
 
     path = Path(check_path(name_or_path, "search space name or file"))
     if not (name_or_path.endswith(".toml") or path.is_file()):
@@ -68,7 +69,7 @@ def load_space(name_or_path: str = "default", fixed: dict[str, Any] | None = Non
         raise SpecError(f"search space {str(path)!r}: unknown axis {', '.join(unknown)}{hint}; "
                         f"axes are {', '.join(AXES)}")
     axes: dict[str, tuple] = {}
-    defaults = {f.name: f.default for f in fields(Strategy)}
+    defaults = Strategy.defaults()
     for name in AXES:
         values = data.get(name, [defaults[name]])
         if fixed and fixed.get(name) is not None:
@@ -90,7 +91,7 @@ def space_from_axes(axes: dict[str, list], where: str) -> Space:
     unknown = sorted(set(axes) - set(AXES))
     if unknown:
         raise SpecError(f"{where}: unknown axis {', '.join(unknown)}; axes are {', '.join(AXES)}")
-    defaults = {f.name: f.default for f in fields(Strategy)}
+    defaults = Strategy.defaults()
     out: dict[str, tuple] = {}
     for name in AXES:
         values = axes.get(name, [defaults[name]])

@@ -18,7 +18,7 @@ from autoplan.search.executors import Executor, SerialExecutor
 from autoplan.sim.simulate import Evaluation
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import AXES, Strategy
+from autoplan.families.strategy import AXES, Strategy
 
 SAMPLERS = ("auto", "exhaustive", "tpe", "nsga2", "random")
 GIB = 1024**3

@@ -1,4 +1,4 @@
-"""Searching with the symbolic cost (``autoplan.cost.symbolic``): rank every plan by it (``--cost symbolic``),
+"""Searching with the symbolic cost (``autoplan.families.symbolic``): rank every plan by it (``--cost symbolic``),
 or simulate only its best K % (``--prefilter K``); and the statistics that say how well it agrees with the
 simulator (Kendall's τ, top-k overlap)."""
 
@@ -8,14 +8,14 @@ import math
 import time
 from typing import Callable, Sequence
 
-from autoplan.cost.families import peak_memory
-from autoplan.cost.symbolic import symbolic_cost
+from autoplan.families.registry import peak_memory
+from autoplan.families.symbolic import symbolic_cost
 from autoplan.search.exhaustive import SearchResult, distinct_plans
 from autoplan.search.executors import Executor, SerialExecutor
 from autoplan.sim.simulate import Evaluation
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import Strategy
+from autoplan.families.strategy import Strategy
 
 COSTS = ("sim", "symbolic")
 """How ``autoplan search`` ranks plans: the event simulator, or the symbolic cost."""

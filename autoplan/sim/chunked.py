@@ -1,7 +1,7 @@
 """A chunked collective schedule as events in the simulator's engine: one task per chunk phase on its dimension's
 link stream, so that chunks overlap across dimensions (Rashidi et al., Themis, ISCA 2022: per-dimension queues).
 
-Each phase of ``autoplan.cost.themis`` becomes two tasks: its bytes on the dimension's link stream (the links are
+Each phase of ``autoplan.hardware.themis`` becomes two tasks: its bytes on the dimension's link stream (the links are
 busy sent/B) and its per-step latency on the chunk's own stream (latency delays the chunk, not the links). Tasks
 enter each link stream in the order the schedule served them, so the engine's in-order streams replay it: its
 makespan is the schedule's time and each link stream's busy time the dimension's.
@@ -12,7 +12,7 @@ DP bucket into 2·chunks·dimensions tasks would multiply the task graph a searc
 
 from __future__ import annotations
 
-from autoplan.cost.themis import CollectiveTime, chunk_phases, phase
+from autoplan.hardware.themis import CollectiveTime, chunk_phases, phase
 from autoplan.sim.engine import Tasks, Timeline, run
 
 

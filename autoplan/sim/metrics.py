@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from autoplan.cost.memory import StageMemory
+from autoplan.families.costs import StageMemory
 from autoplan.sim.engine import Timeline
 from autoplan.sim.workload import Lowered
 

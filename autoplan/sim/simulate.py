@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from autoplan.cost.families import memory_per_stage, violations
-from autoplan.cost.memory import StageMemory
+from autoplan.families.registry import memory_per_stage, violations
+from autoplan.families.costs import StageMemory
 from autoplan.sim import metrics as met
 from autoplan.sim.engine import Timeline, run
 from autoplan.sim.workload import Lowered, lower
 from autoplan.specs.cluster import ClusterSpec
-from autoplan.specs.hardware import hardware_violations
+from autoplan.hardware.support import hardware_violations
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.layout import BIDIRECTIONAL, V_SHAPE
-from autoplan.specs.strategy import Strategy
+from autoplan.families.strategy import Strategy
 
 
 @dataclass(frozen=True, kw_only=True)

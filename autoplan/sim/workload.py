@@ -8,7 +8,7 @@ their own streams, overlapping with compute where Megatron-LM overlaps them.
 
 The graph's structure depends only on a plan's shape (schedule, pp, micro-batches, chunks and how DP
 communication is arranged), so ``_graph`` builds it once per shape with symbolic durations (slots) and
-``lower`` gives each slot a plan's seconds, as the model's family prices them (``autoplan.cost.families``;
+``lower`` gives each slot a plan's seconds, as the model's family prices them (``autoplan.families.registry``;
 no cost formula lives here): a search's plans that differ in TP, CP, sequence parallelism,
 recompute or micro-batch size but not in shape share one graph and one engine plan.
 """
@@ -19,13 +19,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from autoplan.cost.costs import PAIR_COMM_SMS, PassCost, overlapped, split_backward
-from autoplan.cost.families import step_costs
+from autoplan.families.costs import PAIR_COMM_SMS, PassCost, overlapped, split_backward
+from autoplan.families.registry import step_costs
 from autoplan.sim.engine import Plan, Tasks, plan_of, sized_cache
 from autoplan.sim.schedule import Step, ends, stage_order, virtual_stage
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.strategy import FUSED_PAIRS, SPLIT_BACKWARD, Strategy
+from autoplan.specs.plan import FUSED_PAIRS, SPLIT_BACKWARD
+from autoplan.families.strategy import Strategy
 
 
 @dataclass(slots=True)
@@ -124,7 +125,7 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
     """The tasks of one training step of plan ``s`` (which must be valid).
 
     The graph's structure comes from ``_graph`` (cached per shape); here each of its slots gets the seconds
-    the model's family gives it (``autoplan.cost.families``).
+    the model's family gives it (``autoplan.families.registry``).
     """
     p, v = s.pp, s.chunks
     c = step_costs(model, cluster, s)

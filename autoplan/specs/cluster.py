@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autoplan.errors import SpecError
@@ -57,7 +57,7 @@ class GPUSpec:
     """Bytes per second the L2 cache serves (0: as HBM)."""
     host_launch: float = 0.0
     """Host (CPU) seconds to issue one kernel from eager PyTorch/Transformer Engine code; 0: the host always keeps
-    ahead of the GPU (only MoE layers, whose token counts sync the host every layer, read it: ``cost/moe.py``)."""
+    ahead of the GPU (only MoE layers, whose token counts sync the host every layer, read it: ``families/transformer/moe_layer.py``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,7 +173,7 @@ MAX_GPUS = 2**24
 
 def load_cluster(name_or_path: str, gpus: int | None = None) -> ClusterSpec:
     """A cluster spec by built-in name or TOML path, sized to ``gpus`` GPUs when given."""
-    from autoplan.specs.catalog import check_path
+    from autoplan.specs.files import check_path
 
     path = Path(check_path(name_or_path, "cluster name or file"))
     if not (name_or_path.endswith(".toml") or path.is_file()):
@@ -354,7 +354,7 @@ def _dimensions(top: _Table, path: Path, domain: int) -> tuple[NetworkDimension,
 
 
 def _parse(path: Path) -> ClusterSpec:
-    from autoplan.specs.catalog import read_toml
+    from autoplan.specs.files import read_toml
 
     top = _Table(read_toml(path, "cluster"), "the top level", path)
     _check_keys(top, _CLUSTER_KEYS)

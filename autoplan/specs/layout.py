@@ -79,14 +79,14 @@ def model_copies(schedule: str) -> int:
     return 2 if schedule == BIDIRECTIONAL else 1
 
 
-def layout_chunks(s: "Plan") -> int:
+def layout_chunks(s: "PipelinePlan") -> int:
     """Chunks of one pipeline per rank, over which the layers split: 1 under DualPipe (a rank's two chunks belong
     to different directions), else the plan's chunks."""
     return 1 if s.schedule == BIDIRECTIONAL else s.chunks
 
 
-class Plan(Protocol):
-    """What a layout reads of a Strategy (``specs.strategy`` imports this module, not the other way round)."""
+class PipelinePlan(Protocol):
+    """What a layout reads of a plan (``specs.plan`` imports this module, not the other way round)."""
 
     pp: int
     schedule: str
@@ -96,7 +96,7 @@ class Plan(Protocol):
     last_stage_layers: int
 
 
-def uneven_violations(layers: int, s: Plan) -> list[str]:
+def uneven_violations(layers: int, s: PipelinePlan) -> list[str]:
     """Megatron-Core's rules for uneven first/last stages (transformer_block.get_num_layers_to_build): the
     remaining layers split evenly over the remaining stages, and over the virtual stages when interleaved; under a
     V-shape schedule (``_v_violations``) rank 0's layers, the rest split evenly over the other ranks' chunks."""
@@ -124,7 +124,7 @@ def uneven_violations(layers: int, s: Plan) -> list[str]:
     return out
 
 
-def _v_violations(layers: int, s: Plan) -> list[str]:
+def _v_violations(layers: int, s: PipelinePlan) -> list[str]:
     """A V shape's uneven layout: rank 0's layers (both ends of the model), the rest over 2(p − 1) chunks."""
     first, p = s.first_stage_layers, s.pp
     if s.last_stage_layers:
@@ -137,14 +137,14 @@ def _v_violations(layers: int, s: Plan) -> list[str]:
     return []
 
 
-def stage_layers(layers: int, s: Plan, stage: int) -> int:
+def stage_layers(layers: int, s: PipelinePlan, stage: int) -> int:
     """Transformer layers on pipeline rank ``stage`` of a valid plan ``s`` (under DualPipe, of both its stages)."""
     if s.schedule == BIDIRECTIONAL:
         return _one_stage(layers, s, stage) + _one_stage(layers, s, s.pp - 1 - stage)
     return _one_stage(layers, s, stage)
 
 
-def _one_stage(layers: int, s: Plan, stage: int) -> int:
+def _one_stage(layers: int, s: PipelinePlan, stage: int) -> int:
     first, last, p = s.first_stage_layers, s.last_stage_layers, s.pp
     if stage == 0 and first:
         return first
@@ -154,7 +154,7 @@ def _one_stage(layers: int, s: Plan, stage: int) -> int:
     return (layers - first - last) // left if left else 0
 
 
-def chunk_layers(layers: int, s: Plan) -> tuple[int, int, int]:
+def chunk_layers(layers: int, s: PipelinePlan) -> tuple[int, int, int]:
     """Layers of the first virtual stage, of every middle one, and of the last virtual stage of a valid plan (under
     a V-shape schedule, rank 0's two chunks split its layers, the first taking the odd one)."""
     v = layout_chunks(s)
@@ -204,3 +204,39 @@ def balanced_v_layout(layers: int, pp: int, most: int = 3) -> int:
     if pp < 2 or not 1 <= short <= most or 2 * k - short < 1:
         return 0
     return 2 * k - short
+
+
+def inflight_layer_chunks(s: PipelinePlan, stage: int) -> int:
+    """Chunk-forwards whose activations ``stage`` holds at its peak; a chunk is layers / (pp·chunks) layers."""
+    m, p, v = s.micro_batches, s.pp, s.chunks
+    if s.schedule == "gpipe":
+        # Huang et al. 2019 (GPipe) §2.3: every micro-batch's forward runs before the first backward
+        return m
+    if s.schedule == "interleaved":
+        # Megatron-LM schedules.py, interleaved: warmup (p − i − 1)·2 + (v − 1)·p, plus one in steady state
+        return min((p - stage - 1) * 2 + (v - 1) * p + 1, m * v)
+    if s.schedule == "zbv":
+        # Qi et al. 2024 §6: ZB-V peaks at p·M_B on every rank, 2p half-stage chunks (exact for m ≥ 2p − 1; an
+        # upper bound below, where the warm-up is cut short)
+        return min(2 * p, 2 * m)
+    if s.schedule == "dualpipev":
+        # DeepSeek DualPipe README: DualPipeV holds PP + 1 chunks' activations (PP = 2p stages); the fused
+        # forward allocates before its partner backward frees (needs m ≥ 2p)
+        return min(2 * p + 1, 2 * m)
+    if s.schedule == "dualpipe":
+        # DeepSeek-V3 §3.2.1 Table 2: DualPipe holds PP + 1 stages' activations (its order is DualPipeV's on p/2
+        # ranks and m/2 micro-batches: 2·(p/2) + 1 chunks of one stage each)
+        return min(p + 1, m)
+    # Narayanan et al. SC'21 (arXiv 2104.04473) §2.2.1: 1F1B holds at most p − i micro-batches; so does ZB-H1
+    # (Qi et al. 2024 §2.1)
+    return min(p - stage, m)
+
+
+def weight_grad_held_chunks(s: PipelinePlan, stage: int) -> int:
+    """Chunks whose B has run but whose W waits, held beside ``inflight_layer_chunks``' at the stage's peak."""
+    if s.schedule != "zb-h1":
+        # ZB-V runs each steady-state W right after its B (Qi et al. 2024 §6), DualPipeV splits only its cool-down
+        # backwards: none wait at the peak
+        return 0
+    # Qi et al. 2024 §2.3: ZB-H1's worker i (0-based) holds (p − i)·M_B + i·M_W; fewer W wait when m < p + i
+    return max(0, min(s.micro_batches - (s.pp - stage), stage))

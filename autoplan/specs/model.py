@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from autoplan.errors import SpecError
@@ -61,10 +61,10 @@ class ModelSpec:
     source: str = ""
     """Where the numbers come from."""
     family: str = "dense"
-    """The model family that costs it (``autoplan.cost.families``): ``dense`` for a dense transformer, ``moe`` for a
+    """The model family that costs it (``autoplan.families.registry``): ``dense`` for a dense transformer, ``moe`` for a
     mixture of experts (set by default when ``experts`` > 0), ``cnn`` for a convolutional network."""
     structure: Any = None
-    """A family's own description of the model (e.g. a CNN's layer list, ``specs/cnn.py``); None for a transformer.
+    """A family's own description of the model (e.g. a CNN's layer list, ``families/cnn/spec.py``); None for a transformer.
     When set, it answers ``params()`` and ``model_flops_per_sample()`` and one sample counts as one token."""
     experts: int = 0
     """Routed experts per MoE layer; 0 means a dense model (Shazeer et al. 2017; Fedus et al. 2021)."""

@@ -4,8 +4,8 @@ unchanged."""
 from __future__ import annotations
 
 from autoplan.report.export import megatron_args, torchtitan_toml
-from autoplan.specs.catalog import get_model
-from autoplan.specs.strategy import Strategy
+from autoplan.families.catalog import get_model
+from autoplan.families.strategy import Strategy
 
 
 def test_moe_plans_export_expert_parallelism_and_the_moe_arguments():

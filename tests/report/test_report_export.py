@@ -9,7 +9,8 @@ import pytest
 
 from autoplan.errors import SpecError
 from autoplan.report.export import export_text, megatron_args, megatron_text, torchtitan_toml
-from autoplan.specs import Strategy, get_model
+from autoplan.families.strategy import Strategy
+from autoplan.families.catalog import get_model
 
 GPT3 = get_model("gpt3")
 LLAMA = get_model("llama3-8b")

@@ -12,7 +12,9 @@ from autoplan.report.html import MAX_BARS, timeline_figure
 from autoplan.report.write import write_report
 from autoplan.search.analysis import load_run
 from autoplan.sim.simulate import simulate_step
-from autoplan.specs import Strategy, get_model, load_cluster
+from autoplan.families.strategy import Strategy
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
 
 SECTIONS = ("top-plans", "pareto", "breakdown", "timeline", "sensitivity", "importance", "launch", "inputs")
 PLOTS = ("fig-pareto", "fig-breakdown", "fig-timeline", "fig-sensitivity", "fig-importance")

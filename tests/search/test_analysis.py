@@ -12,7 +12,8 @@ from autoplan.report.write import write_report_safely
 from autoplan.search.analysis import Run, analyse, importances, load_run, neighbours, pareto_front
 from autoplan.search.folder import SPECS, RunFolder
 from autoplan.sim.simulate import evaluate
-from autoplan.specs import get_model, load_cluster
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
 
 
 def test_load_run(small_run):

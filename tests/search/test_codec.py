@@ -13,8 +13,10 @@ from autoplan.errors import SpecError
 from autoplan.search.codec import evaluation_from_data, from_data, specs_from_data, specs_to_data, to_data
 from autoplan.search.executors import evaluate_one
 from autoplan.search.space import enumerate_plans, load_space
-from autoplan.specs import Strategy, get_model, load_cluster
-from autoplan.specs.catalog import list_models
+from autoplan.families.strategy import Strategy
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
+from autoplan.families.catalog import list_models
 from autoplan.specs.cluster import list_clusters
 
 

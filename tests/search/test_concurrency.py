@@ -21,7 +21,8 @@ from autoplan.report.write import write_run
 from autoplan.search.folder import RunFolder
 from autoplan.search.run import run_search
 from autoplan.search.space import enumerate_plans, load_space
-from autoplan.specs import get_model, load_cluster
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
 
 
 def test_folders_asked_for_at_once_are_distinct(tmp_path):

@@ -9,7 +9,8 @@ import pytest
 
 from autoplan.search.executors import AutoExecutor, Executor, RayExecutor, SerialExecutor, evaluate_one
 from autoplan.search.space import enumerate_plans, load_space
-from autoplan.specs import get_model, load_cluster
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
 
 MODEL, CLUSTER = get_model("gpt-1.7b"), load_cluster("dgx-a100-80g", 16)
 PLANS, _ = enumerate_plans(MODEL, 16, load_space(fixed={"zero": 1, "recompute": "none"}), 64)

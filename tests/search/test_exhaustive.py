@@ -2,11 +2,12 @@
 
 from hypothesis import given, settings, strategies as st
 
-from autoplan.cost.families import lower_bound
+from autoplan.families.registry import lower_bound
 from autoplan.search.exhaustive import rank_key, search
 from autoplan.search.space import enumerate_plans, load_space
 from autoplan.sim.simulate import evaluate
-from autoplan.specs import get_model, load_cluster
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
 
 
 def _full_ranking(model, cluster, plans):

@@ -3,9 +3,10 @@
 from click.testing import CliRunner
 
 from autoplan.cli import main
-from autoplan.cost.families import peak_memory
+from autoplan.families.registry import peak_memory
 from autoplan.search.space import enumerate_plans, explain_no_fit, fit_relaxations, load_space
-from autoplan.specs import get_model, load_cluster
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
 
 # Megatron SC'21 Table 1: 530B on 2520 A100s ran TP8 PP35 DP9 (105 layers, 3 a stage), no ZeRO, full recompute
 PINNED = {"tp": 8, "zero": 0, "recompute": "full", "sequence_parallel": False}

@@ -13,7 +13,9 @@ from autoplan.errors import SpecError
 from autoplan.files import write_atomic
 from autoplan.search.executors import evaluate_one
 from autoplan.search.folder import INPUTS, RECORD, RunFolder, trace_name
-from autoplan.specs import Strategy, get_model, load_cluster
+from autoplan.families.strategy import Strategy
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
 
 MODEL, CLUSTER = get_model("gpt-1.7b"), load_cluster("dgx-a100-80g", 16)
 PLANS = [Strategy(dp=16, micro_batch=m, global_batch=64) for m in (1, 2, 4)]

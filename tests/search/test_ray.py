@@ -7,7 +7,8 @@ import pytest
 from autoplan.search.exhaustive import search
 from autoplan.search.executors import RayExecutor, SerialExecutor
 from autoplan.search.space import enumerate_plans, load_space
-from autoplan.specs import get_model, load_cluster
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
 
 pytestmark = pytest.mark.slow
 

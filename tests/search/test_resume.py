@@ -123,9 +123,9 @@ def test_failed_starts_leave_no_run_folder(tmp_path, extra):
 @pytest.mark.parametrize("config, builtin", [("llama-3.1-8b.json", None), ("mixtral-8x7b.json", "mixtral-8x7b")])
 def test_a_config_json_model_resumes_from_inputs_json_alone(tmp_path, config, builtin):
     """A model given as a file is not rebuilt from its name (unknown, or a built-in's of another shape)."""
-    from autoplan.specs import get_model
+    from autoplan.families.catalog import get_model
 
-    path = Path(__file__).parents[1] / "specs" / "hf_configs" / config
+    path = Path(__file__).parents[1] / "families" / "transformer" / "hf_configs" / config
     done = _run(tmp_path / "runs", "--model", str(path), "--gpus", "16", "--global-batch", "64", "--pp", "2",
                 "--sampler", "random", "--budget", "6", "--top", "3", "--workers", "0")
     reference = json.loads((done / "leaderboard.json").read_text())

@@ -13,7 +13,8 @@ from autoplan.search.exhaustive import search
 from autoplan.search.folder import RunFolder
 from autoplan.search.run import AutoExecutor, SearchInterrupted, run_search
 from autoplan.search.space import enumerate_plans, load_space
-from autoplan.specs import get_model, load_cluster
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
 
 MODEL = get_model("gpt-1.7b")
 CLUSTER = load_cluster("dgx-a100-80g", 16)

@@ -4,7 +4,9 @@ import pytest
 
 from autoplan.errors import SpecError
 from autoplan.search.space import Space, enumerate_plans, explain_no_plan, load_space, reason_key, relaxations
-from autoplan.specs import ModelSpec, get_model, violations
+from autoplan.specs import ModelSpec
+from autoplan.families.catalog import get_model
+from autoplan.families.transformer.validity import violations
 
 
 def test_default_space_enumerates_only_valid_plans():

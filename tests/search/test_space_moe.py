@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from autoplan.search.space import enumerate_plans, load_space
-from autoplan.specs.catalog import get_model
+from autoplan.families.catalog import get_model
 from autoplan.specs.layout import balanced_layout
 
 

@@ -8,7 +8,8 @@ import pytest
 
 from autoplan.search.run import RECORD, load_known, run_search
 from autoplan.search.space import enumerate_plans, load_space
-from autoplan.specs import get_model, load_cluster
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
 
 
 @pytest.fixture(scope="module")

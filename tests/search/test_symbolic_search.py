@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from hypothesis import given, strategies as st
 
 from autoplan.cli import main
-from autoplan.cost.symbolic import symbolic_cost
+from autoplan.families.symbolic import symbolic_cost
 from autoplan.search.exhaustive import search
 from autoplan.search.space import enumerate_plans, load_space
 from autoplan.search.symbolic import kendall_tau, prefilter, symbolic_order, symbolic_search, top_overlap

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoplan.cost.dims import NetworkDim
-from autoplan.cost.themis import OPS, collective
+from autoplan.hardware.dims import NetworkDim
+from autoplan.hardware.themis import OPS, collective
 from autoplan.sim.chunked import lower, simulate
 from autoplan.sim.engine import Tasks, run
 

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from autoplan.sim.simulate import Evaluation, evaluate
 from autoplan.specs.cluster import ClusterSpec, load_cluster
 from autoplan.specs.model import MAX_SIZE, ModelSpec
-from autoplan.specs.strategy import RECOMPUTE, SCHEDULES, Strategy
+from autoplan.specs.plan import RECOMPUTE, SCHEDULES
+from autoplan.families.strategy import Strategy
 
 CLUSTERS = {name: load_cluster(name) for name in ("dgx-a100-80g", "dgx-h100-80g", "dgx-h800-80g")}
 POW2 = st.sampled_from([1, 2, 4, 8])

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoplan.cost.memory import inflight_layer_chunks
+from autoplan.specs.layout import inflight_layer_chunks
 from autoplan.sim.engine import Tasks, Timeline, run
 from autoplan.sim.schedule import Step, max_in_flight, stage_order
-from autoplan.specs.strategy import Strategy
+from autoplan.families.strategy import Strategy
 
 
 def _orders(schedule: str, p: int, m: int, v: int = 1) -> list[tuple[Step, ...]]:

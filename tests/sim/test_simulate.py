@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from autoplan.sim import metrics as met
 from autoplan.sim.metrics import BREAKDOWN_KINDS
 from autoplan.sim.simulate import evaluate, score, simulate_step
-from autoplan.specs.catalog import get_model
+from autoplan.families.catalog import get_model
 from autoplan.specs.cluster import ClusterSpec, load_cluster
-from autoplan.specs.strategy import Strategy, violations
+from autoplan.families.strategy import Strategy
+from autoplan.families.transformer.validity import violations
 
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 

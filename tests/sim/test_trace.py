@@ -9,7 +9,9 @@ import pytest
 
 from autoplan.sim.simulate import simulate_step
 from autoplan.sim.trace import MAX_EVENTS, trace_events, write_trace
-from autoplan.specs import Strategy, get_model, load_cluster
+from autoplan.families.strategy import Strategy
+from autoplan.families.catalog import get_model
+from autoplan.specs import load_cluster
 
 
 def _spans(events: list[dict]) -> list[dict]:

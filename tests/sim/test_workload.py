@@ -9,10 +9,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autoplan.cost import compute, network
+from autoplan.hardware import compute
+
+from autoplan.families.transformer import layer
 from autoplan.sim.simulate import evaluate, simulate_step
 from autoplan.sim.workload import lower
-from autoplan.specs.strategy import Strategy
+from autoplan.families.strategy import Strategy
 
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
@@ -77,7 +79,7 @@ def test_unfused_accumulation_adds_one_pass_over_the_gradients_per_micro_batch(t
     unfused = simulate_step(tiny_gpt, a100_8, replace(s, gradient_accumulation_fusion=False)).timeline.makespan
     m = tiny_gpt
     params = (m.layers * m.layer_params() + m.embedding_params() + m.output_params()) / s.tp
-    tensors = m.layers * compute.layer_tensors(m) + 2 + 2     # word + position embedding; final norm (tied output)
+    tensors = m.layers * layer.layer_tensors(m) + 2 + 2     # word + position embedding; final norm (tied output)
     per_micro_batch = compute.grad_accumulation(a100_8.gpu, params, 4 if fp32 else 2, tensors).seconds
     assert unfused - fused == pytest.approx(s.micro_batches * per_micro_batch, rel=1e-9)
 

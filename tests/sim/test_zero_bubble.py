@@ -10,12 +10,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from autoplan.cost.families import lower_bound, step_costs
-from autoplan.cost.memory import inflight_layer_chunks, weight_grad_held_chunks
+from autoplan.families.registry import lower_bound, step_costs
+from autoplan.specs.layout import inflight_layer_chunks, weight_grad_held_chunks
 from autoplan.sim.engine import Tasks, Timeline, run
 from autoplan.sim.schedule import Step, ends, max_in_flight, peak_held, stage_order, virtual_stage
 from autoplan.sim.simulate import score, simulate_step
-from autoplan.specs.strategy import Strategy, violations
+from autoplan.families.strategy import Strategy
+from autoplan.families.transformer.validity import violations
 
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 

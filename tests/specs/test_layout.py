@@ -10,9 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autoplan.errors import SpecError
-from autoplan.specs.catalog import get_model
+from autoplan.families.catalog import get_model
 from autoplan.specs.layout import balanced_layout, balanced_v_layout, chunk_layers, stage_layers, uneven_violations
-from autoplan.specs.strategy import Strategy, violations
+from autoplan.families.strategy import Strategy
+from autoplan.families.transformer.validity import violations
 
 LLAMA = get_model("llama3-405b")
 

@@ -7,7 +7,7 @@ from dataclasses import fields
 import pytest
 
 from autoplan.errors import SpecError
-from autoplan.specs.catalog import aliases, get_model, list_models, load_model
+from autoplan.families.catalog import aliases, get_model, list_models, load_model
 from autoplan.specs.model import ModelSpec
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from autoplan.errors import SpecError
-from autoplan.specs.catalog import get_model
+from autoplan.families.catalog import get_model
 from autoplan.specs.model import ModelSpec
 
 MOE = ModelSpec(name="m", layers=6, hidden=64, heads=4, ffn_hidden=256, vocab=100, seq_len=32, activation="swiglu",

@@ -7,7 +7,7 @@ import tomllib
 import pytest
 
 from autoplan.errors import SpecError
-from autoplan.specs.catalog import load_model
+from autoplan.families.catalog import load_model
 from autoplan.specs.cluster import list_clusters, load_cluster, specs_dir
 from autoplan.specs.model import MAX_SIZE, ModelSpec
 

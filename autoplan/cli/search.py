@@ -1,0 +1,237 @@
+"""`autoplan space` and `autoplan search`: the size of a search space, and the search itself (with --resume)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from autoplan.cli.app import (_console, _FinitePercent, _UsablePath, friendly,
+                              main, throughput_unit)
+from autoplan.errors import SpecError
+from autoplan.cli.options import _fixable, load_search_inputs, space_options
+
+
+@main.command()
+@space_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@friendly
+def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: str, as_json: bool,
+          **fixed: Any) -> None:
+    """How big a search space is: combinations, valid plans, plans that fit, and why the rest are rejected."""
+    from autoplan.search.census import census
+
+    model, spec, sp, global_batch = load_search_inputs(model_name, gpus, cluster, global_batch, space, fixed)
+    c = census(model, spec, sp, global_batch)
+    if not c["valid"]:
+        from collections import Counter
+        from autoplan.search.space import explain_no_plan
+        raise SpecError(explain_no_plan(model, gpus, sp, global_batch, Counter(c["reasons"]), spec.gpus_per_node))
+    if as_json:
+        click.echo(json.dumps(c, indent=2))
+    else:
+        from autoplan.report.terminal import space_view
+        _console().print(space_view(c, f"{model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
+                                       f"global batch {global_batch}, space {space!r}"))
+    sys.exit(0 if c["fit"] else 1)
+
+
+@main.command()
+@space_options
+@click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="Plans in the leaderboard.")
+@click.option("--out", type=_UsablePath(file_okay=False), default="results", show_default=True,
+              help="Folder for run folders.")
+@click.option("--sampler", type=click.Choice(["auto", "exhaustive", "tpe", "nsga2", "random"]), default="auto",
+              show_default=True, help="auto: exhaustive when the plans fit in --budget, else TPE.")
+@click.option("--budget", type=click.IntRange(1), default=20000, show_default=True,
+              help="Most distinct plans to evaluate.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sampler.")
+@click.option("--workers", type=click.IntRange(0), default=None,
+              help="0: in this process; N: N workers on an embedded Ray. [default: the CPU count, on Ray only "
+                   "once the search has run serially for as long as Ray takes to start]")
+@click.option("--ray-address", default=None, help="Use an existing Ray cluster (also RAY_ADDRESS).")
+@click.option("--storage", default=None, help="Optuna storage URL (default: a journal file in the run folder).")
+@click.option("--resume", type=_UsablePath(file_okay=False), default=None,
+              help="Continue a run folder with its recorded settings (give it alone; flags that differ are "
+                   "refused): finished plans are not evaluated again, the original budget is kept.")
+@click.option("--cost", type=click.Choice(["sim", "symbolic"]), default="sim", show_default=True,
+              help="sim: rank by the event simulator; symbolic: rank by the hardware-free symbolic cost and "
+                   "simulate only the top plans for their figures.")
+@click.option("--prefilter", type=_FinitePercent(), default=None,
+              help="Simulate only the symbolic best K %% of the plans that fit (at least --top).")
+@click.option("--symbolic-weights", type=click.Choice(["balance", "shape", "launch"]), default="balance",
+              show_default=True,
+              help="How the symbolic cost weighs a byte over a network tier against a FLOP: balance = peak "
+                   "FLOP/s over the tier's bandwidth (datasheet), shape = 1 (topology shape only), launch = "
+                   "balance plus each kernel launch at the spec's kernel overhead × peak FLOP/s (calibrated).")
+@click.option("--json", "as_json", is_flag=True, help="Print the leaderboard as JSON.")
+@friendly
+def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: str, top: int, out: str,
+           sampler: str, budget: int, seed: int, workers: int, ray_address: str | None, storage: str | None,
+           resume: str | None, cost: str, prefilter: float | None, symbolic_weights: str, as_json: bool,
+           **fixed: Any) -> None:
+    """Rank every valid plan for a model on a cluster (exact top-k; plans that cannot win are skipped)."""
+    import time
+    from pathlib import Path
+
+    from autoplan.search.folder import RECORD, RunFolder
+    from autoplan.search.run import choose_sampler
+    from autoplan.search.space import enumerate_plans
+
+    if resume is not None:
+        folder = RunFolder.existing(resume)
+        model, spec, sp, settings = _resume_inputs(folder, click.get_current_context())
+        gpus, global_batch, top, sampler, budget, seed = (settings[k] for k in (
+            "gpus", "global_batch", "top", "sampler", "budget", "seed"))
+        cost, prefilter, symbolic_weights = (folder.read_inputs().get(k, v) for k, v in _SYMBOLIC_DEFAULTS.items())
+    else:
+        model, spec, sp, global_batch = load_search_inputs(model_name, gpus, cluster, global_batch, space, fixed)
+    plans, rejected = enumerate_plans(model, gpus, sp, global_batch)
+    if not plans:
+        from autoplan.search.space import explain_no_plan
+        raise SpecError(explain_no_plan(model, gpus, sp, global_batch, rejected, spec.gpus_per_node))
+    if prefilter is not None and cost == "symbolic":
+        raise SpecError(f"--prefilter {prefilter:g} filters plans for the simulator; with --cost symbolic "
+                        "nothing is searched by simulation (give one of them)")
+    chosen = "symbolic" if cost == "symbolic" else choose_sampler(sampler, len(plans), budget)
+    inputs = {"model": model.name, "cluster": spec.name, "gpu": spec.gpu.name, "gpus": gpus,
+              "global_batch": global_batch, "space": {k: list(v) for k, v in sp.axes.items()}, "top": top,
+              "sampler": chosen, "budget": budget, "seed": seed}
+    symbolic = {"cost": cost, "prefilter": prefilter, "symbolic_weights": symbolic_weights}
+    inputs |= {k: v for k, v in symbolic.items() if v != _SYMBOLIC_DEFAULTS[k]}   # recorded only when used
+    fresh = resume is None
+    if fresh:
+        run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{model.name}-{gpus}gpu"
+        try:
+            folder = RunFolder.create(Path(out).resolve(), run_id)
+        except OSError as err:
+            raise SpecError(f"--out {out!r}: cannot create a run folder there ({err.strerror or err})") from None
+    try:
+        with folder.lock():
+            if fresh:
+                folder.write_inputs(inputs)
+                folder.save_specs(model, spec)
+            _search_in(folder, model, spec, sp, plans, rejected, inputs, sampler, workers, ray_address, storage,
+                       as_json)
+    except SpecError:
+        record = folder.file(RECORD)
+        if fresh and not (record.exists() and record.stat().st_size):
+            folder.remove()             # a search that could not start leaves no run folder
+        raise
+
+
+def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejected: Any, inputs: dict,
+               sampler: str, workers: int | None, ray_address: str | None, storage: str | None,
+               as_json: bool) -> None:
+    """Run the search in ``folder`` (locked), write its results and print its leaderboard."""
+    from autoplan.report.leaderboard import rows
+    from autoplan.report.live import Progress, progress_console
+    from autoplan.report.write import write_run
+    from autoplan.search.run import SearchInterrupted, run_search
+
+    top, chosen, gpus = inputs["top"], inputs["sampler"], inputs["gpus"]
+    progress = Progress(progress_console(), len(plans), "plans" if chosen == "exhaustive" else "of budget")
+    interrupted = False
+    with progress:
+        try:
+            result = run_search(model, spec, plans, folder, sampler=sampler, budget=inputs["budget"],
+                                seed=inputs["seed"], top_k=top, workers=workers, ray_address=ray_address,
+                                storage=storage, progress=progress,
+                                **{k.replace("symbolic_", ""): inputs.get(k, v) for k, v in _SYMBOLIC_DEFAULTS.items()})
+        except SearchInterrupted as stop:
+            result, interrupted = stop.partial, True
+    result.rejected, result.raw = rejected, sp.raw_size()
+    write_run(folder, {**inputs, "interrupted": True} if interrupted else inputs, result, model=model, cluster=spec,
+              report=not interrupted)
+    if interrupted:
+        click.echo(f"autoplan: interrupted after {len(result.evaluations) + result.reused} plans; partial "
+                   f"leaderboard in {folder.path} (`autoplan report {folder.path}` draws it); continue with "
+                   f"--resume {folder.path}", err=True)
+        sys.exit(130)
+    table = rows(result.leaderboard)
+    if as_json:
+        click.echo(json.dumps({"run": str(folder.path), "leaderboard": table}, indent=2))
+        sys.exit(0 if table else 1)
+    from autoplan.report.terminal import leaderboard_table
+    con = _console()
+    con.print(leaderboard_table(table, f"Best plans: {model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
+                                       f"global batch {inputs['global_batch']}", throughput_unit(model)))
+    if not result.leaderboard:
+        from rich.markup import escape
+
+        from autoplan.search.space import explain_no_fit
+        hint = explain_no_fit(model, gpus, spec, sp, inputs["global_batch"])
+        con.print(f"[bold red]{escape(hint)}[/]")
+    same = f" ({result.equivalent} same as another plan here)" if result.equivalent else ""
+    skipped = (f"{result.pruned} skipped by bound (cannot enter the top {top})" if result.sampler == "exhaustive"
+               else f"{result.pruned} ranked by symbolic cost only" if result.sampler == "symbolic"
+               else f"{result.pruned} not sampled ({result.sampler})")
+    if result.sampler == "symbolic":
+        con.print(f"ranked by symbolic cost ({inputs.get('symbolic_weights', 'balance')} weights); step times and "
+                  f"other figures simulated for these {len(result.leaderboard)} plans only")
+    if result.prefiltered:
+        skipped += (f", {result.prefiltered} dropped by the symbolic pre-filter (it kept the best "
+                    f"{inputs['prefilter']:g} %)")
+    reused = f", {result.reused} reused from the resumed run" if result.reused else ""
+    con.print(f"{sp.raw_size()} combinations, {result.valid} valid{same}, {result.out_of_memory} do not fit, "
+              f"{len(result.evaluations)} simulated{reused}, {skipped}; {result.seconds:.1f} s.\n"
+              f"run folder: {folder.path}")
+    if not result.leaderboard:
+        sys.exit(1)
+
+
+_SYMBOLIC_DEFAULTS = {"cost": "sim", "prefilter": None, "symbolic_weights": "balance"}
+"""The symbolic-cost flags of ``search`` (``search/symbolic.py``) and their defaults; inputs.json records them only
+when they differ."""
+
+
+_RESUMED = ("gpus", "global_batch", "top", "sampler", "budget", "seed")
+"""Search settings a resume takes from the run's inputs.json (with the model, cluster and space)."""
+_RESUME_MAY_CHANGE = ("resume", "out", "workers", "ray_address", "storage", "as_json")
+"""Flags that say how to run, not what to search: a resume may give them."""
+
+
+def _resume_inputs(folder: Any, ctx: click.Context) -> tuple[Any, Any, Any, dict]:
+    """Model, cluster, space and settings of the run in ``folder``; SpecError naming every flag given that
+    differs from the run's."""
+    from click.core import ParameterSource
+
+    from autoplan.search.space import load_space, space_from_axes
+    from autoplan.families.catalog import get_model
+    from autoplan.specs import load_cluster
+
+    recorded = folder.read_inputs()
+    where = f"--resume {str(folder.path)!r}"
+    missing = [k for k in ("model", "cluster", *_RESUMED, "space") if k not in recorded]
+    if missing:
+        raise SpecError(f"{where}: inputs.json lacks {', '.join(missing)}; this folder cannot be resumed")
+    specs = folder.load_specs()
+    model, spec = specs or (get_model(recorded["model"]), load_cluster(recorded["cluster"], recorded["gpus"]))
+    sp = space_from_axes(recorded["space"], f"{where}: inputs.json space")
+    given = {k: v for k, v in ctx.params.items() if k not in _RESUME_MAY_CHANGE
+             and ctx.get_parameter_source(k) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)}
+    fixable = _fixable()
+    differ = []
+    for k, v in given.items():
+        if k == "model_name":
+            ok, theirs = get_model(v).name == model.name, model.name
+        elif k == "cluster":
+            ok, theirs = load_cluster(v).name == spec.name, spec.name
+        elif k == "space":
+            axes = load_space(v, {a: given.get(a) for a in fixable}).axes
+            ok, theirs = {a: list(x) for a, x in axes.items()} == recorded["space"], "its recorded axes"
+        elif k == "sampler":
+            ok, theirs = v in ("auto", recorded["sampler"]), recorded["sampler"]
+        elif k in fixable:
+            ok, theirs = recorded["space"].get(k) == [v], recorded["space"].get(k)
+        else:
+            theirs = recorded.get(k, _SYMBOLIC_DEFAULTS.get(k))
+            ok = theirs == v
+        if not ok:
+            differ.append(f"--{('model' if k == 'model_name' else k).replace('_', '-')} {v!r} (the run's: {theirs!r})")
+    if differ:
+        raise SpecError(f"{where}: flags differ from the run's inputs.json: {'; '.join(differ)}; give --resume "
+                        "alone to continue the run as it was")
+    return model, spec, sp, {k: recorded[k] for k in _RESUMED}

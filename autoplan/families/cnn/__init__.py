@@ -1,0 +1,1 @@
+"""Convolutional networks under data, spatial, channel, filter and pipeline parallelism."""

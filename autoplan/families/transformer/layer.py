@@ -1,0 +1,228 @@
+"""One transformer layer's kernels on one GPU: its GEMMs, attention core, element-wise kernels and TP collectives,
+and those of the input embedding and the output layer, for the plan's (tp, cp, sp, micro-batch)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from autoplan.hardware.compute import BF16, FP8, Collective, Op, gemm_op, linear_backward, memory_op, memory_time
+from autoplan.specs.cluster import ClusterSpec, GPUSpec
+from autoplan.specs.model import ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class LayerCompute:
+    """Per-GPU kernels of one transformer layer for one micro-batch, and the TP collectives between them."""
+
+    forward: tuple[Op, ...]
+    backward: tuple[Op, ...]
+    recompute: tuple[Op, ...]
+    forward_collectives: tuple[Collective, ...]
+    backward_collectives: tuple[Collective, ...]
+    recompute_collectives: tuple[Collective, ...]
+    attention_forward: float
+    """Seconds of the attention core's forward (what CP ring exchanges overlap with)."""
+
+    @staticmethod
+    def seconds(ops: tuple[Op, ...]) -> float:
+        """Total time of a list of ops."""
+        return sum(op.seconds for op in ops)
+
+
+
+
+FLASH_BLOCK = 128
+"""Key-block width of the fused attention kernels (FlashAttention-2, Dao 2023, arXiv 2307.08691 §3.3: blocks of
+64-128; cuDNN/FA3 on Hopper use 128): a windowed query block computes whole key blocks."""
+
+
+def attended_keys(model: ModelSpec, s_kv: int) -> float:
+    """Keys one query's fused causal attention computes, averaged over the layers: s_kv/2 for full causal attention;
+    with a sliding window of w keys, the w keys plus the partial block around them (whole blocks are computed)."""
+    full = s_kv / 2
+    share = model.windowed_share
+    if not share:
+        return full
+    # Longformer §3.1 (Beltagy et al. 2020): a window of w keys per query; FA computes whole key blocks, so a
+    # query block of FLASH_BLOCK rows meets about w + FLASH_BLOCK keys
+    windowed = min(full, model.window + FLASH_BLOCK)
+    return (1 - share) * full + share * windowed
+
+
+def attention_ops(cluster: ClusterSpec, model: ModelSpec, b: int, s_q: int, s_kv: int, heads: int,
+               dropout: bool) -> tuple[Op, Op]:
+    """Forward and backward of the attention core for ``heads`` local heads, s_q queries over s_kv keys."""
+    gpu, d = cluster.gpu, model.head_dim
+    rate = gpu.peak_flops * gpu.clock_ratio * gpu.attention_efficiency
+    if cluster.flash_attention:
+        # fused causal kernel: 4·b·s_q·keys·d·a FLOPs over the keys each query meets (s_kv/2 causal); backward
+        # recomputes scores, 2.5× forward (Dao 2023, FA2 §3)
+        flops = 4.0 * b * s_q * attended_keys(model, s_kv) * d * heads
+        # Dao et al. 2022 (FlashAttention, arXiv 2205.14135) §3.2: Q and O of s_q rows, K and V of s_kv rows
+        io = BF16 * b * heads * d * (2 * s_q + 2 * s_kv)
+        fwd = Op("attention.flash", flops, io, flops / rate + gpu.kernel_overhead)
+        return fwd, Op("attention.flash.bwd", 2.5 * flops, 2 * io, 2.5 * flops / rate + gpu.kernel_overhead)
+    # Korthikanti et al. 2022 §4.1 (Megatron-LM's unfused core): batched QK^T and AV over the full s×s block,
+    # fused scale-mask-softmax, then dropout; 4·b·s²·h FLOPs forward (Narayanan et al. SC'21 App. A)
+    flops = 4.0 * b * s_q * s_kv * d * heads
+    scores = b * heads * s_q * s_kv
+    # bf16 bytes per score (Korthikanti et al. 2022 §4.1 sizes: 2as²b softmax, as²b mask, 2as²b dropout output):
+    # forward softmax reads and writes, dropout reads, writes and its mask; the backward reads the softmax
+    # output and gradient and writes a gradient, and reverses dropout (gradient in, mask, gradient out)
+    elementwise_fwd = scores * (2 + 2 + (2 + 2 + 1 if dropout else 0))
+    elementwise_bwd = scores * (2 + 2 + 2 + (2 + 1 + 2 if dropout else 0))
+    gemm_fwd = flops / rate + 2 * gpu.kernel_overhead
+    # two GEMMs each for dgrad and wgrad: the backward's GEMMs are 2× the forward's (Narayanan et al. SC'21 §5.1)
+    eff = gpu.attention_memory_efficiency
+    fwd = Op("attention.core", flops, elementwise_fwd, gemm_fwd + memory_time(gpu, elementwise_fwd, 2, eff))
+    bwd = Op("attention.core.bwd", 2 * flops, elementwise_bwd,
+             2 * gemm_fwd + memory_time(gpu, elementwise_bwd, 2, eff))
+    return fwd, bwd
+
+
+def fp8_store_ops(gpu: GPUSpec, name: str, values: float, store: bool) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
+    """The casts of an activation's saved input to FP8 after the forward and back to BF16 before the backward."""
+    if not store:
+        return (), ()
+    # Megatron-LM fused_bias_swiglu.py (fp8_input_store): input.to(float8_e4m3fn), then .to(bf16) in the backward,
+    # each reading and writing every value (2 + 1 bytes)
+    return (memory_op(gpu, f"{name}.fp8_store", 3 * values),), (memory_op(gpu, f"{name}.fp8_load", 3 * values),)
+
+
+@lru_cache(maxsize=4096)
+def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool, micro_batch: int,
+                  recompute: str, precision: str = "bf16", fp8_activation_store: bool = False) -> LayerCompute:
+    """Kernels and TP collectives of one layer for one micro-batch on one GPU (Megatron-LM's layer); with an
+    FP8 precision the four linear layers' GEMMs run in FP8, each after a quantizing pass over its inputs; with
+    ``fp8_activation_store`` the MLP activation's input is cast to FP8 for the backward and back before it."""
+    gpu, h, t, b = cluster.gpu, model.hidden, tp, micro_batch
+    s = model.seq_len // cp
+    tokens = b * s
+    fp8 = precision != "bf16"
+    # Korthikanti et al. 2022 §4.2.2: with SP, norms and dropout see 1/t of the tokens
+    norm_tokens = tokens // t if sp else tokens
+    act = BF16 * norm_tokens * h
+    shapes = layer_gemm_shapes(model, tp, cp, micro_batch)
+    fc2_k = shapes["fc2"][2]
+    heads = model.heads // t
+    drop = model.dropout
+    # Megatron-LM fused bias-dropout-add: read x and the residual, write the sum, a 1-byte mask per 2-byte value
+    residual = act * (3 + (0.5 if drop else 0))
+    norm = act * 2                                        # Apex fused layer norm (Megatron-LM): one read, one write
+    # GeLU reads fc1's output and writes its own; SwiGLU reads gate and up, writes one (Shazeer 2020, arXiv 2002.05202)
+    mlp_act_bytes = BF16 * tokens * fc2_k * (3 if model.gated else 2)
+    # with CP each GPU's s/cp queries meet all s keys over the ring (Liu et al. 2023, Ring Attention); causal
+    # balancing halves the work evenly (Megatron-Core context parallelism: two mirrored chunks per rank)
+    attn_f, attn_b = attention_ops(cluster, model, b, s, model.seq_len, heads, drop)
+    gemm = {name: gemm_op(gpu, name, *shape, fp8=fp8) for name, shape in shapes.items()}
+    grads = {name: linear_backward(gpu, name, *shape, fp8=fp8) for name, shape in shapes.items()}
+    quant_f, quant_b = quantize_ops(gpu, shapes, norm_tokens * h) if fp8 else ((), ())
+    store_f, store_b = fp8_store_ops(gpu, "activation", tokens * fc2_k * (2 if model.gated else 1),
+                                     fp8_activation_store)
+    forward = (
+        memory_op(gpu, "norm1", norm), *quant_f[:1], gemm["qkv"], attn_f, *quant_f[1:2], gemm["proj"],
+        memory_op(gpu, "dropout_add1", residual), memory_op(gpu, "norm2", norm), *quant_f[2:3], gemm["fc1"],
+        memory_op(gpu, "activation", mlp_act_bytes), *store_f, *quant_f[3:], gemm["fc2"],
+        memory_op(gpu, "dropout_add2", residual),
+    )
+    # element-wise backwards read a saved input (those Korthikanti et al. 2022 §4.1 lists) and the incoming
+    # gradient and write one: 1.5× the activation's forward bytes, 2× a norm's
+    backward = (
+        memory_op(gpu, "dropout_add2.bwd", residual), *quant_b[3:], *grads["fc2"],
+        *store_b, memory_op(gpu, "activation.bwd", 1.5 * mlp_act_bytes), *quant_b[2:3], *grads["fc1"],
+        memory_op(gpu, "norm2.bwd", 2 * norm), memory_op(gpu, "dropout_add1.bwd", residual), *quant_b[1:2], *grads["proj"],
+        attn_b, *quant_b[:1], *grads["qkv"], memory_op(gpu, "norm1.bwd", 2 * norm),
+    )
+    full_buffer = BF16 * tokens * h
+    # Shoeybi et al. 2019 (Megatron-LM, arXiv 1909.08053) §3, Fig. 3: two all-reduces of b·s·h per layer and pass;
+    # with SP each becomes an all-gather and a reduce-scatter (Korthikanti et al. 2022 §4.2.2, Fig. 5)
+    if t == 1:
+        fwd_coll: tuple[Collective, ...] = ()
+    elif sp:
+        fwd_coll = (Collective("all_gather", full_buffer), Collective("reduce_scatter", full_buffer)) * 2
+    else:
+        fwd_coll = (Collective("all_reduce", full_buffer),) * 2
+    # Korthikanti et al. 2022 §4.2: selective recomputes the attention core, full recomputes the whole layer
+    recompute_ops: tuple[Op, ...] = ()
+    recompute_coll: tuple[Collective, ...] = ()
+    if recompute == "full":
+        recompute_ops, recompute_coll = forward, fwd_coll
+    elif recompute == "selective" and not cluster.flash_attention:
+        recompute_ops = (attn_f,)
+    return LayerCompute(forward=forward, backward=backward, recompute=recompute_ops,
+                        forward_collectives=fwd_coll, backward_collectives=fwd_coll,
+                        recompute_collectives=recompute_coll, attention_forward=attn_f.seconds)
+
+
+def layer_gemm_shapes(model: ModelSpec, tp: int, cp: int, micro_batch: int) -> dict[str, tuple[int, int, int]]:
+    """(m, n, k) of one layer's four linear GEMMs on one GPU: qkv, proj, fc1, fc2 (forward)."""
+    tokens, t = micro_batch * (model.seq_len // cp), tp
+    # Shoeybi et al. 2019 §3: QKV and fc1 are column-parallel (n/t), proj and fc2 row-parallel (k/t)
+    return {"qkv": (tokens, (model.q_dim + 2 * model.kv_dim) // t, model.hidden),
+            "proj": (tokens, model.hidden, model.q_dim // t),
+            "fc1": (tokens, (2 if model.gated else 1) * model.ffn_hidden // t, model.hidden),
+            "fc2": (tokens, model.hidden, model.ffn_hidden // t)}
+
+
+def quantize_ops(gpu: GPUSpec, shapes: dict[str, tuple[int, int, int]],
+                  sharded_input: int) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
+    """Transformer Engine's FP8 casts around each linear layer: forward, the GEMM input (before the SP all-gather
+    for qkv and fc1); backward, the incoming gradient. Each pass reads BF16 and writes FP8 twice, row- and
+    column-wise (the wgrad GEMM's transposed operand), and records the amax (TE docs, "Using FP8 with Transformer
+    Engine": cast_transpose; Hopper FP8 GEMMs take only TN layouts, cuBLASLt docs). The weights' casts run once
+    per step (TE caches them across micro-batches, ``is_first_microbatch``) and are left out."""
+    per_value = BF16 + 2 * FP8
+    inputs = {"qkv": sharded_input, "proj": shapes["proj"][0] * shapes["proj"][2],
+              "fc1": sharded_input, "fc2": shapes["fc2"][0] * shapes["fc2"][2]}
+    fwd = tuple(memory_op(gpu, f"{name}.quantize", per_value * n) for name, n in inputs.items())
+    bwd = tuple(memory_op(gpu, f"{name}.quantize_grad", per_value * shapes[name][0] * shapes[name][1]) for name in inputs)
+    return fwd, bwd
+
+
+@lru_cache(maxsize=1024)
+def embedding_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool,
+                      micro_batch: int) -> tuple[tuple[Op, ...], tuple[Op, ...], tuple[Collective, ...]]:
+    """Forward ops, backward ops and TP collectives of the (vocab-parallel) input embedding on the first stage."""
+    gpu = cluster.gpu
+    tokens = micro_batch * model.seq_len // cp
+    out = BF16 * tokens * model.hidden
+    # gather rows (read and write b·s·h), plus the learned position rows; the backward scatters the gradient back
+    fwd = (memory_op(gpu, "embedding", 2 * out + (out if model.position == "learned" else 0), 2),)
+    bwd = (memory_op(gpu, "embedding.bwd", 2 * out * 2, 2),)
+    # Shoeybi et al. 2019 §3: the vocab-parallel embedding all-reduces its output (reduce-scatter with SP,
+    # Korthikanti et al. 2022 §4.2.2)
+    coll = () if tp == 1 else ((Collective("reduce_scatter" if sp else "all_reduce", out),))
+    return fwd, bwd, coll
+
+
+@lru_cache(maxsize=1024)
+def output_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool,
+                   micro_batch: int) -> tuple[tuple[Op, ...], tuple[Op, ...], tuple[Collective, ...]]:
+    """Forward ops, backward ops and TP collectives of the final norm, vocab-parallel logits and the loss."""
+    gpu, h = cluster.gpu, model.hidden
+    tokens = micro_batch * model.seq_len // cp
+    vocab = math.ceil(model.vocab / (128 * tp)) * 128          # Megatron pads the vocabulary to 128·tp
+    norm_bytes = BF16 * (tokens // tp if sp else tokens) * h * 2   # as the layer's norms (Korthikanti §4.2.2 with SP)
+    # Megatron-LM vocab_parallel_cross_entropy: three passes over fp32 logits (max, exp-sum, gradient)
+    loss_bytes = 4 * tokens * vocab * 3
+    fwd = (memory_op(gpu, "final_norm", norm_bytes), gemm_op(gpu, "logits", tokens, vocab, h),
+           memory_op(gpu, "cross_entropy", loss_bytes, 3))
+    bwd = (*linear_backward(gpu, "logits", tokens, vocab, h), memory_op(gpu, "cross_entropy.bwd", loss_bytes, 2),
+           memory_op(gpu, "final_norm.bwd", 2 * norm_bytes))
+    coll: tuple[Collective, ...] = ()
+    if tp > 1:
+        # Korthikanti et al. 2022 §4.2.2: SP gathers the sequence before the vocab-parallel logits
+        coll = (Collective("all_gather", BF16 * tokens * h),) if sp else ()
+        # Shoeybi et al. 2019 §3: the fused cross-entropy all-reduces b·s fp32 scalars (max, sum, target logit)
+        coll += (Collective("all_reduce", 4 * tokens * 3),)
+    return fwd, bwd, coll
+
+
+def layer_tensors(model: ModelSpec) -> int:
+    """Parameter tensors of one layer: QKV, projection and two MLP matrices (and their biases), two norms."""
+    # Megatron-LM ParallelTransformerLayer: fused QKV, dense, fc1 (gate and up fused), fc2; two norms
+    return 4 * (2 if model.bias else 1) + 2 * (2 if model.norm == "layernorm" else 1)
+
+

@@ -1,0 +1,190 @@
+"""Per-GPU memory of a plan, stage by stage: weights, gradients, optimizer state, activations and buffers.
+
+Megatron-LM mixed precision (bf16 weights, fp32 gradients and Adam state), in bytes. Plain arithmetic: the
+search calls this thousands of times.
+"""
+
+from __future__ import annotations
+
+
+from autoplan.errors import SpecError
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.model import ModelSpec
+from autoplan.families.costs import StageMemory
+from autoplan.specs.layout import (holds_embedding, holds_output, inflight_layer_chunks, model_copies, stage_layers,
+                                   weight_grad_held_chunks)
+from autoplan.specs.plan import Plan
+
+# Megatron-LM docs, distributed optimizer (bf16 params, fp32 grads): 2 + 4 + 12 = 18 bytes/param, 6 + 12/d sharded
+WEIGHT_BYTES = 2
+"""bf16 weight per parameter."""
+GRADIENT_BYTES = 4
+"""fp32 ``main_grad`` per parameter."""
+MASTER_WEIGHT_BYTES = 4
+"""fp32 master weight per parameter."""
+MOMENT_BYTES = {"fp32": 4, "bf16": 2}
+"""Bytes of each of Adam's two moments per parameter, by ``Plan.optimizer_moments``."""
+OPTIMIZER_BYTES = MASTER_WEIGHT_BYTES + 2 * MOMENT_BYTES["fp32"]
+"""fp32 master weight plus Adam's first and second moments per parameter."""
+FP8_WEIGHT_BYTES = 2
+"""FP8 weight and its transpose per layer parameter (Transformer Engine, FP8 precisions)."""
+ZERO3_GATHERED_LAYERS = 2   # Rajbhandari et al. 2020 (ZeRO) §5.3, with DeepSpeed stage-3 prefetching one ahead
+"""Layers whose full bf16 weights a ZeRO-3 rank holds at once: the one computing and the one prefetched."""
+
+
+def optimizer_state_bytes(s: Plan) -> int:
+    """Optimizer-state bytes per parameter: the fp32 master weight and Adam's two moments in their type."""
+    # Megatron-LM distributed optimizer docs (4 + 4 + 4); DeepSeek-V3 §3.3.4: moments in BF16, master weight FP32
+    return MASTER_WEIGHT_BYTES + 2 * MOMENT_BYTES[s.optimizer_moments]
+
+
+def activation_input_bytes(model: ModelSpec, s: Plan) -> int:
+    """Bytes the MLP activation keeps of its input per fc2-input value: SwiGLU's gate and up (2 values) or one."""
+    # Korthikanti et al. 2022 §4.2: the activation's input in BF16 (4sbf gated); DeepSeek-V3 §3.3.3 and Megatron-LM
+    # --activation-func-fp8-input-store: kept in FP8, 1 byte a value
+    return (2 if model.gated else 1) * (1 if s.fp8_activation_store else 2)
+
+
+def activation_bytes_per_layer(model: ModelSpec, s: Plan, cluster_flash_attention: bool) -> float:
+    """Bytes of activations one transformer layer stores for one micro-batch on one GPU.
+
+    Korthikanti et al. 2022 (arXiv 2205.05198) §4 and Table 2, generalised to GQA, gated MLPs, models
+    without dropout, context parallelism (s = seq_len / cp) and fused (flash) attention.
+    """
+    seq = model.seq_len / s.cp
+    sb = seq * s.micro_batch
+    t = s.tp
+    sp = t if s.sequence_parallel else 1
+    if s.recompute == "full":
+        # Korthikanti Table 2, "full activation recomputation": only the layer input 2sbh (÷t with SP)
+        return 2 * sb * model.hidden / sp
+    d = 1 if model.dropout else 0
+    # Korthikanti §4.1-4.2: two norm inputs 4sbh, QKV input 2sbh, fc1 input 2sbh, two dropout masks sbh each
+    replicated = (8 + 2 * d) * sb * model.hidden
+    # Korthikanti §4.1: Q, K 2sb(q+kv); V 2sb·kv; projection input 2sb·q
+    sharded = 2 * sb * (2 * model.q_dim + 2 * model.kv_dim)
+    # Korthikanti §4.2: activation input 2sbf (4sbf for SwiGLU's gate and up; FP8-stored: half), fc2 input 2sbf
+    sharded += (activation_input_bytes(model, s) + 2) * sb * model.ffn_hidden
+    if s.precision != "bf16":
+        # Transformer Engine saves the FP8 cast of each linear layer's input for its wgrad (TE docs, "Using FP8
+        # with Transformer Engine"): 1 byte instead of 2 for the QKV and fc1 inputs (sbh each) and the projection
+        # and fc2 inputs (sb·q, sb·f); the norm inputs, Q, K, V and the activation's input stay BF16
+        replicated -= 2 * sb * model.hidden
+        sharded -= sb * (model.q_dim + model.ffn_hidden)
+    if s.recompute == "none":
+        if cluster_flash_attention:
+            # Dao et al. 2022 (FlashAttention, arXiv 2205.14135) Alg. 2: fp32 log-sum-exp per query row and head
+            sharded += 4 * sb * model.heads
+        else:
+            # Korthikanti §4.1: softmax output 2as²b, dropout mask as²b, dropout output 2as²b
+            sharded += (2 + 3 * d) * model.heads * seq * sb
+    return replicated / sp + sharded / t
+
+
+def weight_grad_bytes_per_layer(model: ModelSpec, s: Plan) -> float:
+    """Bytes one layer keeps from its B to its W for one micro-batch: each linear layer's input and the gradient
+    of its output, what the weight-gradient GEMMs read (Qi et al. 2024 Table 1: 32sbh for GPT-3's shapes)."""
+    sb = model.seq_len / s.cp * s.micro_batch
+    t = s.tp
+    sp = t if s.sequence_parallel else 1
+    fc1_n = (2 if model.gated else 1) * model.ffn_hidden
+    # inputs (Korthikanti et al. 2022 §4.1-4.2): QKV and fc1 see the norm output 2sbh (÷t with SP), the
+    # projection 2sb·q/t, fc2 2sb·f/t; output gradients: QKV 2sb(q + 2kv)/t, fc1 2sb·fc1/t, projection and fc2 2sbh
+    replicated = 2 * sb * model.hidden * 4
+    sharded = 2 * sb * (model.q_dim + model.ffn_hidden + model.q_dim + 2 * model.kv_dim + fc1_n)
+    return replicated / sp + sharded / t
+
+
+def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_layer: float) -> StageMemory:
+    t, p, n = s.tp, s.pp, s.dp * s.cp
+    layers = stage_layers(model.layers, s, stage)
+    first, last = holds_embedding(s.schedule, stage, p), holds_output(s.schedule, stage, p)
+    # Shoeybi et al. 2019 §3: layers, embedding and output are all split over the TP group
+    params = layers * model.layer_params() / t
+    if first:
+        params += model.embedding_params() / t
+    if last:
+        # Megatron-LM: the output layer is vocab-parallel; with pp > 1 a tied embedding is copied to the last stage
+        # (not under a V shape, whose first rank holds both ends)
+        params += model.output_params() / t
+        if model.tied_embeddings and not first:
+            params += model.vocab * model.hidden / t
+    # Megatron-LM distributed optimizer docs (the WEIGHT/GRADIENT/OPTIMIZER_BYTES above): bytes per parameter
+    weights = WEIGHT_BYTES * params
+    if s.precision != "bf16":
+        # Transformer Engine keeps an FP8 copy of each layer weight and its transpose beside the BF16 one, cached
+        # across micro-batches; with --fp8-param-gather the FP8 weight (and transpose) replaces the BF16 copy
+        # (Megatron-LM docs, fp8_param_gather; TE Float8Tensor). The embedding and output layer stay BF16.
+        fp8_layer = layers * model.layer_params() / t
+        weights += FP8_WEIGHT_BYTES * fp8_layer - (WEIGHT_BYTES * fp8_layer if s.fp8_param_gather else 0)
+    gradients = GRADIENT_BYTES * params
+    optimizer = optimizer_state_bytes(s) * params
+    buffers = 0.0
+    # Rajbhandari et al. 2020 (ZeRO, arXiv 1910.02054) §5.1, Fig. 1: stages 1/2/3 shard optimizer/gradients/weights
+    if s.zero >= 1:
+        optimizer /= n * model_copies(s.schedule)     # DualPipe: both copies of a stage share its optimizer state
+    if s.zero >= 2:
+        gradients /= n
+    if s.zero == 3 and n > 1:
+        weights /= n
+        buffers = ZERO3_GATHERED_LAYERS * WEIGHT_BYTES * model.layer_params() / t
+    if s.zero == 2 and n > 1:
+        # ZeRO-2's sharded gradients exist whole only until their reduce-scatter, issued as each layer's backward
+        # ends (Zhao et al. 2023, PyTorch FSDP §3.3, one unit per layer; Llama 3's FSDP, arXiv 2407.21783 §3.3.1):
+        # one layer's unsharded gradients at the reduction's width (passes.grad_bytes: fp32 or the 16-bit type).
+        # ZeRO-3's gradient buckets are left inside its gathered-layer buffer (DeepSpeed reduce buckets)
+        buffers += (4 if s.grad_reduce_in_fp32 else 2) * model.layer_params() / t
+
+    chunks = inflight_layer_chunks(s, stage)
+    # Narayanan et al. SC'21 §2.2: each in-flight chunk-forward holds its layers' activations until its backward
+    # (an uneven end stage's chunks: their mean layer count)
+    activations = chunks * (layers / s.chunks) * per_layer
+    waiting_w = weight_grad_held_chunks(s, stage)
+    if waiting_w:
+        activations += waiting_w * (layers / s.chunks) * weight_grad_bytes_per_layer(model, s)
+
+    seq = model.seq_len / s.cp
+    sbh = seq * s.micro_batch * model.hidden
+    sp = t if s.sequence_parallel else 1
+    embedding = 0.0
+    if first:
+        # the embedding belongs to the first chunk: one activation per in-flight micro-batch (ceil of chunks / v)
+        micro_batches = -(-chunks // s.chunks)
+        # Korthikanti §4.3: embedding dropout mask sbh (÷t with SP), here with the 2sbh embedding output too
+        embedding += micro_batches * (2 + (1 if model.dropout else 0)) * sbh / sp
+    if last:
+        # Korthikanti §4.3: output-layer input 2sbh (÷t with SP) and fp32 logits for the loss 4sbV/t, one micro-batch
+        embedding += 2 * sbh / sp + 4 * seq * s.micro_batch * model.vocab / t
+    return StageMemory(stage=stage, weights=weights, gradients=gradients, optimizer=optimizer,
+                       activations=activations, embedding=embedding, buffers=buffers,
+                       reserve=cluster.gpu.memory_reserve_bytes)
+
+
+def stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int) -> StageMemory:
+    """Bytes per GPU of pipeline stage ``stage`` (0-based) under plan ``s``."""
+    if not 0 <= stage < s.pp:
+        raise SpecError(f"stage {stage} is outside the pipeline's stages 0..{s.pp - 1}")
+    return _stage(model, cluster, s, stage, activation_bytes_per_layer(model, s, cluster.flash_attention))
+
+
+def memory_per_stage(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> list[StageMemory]:
+    """Bytes per GPU of every pipeline stage, first to last."""
+    per_layer = activation_bytes_per_layer(model, s, cluster.flash_attention)
+    return [_stage(model, cluster, s, i, per_layer) for i in range(s.pp)]
+
+
+def peak_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
+    """The most bytes any GPU of the plan needs: the largest stage total.
+
+    A middle stage never exceeds the first (same layers, no more in-flight activations, no embedding), so only
+    the first and last stages are evaluated, and stage 1 (the most in-flight of the middle) when the ends hold
+    fewer layers.
+    """
+    per_layer = activation_bytes_per_layer(model, s, cluster.flash_attention)
+    first = _stage(model, cluster, s, 0, per_layer).total
+    if s.pp == 1:
+        return first
+    peak = max(first, _stage(model, cluster, s, s.pp - 1, per_layer).total)
+    if s.uneven and s.pp > 2:
+        peak = max(peak, _stage(model, cluster, s, 1, per_layer).total)
+    return peak

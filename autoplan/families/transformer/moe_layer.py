@@ -1,0 +1,418 @@
+"""Compute and communication of one mixture-of-experts layer (Megatron-Core MoE, alltoall token dispatcher) and of
+multi-head latent attention, for one micro-batch on one GPU.
+
+A MoE layer is the dense layer's attention block, then a router, the token dispatch (all-to-all over the EP group,
+all-gather over the expert-TP group), grouped expert GEMMs over the local experts, the combine (the mirror
+collectives) and the shared experts (a tensor-parallel dense MLP). Sizes follow Megatron-Core's MoE layer
+(megatron/core/transformer/moe/README.md) and DeepSeek-V2/V3's MLA (arXiv 2405.04434 §2.1, 2412.19437 §2.1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from autoplan.hardware import compute, network
+
+from autoplan.families.transformer import layer
+from autoplan.hardware.compute import BF16, FP8, Op
+from autoplan.families.transformer.layer import LayerCompute
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.plan import Plan
+
+LOAD_IMBALANCE = 1.15
+"""Tokens of the busiest expert over the mean with auxiliary-loss balancing: every EP rank waits for the busiest
+one. Fedus et al. 2021 (Switch Transformer, arXiv 2101.03961) §2.2 train with capacity factors 1.0-1.25 and drop
+under 1 % of tokens at 1.25, so the busiest expert holds about 1.1-1.2× the mean; a model-level constant, not fitted
+to any run. A model's ``capacity_factor`` > 0 caps it (tokens above capacity are dropped)."""
+
+_DENSE_MLP = frozenset({"fc1", "activation", "fc2"})
+_MHA = frozenset({"qkv", "proj", "attention"})
+"""Kernels of the dense layer's MLP and attention, by the name before the first dot (their backward and FP8
+quantizing passes share it)."""
+
+FP8_TILE = 128
+"""Values per FP8 scale of DeepSeek-V3's activation quantization: 1×128 tiles, one fp32 scale each (arXiv
+2412.19437 §3.3.2, fine-grained quantization)."""
+
+RECOMPUTED_MODULES = frozenset({"norm1", "norm2", "kv_up", "q_up", "kv_up.quantize", "q_up.quantize",
+                                "expert.activation", "shared.activation"})
+"""What ``recompute modules`` runs again before the backward: the norms, MLA's up-projections and the experts'
+SwiGLU (DeepSeek-V3 §3.3.3, "Recomputation of RMSNorm and MLA Up-Projection", and "Low-Precision Storage":
+the SwiGLU output is recomputed; Megatron-Core --recompute-modules layernorm mla_up_proj moe_act)."""
+
+
+def imbalance(model: ModelSpec) -> float:
+    """The busiest expert's tokens over the mean (the capacity factor when it caps the load)."""
+    # Fedus et al. 2021 §2.1: expert capacity = capacity factor × tokens·top_k / experts
+    return min(LOAD_IMBALANCE, model.capacity_factor) if model.capacity_factor else LOAD_IMBALANCE
+
+
+def local_tokens(model: ModelSpec, s: Plan) -> int:
+    """Tokens one GPU routes per micro-batch: its s/cp share, split over TP by sequence parallelism."""
+    # Megatron-Core MoE README: with tp > 1 and ep > 1 sequence parallelism is required; tokens reach the router
+    # sequence-sharded (Korthikanti et al. 2022 §4.2.2)
+    return s.micro_batch * (model.seq_len // s.cp) // (s.tp if s.sequence_parallel else 1)
+
+
+def expert_rows(model: ModelSpec, s: Plan) -> int:
+    """Tokens the busiest local expert computes per micro-batch (the grouped GEMM's m per expert)."""
+    # the ep·etp GPUs of one expert group route ep·etp·T·top_k tokens over the experts; each expert TP rank sees
+    # all of its experts' tokens (all-gather over etp), at the busiest expert's load (imbalance)
+    mean = s.ep * s.etp * local_tokens(model, s) * model.top_k / model.experts
+    return max(1, math.ceil(mean * imbalance(model)))
+
+
+def fp8(s: Plan) -> bool:
+    """Whether the plan's linear layers (MLA projections, experts, shared experts) run FP8 GEMMs."""
+    return s.precision != "bf16"
+
+
+def dispatch_value_bytes(s: Plan) -> float:
+    """Bytes per value the dispatch all-to-all moves: FP8 and its tile scales under fp8-blockwise, else BF16."""
+    # DeepSeek-V3 §3.3.3 (low-precision communication): activations are quantized to FP8 (1×128 tiles, an fp32
+    # scale each) before the dispatch, the input of the experts' up-projection; the combine stays BF16
+    return FP8 + 4 / FP8_TILE if s.precision == "fp8-blockwise" else BF16
+
+
+def routed_bytes(model: ModelSpec, s: Plan, value_bytes: float) -> float:
+    """Bytes of one GPU's T·top_k routed token copies of h values."""
+    return value_bytes * local_tokens(model, s) * model.top_k * model.hidden
+
+
+def dispatch_bytes(model: ModelSpec, s: Plan) -> float:
+    """Bytes one GPU holds for the dispatch all-to-all: its T·top_k token copies of h values (FP8 under
+    fp8-blockwise, else bf16)."""
+    # Megatron-Core alltoall dispatcher: every routed copy is sent (to itself when its expert is local); the
+    # (ep−1)/ep that leave the GPU are what network.all_to_all prices (Lepikhin et al. 2020, GShard §3.2)
+    return routed_bytes(model, s, dispatch_value_bytes(s))
+
+
+def combine_bytes(model: ModelSpec, s: Plan) -> float:
+    """Bytes one GPU holds for the combine all-to-all: the experts' outputs for its copies, in BF16 (§3.3.3)."""
+    return routed_bytes(model, s, BF16)
+
+
+def a2a_bytes_leaving(model: ModelSpec, s: Plan) -> float:
+    """Bytes one GPU sends to other EP ranks per dispatch (and receives per combine), without node-limited
+    routing: tokens·top_k·h·value bytes·(ep−1)/ep."""
+    return dispatch_bytes(model, s) * (s.ep - 1) / s.ep
+
+
+def inter_node_copies(model: ModelSpec, shape: network.GroupShape) -> float:
+    """Mean copies of one token that cross the inter-node network per dispatch over an EP group of ``shape``.
+
+    Unlimited routing: each of the top_k copies travels alone and (n − k)/n of them land off the node (k ranks
+    per node, uniform experts). Node-limited (``route_nodes`` M > 0): a token reaches at most min(M, top_k,
+    nodes) nodes and crosses to each once, the source node being one of them with chance 1/nodes."""
+    if shape.nodes <= 1:
+        return 0.0
+    if not model.route_nodes:
+        # pairwise all-to-all (Thakur et al. 2005): the share of peers outside the node
+        return model.top_k * (shape.size - shape.per_node) / shape.size
+    # DeepSeek-V3 §2.1.2 (node-limited routing) and §3.2.2: one IB transfer per target node, then NVLink
+    reached = min(model.route_nodes, model.top_k, shape.nodes)
+    return reached * (shape.nodes - 1) / shape.nodes
+
+
+def routed_a2a_time(model: ModelSpec, cluster: ClusterSpec, s: Plan, value_bytes: float) -> float:
+    """Seconds of one dispatch or combine all-to-all moving one GPU's routed copies at ``value_bytes`` a value."""
+    shape = ep_shape(cluster, s)
+    nbytes = routed_bytes(model, s, value_bytes)
+    if not model.route_nodes or shape.nodes <= 1:
+        return network.all_to_all(cluster, shape, nbytes)
+    # DeepSeek-V3 §3.2.2: a token goes over IB once per target node to the GPU of the same local index there,
+    # which forwards it over NVLink to the GPUs of its experts; of the top_k copies, (k − 1)/k end on another GPU
+    # of their node than the one they arrive at (or leave from) and cross NVLink
+    per_copy = value_bytes * local_tokens(model, s) * model.hidden
+    inter = per_copy * inter_node_copies(model, shape)
+    intra = nbytes * (shape.per_node - 1) / shape.per_node
+    return network.two_hop_all_to_all(cluster, shape, inter, intra)
+
+
+def ep_shape(cluster: ClusterSpec, s: Plan) -> network.GroupShape:
+    """Where an EP group sits: ep ranks etp apart (Megatron-Core expert rank order etp-ep-edp-pp)."""
+    return network.group_shape(cluster.gpus_per_node, s.ep, s.etp)
+
+
+def etp_shape(cluster: ClusterSpec, s: Plan) -> network.GroupShape:
+    """Where an expert-TP group sits: etp consecutive ranks."""
+    return network.group_shape(cluster.gpus_per_node, s.etp, 1)
+
+
+def edp_shape(cluster: ClusterSpec, s: Plan) -> network.GroupShape:
+    """Where an expert-data-parallel group sits: edp ranks ep·etp apart."""
+    return network.group_shape(cluster.gpus_per_node, s.edp, s.ep * s.etp)
+
+
+def all_to_all_time(cluster: ClusterSpec, s: Plan, nbytes: float) -> float:
+    """Seconds of one dispatch or combine all-to-all of ``nbytes`` per GPU over the EP group (NVLink inside a
+    node, the NICs across nodes: network.all_to_all)."""
+    return network.all_to_all(cluster, ep_shape(cluster, s), nbytes)
+
+
+@dataclass(frozen=True, slots=True)
+class MoELayer:
+    """Kernels, TP/ETP collectives and EP all-to-all seconds of one layer for one micro-batch on one GPU."""
+
+    compute: LayerCompute
+    a2a_forward: float
+    """Dispatch plus combine all-to-all of the forward pass (the backward has the same two, reversed)."""
+    etp_forward: float
+    """Expert-TP all-gather of the dispatched tokens and reduce-scatter of the experts' outputs (0 if etp = 1)."""
+
+
+def grouped_gemm_time(gpu, experts: int, m: int, n: int, k: int, fp8: bool = False) -> float:
+    """Seconds of one grouped GEMM over ``experts`` local experts of m tokens each: (m×k)·(k×n) per expert.
+
+    Megatron-Core's --moe-grouped-gemm runs Transformer Engine's GroupedLinear, which on Hopper issues one cuBLAS
+    GEMM per expert (TE ``general_grouped_gemm`` → ``nvte_multi_stream_cublas_gemm``): each expert's GEMM pays its
+    own wave quantization, main-loop fill and launch (``compute.gemm_time``), so the grouped GEMM runs below a dense
+    GEMM of the same FLOPs when m (tokens per expert) is small, and as the dense GEMMs when m is large (MegaBlocks,
+    Gale et al. 2022, arXiv 2211.15841 §5: per-expert GEMM efficiency grows with tokens per expert)."""
+    return experts * compute.gemm_time(gpu, m, n, k, 1, fp8)
+
+
+def grouped_gemm_efficiency(gpu, experts: int, m: int, n: int, k: int, fp8: bool = False) -> float:
+    """Achieved FLOP/s of the grouped GEMM over the GPU's peak (BF16, or FP8 with ``fp8``)."""
+    peak = gpu.fp8_peak_flops if fp8 else gpu.peak_flops
+    return 2.0 * experts * m * n * k / grouped_gemm_time(gpu, experts, m, n, k, fp8) / peak
+
+
+def _grouped(gpu, name: str, experts: int, m: int, n: int, k: int, fp8: bool = False) -> Op:
+    # the local experts' GEMMs of the busiest expert's m tokens each (the slowest expert sets the time)
+    operand = compute.FP8 if fp8 else BF16
+    return Op(name, 2.0 * m * n * k * experts, experts * (operand * (m * k + k * n) + BF16 * m * n),
+              grouped_gemm_time(gpu, experts, m, n, k, fp8))
+
+
+def _grouped_backward(gpu, name: str, experts: int, m: int, n: int, k: int, fp8: bool = False) -> tuple[Op, Op]:
+    # dgrad (m×n)·(n×k) and wgrad (k×m)·(m×n) per expert (Narayanan et al. SC'21 §5.1)
+    return (_grouped(gpu, f"{name}.dgrad", experts, m, k, n, fp8),
+            _grouped(gpu, f"{name}.wgrad", experts, k, n, m, fp8))
+
+
+def activation_ops(model: ModelSpec, gpu, values: int) -> tuple[Op, Op, int, int]:
+    """Forward and backward of the experts' activation over ``values`` fc1 outputs, and their kernel counts.
+
+    A gated unit reads gate and up and writes one (Shazeer 2020, arXiv 2002.05202): 1.5 bytes-of-fc1-output forward
+    (an ungated one 2), 1.5× that backward. GPT-OSS's clamped SwiGLU (Megatron-Core ``weighted_bias_quick_geglu_impl`` with a
+    ``clamp_value``) first clamps gate and linear halves (two kernels, read and write each) and concatenates them (a
+    third, read and write), then runs the fused unit; its backward adds the two clamps' masked gradients."""
+    full = BF16 * values                       # bytes of fc1's output (gate and linear halves)
+    gated_fwd = full * (1.5 if model.gated else 2.0)     # an ungated unit reads its input and writes one
+    if not model.glu_clamp:
+        return (compute.memory_op(gpu, "expert.activation", gated_fwd), compute.memory_op(gpu, "expert.activation.bwd",
+                                                                                 1.5 * gated_fwd), 1, 1)
+    # clamps: read+write each half (2·full); cat: read+write full (2·full); fused unit: read full, write half
+    fwd = 2 * full + 2 * full + 1.5 * full
+    # fused backward: read grad (half) and input (full), write grad (full); each clamp's backward: read grad and
+    # input, write grad (3 halves each)
+    bwd = 2.5 * full + 2 * 1.5 * full
+    return (compute.memory_op(gpu, "expert.activation", fwd, 4), compute.memory_op(gpu, "expert.activation.bwd", bwd, 3), 4, 3)
+
+
+def _quantize(gpu, name: str, values: float) -> Op:
+    # Transformer Engine's FP8 cast of a GEMM input: read BF16, write FP8 row- and column-wise (layer.quantize_ops)
+    return compute.memory_op(gpu, name, (BF16 + 2 * compute.FP8) * values)
+
+
+def host_exposed(host_launch: float, ops: list[tuple[Op, int]], synced: bool) -> float:
+    """Seconds the GPU waits for the host over ``ops`` (each with the kernels it launches).
+
+    Megatron-Core's alltoall dispatcher copies the routing's token counts to the host every MoE layer forward (the
+    all-to-all split sizes and the grouped GEMM's per-expert m are host values: token_dispatcher.py, a device-to-host
+    sync), so after that sync the host has no lead: each kernel starts when both the GPU is free and the host has
+    issued it (a two-queue simulation from the sync to the next one). Without a sync (the backward) the host runs
+    ahead and binds only if it issues the pass slower than the GPU runs it."""
+    if not host_launch:
+        return 0.0
+    gpu_busy = sum(op.seconds for op, _ in ops)
+    if not synced:
+        return max(0.0, host_launch * sum(n for _, n in ops) - gpu_busy)
+    host = gpu = 0.0
+    for op, launches in ops:
+        host += host_launch * launches
+        gpu = max(gpu, host) + op.seconds
+    return gpu - gpu_busy
+
+
+def _linear(gpu, name: str, m: int, n: int, k: int, fp8: bool, quantize_input: bool = True) -> tuple[Op, ...]:
+    """A linear layer's forward: its FP8 input cast (when FP8 and the input arrives BF16) and its GEMM."""
+    cast = (_quantize(gpu, f"{name}.quantize", m * k),) if fp8 and quantize_input else ()
+    return (*cast, compute.gemm_op(gpu, name, m, n, k, fp8=fp8))
+
+
+def _linear_bwd(gpu, name: str, m: int, n: int, k: int, fp8: bool) -> tuple[Op, ...]:
+    """A linear layer's backward: the FP8 cast of its output gradient (when FP8), dgrad and wgrad."""
+    cast = (_quantize(gpu, f"{name}.quantize_grad", m * n),) if fp8 else ()
+    return (*cast, *compute.linear_backward(gpu, name, m, n, k, fp8=fp8))
+
+
+def _mla_ops(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
+    """Forward and backward kernels of multi-head latent attention (projections and core)."""
+    gpu, h, t, a = cluster.gpu, model.hidden, s.tp, model.heads
+    tokens = s.micro_batch * model.seq_len // s.cp
+    # DeepSeek-V2 (arXiv 2405.04434) §2.1.2-2.1.3: down-projections to the q and kv latents (replicated over TP,
+    # Megatron-Core MLA), up-projections to heads/t heads, decoupled RoPE key, output projection (row-parallel)
+    shapes = [("kv_down", tokens, model.kv_lora_rank + model.qk_rope_head_dim, h),
+              ("kv_up", tokens, a * (model.head_dim + model.value_dim) // t, model.kv_lora_rank),
+              ("o_proj", tokens, h, a * model.value_dim // t)]
+    if model.q_lora_rank:
+        shapes += [("q_down", tokens, model.q_lora_rank, h),
+                   ("q_up", tokens, a * model.qk_head_dim // t, model.q_lora_rank)]
+    else:
+        shapes += [("q_proj", tokens, a * model.qk_head_dim // t, h)]
+    # DeepSeek-V3 §3.3.1: every linear layer runs FP8 GEMMs under an FP8 precision (the core stays BF16)
+    f8 = fp8(s)
+    fwd = [op for name, m, n, k in shapes for op in _linear(gpu, name, m, n, k, f8)]
+    bwd = [op for name, m, n, k in shapes for op in _linear_bwd(gpu, name, m, n, k, f8)]
+    # the core: QK^T over d + d_R, AV over d_v; FLOPs as heads of their mean width (attention_core_dim)
+    proxy = replace(model, head_dim=model.attention_core_dim // model.heads, kv_lora_rank=0, q_lora_rank=0,
+                    qk_rope_head_dim=0, v_head_dim=0, experts=0, top_k=0, moe_ffn_hidden=0, shared_experts=0,
+                    dense_layers=0, route_nodes=0, family="dense")
+    core_f, core_b = layer.attention_ops(cluster, proxy, s.micro_batch, model.seq_len // s.cp, model.seq_len,
+                                        a // t, model.dropout)
+    return (*fwd, core_f), (*bwd, core_b)
+
+
+def _attention_ops(model: ModelSpec, cluster: ClusterSpec, s: Plan, dense: LayerCompute,
+                   keep_mlp: bool) -> tuple[tuple[Op, ...], tuple[Op, ...], Op]:
+    """The dense layer's kernels with MLA in place of its attention (when the model has it) and without the dense
+    MLP unless ``keep_mlp``; and the attention core's forward."""
+    drop = set() if keep_mlp else set(_DENSE_MLP)
+    if model.mla:
+        drop |= _MHA
+    fwd = tuple(op for op in dense.forward if op.name.split(".")[0] not in drop)
+    bwd = tuple(op for op in dense.backward if op.name.split(".")[0] not in drop)
+    core = next(op for op in dense.forward if op.name.startswith("attention"))
+    if model.mla:
+        mla_f, mla_b = _mla_ops(model, cluster, s)
+        fwd, bwd, core = fwd + mla_f, bwd + mla_b, mla_f[-1]
+    return fwd, bwd, core
+
+
+def _recompute(s: Plan, cluster: ClusterSpec, forward: tuple[Op, ...], core: Op) -> tuple[Op, ...]:
+    # Korthikanti et al. 2022 §4.2: selective recomputes the attention core, full recomputes the whole layer
+    if s.recompute == "full":
+        return forward
+    if s.recompute == "selective" and not cluster.flash_attention:
+        return (core,)
+    if s.recompute == "modules":
+        return tuple(op for op in forward if op.name in RECOMPUTED_MODULES)
+    return ()
+
+
+@lru_cache(maxsize=4096)
+def dense_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> LayerCompute:
+    """One dense-FFN layer of a MoE model (its leading ``dense_layers``), with MLA when the model has it."""
+    dense = layer.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
+                                  s.precision, s.fp8_activation_store)
+    if not model.mla:
+        return replace(dense, recompute=_recompute(s, cluster, dense.forward, dense.forward[0])) if (
+            s.recompute == "modules") else dense
+    fwd, bwd, core = _attention_ops(model, cluster, s, dense, keep_mlp=True)
+    rec = _recompute(s, cluster, fwd, core)
+    return replace(dense, forward=fwd, backward=bwd, recompute=rec, attention_forward=core.seconds)
+
+
+@lru_cache(maxsize=4096)
+def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
+    """One MoE layer for one micro-batch on one GPU: attention, router, dispatch, experts, combine, shared experts."""
+    gpu, h, t = cluster.gpu, model.hidden, s.tp
+    fp8 = s.precision != "bf16"
+    dense = layer.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
+                                  s.precision, s.fp8_activation_store)
+    attn_f, attn_b, core = _attention_ops(model, cluster, s, dense, keep_mlp=False)
+    tokens_in = local_tokens(model, s)
+    experts = model.experts // s.ep
+    rows = expert_rows(model, s)
+    width = model.moe_ffn_hidden // s.etp
+    up = (2 if model.gated else 1) * width
+    routed = BF16 * tokens_in * model.top_k * h
+    # Fedus et al. 2021 §2.1: router logits x·W_r (h×E), softmax and top-k over fp32 scores (read, write)
+    router = compute.gemm_op(gpu, "router", tokens_in, model.experts, h)
+    topk = compute.memory_op(gpu, "router.topk", 4 * 2 * tokens_in * model.experts, 2)
+    # Megatron-Core permute/unpermute: gather each routed copy into expert order and back (read and write)
+    permute = compute.memory_op(gpu, "permute", 2 * routed * s.etp)
+    unpermute = compute.memory_op(gpu, "unpermute", 2 * routed * s.etp)
+    act_f, act_b, act_fk, act_bk = activation_ops(model, gpu, experts * rows * up)
+    store_f, store_b = layer.fp8_store_ops(gpu, "expert.activation", experts * rows * up, s.fp8_activation_store)
+    fc1 = _grouped(gpu, "expert.fc1", experts, rows, up, h, fp8)
+    fc2 = _grouped(gpu, "expert.fc2", experts, rows, h, width, fp8)
+    # (op, kernels it launches): the grouped GEMMs launch one GEMM per local expert (grouped_gemm_time)
+    # under fp8-blockwise the tokens are cast before the dispatch (T·h values, not the T·top_k copies: DeepSeek-V3
+    # §3.3.3, FP8 dispatch)
+    fc1_cast = tokens_in * h if s.precision == "fp8-blockwise" else experts * rows * h
+    quant_f = [(_quantize(gpu, "expert.fc1.quantize", fc1_cast), 1),
+               (_quantize(gpu, "expert.fc2.quantize", experts * rows * width), 1)] if fp8 else [(None, 0)] * 2
+    quant_b = [(_quantize(gpu, "expert.fc2.quantize_grad", experts * rows * h), 1),
+               (_quantize(gpu, "expert.fc1.quantize_grad", experts * rows * up), 1)] if fp8 else [(None, 0)] * 2
+    pre_sync = [(router, 1), (topk, 1)]
+    post_sync = [(permute, 1), quant_f[0], (fc1, experts), (act_f, act_fk), *((op, 1) for op in store_f), quant_f[1],
+                 (fc2, experts), (unpermute, 1)]
+    fc2_d, fc2_w = _grouped_backward(gpu, "expert.fc2", experts, rows, h, width, fp8)
+    fc1_d, fc1_w = _grouped_backward(gpu, "expert.fc1", experts, rows, up, h, fp8)
+    backward_ops = [(compute.memory_op(gpu, "unpermute.bwd", 2 * routed * s.etp), 1), quant_b[0], (fc2_d, experts),
+                    (fc2_w, experts), *((op, 1) for op in store_b), (act_b, act_bk), quant_b[1], (fc1_d, experts),
+                    (fc1_w, experts),
+                    (compute.memory_op(gpu, "permute.bwd", 2 * routed * s.etp), 1),
+                    *((op, 1) for op in compute.linear_backward(gpu, "router", tokens_in, model.experts, h))]
+    if model.shared_experts:
+        # DeepSeekMoE (arXiv 2401.06066) §3.2: shared experts are a dense MLP of shared·moe_ffn on every token,
+        # column/row-parallel over TP (Megatron-Core SharedExpertMLP)
+        tokens = s.micro_batch * model.seq_len // s.cp
+        sw = model.shared_experts * model.moe_ffn_hidden // t
+        sup = (2 if model.gated else 1) * sw
+        sact = BF16 * tokens * sw * (3 if model.gated else 2)
+        sstore_f, sstore_b = layer.fp8_store_ops(gpu, "shared.activation", tokens * sup, s.fp8_activation_store)
+        post_sync += [(compute.gemm_op(gpu, "shared.fc1", tokens, sup, h, fp8=fp8), 1),
+                      (compute.memory_op(gpu, "shared.activation", sact), 1), *((op, 1) for op in sstore_f),
+                      (compute.gemm_op(gpu, "shared.fc2", tokens, h, sw, fp8=fp8), 1)]
+        backward_ops += [*((op, 1) for op in compute.linear_backward(gpu, "shared.fc2", tokens, h, sw, fp8)),
+                         *((op, 1) for op in sstore_b), (compute.memory_op(gpu, "shared.activation.bwd", 1.5 * sact), 1),
+                         *((op, 1) for op in compute.linear_backward(gpu, "shared.fc1", tokens, sup, h, fp8))]
+    post_sync = [x for x in post_sync if x[0] is not None]
+    backward_ops = [x for x in backward_ops if x[0] is not None]
+    # dispatch and combine: one all-to-all each way per pass (Lepikhin et al. 2020, GShard §3.2); the dispatch
+    # in FP8 under fp8-blockwise, the combine in BF16 (DeepSeek-V3 §3.3.3; the backward mirrors them: the
+    # gradient sent to the experts in FP8, the one sent back in BF16)
+    dispatch = routed_a2a_time(model, cluster, s, dispatch_value_bytes(s)) if s.ep > 1 else 0.0
+    combine = routed_a2a_time(model, cluster, s, BF16) if s.ep > 1 else 0.0
+    a2a = dispatch + combine
+    # the host's issue time: from the dispatcher's sync through the experts (the all-to-alls on the GPU's queue
+    # between them) and the next layer's attention and router, to the next sync
+    span = [post_sync[0], (Op("all_to_all", 0.0, 0.0, dispatch), 1), *post_sync[1:],
+            (Op("all_to_all", 0.0, 0.0, combine), 1), *((op, 1) for op in attn_f), *pre_sync]
+    # Megatron-Core token_dispatcher.py (MoEAlltoAllTokenDispatcher): drop-and-pad keeps cuda_sync_point "no_sync"
+    # (the split sizes are the capacity, a host value); dropless routing syncs the host every layer
+    wait_f = host_exposed(gpu.host_launch, span, synced=not model.pad_to_capacity)
+    wait_b = host_exposed(gpu.host_launch, [*backward_ops, *((op, 1) for op in attn_b)], synced=False)
+    host = (Op("host.wait", 0.0, 0.0, wait_f),) if wait_f else ()
+    host_b = (Op("host.wait.bwd", 0.0, 0.0, wait_b),) if wait_b else ()
+    forward = attn_f + tuple(op for op, _ in pre_sync + post_sync) + host
+    backward = tuple(op for op, _ in backward_ops) + attn_b + host_b
+    # TP collectives: the attention block's (two, four with SP) and the shared experts' pair; over the expert-TP
+    # group, the all-gather of dispatched tokens and reduce-scatter of their outputs (Megatron-Core alltoall
+    # dispatcher)
+    coll = dense.forward_collectives
+    if not model.shared_experts:
+        coll = coll[:len(coll) // 2]
+    etp = 0.0
+    if s.etp > 1:
+        shape = etp_shape(cluster, s)
+        etp = (network.all_gather(cluster, shape, routed * s.etp)
+               + network.reduce_scatter(cluster, shape, routed * s.etp))
+    lay = LayerCompute(forward=forward, backward=backward, recompute=_recompute(s, cluster, forward, core),
+                       forward_collectives=coll, backward_collectives=coll,
+                       recompute_collectives=coll if s.recompute == "full" else (), attention_forward=core.seconds)
+    return MoELayer(compute=lay, a2a_forward=a2a, etp_forward=etp)
+
+
+def layer_key(s: Plan) -> Plan:
+    """The fields of ``s`` a layer's cost reads (so that plans differing elsewhere share the cached layer)."""
+    return type(s)(tp=s.tp, cp=s.cp, sequence_parallel=s.sequence_parallel, micro_batch=s.micro_batch,
+                    recompute=s.recompute, ep=s.ep, etp=s.etp, precision=s.precision,
+                    fp8_activation_store=s.fp8_activation_store)

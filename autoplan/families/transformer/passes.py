@@ -1,0 +1,192 @@
+"""Seconds of one chunk pass of a dense transformer (its layers, embedding, output layer, TP collectives,
+context-parallel ring exchanges and unfused gradient accumulation) on one GPU."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from autoplan.hardware import compute, network, policy
+
+from autoplan.families.transformer import layer as kernels
+from autoplan.families.transformer import tp_overlap
+from autoplan.hardware.compute import Collective, Op
+from autoplan.families.transformer.layer import LayerCompute
+from autoplan.families.costs import PassCost, PassKey, pass_cost
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.hardware.support import cp_a2a_degree
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.layout import chunk_layers
+from autoplan.specs.plan import Plan
+
+CP_BACKWARD_FACTOR = 2.5
+"""Attention backward over forward that a CP ring's two backward exchanges overlap with (Dao 2023, FA2 §3)."""
+
+
+def grad_bytes(s: Plan) -> int:
+    """Bytes per gradient in the DP reduction: fp32 (Megatron's default for bf16) or the 16-bit type."""
+    # Megatron-LM --accumulate-allreduce-grads-in-fp32: 4-byte main_grad, else the 2-byte training type
+    return 4 if s.grad_reduce_in_fp32 else 2
+
+
+def cp_kv_bytes(model: ModelSpec, s: Plan) -> int:
+    """Bytes of one K/V block a CP rank passes around the ring per layer."""
+    # ring attention (Liu et al. 2023 §3): K and V of the rank's s/cp tokens, bf16, its tp share of kv heads; MLA's
+    # keys carry the decoupled RoPE part too (DeepSeek-V2, arXiv 2405.04434 §2.1.3: d_h + d_h^R per key head)
+    return compute.BF16 * s.micro_batch * (model.seq_len // s.cp) * _kv_width(model) // s.tp
+
+
+def _kv_width(model: ModelSpec) -> int:
+    """Width of one token's key plus value across the kv heads."""
+    return model.kv_heads * (model.qk_head_dim + model.value_dim)
+
+
+def _cp_ring(model: ModelSpec, cluster: ClusterSpec, s: Plan, attention_forward: float) -> tuple[float, float]:
+    """Exposed seconds of one layer's CP exchanges in the forward and the backward pass: a ring of K/V blocks,
+    Ulysses all-to-alls, or all-to-alls inside the node and a ring across (``cp_comm``)."""
+    if s.cp == 1:
+        return 0.0, 0.0
+    a2a = cp_a2a_degree(s, cluster.domain_gpus)
+    fwd = bwd = ulysses_seconds(model, cluster, s, a2a) if a2a > 1 else 0.0
+    ring = s.cp // a2a
+    if ring == 1:
+        return fwd, bwd
+    kv = cp_kv_bytes(model, s)
+    shape = network.shape_of(cluster, s, "cp")
+    # a hierarchical ring's neighbours are whole a2a groups apart: across nodes unless the group fits in one
+    same_node = shape.nodes == 1
+    hop = network.send_recv(cluster, same_node, kv)
+    # ring attention (Liu et al. 2023): r−1 K/V block exchanges overlap the blockwise attention compute;
+    # the backward sends K/V and their gradients (2×) beside a 2.5× attention backward (Dao 2023, FA2 §3)
+    fwd += max(0.0, (ring - 1) * hop - attention_forward * (ring - 1) / ring) + hop / ring
+    bwd += max(0.0, 2 * (ring - 1) * hop - CP_BACKWARD_FACTOR * attention_forward * (ring - 1) / ring) + hop / ring
+    return fwd, bwd
+
+
+def ulysses_bytes(model: ModelSpec, s: Plan) -> tuple[int, int]:
+    """Bytes per GPU of one Ulysses all-to-all of Q (or the attention output) and of K (or V), the mean of the
+    two where their head widths differ (MLA)."""
+    # Jacobs et al. 2023 (DeepSpeed-Ulysses, arXiv 2309.14509) §3: each all-to-all re-shards one b·(s/cp)·d
+    # tensor of the rank's tp share of heads from a sequence split to a head split (and back for the output)
+    tokens = s.micro_batch * (model.seq_len // s.cp)
+    per_head = model.qk_head_dim + model.value_dim
+    return (compute.BF16 * tokens * model.heads * per_head // 2 // s.tp,
+            compute.BF16 * tokens * _kv_width(model) // 2 // s.tp)
+
+
+def ulysses_seconds(model: ModelSpec, cluster: ClusterSpec, s: Plan, a2a: int) -> float:
+    """Seconds of one layer's four Ulysses all-to-alls (Q, K, V in; the output back) over ``a2a`` CP ranks; the
+    backward has four as well (the output's gradient in; those of Q, K and V back). They sit on the attention's
+    critical path: nothing to overlap with."""
+    q, kv = ulysses_bytes(model, s)
+    shape = network.group_shape(cluster.domain_gpus, a2a, network.stride(s, "cp"))
+    # Jacobs et al. 2023 §3: all-to-alls of Q, K, V before attention and of its output after it
+    return 2 * network.all_to_all(cluster, shape, q) + 2 * network.all_to_all(cluster, shape, kv)
+
+
+def _collectives_time(cluster: ClusterSpec, shape: network.GroupShape, colls: tuple[Collective, ...],
+                      collective_policy: str = "nccl") -> float:
+    # the plan's collective policy (nccl: network.py unchanged; baseline/Themis when the TP group spans dimensions)
+    return sum(policy.COLLECTIVES[c.kind](cluster, shape, c.nbytes, collective_policy) for c in colls)
+
+
+def layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> LayerCompute:
+    """Kernels and TP collectives of one transformer layer for one micro-batch of plan ``s``."""
+    return kernels.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
+                                 s.precision, s.fp8_activation_store)
+
+
+@lru_cache(maxsize=4096)
+def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey, PassCost]:
+    """Cost of a forward / backward chunk pass, keyed by (forward, holds embedding, holds output layer)."""
+    lay = layer(model, cluster, s)
+    tp = network.shape_of(cluster, s, "tp")
+    cp_fwd, cp_bwd = _cp_ring(model, cluster, s, lay.attention_forward)
+    n_first, n_mid, n_last = chunk_layers(model.layers, s)
+    fwd = LayerCompute.seconds(lay.forward)
+    fwd_tp = _collectives_time(cluster, tp, lay.forward_collectives, s.collective_policy)
+    bwd = LayerCompute.seconds(lay.backward)
+    bwd_tp = _collectives_time(cluster, tp, lay.backward_collectives, s.collective_policy)
+    rec = LayerCompute.seconds(lay.recompute)
+    rec_tp = _collectives_time(cluster, tp, lay.recompute_collectives, s.collective_policy)
+    if s.tp_comm_overlap and s.sequence_parallel and s.tp > 1:
+        # chunked collectives hidden behind the GEMMs they feed (Wang et al. ASPLOS'23; TE userbuffers)
+        fwd_tp, bwd_tp = tp_overlap.layer_exposed(model, cluster, s)
+        rec_tp = fwd_tp if lay.recompute_collectives else 0.0
+    emb_f, emb_b, emb_c = kernels.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
+    out_f, out_b, out_c = kernels.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
+    emb_tp = _collectives_time(cluster, tp, emb_c, s.collective_policy)
+    out_tp = _collectives_time(cluster, tp, out_c, s.collective_policy)
+    costs = {}
+    for first in (False, True):
+        for last in (False, True):
+            # an uneven first/last stage's outer chunk has its own layer count (Megatron-Core, uneven pipeline split)
+            n = n_first if first else n_last if last else n_mid
+            f_comp = n * fwd + first * LayerCompute.seconds(emb_f) + last * LayerCompute.seconds(out_f)
+            f_tp = n * fwd_tp + first * emb_tp + last * out_tp
+            costs[(True, first, last)] = pass_cost(("compute", f_comp), ("tp", f_tp), ("cp", n * cp_fwd))
+            b_comp = n * bwd + first * LayerCompute.seconds(emb_b) + last * LayerCompute.seconds(out_b)
+            if not s.gradient_accumulation_fusion:
+                b_comp += grad_accumulation(model, cluster, s, n, first, last).seconds
+            # Shoeybi et al. 2019 §3 (conjugate f and g): the backward has the forward's TP collectives; a full
+            # recompute repeats the forward's too (Korthikanti et al. 2022 §4.2)
+            b_tp = n * (bwd_tp + rec_tp) + last * out_tp
+            costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", n * rec), ("tp", b_tp),
+                                                    ("cp", n * (cp_bwd + (cp_fwd if s.recompute == "full" else 0))))
+    return costs
+
+
+def weight_grad_seconds(ops: tuple[Op, ...]) -> float:
+    """Seconds of the weight-gradient kernels among a backward's ``ops``: the wgrad GEMMs and the embedding's
+    gradient scatter; the input-gradient GEMMs, attention core and element-wise backwards stay in B."""
+    # Qi et al. 2024 (arXiv 2401.10241) §2, Fig. 1: a linear layer's backward is B = ∇x (dgrad) and W = ∇W (wgrad)
+    return sum(op.seconds for op in ops if op.name.endswith(".wgrad") or op.name == "embedding.bwd")
+
+
+@lru_cache(maxsize=4096)
+def weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[tuple[bool, bool], PassCost]:
+    """The W part (weight gradients) of a backward chunk pass, keyed by (holds embedding, holds output layer):
+    its layers' wgrad GEMMs, the embedding's and output layer's weight gradients and, without gradient-accumulation
+    fusion, the separate accumulation. All compute; the rest of ``pass_costs``' backward is the B part."""
+    lay = layer(model, cluster, s)
+    n_first, n_mid, n_last = chunk_layers(model.layers, s)
+    w_layer = weight_grad_seconds(lay.backward)
+    emb_b = weight_grad_seconds(kernels.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
+                                                          s.micro_batch)[1])
+    out_b = weight_grad_seconds(kernels.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
+                                                       s.micro_batch)[1])
+    out = {}
+    for first in (False, True):
+        for last in (False, True):
+            n = n_first if first else n_last if last else n_mid
+            w = n * w_layer + first * emb_b + last * out_b
+            if not s.gradient_accumulation_fusion:
+                w += grad_accumulation(model, cluster, s, n, first, last).seconds
+            out[(first, last)] = pass_cost(("compute", w))
+    return out
+
+
+def grad_accumulation(model: ModelSpec, cluster: ClusterSpec, s: Plan, layers: int, first: bool = False,
+                      last: bool = False) -> Op:
+    """Adding a backward pass's weight gradients (``layers`` layers, and the embedding or output layer if it
+    holds them) to the accumulated ones, without gradient-accumulation fusion."""
+    params = layers * model.layer_params()
+    tensors = layers * kernels.layer_tensors(model)
+    if first:
+        # the word embedding, and the learned position table (Radford et al. 2019, GPT-2)
+        params, tensors = params + model.embedding_params(), tensors + 1 + (model.position == "learned")
+    if last:
+        # the final norm's scale and bias, and the output matrix unless tied (Press & Wolf 2017)
+        params, tensors = params + model.output_params(), tensors + 2 + (not model.tied_embeddings)
+        if model.tied_embeddings and not first:
+            params += model.vocab * model.hidden      # the last stage's copy of the tied embedding (Megatron-LM)
+    return compute.grad_accumulation(cluster.gpu, params / s.tp, grad_bytes(s), tensors)
+
+
+def layer_ops(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[str, tuple[Op, ...]]:
+    """One layer's kernels by pass (forward, backward, recompute); the backward includes an unfused
+    gradient accumulation when the plan has one."""
+    lay = layer(model, cluster, s)
+    backward = lay.backward
+    if not s.gradient_accumulation_fusion:
+        backward += (grad_accumulation(model, cluster, s, 1),)
+    return {"forward": lay.forward, "backward": backward, "recompute": lay.recompute}

@@ -1,0 +1,95 @@
+"""Exposed seconds of a layer's sequence-parallel TP collectives when they overlap the GEMMs they feed
+(Megatron-LM ``--tp-comm-overlap``, Transformer Engine userbuffers).
+
+Wang et al. ASPLOS'23 ("Overlap Communication with Dependent Computation via Decomposition in Large Deep
+Learning Models") split a collective and the GEMM that consumes (or produces) it into tp chunks that pipeline:
+while the GEMM of one chunk runs, the next chunk's shard travels. Transformer Engine does this for the
+all-gather before QKV and fc1 and the reduce-scatter after proj and fc2 (``ring_exchange``/``pipeline``), and in
+the backward overlaps the dgrad's reduce-scatter with the independent wgrad GEMM (``bulk``) (TE docs,
+``initialize_ub``; NeMo userbuffers configs). Only what a chunk's GEMM cannot hide stays exposed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from autoplan.hardware import compute, network
+
+from autoplan.families.transformer import layer
+from autoplan.specs.cluster import GPUSpec
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.plan import Plan
+
+REDUCE_SCATTER_SMS = {"proj": 24, "fc2": 20}
+"""SMs the pipelined reduce-scatter's kernels take from the GEMM after proj and fc2 (``num_sm`` with
+``set_sm_margin``; the GEMM runs on the rest): NVIDIA's GPT-3 175B H100 recipe, dgxc-benchmarking
+nemo_megatron/gpt3_175b_hydra.yaml ``ub_tp_comm_overlap_cfg`` (the all-gathers use copy engines: no SMs)."""
+
+
+RS_SPLITS = 4
+"""Chunks of the pipelined reduce-scatter (``num_splits`` in the same NVIDIA recipe's userbuffers config)."""
+
+
+def _fewer_sms(gpu: GPUSpec, taken: int) -> GPUSpec:
+    """The GPU as a GEMM sees it with ``taken`` SMs busy with communication kernels (same per-SM rate)."""
+    left = max(1, gpu.sm_count - taken)
+    ratio = left / gpu.sm_count
+    return replace(gpu, sm_count=left, peak_flops=gpu.peak_flops * ratio, fp8_peak_flops=gpu.fp8_peak_flops * ratio)
+
+
+def pipelined(gemm: float, chunk_gemm: float, comm: float, chunks: int, exposed_chunk: bool = False) -> float:
+    """Exposed seconds of a collective of ``comm`` seconds split over a GEMM of ``gemm`` seconds whose ``chunks``
+    pieces take ``chunk_gemm`` each: ring exchange, the pipeline ``g + (n−1)·max(c, g)`` with c = comm/(n−1) per
+    step; chunked reduce-scatter (``exposed_chunk``), ``g + (n−1)·max(c, g) + c`` with c = comm/n, the last
+    chunk's reduce-scatter exposed. What exceeds the unsplit GEMM, never below 0 nor above ``comm`` (the
+    unoverlapped cost)."""
+    if chunks <= 1 or comm <= 0:
+        return max(0.0, comm)
+    # Wang et al. ASPLOS'23 §4 (decomposition): each chunk's transfer runs beside its neighbour chunk's GEMM;
+    # NeMo docs "Communication Overlap": ring exchanges replace the all-gather, and the chunked reduce-scatter
+    # "exposes one reduce-scatter chunk"
+    step = comm / chunks if exposed_chunk else comm / (chunks - 1)
+    total = chunk_gemm + (chunks - 1) * max(step, chunk_gemm) + (step if exposed_chunk else 0.0)
+    return min(comm, max(0.0, total - gemm))
+
+
+def bulk(comm: float, independent_gemm: float) -> float:
+    """Exposed seconds of a collective running beside an independent GEMM (TE userbuffers ``bulk`` overlap)."""
+    return max(0.0, comm - independent_gemm)
+
+
+def layer_exposed(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[float, float]:
+    """Exposed TP seconds of one layer's forward and backward with TP-comm overlap (sequence parallel, tp > 1)."""
+    gpu, t, fp8 = cluster.gpu, s.tp, s.precision != "bf16"
+    shape = network.shape_of(cluster, s, "tp")
+    shapes = layer.layer_gemm_shapes(model, t, s.cp, s.micro_batch)
+    # Korthikanti et al. 2022 §4.2.2: each SP all-gather / reduce-scatter moves the full b·s·h bf16 tensor
+    buffer = compute.BF16 * shapes["qkv"][0] * model.hidden
+    comm = network.all_gather(cluster, shape, buffer)
+
+    def gemm(m: int, n: int, k: int, chunks: int, sms_taken: int = 0) -> tuple[float, float]:
+        # the whole GEMM and one of its row chunks (m/chunks tokens; wave quantization of the smaller GEMM), the
+        # chunks on the SMs the communication kernels leave
+        chunk_gpu = _fewer_sms(gpu, sms_taken) if sms_taken else gpu
+        return compute.gemm_time(gpu, m, n, k, 1, fp8), compute.gemm_time(chunk_gpu, -(-m // chunks), n, k, 1, fp8)
+
+    fwd = 0.0
+    for name in ("qkv", "fc1"):
+        # the input's all-gather as t−1 ring exchanges beside t GEMM chunks (TE ``ring_exchange``)
+        fwd += pipelined(*gemm(*shapes[name], t), comm, t)
+    for name in ("proj", "fc2"):
+        # the output's reduce-scatter in chunks after GEMM chunks (TE ``pipeline``, ``num_splits``)
+        fwd += pipelined(*gemm(*shapes[name], RS_SPLITS, REDUCE_SCATTER_SMS[name]), comm, RS_SPLITS, True)
+    bwd = 0.0
+    for name in ("proj", "fc2"):
+        # the gradient's all-gather feeds the row-parallel layer's dgrad, (m×n)·(n×k) (ring exchange)
+        m, n, k = shapes[name]
+        bwd += pipelined(*gemm(m, k, n, t), comm, t)
+    for name in ("qkv", "fc1"):
+        # the column-parallel dgrad's reduce-scatter beside its own wgrad GEMM, (k×m)·(m×n) (TE ``bulk``); the
+        # re-gather of the layer's input for that wgrad hides behind the dgrad GEMM with or without userbuffers
+        # (Megatron-LM's async all-gather), so neither model counts it
+        m, n, k = shapes[name]
+        bwd += bulk(comm, compute.gemm_time(gpu, k, n, m, 1, fp8))
+    return fwd, bwd

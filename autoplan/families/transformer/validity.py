@@ -1,0 +1,108 @@
+"""Which plans a transformer (dense or MoE) can run: divisibility of heads, layers, batch and sequence by the
+degrees, schedule rules, and the numerics and TP-overlap features a plan asks for."""
+
+from __future__ import annotations
+
+from autoplan.specs.layout import (BIDIRECTIONAL, V_SHAPE, balanced_layout, balanced_v_layout, layout_chunks,
+                                   uneven_violations)
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.plan import SPLIT_BACKWARD, Plan
+
+_CNN_AXES = ("spatial", "channel", "filter")
+"""Degrees of the CNN family that a transformer plan keeps at 1 (read by name: no family imports another)."""
+
+def violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
+    """Every reason ``s`` cannot run ``model`` on ``gpus`` GPUs, in words a person can act on; [] if valid."""
+    out: list[str] = []
+    if s.gpus != gpus:
+        out.append(f"dp·tp·pp·cp = {s.dp}·{s.tp}·{s.pp}·{s.cp} = {s.gpus}, not the {gpus} GPUs of the cluster")
+    out += [f"{k} parallelism is for CNNs; a transformer needs {k} 1, got {getattr(s, k)}"
+            for k in _CNN_AXES if getattr(s, k) != 1]
+    if model.heads % s.tp:
+        out.append(f"attention heads {model.heads} are not divisible by tp {s.tp}")
+    if model.kv_heads % s.tp and model.kv_heads != model.heads:
+        out.append(f"kv heads {model.kv_heads} are not divisible by tp {s.tp}")
+    if model.ffn_hidden % s.tp:
+        out.append(f"ffn_hidden {model.ffn_hidden} is not divisible by tp {s.tp}")
+    if s.uneven:
+        out += uneven_violations(model.layers, s)
+    elif model.layers % (s.pp * layout_chunks(s)):
+        first, last = (balanced_v_layout(model.layers, s.pp), 0) if s.schedule in V_SHAPE else balanced_layout(
+            model.layers, s.pp, output_heavy=bool(model.mtp_layers))
+        hint = (f" (uneven: --first-stage-layers {first} --last-stage-layers {last})"
+                if first and last else f" (uneven: --last-stage-layers {last})" if last
+                else f" (uneven: --first-stage-layers {first})" if first else "")
+        out.append(f"layers {model.layers} are not divisible by pp·virtual_stages = {s.pp}·{layout_chunks(s)}{hint}")
+    if s.global_batch % (s.dp * s.micro_batch):
+        out.append(f"global batch {s.global_batch} is not divisible by dp·micro_batch = {s.dp}·{s.micro_batch}")
+    if s.cp > 1 and model.seq_len % (2 * s.cp):
+        out.append(f"sequence length {model.seq_len} is not divisible by 2·cp = {2 * s.cp} (load-balanced ring attention)")
+    if s.sequence_parallel and s.tp == 1:
+        out.append("sequence parallelism needs tp > 1")
+    if s.schedule == "interleaved":
+        if s.pp == 1:
+            out.append("the interleaved schedule needs pp > 1")
+        if s.virtual_stages < 2:
+            out.append("the interleaved schedule needs virtual_stages ≥ 2")
+        if s.micro_batches % s.pp:
+            out.append(f"the interleaved schedule needs micro-batches ({s.micro_batches}) divisible by pp ({s.pp})")
+    elif s.schedule in V_SHAPE or s.schedule == BIDIRECTIONAL:
+        out += _v_shape_violations(s)
+    elif s.virtual_stages != 1:
+        out.append(f"virtual_stages {s.virtual_stages} needs the interleaved schedule, not {s.schedule}")
+    if s.sharding != "auto":
+        out.append(f"embedding sharding {s.sharding} applies to DLRM models only")
+    if s.ep_overlap and s.ep == 1:
+        out.append("ep_overlap needs expert parallelism (ep > 1)")
+    if (s.ep > 1 or s.etp > 1) and not model.moe:
+        out.append(f"ep {s.ep} / etp {s.etp} need a mixture-of-experts model; {model.name} has no experts")
+    if s.schedule in SPLIT_BACKWARD and s.pp == 1:
+        out.append("a zero-bubble schedule (split backward) needs pp > 1")
+    if s.zero >= 3 and s.pp > 1:
+        # ZeRO-2 with pp > 1 is Llama 3's FSDP (arXiv 2407.21783 §3.3.1: optimizer states and gradients sharded,
+        # weights kept after the forward), its gradients reduce-scattered after every micro-batch's backward;
+        # ZeRO-3 would gather the weights again for every micro-batch (not modelled with pp > 1)
+        out.append(f"ZeRO stage {s.zero} shards weights across micro-batches and cannot run with pp > 1 (DeepSpeed)")
+    if model.mtp_layers and not model.moe:
+        out.append(f"multi-token prediction (mtp_layers {model.mtp_layers}) is modelled for MoE models only")
+    if s.recompute == "modules" and not model.moe:
+        out.append("recompute modules (norms, MLA up-projections, expert activations) is modelled for MoE models "
+                   "only; use selective or full")
+    return out + feature_violations(model, s)
+
+
+def feature_violations(model: ModelSpec, s: Plan) -> list[str]:
+    """Reasons the plan's precision, TP overlap and CP exchange cannot run (the GPU's share: ``hardware_violations``)."""
+    out = []
+    if s.fp8_param_gather and s.precision == "bf16":
+        out.append("fp8_param_gather needs an FP8 precision, not bf16")
+    if s.tp_comm_overlap and not (s.sequence_parallel and s.tp > 1):
+        # Megatron-LM arguments.py: --tp-comm-overlap requires --sequence-parallel (and TP > 1)
+        out.append(f"tp_comm_overlap needs sequence parallelism and tp > 1 (tp {s.tp}, sequence_parallel "
+                   f"{str(s.sequence_parallel).lower()})")
+    if s.cp_comm == "a2a" and s.cp > 1 and model.heads % (s.cp * s.tp):
+        # DeepSpeed-Ulysses (Jacobs et al. 2023 §3): the all-to-all hands each of cp ranks heads/(cp·tp) heads
+        out.append(f"cp_comm a2a: attention heads {model.heads} are not divisible by cp·tp = {s.cp}·{s.tp}")
+    return out
+
+
+
+def _v_shape_violations(s: Plan) -> list[str]:
+    """A V-shape schedule places exactly two chunks per rank (Qi et al. 2024 §6); its uneven layouts are checked
+    with the others (``layout.uneven_violations``)."""
+    out = []
+    if s.virtual_stages not in (1, 2):
+        shape = "one stage of each direction" if s.schedule == BIDIRECTIONAL else "V shape"
+        out.append(f"the {s.schedule} schedule places 2 model chunks per rank ({shape}), not virtual_stages "
+                   f"{s.virtual_stages}")
+    if s.schedule == "dualpipev" and s.micro_batches < 2 * s.pp:
+        # PyTorch ScheduleDualPipeV: at least as many micro-batches as stages (2 per rank)
+        out.append(f"the dualpipev schedule needs micro-batches ({s.micro_batches}) ≥ 2·pp ({2 * s.pp})")
+    if s.schedule == BIDIRECTIONAL:
+        # deepseek-ai/DualPipe dualpipe.py step(): num_ranks % 2 == 0, num_chunks % 2 == 0, num_chunks ≥ 2·num_ranks
+        if s.pp % 2:
+            out.append(f"the dualpipe schedule needs an even pp (half the ranks start each direction), got {s.pp}")
+        if s.micro_batches % 2 or s.micro_batches < 2 * s.pp:
+            out.append(f"the dualpipe schedule needs an even number of micro-batches ≥ 2·pp ({2 * s.pp}), got "
+                       f"{s.micro_batches}")
+    return out

@@ -1,0 +1,250 @@
+"""Where a plan's GPUs sit on the network: the cluster graph, Megatron rank placement and per-link ring load.
+
+The graph is a rail-optimised fat tree (DGX SuperPOD reference architecture): GPU ``i`` of an NVLink domain (one node,
+or a multi-node NVLink domain such as an NVL72 rack of 18 trays) talks through the domain's NVSwitch fabric and through
+its own NIC on rail ``i % domain_gpus``; each scalable unit (su) has one leaf
+switch per rail and the leaves of a rail meet at that rail's spine. Links are undirected graph edges; ``bandwidth`` is
+per direction.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from dataclasses import dataclass
+
+import networkx as nx
+
+from autoplan.errors import SpecError
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.plan import RANK_ORDER, Plan
+
+Node = tuple
+"""A graph node: ``("gpu", rank)``, ``("nvswitch", node)``, ``("nic", rank)``, ``("leaf", su, rail)``,
+``("spine", rail)``."""
+Link = frozenset
+"""An undirected link: the frozenset of its two graph nodes."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupPlacement:
+    """How the groups of one kind (tp, cp, dp or pp) lie on the cluster; every group of the kind together."""
+
+    size: int
+    """GPUs in one group."""
+    gpus_per_node: int
+    """Members of one group in one NVLink domain (one node unless the cluster sets nvlink_domain_gpus; the most in
+    any domain when groups are placed unevenly)."""
+    nodes: int
+    """NVLink domains (nodes) one group spans (the most of any group)."""
+    tier: str
+    """Name of the outermost network tier any group's ring crosses (the innermost tier for groups of one GPU)."""
+    max_link_sharing: int
+    """Most groups whose rings cross one link when all groups run at once (0 if no group uses a link).
+    Leaf–spine links carry the bandwidth of every node of their su, so a count there above 1 is not contention
+    until it exceeds the su's node count."""
+
+
+def _nodes_per_su(cluster: ClusterSpec) -> int:
+    """Nodes under one leaf per rail: the leaf tier's reach if a spine tier lies beyond it, else the whole cluster."""
+    if len(cluster.tiers) >= 3 and cluster.tiers[1].gpus:
+        return max(1, cluster.tiers[1].gpus // cluster.domain_gpus)
+    return max(1, cluster.domains)
+
+
+def _check_network(cluster: ClusterSpec) -> None:
+    if cluster.domains > 1 and len(cluster.tiers) < 2:
+        raise SpecError(f"cluster {cluster.name!r} has {cluster.domains} NVLink domains but no network tier "
+                        "between them")
+
+
+def build_graph(cluster: ClusterSpec) -> nx.Graph:
+    """The cluster's network: GPUs, NVSwitch fabrics (one per NVLink domain), NICs, rail leaves and spines, with
+    ``bandwidth`` and ``tier``."""
+    _check_network(cluster)
+    g, nodes, tiers = cluster.domain_gpus, cluster.domains, cluster.tiers
+    per_su = _nodes_per_su(cluster)
+    graph = nx.Graph(cluster=cluster.name, gpus_per_node=g, nodes_per_su=per_su)
+    gpus = range(cluster.gpus)
+    graph.add_nodes_from(("gpu", i) for i in gpus)
+    graph.add_edges_from(((("gpu", i), ("nvswitch", i // g)) for i in gpus),
+                         bandwidth=tiers[0].bandwidth, tier=tiers[0].name)
+    if nodes == 1:
+        return graph
+    leaf = tiers[1]
+    graph.add_edges_from(((("gpu", i), ("nic", i)) for i in gpus), bandwidth=leaf.bandwidth, tier=leaf.name)
+    graph.add_edges_from(((("nic", i), ("leaf", i // g // per_su, i % g)) for i in gpus),
+                         bandwidth=leaf.bandwidth, tier=leaf.name)
+    sus = -(-nodes // per_su)
+    if sus > 1:
+        spine = tiers[-1]
+        for su in range(sus):
+            members = min(per_su, nodes - su * per_su)
+            graph.add_edges_from(((("leaf", su, rail), ("spine", rail)) for rail in range(g)),
+                                 bandwidth=spine.bandwidth * members, tier=spine.name)
+    return graph
+
+
+def _degree_and_stride(s: Plan, kind: str) -> tuple[int, int]:
+    """The group size of ``kind`` and the rank distance between its consecutive members."""
+    stride = 1
+    for k in RANK_ORDER:
+        if k == kind:
+            return getattr(s, k), stride
+        stride *= getattr(s, k)
+    raise SpecError(f"group kind {kind!r} is not one of {', '.join(RANK_ORDER)}")
+
+
+def rank_of(s: Plan, tp: int = 0, cp: int = 0, dp: int = 0, pp: int = 0) -> int:
+    """The global rank of the GPU with these coordinates, in Megatron's order (tp fastest, pp slowest)."""
+    rank, scale = 0, 1
+    for kind, coord in zip(RANK_ORDER, (tp, cp, dp, pp)):
+        degree = getattr(s, kind)
+        if not 0 <= coord < degree:
+            raise SpecError(f"{kind} coordinate {coord} is outside 0..{degree - 1}")
+        rank += coord * scale
+        scale *= degree
+    return rank
+
+
+def coords_of(s: Plan, rank: int) -> dict[str, int]:
+    """The tp, cp, dp and pp coordinates of global ``rank``."""
+    if not 0 <= rank < s.gpus:
+        raise SpecError(f"rank {rank} is outside the plan's {s.gpus} GPUs")
+    coords = {}
+    for kind in RANK_ORDER:
+        rank, coords[kind] = divmod(rank, getattr(s, kind))
+    return coords
+
+
+def group_ranks(s: Plan, kind: str, index: dict[str, int]) -> list[int]:
+    """Ranks of the ``kind`` group holding the GPU whose other coordinates are ``index`` (missing ones are 0)."""
+    size, stride = _degree_and_stride(s, kind)
+    unknown = set(index) - set(RANK_ORDER)
+    if unknown:
+        raise SpecError(f"unknown coordinates {sorted(unknown)}; use {', '.join(RANK_ORDER)}")
+    base = rank_of(s, **{**index, kind: 0})
+    return [base + j * stride for j in range(size)]
+
+
+def _groups(gpus: int, size: int, stride: int) -> list[list[int]]:
+    return [[r + j * stride for j in range(size)] for r in range(gpus) if (r // stride) % size == 0]
+
+
+def all_groups(s: Plan, kind: str) -> list[list[int]]:
+    """Every group of ``kind``, each in ring order, ordered by first rank."""
+    size, stride = _degree_and_stride(s, kind)
+    return _groups(s.gpus, size, stride)
+
+
+def _route(a: int, b: int, g: int, per_su: int) -> list[Node]:
+    """Nodes on the path GPU ``a`` → GPU ``b``: NVSwitch inside a node, else the rail of ``a``'s local index."""
+    na, nb = a // g, b // g
+    if na == nb:
+        return [("gpu", a), ("nvswitch", na), ("gpu", b)]
+    rail = a % g
+    peer = nb * g + rail  # the GPU on the sender's rail at the far node; NCCL forwards to b over NVLink from there
+    path = [("gpu", a), ("nic", a), ("leaf", na // per_su, rail)]
+    if na // per_su != nb // per_su:
+        path += [("spine", rail), ("leaf", nb // per_su, rail)]
+    path += [("nic", peer), ("gpu", peer)]
+    if peer != b:
+        path += [("nvswitch", nb), ("gpu", b)]
+    return path
+
+
+def _ring_links(ranks: list[int], g: int, per_su: int) -> set[Link]:
+    links = set()
+    for a, b in zip(ranks, ranks[1:] + ranks[:1]):
+        if a != b:
+            path = _route(a, b, g, per_su)
+            links.update(frozenset(edge) for edge in zip(path, path[1:]))
+    return links
+
+
+def group_links(graph: nx.Graph, ranks: list[int]) -> set[Link]:
+    """Links crossed by a ring over ``ranks`` in the given order (including the hop from last back to first)."""
+    for r in ranks:
+        if ("gpu", r) not in graph:
+            raise SpecError(f"rank {r} is not a GPU of cluster {graph.graph.get('cluster')!r}")
+    links = _ring_links(list(ranks), graph.graph["gpus_per_node"], graph.graph["nodes_per_su"])
+    for link in links:
+        if not graph.has_edge(*link):
+            raise SpecError(f"graph of {graph.graph.get('cluster')!r} has no link {sorted(link)}; use build_graph")
+    return links
+
+
+def _check_fits(cluster: ClusterSpec, s: Plan) -> None:
+    if s.gpus > cluster.gpus:
+        raise SpecError(f"the plan needs {s.gpus} GPUs but cluster {cluster.name!r} has {cluster.gpus}")
+
+
+def link_load(cluster: ClusterSpec, s: Plan, kind: str) -> dict[Link, int]:
+    """For every link, how many groups of ``kind`` cross it when all of them run a ring collective at once."""
+    _check_fits(cluster, s)
+    graph = build_graph(cluster)
+    load: Counter[Link] = Counter()
+    for ranks in all_groups(s, kind):
+        load.update(group_links(graph, ranks))
+    return dict(load)
+
+
+def describe_group(cluster: ClusterSpec, s: Plan, kind: str) -> GroupPlacement:
+    """Size, spread, outermost tier and worst link sharing of the ``kind`` groups, without building the graph."""
+    _check_fits(cluster, s)
+    size, stride = _degree_and_stride(s, kind)
+    per_node, nodes, reach, sharing = _placement(cluster.domain_gpus, _nodes_per_su(cluster), s.gpus, size, stride)
+    if reach:
+        _check_network(cluster)
+    tiers = cluster.tiers
+    return GroupPlacement(size=size, gpus_per_node=per_node, nodes=nodes,
+                          tier=(tiers[0], tiers[min(1, len(tiers) - 1)], tiers[-1])[reach].name,
+                          max_link_sharing=sharing)
+
+
+@functools.lru_cache(maxsize=4096)
+def _placement(g: int, per_su: int, gpus: int, size: int, stride: int) -> tuple[int, int, int, int]:
+    """(members per node, nodes per group, reach 0 node / 1 leaf / 2 spine, max link sharing)."""
+    span = size * stride
+    if size == 1:
+        return 1, 1, 0, 0
+    if gpus <= g or (span <= g and g % span == 0):
+        return size, 1, 0, 1  # groups are disjoint and each uses only its own GPUs' NVSwitch ports
+    if stride % g == 0:
+        per_node, nodes, node_stride = 1, size, stride // g
+    elif stride < g and g % stride == 0 and span % g == 0:
+        per_node, nodes, node_stride = g // stride, span // g, 1
+    else:
+        return _enumerate(g, per_su, gpus, size, stride)
+    # Every inter-node hop of a group leaves on one rail and lands on a member GPU, so GPU-side links carry one
+    # group; only leaf–spine links are shared. A rail's groups tile the used nodes in blocks of `block` nodes.
+    used, block = gpus // g, node_stride * nodes
+    if node_stride >= per_su:
+        return per_node, nodes, 2, min(per_su, used)  # each member in its own su: a leaf uplink serves every node
+    if (used - 1) // per_su == 0:
+        return per_node, nodes, 1, 1
+    diff = [0] * (used // per_su + 2)
+    for first in (b * block + q for b in range(used // block) for q in range(node_stride)):
+        lo, hi = first // per_su, (first + (nodes - 1) * node_stride) // per_su
+        if lo != hi:
+            diff[lo] += 1
+            diff[hi + 1] -= 1
+    load = most = 0
+    for step in diff:
+        load += step
+        most = max(most, load)
+    return per_node, nodes, 2 if most else 1, max(1, most)
+
+
+def _enumerate(g: int, per_su: int, gpus: int, size: int, stride: int) -> tuple[int, int, int, int]:
+    """``_placement`` for uneven placements, by routing every ring hop (no graph)."""
+    load: Counter[Link] = Counter()
+    per_node = nodes = reach = 0
+    for ranks in _groups(gpus, size, stride):
+        links = _ring_links(ranks, g, per_su)
+        load.update(links)
+        on_node = Counter(r // g for r in ranks)
+        per_node, nodes = max(per_node, max(on_node.values())), max(nodes, len(on_node))
+        kinds = {n[0] for link in links for n in link}
+        reach = max(reach, 2 if "spine" in kinds else 1 if "nic" in kinds else 0)
+    return per_node, nodes, reach, max(load.values(), default=0)

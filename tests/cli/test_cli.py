@@ -1,0 +1,214 @@
+"""The command line: main paths work, bad input gives one line and exit code 2, never a traceback."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from autoplan.cli import main
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_models_and_clusters_list():
+    r = run("models")
+    assert r.exit_code == 0 and "gpt3-175b" in r.output and "llama3-405b" in r.output
+    r = run("clusters", "--json")
+    assert r.exit_code == 0 and {c["name"] for c in json.loads(r.output)} >= {"dgx-a100-80g", "dgx-h100-80g"}
+
+
+def test_check_valid_and_invalid():
+    r = run("check", "--model", "gpt3", "--gpus", "1024", "--tp", "8", "--pp", "8", "--sequence-parallel",
+            "--recompute", "selective", "--zero", "1", "--json")
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.output)
+    assert report["valid"] and report["fits"] and len(report["memory_gib"]) == 8
+    assert {c["group"] for c in report["collectives"]} >= {"tp", "pp", "dp"}
+    r = run("check", "--model", "gpt3", "--gpus", "1024", "--tp", "3", "--pp", "7", "--dp", "48")
+    assert r.exit_code == 1 and "not divisible" in r.output
+
+
+def test_simulate_json_and_trace(tmp_path):
+    trace = tmp_path / "t.json"
+    r = run("simulate", "--model", "gpt-1.7b", "--gpus", "16", "--tp", "2", "--pp", "2", "--global-batch", "64",
+            "--virtual-stages", "2", "--trace", str(trace), "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["feasible"] and 0 < out["metrics"]["mfu"] < 1
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"compute", "pp_send_fwd", "pp_send_bwd", "dp"} <= names
+    spans = [e for e in events if e["ph"] == "X"]
+    assert spans and all(e["dur"] > 0 and e["ts"] >= 0 for e in spans)
+
+
+def test_search_writes_a_run_folder(tmp_path):
+    r = run("search", "--model", "gpt-1.7b", "--gpus", "16", "--global-batch", "64", "--top", "3", "--out",
+            str(tmp_path), "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert len(out["leaderboard"]) == 3
+    steps = [row["step_s"] for row in out["leaderboard"]]
+    assert steps == sorted(steps)
+    folder = tmp_path / out["run"].split("/")[-1]
+    assert {p.name for p in folder.iterdir()} >= {"leaderboard.json", "leaderboard.csv", "leaderboard.md",
+                                                  "inputs.json"}
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["simulate", "--model", "gpt5", "--gpus", "1024"], "unknown model"),
+    (["simulate", "--gpus", "1020"], "whole"),
+    (["simulate", "--gpus", "1024", "--tp", "3"], "not divisible"),
+    (["simulate", "--gpus", "0"], "positive"),
+    (["simulate", "--gpus", "1024", "--tp", "-2"], "positive"),
+    (["simulate", "--gpus", "1024", "--cluster", "dgx-a1000"], "unknown cluster"),
+    (["simulate", "--gpus", "1024", "--global-batch", "1000", "--tp", "8", "--pp", "8"], "invalid plan"),
+    (["search", "--gpus", "1024", "--space", "nope"], "not found"),
+    (["search", "--gpus", "1024", "--tp", "0"], "positive"),
+    (["validate", "/nonexistent.yaml"], "does not exist"),
+    (["simulate", "--gpus", "1024", "--schedule", "zigzag"], "zigzag"),
+])
+def test_bad_input_is_one_line_exit_2(args, needle):
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    assert needle in r.output
+    assert "Traceback" not in r.output
+
+
+def test_model_file_errors(tmp_path):
+    f = tmp_path / "m.toml"
+    f.write_text("layers = 2\nhidden = 64\n")
+    r = run("check", "--model", str(f), "--gpus", "8")
+    assert r.exit_code == 2 and "missing key" in r.output
+    f.write_text("layers = [\n")
+    r = run("check", "--model", str(f), "--gpus", "8")
+    assert r.exit_code == 2 and "not valid TOML" in r.output
+
+
+def test_help_is_fast_and_imports_nothing_heavy():
+    code = "import sys, autoplan.cli; print(sorted(m for m in ('ray','optuna','networkx','numpy') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_space_counts_add_up():
+    r = run("space", "--model", "gpt-1.7b", "--gpus", "16", "--global-batch", "64", "--json")
+    assert r.exit_code == 0, r.output
+    c = json.loads(r.output)
+    assert c["raw"] == c["valid"] + c["rejected"] and c["valid"] == c["distinct"] + c["equivalent"]
+    assert c["distinct"] == c["fit"] + c["out_of_memory"]
+    assert max(c["reasons"].values()) <= c["rejected"] <= sum(c["reasons"].values())
+    r = run("space", "--model", "gpt-1.7b", "--gpus", "16", "--global-batch", "64", "--tp", "2")
+    assert r.exit_code == 0 and "What reaches the simulator" in r.output and "tp  " in r.output
+
+
+def test_search_reports_progress_on_stderr_and_keeps_stdout_json(tmp_path):
+    r = CliRunner().invoke(main, ["search", "--model", "gpt-1.7b", "--gpus", "16", "--global-batch",
+                                                  "64", "--sampler", "random", "--budget", "40", "--workers", "0",
+                                                  "--out", str(tmp_path), "--json"])
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["leaderboard"]
+
+
+def test_resume_refuses_a_different_search_and_out_must_be_writable(tmp_path):
+    args = ["search", "--model", "gpt-1.7b", "--gpus", "16", "--global-batch", "64", "--tp", "2", "--workers", "0",
+            "--out", str(tmp_path)]
+    assert run(*args).exit_code == 0
+    [folder] = tmp_path.iterdir()
+    assert json.loads((folder / "inputs.json").read_text())["gpus"] == 16
+    r = run(*[a if a != "64" else "128" for a in args], "--resume", str(folder))
+    assert r.exit_code == 2 and "--global-batch 128 (the run's: 64)" in r.output
+    r = run(*args, "--resume", str(folder))
+    assert r.exit_code == 0 and "reused" in r.output
+    (tmp_path / "file").write_text("")
+    r = run(*args[:-1], str(tmp_path / "file" / "sub"))
+    assert r.exit_code == 2 and "cannot create a run folder" in r.output
+
+
+def test_synchronous_p2p_and_16bit_gradients_from_the_command_line(tmp_path):
+    trace = tmp_path / "t.json"
+    common = ("simulate", "--model", "gpt-1.7b", "--gpus", "16", "--tp", "2", "--pp", "2", "--global-batch", "64",
+              "--virtual-stages", "2", "--json")
+    r = run(*common, "--no-overlap-p2p-comm", "--grad-reduce-in-16bit", "--trace", str(trace))
+    assert r.exit_code == 0, r.output
+    blocking = json.loads(r.output)
+    assert blocking["strategy"]["overlap_p2p_comm"] is False and blocking["strategy"]["grad_reduce_in_fp32"] is False
+    assert blocking["metrics"]["breakdown_s"]["pp"] > 0
+    overlapped = json.loads(run(*common).output)
+    assert blocking["metrics"]["step_time_s"] >= overlapped["metrics"]["step_time_s"]
+    assert any(e.get("cat") == "pp" for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X")
+
+
+def test_unfused_gradient_accumulation_from_the_command_line():
+    common = ("simulate", "--model", "gpt-1.7b", "--gpus", "16", "--tp", "2", "--global-batch", "64", "--json")
+    fused = json.loads(run(*common).output)
+    r = run(*common, "--no-gradient-accumulation-fusion")
+    assert r.exit_code == 0, r.output
+    unfused = json.loads(r.output)
+    assert unfused["strategy"]["gradient_accumulation_fusion"] is False
+    assert unfused["metrics"]["step_time_s"] > fused["metrics"]["step_time_s"]
+    r = run("check", "--model", "gpt-1.7b", "--gpus", "16", "--tp", "2", "--no-gradient-accumulation-fusion")
+    assert r.exit_code == 0 and "grad_accumulation" in r.output
+
+
+def test_every_strategy_field_has_a_flag_and_every_pinnable_axis_a_search_flag():
+    from autoplan.families.strategy import KNOBS, knob_of
+
+    check = {p.name for p in main.commands["check"].params}
+    assert {f.name for f in KNOBS} <= check
+    search = {p.name for p in main.commands["search"].params}
+    assert {f.name for f in KNOBS if knob_of(f.name).fix_help is not None} <= search
+    assert {f.name for f in KNOBS if knob_of(f.name).fix_help is None} & search == {"global_batch"}
+
+
+def test_plan_flags_reach_the_strategy():
+    r = run("check", "--model", "gpt-1.7b", "--gpus", "16", "--tp", "2", "--pp", "2", "--cp", "2", "--micro-batch", "2",
+            "--global-batch", "64", "--virtual-stages", "2", "--sequence-parallel", "--recompute", "full", "--zero", "1",
+            "--no-overlap-grad-reduce", "--no-overlap-param-gather", "--no-overlap-p2p-comm", "--grad-reduce-in-16bit",
+            "--no-gradient-accumulation-fusion", "--json")
+    assert r.exit_code in (0, 1), r.output
+    expected = {
+        "dp": 2, "tp": 2, "pp": 2, "cp": 2, "micro_batch": 2, "global_batch": 64, "schedule": "interleaved",
+        "virtual_stages": 2, "sequence_parallel": True, "recompute": "full", "zero": 1, "overlap_grad_reduce": False,
+        "overlap_param_gather": False, "overlap_p2p_comm": False, "grad_reduce_in_fp32": False,
+        "gradient_accumulation_fusion": False}
+    plan = json.loads(r.output)["plan"]
+    assert {k: plan[k] for k in expected} == expected
+
+
+def test_llama3_405b_search_returns_uneven_plans(tmp_path):
+    r = run("search", "--model", "llama3-405b", "--gpus", "16384", "--global-batch", "2048", "--tp", "8", "--pp",
+            "16", "--cp", "1", "--micro-batch", "1", "--top", "3", "--workers", "0", "--out", str(tmp_path), "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)["leaderboard"]
+    assert len(rows) == 3 and all("L7/7" in row["plan"] for row in rows)
+
+
+def test_simulate_collective_policy_flag():
+    args = ("simulate", "--model", "gpt-1.7b", "--gpus", "64", "--tp", "2", "--global-batch", "64", "--zero", "1",
+            "--json")
+    steps = {}
+    for p in ("nccl", "baseline", "themis"):
+        r = run(*args, "--collective-policy", p)
+        assert r.exit_code == 0, r.output
+        steps[p] = json.loads(r.output)["metrics"]["step_time_s"]
+    assert steps["themis"] <= steps["baseline"] * (1 + 1e-9)
+    assert steps["nccl"] == json.loads(run(*args).output)["metrics"]["step_time_s"]
+    r = run(*args, "--collective-policy", "ring")
+    assert r.exit_code == 2 and "ring" in r.output and "Traceback" not in r.output
+
+
+def test_precision_the_cluster_lacks_is_one_line_and_exit_2():
+    r = run("search", "--model", "gpt3", "--gpus", "64", "--cluster", "dgx-a100-80g", "--precision", "fp8")
+    assert r.exit_code == 2 and "needs FP8 tensor cores; the A100-SXM4-80GB has none" in r.output
+    r = run("simulate", "--model", "gpt3", "--gpus", "64", "--cluster", "dgx-h100-80g", "--tp", "8", "--pp", "8",
+            "--precision", "mxfp8")
+    assert r.exit_code == 2 and "needs Blackwell tensor cores" in r.output
+    r = run("check", "--model", "gpt3", "--gpus", "64", "--cluster", "dgx-h100-80g", "--tp", "8", "--pp", "8",
+            "--sequence-parallel", "--precision", "fp8", "--tp-comm-overlap", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["plan"]["precision"] == "fp8"

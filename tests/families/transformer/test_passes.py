@@ -1,0 +1,116 @@
+"""Chunk-pass costs of a dense plan: unfused gradient accumulation, the CP ring's K/V exchanges, one layer's ops."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, strategies as st
+
+from autoplan.hardware import compute
+
+from autoplan.families.transformer import layer
+from autoplan.families.costs import split_backward
+from autoplan.families.transformer import passes
+from autoplan.families.strategy import Strategy
+
+
+def test_grad_accumulation_of_the_first_and_last_stage_adds_their_embeddings(tiny_gpt, a100_8):
+    s = Strategy(dp=8, global_batch=8, gradient_accumulation_fusion=False)
+    # tied model on one stage: word and position embedding tensors, final norm scale and bias
+    params = 2 * tiny_gpt.layer_params() + tiny_gpt.embedding_params() + tiny_gpt.output_params()
+    tensors = 2 * layer.layer_tensors(tiny_gpt) + 2 + 2
+    expected = compute.grad_accumulation(a100_8.gpu, params, 4, tensors)
+    assert passes.grad_accumulation(tiny_gpt, a100_8, s, 2, first=True, last=True) == expected
+
+
+def test_layer_ops_add_the_accumulation_only_when_unfused(tiny_gpt, a100_8):
+    s = Strategy(dp=8, global_batch=8)
+    fused = passes.layer_ops(tiny_gpt, a100_8, s)
+    unfused = passes.layer_ops(tiny_gpt, a100_8, replace(s, gradient_accumulation_fusion=False))
+    assert unfused["backward"][:-1] == fused["backward"] and unfused["forward"] == fused["forward"]
+    assert unfused["backward"][-1] == passes.grad_accumulation(tiny_gpt, a100_8, s, 1)
+
+
+def test_cp_ring_time_shows_only_in_cp_plans_and_more_in_the_backward(tiny_gpt, a100_8):
+    s = Strategy(dp=4, cp=2, global_batch=8)
+    costs = passes.pass_costs(tiny_gpt, a100_8, s)
+    fwd_cp = dict(costs[(True, False, False)].parts).get("cp", 0.0)
+    bwd_cp = dict(costs[(False, False, False)].parts).get("cp", 0.0)
+    assert 0 < fwd_cp <= bwd_cp
+    no_cp = passes.pass_costs(tiny_gpt, a100_8, Strategy(dp=8, global_batch=8))
+    assert all("cp" not in dict(c.parts) for c in no_cp.values())
+
+
+@pytest.mark.parametrize("fp32, nbytes", [(True, 4), (False, 2)])
+def test_gradient_bytes_follow_the_reduction_dtype(fp32, nbytes):
+    assert passes.grad_bytes(Strategy(grad_reduce_in_fp32=fp32)) == nbytes
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("tp,cp", [(1, 1), (2, 1), (1, 2)])
+def test_backward_splits_into_input_and_weight_gradients(tiny_gpt, a100_8, recompute, fused, tp, cp):
+    # Qi et al. 2024 §2: W is the weight-gradient GEMMs (and accumulation); the rest of the backward is B
+    s = Strategy(pp=2, tp=tp, cp=cp, dp=8 // (2 * tp * cp), global_batch=16, schedule="zb-h1", recompute=recompute,
+                 gradient_accumulation_fusion=fused)
+    costs = passes.pass_costs(tiny_gpt, a100_8, s)
+    weights = passes.weight_grad_costs(tiny_gpt, a100_8, s)
+    lay = passes.layer(tiny_gpt, a100_8, s)
+    wgrad = sum(op.seconds for op in lay.backward if op.name.endswith(".wgrad"))
+    assert 0 < wgrad < layer.LayerCompute.seconds(lay.backward)
+    for first in (False, True):
+        for last in (False, True):
+            whole = costs[(False, first, last)]
+            b, w = split_backward(whole, weights[(first, last)])
+            assert b.seconds + w.seconds == pytest.approx(whole.seconds, rel=1e-12)
+            for kind, x in whole.parts:
+                assert dict(b.parts)[kind] + dict(w.parts).get(kind, 0.0) == pytest.approx(x, rel=1e-12)
+            assert dict(w.parts) == {"compute": w.seconds} and all(x >= 0 for _, x in b.parts)
+    middle = weights[(False, False)].seconds
+    accumulate = 0.0 if fused else passes.grad_accumulation(tiny_gpt, a100_8, s, 4).seconds
+    assert middle == pytest.approx(4 * wgrad + accumulate, rel=1e-12)      # 4 layers per stage
+
+
+def test_overlapped_pair_hides_each_ones_communication_under_the_others_compute():
+    # DeepSeek-V3 §3.2.1 (DualPipe): a forward and a backward chunk overlap communication with computation
+    from autoplan.families.costs import overlapped, pass_cost
+    f = pass_cost(("compute", 1.0), ("tp", 0.3))
+    b = pass_cost(("compute", 2.0), ("recompute", 0.5), ("tp", 3.0), ("cp", 1.0))
+    both = overlapped(f, b)
+    # F's 0.3 s of TP hide under B's 2.5 s of compute; B's 4 s of communication show 3 s beyond F's 1 s
+    assert both.seconds == pytest.approx(1.0 + 2.5 + 3.0)
+    assert dict(both.parts) == pytest.approx({"compute": 3.0, "recompute": 0.5, "tp": 2.25, "cp": 0.75})
+    assert overlapped(f, b).seconds <= f.seconds + b.seconds
+    plain = pass_cost(("compute", 1.0))
+    assert overlapped(plain, plain).seconds == 2.0
+
+
+def test_overlapped_pair_charges_the_hidden_communication_the_sms_its_kernels_hold():
+    # DeepSeek-V3 §3.2.2: the communication kernels keep a share of the SMs from the compute that hides them
+    from autoplan.families.costs import overlapped, pass_cost
+    f = pass_cost(("compute", 1.0), ("tp", 0.3))
+    b = pass_cost(("compute", 2.0), ("recompute", 0.5), ("tp", 3.0), ("cp", 1.0))
+    free, shared = overlapped(f, b), overlapped(f, b, comm_share=0.25)
+    # hidden: F's 0.3 s and 1 s of B's 4 s; what shows is not charged (nothing computes beside it)
+    assert shared.seconds - free.seconds == pytest.approx(0.25 * (0.3 + 1.0))
+    assert dict(shared.parts)["tp"] == dict(free.parts)["tp"]
+    plain = pass_cost(("compute", 1.0))
+    assert overlapped(plain, plain, comm_share=0.25).seconds == 2.0
+
+
+SECONDS = st.floats(0.0, 10.0)
+
+
+@given(SECONDS, SECONDS, SECONDS, SECONDS, SECONDS, SECONDS, st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_an_overlapped_pair_costs_at_least_its_compute_and_more_as_its_kernels_take_more_sms(ca, ta, ea, cb, tb, eb,
+                                                                                             share, more):
+    # DeepSeek-V3 §3.2.1-3.2.2 (costs.overlapped): a pair never beats its two computes, never costs more than the
+    # two passes run apart plus the SMs lent to all of their transfers, and a larger share never makes it cheaper
+    from autoplan.families.costs import overlapped, pass_cost
+    a = pass_cost(("compute", ca), ("tp", ta), ("ep", ea))
+    b = pass_cost(("compute", cb), ("tp", tb), ("ep", eb))
+    pair = overlapped(a, b, share).seconds
+    assert pair >= ca + cb - 1e-9
+    assert pair <= a.seconds + b.seconds + share * (ta + ea + tb + eb) + 1e-9
+    assert overlapped(a, b, min(1.0, share + more)).seconds >= pair - 1e-9

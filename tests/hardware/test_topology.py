@@ -1,0 +1,153 @@
+"""Cluster graph, Megatron rank placement, and the closed-form group placement against graph-routed link load."""
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autoplan.hardware.topology import (all_groups, build_graph, coords_of, describe_group, group_links, group_ranks,
+                                        link_load, rank_of)
+from autoplan.errors import SpecError
+from autoplan.families.strategy import Strategy
+from autoplan.specs import load_cluster
+
+A100 = "dgx-a100-80g"
+
+
+def _cluster(gpus: int, gpus_per_node: int = 8, leaf_gpus: int | None = None, spine: bool = True):
+    """The A100 cluster reshaped: node size, su size (leaf tier reach) and whether a spine tier exists."""
+    base = load_cluster(A100)
+    nvlink, leaf, top = base.tiers
+    tiers = (nvlink, replace(leaf, gpus=leaf_gpus or leaf.gpus), top) if spine else (nvlink, replace(leaf, gpus=0))
+    return replace(base, gpus_per_node=gpus_per_node, nodes=gpus // gpus_per_node, tiers=tiers)
+
+
+def _nic_links(load: dict) -> dict:
+    return {link: n for link, n in load.items() if any(node[0] == "nic" for node in link)}
+
+
+def test_graph_of_one_node_is_gpus_around_an_nvswitch():
+    graph = build_graph(load_cluster(A100, 8))
+    assert graph.number_of_nodes() == 9 and graph.number_of_edges() == 8
+    assert graph.graph["cluster"] == A100
+    assert all(data["tier"] == "nvlink" and data["bandwidth"] == 300e9 for *_, data in graph.edges(data=True))
+
+
+def test_graph_of_four_nodes_has_a_nic_per_gpu_and_a_leaf_per_rail():
+    graph = build_graph(load_cluster(A100, 32))
+    # 32 GPUs + 4 NVSwitch fabrics + 32 NICs + 8 rail leaves; 4 nodes fit one su, so no spine
+    assert graph.number_of_nodes() == 32 + 4 + 32 + 8
+    assert graph.number_of_edges() == 32 * 3
+    assert graph.edges[("gpu", 11), ("nic", 11)] == {"bandwidth": 25e9, "tier": "ib-leaf"}
+    assert graph.has_edge(("nic", 11), ("leaf", 0, 3))
+
+
+def test_graph_of_several_sus_has_non_blocking_spine_links():
+    graph = build_graph(load_cluster(A100, 1024))  # 128 nodes in sus of 20: 6 full and one of 8
+    assert graph.number_of_nodes() == 1024 * 2 + 128 + 7 * 8 + 8
+    assert graph.number_of_edges() == 1024 * 3 + 7 * 8
+    assert graph.edges[("leaf", 0, 5), ("spine", 5)] == {"bandwidth": 20 * 25e9, "tier": "ib-spine"}
+    assert graph.edges[("leaf", 6, 5), ("spine", 5)]["bandwidth"] == 8 * 25e9
+
+
+def test_graph_of_16384_gpus():
+    graph = build_graph(load_cluster(A100, 16384))
+    assert graph.number_of_edges() == 16384 * 3 + 103 * 8
+
+
+def test_rank_order_puts_tp_consecutive_and_pp_farthest_apart():
+    s = Strategy(tp=4, cp=2, dp=3, pp=2)
+    for rank in range(s.gpus):
+        assert rank_of(s, **coords_of(s, rank)) == rank
+    assert rank_of(s, tp=1) == 1 and rank_of(s, cp=1) == 4 and rank_of(s, dp=1) == 8 and rank_of(s, pp=1) == 24
+    assert group_ranks(s, "tp", {"dp": 1}) == [8, 9, 10, 11]
+    assert group_ranks(s, "pp", {"tp": 3, "cp": 1, "dp": 2}) == [23, 47]
+    for kind in ("tp", "cp", "dp", "pp"):
+        groups = all_groups(s, kind)
+        assert sorted(r for g in groups for r in g) == list(range(s.gpus))
+        assert len(groups) == s.gpus // getattr(s, kind)
+    with pytest.raises(SpecError):
+        rank_of(s, tp=4)
+    with pytest.raises(SpecError):
+        all_groups(s, "ep")
+
+
+def test_megatron_plan_on_1024_a100s():
+    cluster, s = load_cluster(A100, 1024), Strategy(tp=8, pp=8, dp=16)
+    tp = describe_group(cluster, s, "tp")
+    assert (tp.size, tp.gpus_per_node, tp.nodes, tp.tier, tp.max_link_sharing) == (8, 8, 1, "nvlink", 1)
+    dp = describe_group(cluster, s, "dp")
+    assert (dp.size, dp.gpus_per_node, dp.nodes) == (16, 1, 16)
+    assert dp.tier == "ib-spine"  # DP groups of stage 1 (nodes 16..31) straddle the first su boundary
+    load = link_load(cluster, s, "dp")
+    nics = _nic_links(load)
+    assert max(nics.values()) == 1
+    node0_nics = {node for link in nics for node in link if node[0] == "nic" and node[1] < 8}
+    assert node0_nics == {("nic", i) for i in range(8)}  # the node's 8 DP groups each leave through their own NIC
+    assert dp.max_link_sharing == max(load.values())
+
+
+def test_tp4_dp_groups_have_two_gpus_per_node():
+    cluster, s = load_cluster(A100, 1024), Strategy(tp=4, pp=8, dp=32)
+    dp = describe_group(cluster, s, "dp")
+    assert (dp.gpus_per_node, dp.nodes) == (2, 16)
+    assert max(_nic_links(link_load(cluster, s, "dp")).values()) == 1
+
+
+def test_a_group_inside_one_su_reaches_only_the_leaf_tier():
+    cluster, s = load_cluster(A100, 64), Strategy(tp=8, dp=8)
+    dp = describe_group(cluster, s, "dp")
+    assert (dp.tier, dp.nodes, dp.max_link_sharing) == ("ib-leaf", 8, 1)
+    assert describe_group(cluster, s, "pp").max_link_sharing == 0
+
+
+@pytest.mark.parametrize("plan", [dict(tp=8, dp=4, pp=4), dict(tp=2, cp=2, dp=2, pp=8), dict(tp=1, dp=8, pp=16),
+                                  dict(tp=4, cp=4, pp=8), dict(tp=2, dp=6, pp=4)])
+def test_consecutive_pipeline_stages_sit_on_different_nodes(plan):
+    s = Strategy(**plan)
+    assert s.tp * s.cp * s.dp >= 8
+    for ranks in all_groups(s, "pp"):
+        nodes = [r // 8 for r in ranks]
+        assert all(a != b for a, b in zip(nodes, nodes[1:]))
+
+
+def test_a_ring_across_nodes_leaves_on_the_senders_rail():
+    graph = build_graph(_cluster(64, leaf_gpus=16))  # 2 nodes per su
+    links = group_links(graph, [3, 21])  # node 0 local 3 -> node 2 local 5, su 0 -> su 1
+    assert frozenset({("leaf", 0, 3), ("spine", 3)}) in links  # outbound on rail 3
+    assert frozenset({("gpu", 19), ("nvswitch", 2)}) in links  # lands on node 2's rail-3 GPU, then NVLink to 21
+    assert frozenset({("leaf", 1, 5), ("spine", 5)}) in links  # return hop on rail 5
+    assert group_links(graph, [7]) == set()
+
+
+@settings(max_examples=150, deadline=None)
+@given(factors=st.lists(st.sampled_from(["tp", "cp", "dp", "pp"]), min_size=5, max_size=6),
+       gpus_per_node=st.sampled_from([4, 8]), leaf_gpus=st.sampled_from([8, 16, 24, 160]), spine=st.booleans(),
+       kind=st.sampled_from(["tp", "cp", "dp", "pp"]))
+def test_closed_form_agrees_with_graph_routed_link_load(factors, gpus_per_node, leaf_gpus, spine, kind):
+    """Each drawn name doubles that degree: 5 or 6 factors of 2 make plans of 32 or 64 GPUs."""
+    s = Strategy(**{k: 2 ** factors.count(k) for k in ("tp", "cp", "dp", "pp")})
+    _assert_agrees(_cluster(s.gpus, gpus_per_node, leaf_gpus, spine), s, kind)
+
+
+@pytest.mark.parametrize("plan", [dict(tp=3, dp=4, pp=4), dict(tp=6, dp=2, pp=4), dict(tp=12, cp=2, pp=2)])
+def test_uneven_placements_agree_with_graph_routed_link_load(plan):
+    s = Strategy(**plan)
+    for kind in ("tp", "cp", "dp", "pp"):
+        _assert_agrees(_cluster(s.gpus, 4, 8), s, kind)
+
+
+def _assert_agrees(cluster, s, kind):
+    graph, load = build_graph(cluster), link_load(cluster, s, kind)
+    placement = describe_group(cluster, s, kind)
+    assert placement.max_link_sharing == max(load.values(), default=0)
+    g = cluster.gpus_per_node
+    groups = all_groups(s, kind)
+    assert placement.size == len(groups[0])
+    assert placement.nodes == max(len({r // g for r in ranks}) for ranks in groups)
+    assert placement.gpus_per_node == max(max(sum(r // g == n for r in ranks) for n in range(cluster.nodes))
+                                          for ranks in groups)
+    tiers = {graph.edges[tuple(link)]["tier"] for ranks in groups for link in group_links(graph, ranks)}
+    outermost = max(tiers, key=[t.name for t in cluster.tiers].index, default=cluster.tiers[0].name)
+    assert placement.tier == outermost
