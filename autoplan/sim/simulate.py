@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from autoplan.families.registry import memory_per_stage, violations
 from autoplan.families.costs import StageMemory
 from autoplan.sim import metrics as met
+from autoplan.sim import pipeline
 from autoplan.sim.engine import Timeline, run
 from autoplan.sim.workload import Lowered, lower
 from autoplan.specs.cluster import ClusterSpec
@@ -97,6 +98,14 @@ _Totals = tuple[float, list[dict[str, float]], list[dict[str, float]]]
 
 
 def _totals(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> _Totals:
+    """Step time, stage breakdowns and activities of a step with every micro-batch: ``pipeline.totals`` runs the
+    step graph stage by stage without building it, to the same floats as ``_graph_totals``."""
+    return pipeline.totals(model, cluster, s)
+
+
+def _graph_totals(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> _Totals:
+    """``_totals`` from the step's task graph and the engine's timeline (the reference the fast path is tested
+    against)."""
     sim = simulate_step(model, cluster, s)
     return (sim.timeline.makespan, met.stage_breakdowns(sim.lowered, sim.timeline),
             met.activities(sim.lowered, sim.timeline))
@@ -112,7 +121,7 @@ def _extrapolated(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> _Total
     a, b, period = points
     if s.schedule in V_SHAPE or s.schedule == BIDIRECTIONAL:
         return _extrapolated_once_settled(model, cluster, s, a, period)
-    ta, tb = (_totals(model, cluster, _with_micro_batches(s, n)) for n in (a, b))
+    ta, tb = pipeline.totals_pair(model, cluster, _with_micro_batches(s, a), _with_micro_batches(s, b))
     k = (s.micro_batches - a) / period
     out = (_extend(ta[0], tb[0], k), _extend_dicts(ta[1], tb[1], k), _extend_dicts(ta[2], tb[2], k))
     if _long_transient(s):

@@ -127,6 +127,18 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
     The graph's structure comes from ``_graph`` (cached per shape); here each of its slots gets the seconds
     the model's family gives it (``autoplan.families.registry``).
     """
+    shape, cost = slot_costs(model, cluster, s)
+    g = _graph(shape)
+    by_slot = [cost[k] for k in g.keys]
+    seconds = [x.seconds for x in by_slot]
+    tasks = g.tasks.with_durations(list(map(seconds.__getitem__, g.tasks.duration)))
+    comp = [tasks.stream(f"stage{i}.compute") for i in range(shape.stages)]
+    return Lowered(tasks, shape.stages, comp, g, by_slot)
+
+
+def slot_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> tuple[_Shape, dict[object, PassCost]]:
+    """The shape of plan ``s``'s step graph and the seconds (with their parts) of each kind of task in it, by the
+    slot keys ``_graph`` names (the family's costs, ``autoplan.families.registry``)."""
     p, v = s.pp, s.chunks
     c = step_costs(model, cluster, s)
     segments = c.segments
@@ -137,7 +149,6 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
     # the weight all-gathers (overlapped before the first forward, or after the optimizer) are always in the
     # graph, lasting 0 s where the plan has none: a zero-length task moves no start or end, and plans differing
     # only in those flags share one graph (the size-bounded cache holds a third as many graphs otherwise)
-    g = _graph(shape)
     costs = c.passes
     split = s.schedule in SPLIT_BACKWARD
     # the SMs a fused pair's communication kernels hold (costs.overlapped)
@@ -175,11 +186,7 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
     cost["param_gather"] = _comm(c.param_gather if c.param_gather is not None else 0.0)
     if c.tied is not None:
         cost["tied"] = _comm(c.tied)
-    slot_costs = [cost[k] for k in g.keys]
-    seconds = [x.seconds for x in slot_costs]
-    tasks = g.tasks.with_durations(list(map(seconds.__getitem__, g.tasks.duration)))
-    comp = [tasks.stream(f"stage{i}.compute") for i in range(p)]
-    return Lowered(tasks, p, comp, g, slot_costs)
+    return shape, cost
 
 
 def _comm(seconds: float) -> PassCost:

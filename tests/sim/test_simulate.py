@@ -285,16 +285,17 @@ def test_evaluate_scores_a_feasible_plan(tiny_gpt, a100_64):
 def test_plans_of_one_shape_share_a_graph_and_score_as_if_built_alone(tiny_gpt, a100_64):
     # the task graph is cached per shape (schedule, pp, micro-batches, chunks, DP flags); TP, sequence
     # parallelism and recompute change only durations, so a graph built for one plan must serve the others
-    from autoplan.sim import workload
+    from autoplan.sim import program
     plans = [Strategy(tp=tp, pp=4, dp=16 // tp, micro_batch=1, global_batch=(16 // tp) * 24, schedule="interleaved",
                       virtual_stages=2, sequence_parallel=tp > 1, recompute=rc, zero=1)
              for tp in (1, 2, 4) for rc in ("none", "full")]
-    workload._graph.cache_clear()
+    program._program.cache_clear()
     shared = [score(tiny_gpt, a100_64, s) for s in plans]
-    assert workload._graph.cache_info().misses == 2          # one graph per steady-state point, for all six
+    assert program._program.cache_info().misses == 2          # one program per steady-state point, for all six
     alone = []
     for s in plans:
-        workload._graph.cache_clear()
+        program._program.cache_clear()
+        program._pair.cache_clear()
         alone.append(score(tiny_gpt, a100_64, s))
     assert shared == alone
     sim = simulate_step(tiny_gpt, a100_64, plans[0])

@@ -1,0 +1,415 @@
+"""One simulated step, run stage by stage without building its task graph: the search's fast path.
+
+``workload._graph`` lowers a step into tasks on four streams per stage; ``engine.run`` times them. ``program``
+compiles a shape's step into per-stage lists (once per shape); ``run`` times them with one Python generator per
+stage, which parks on a transfer not yet sent, and reads the breakdown on the way. The two steady-state samples
+``simulate`` extends from share the shorter one's first 75-90 % (``program.shared_prefix``), run once.
+
+The answer is the graph's, bit for bit: every task's end is the same ``max(...) + seconds`` of the same floats
+(a maximum does not depend on the order it is taken in), every breakdown term is summed in the order
+``metrics.stage_breakdowns`` sums it, and a gap is charged to the first dependency (in the graph's dependency
+order) that ends when the task starts. tests/sim/test_pipeline.py checks this bit for bit against
+``simulate_step`` over every schedule and DP option.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+
+from autoplan.sim.engine import CycleError
+from autoplan.sim.metrics import BREAKDOWN_KINDS
+from autoplan.sim.program import Program, Special, Stage, pair_split, program
+from autoplan.sim.workload import slot_costs
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.plan import Plan
+
+Totals = tuple[float, list[dict[str, float]], list[dict[str, float]]]
+"""Step time, per-stage breakdowns and per-stage stream activities, as ``simulate._totals`` returns them."""
+
+
+def totals(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> Totals:
+    """Step time, stage breakdowns and stream activities of plan ``s``'s step with every micro-batch: the same
+    floats as ``simulate_step`` and ``metrics`` give."""
+    shape, cost = slot_costs(model, cluster, s)
+    return run(program(shape), cost)[0]
+
+
+def totals_pair(model: ModelSpec, cluster: ClusterSpec, a: Plan, b: Plan) -> tuple[Totals, Totals]:
+    """``totals`` of two plans that differ only in their micro-batch count (``a``'s the smaller): B is run
+    whole and A from where their runs part (``shared_prefix``), when their shapes and seconds allow it."""
+    shape_a, cost_a = slot_costs(model, cluster, a)
+    shape_b, cost_b = slot_costs(model, cluster, b)
+    same = (shape_a._replace(micro_batches=0) == shape_b._replace(micro_batches=0)
+            and shape_a.micro_batches < shape_b.micro_batches)
+    split = pair_split(shape_a, shape_b) if same else None
+    prog_b = program(shape_b)
+    if split is None:
+        return run(program(shape_a), cost_a)[0], run(prog_b, cost_b)[0]
+    prog_a = program(shape_a, shape_b.micro_batches)
+    sec_a = [cost_a[k].seconds for k in prog_a.keys]
+    if sec_a != [cost_b[k].seconds if k in cost_b else None for k in prog_a.keys]:
+        return run(prog_a, cost_a)[0], run(prog_b, cost_b)[0]
+    stops, resent = split
+    tb, arrays, snaps = run(prog_b, cost_b, stops=stops)
+    ta, _, _ = run(prog_a, cost_a, resume=(stops, snaps, arrays, resent))
+    return (ta, tb) if ta is not None else (run(prog_a, cost_a)[0], tb)
+
+
+def run(prog: Program, cost: dict, stops: list[int] | None = None,
+        resume: tuple | None = None) -> tuple[Totals | None, tuple, list]:
+    """Time ``prog`` with the seconds of ``cost`` (slot key -> PassCost): its totals, its transfers' (ends,
+    starts) and, with ``stops``, each stage's state after its first ``stops[i]`` tasks. ``resume``: (stops,
+    states, transfers, transfers to forget) of another program's run to start from (``totals_pair``); its totals
+    None when a stage's breakdown does not start from the same seconds there."""
+    by_slot = [cost[k] for k in prog.keys]
+    sec = [c.seconds for c in by_slot] + [-1.0]            # slot -1 -> -1.0: "no task"
+    p = len(prog.stages)
+    if resume is None:
+        arr_end: list = [None] * prog.transfers
+        arr_start: list = [0.0] * prog.transfers
+    else:
+        arr_end, arr_start = list(resume[2][0]), resume[2][1]
+        for k in resume[3]:
+            arr_end[k] = None
+    waiter = [-1] * prog.transfers
+    ready: list[int] = []
+    results: list = [None] * p
+    snaps: list = [None] * p
+    gens = []
+    for i, st in enumerate(prog.stages):
+        acc = dict.fromkeys(BREAKDOWN_KINDS, 0.0)
+        acc.update(_stage_parts(st.counts[0], by_slot))
+        make = _fused_stage if st.fused_keys is not None else _stage
+        if resume is not None:
+            skip, state = resume[0][i], resume[1][i]
+            if skip and state[-1] != (acc["pp"], acc["dp"], acc["bubble"]):
+                return None, (), []                     # a different start of the breakdown sums
+            gens.append(make(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, skip=skip,
+                             state=state if skip else None))
+        else:
+            gens.append(make(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results,
+                             stop=stops[i] if stops else None, snaps=snaps))
+    ready.extend(range(p - 1, -1, -1))
+    finished = 0
+    while ready:
+        i = ready.pop()
+        key = next(gens[i], None)
+        if key is None:
+            finished += 1
+        else:
+            waiter[key] = i
+    if finished < p:
+        raise CycleError(f"{p - finished} pipeline stages wait on each other in a cycle")
+    makespan = max(r[0] for r in results)
+    breakdowns = []
+    for (_, e_last, acc) in results:
+        acc["bubble"] += makespan - e_last
+        breakdowns.append(acc)
+    acts = []
+    for st in prog.stages:
+        busy = [sum(n * sec[k] for k, n in c) for c in st.counts]
+        acts.append({"compute": busy[0], "pp_send_fwd": busy[1], "pp_send_bwd": busy[2], "dp": busy[3]})
+    return (makespan, breakdowns, acts), (arr_end, arr_start), snaps
+
+
+def _stage_parts(counts: tuple[tuple[int, int], ...], by_slot: list) -> dict[str, float]:
+    """Seconds of a compute stream by kind (``Lowered.stage_parts``)."""
+    acc: dict[str, float] = {}
+    for slot, n in counts:
+        for k, sec in by_slot[slot].parts:
+            acc[k] = acc.get(k, 0.0) + n * sec
+    return acc
+
+
+def _attribute(gap: float, t: float, prev: float, start: float, kind: str, acc: dict) -> None:
+    """``metrics.stage_breakdowns``: an idle gap ended by a transfer or a DP collective is partly its exposure."""
+    if kind == "pp" or kind == "dp":
+        waited = min(gap, t - max(prev, start))
+        acc[kind] += waited
+        acc["bubble"] += gap - waited
+    else:
+        acc["bubble"] += gap
+
+
+def _gathers(prog: Program, sec: list) -> tuple[list[float], list[float], float]:
+    """Ends and starts of each chunk's overlapped weight gather, first on the DP stream, and the stream's end."""
+    g_end, g_start = [], []
+    de, pg = 0.0, sec[prog.param_gather]
+    for _ in range(prog.chunks):
+        g_start.append(de)
+        de = de + pg
+        g_end.append(de)
+    return g_end, g_start, de
+
+
+def _stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, skip=0, state=None, stop=None,
+           snaps=None):
+    """Run stage ``i``'s tasks in order; a generator that parks (yields the transfer's id) on a transfer not yet
+    sent. ``results[i]``: (latest end on the stage's streams, end of its compute stream, breakdown). ``stop``:
+    keep the state after that many tasks in ``snaps[i]``; ``skip``, ``state``: start after that many tasks, from
+    that state."""
+    hop = sec[prog.hop]
+    g_end, g_start, de = _gathers(prog, sec)
+    e = lf = lb = lp = dstart = 0.0
+    dmax = -1.0
+    pp, dpacc, bub = init = acc["pp"], acc["dp"], acc["bubble"]
+    if state is not None:
+        e, lf, lb, lp, de, dmax, dstart, (pp, dpacc, bub), _ = state
+    specials = st.specials
+    keys, sends, links, slots, reduces = st.keys, st.sends, st.links, st.slots, st.reduces
+    if skip:
+        keys, sends, links, slots, reduces = keys[skip:], sends[skip:], links[skip:], slots[skip:], reduces[skip:]
+    tasks = zip(map(sec.__getitem__, slots), keys, sends, links, map(sec.__getitem__, reduces))
+    for part in (islice(tasks, stop), tasks) if stop is not None else (tasks,):
+        for d, key, o, link, r in part:
+            if key >= 0:
+                a = arr_end[key]
+                if a is None:
+                    yield key
+                    a = arr_end[key]
+                if a > e:
+                    gap = a - e
+                    s0 = arr_start[key]
+                    if s0 >= 0.0:
+                        # a transfer's wait (metrics.stage_breakdowns): min(gap, t - max(prev_end, its start))
+                        w = a - (e if e >= s0 else s0)
+                        if gap < w:
+                            w = gap
+                        pp += w
+                        bub += gap - w
+                    else:
+                        bub += gap
+                    e = a + d
+                else:
+                    e = e + d
+            elif key == -1:
+                e = e + d
+            else:
+                acc["pp"], acc["dp"], acc["bubble"] = pp, dpacc, bub
+                e, lf, lb, de, dmax, dstart, lp = yield from _special(
+                    specials[-2 - key], d, e, lf, lb, de, dmax, dstart, hop, sec, prog, g_end, g_start, arr_end,
+                    arr_start, waiter, ready, acc)
+                pp, dpacc, bub = acc["pp"], acc["dp"], acc["bubble"]
+                continue
+            lp = e
+            if r >= 0.0:
+                s0 = e if e > de else de
+                de = s0 + r
+                if de > dmax:
+                    dmax, dstart = de, s0
+            if o >= 0:
+                if link == 0:
+                    s0 = e if e > lf else lf
+                    lf = s0 + hop
+                    arr_end[o] = lf
+                elif link == 1:
+                    s0 = e if e > lb else lb
+                    lb = s0 + hop
+                    arr_end[o] = lb
+                elif link == 2:
+                    s0 = e
+                    e = e + hop
+                    arr_end[o] = e
+                else:
+                    s0 = -1.0
+                    arr_end[o] = e
+                arr_start[o] = s0
+                w = waiter[o]
+                if w >= 0:
+                    ready.append(w)
+        if part is not tasks:
+            snaps[i] = (e, lf, lb, lp, de, dmax, dstart, (pp, dpacc, bub), init)
+    acc["pp"], acc["dp"], acc["bubble"] = pp, dpacc, bub
+    results[i] = _tail(st, sec, e, lp, lf, lb, de, dmax, dstart, acc)
+
+
+def _fused_stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, skip=0, state=None, stop=None,
+                 snaps=None):
+    """``_stage`` for schedules with fused forward-backward pairs (DualPipe): a task may wait for two transfers
+    and send two."""
+    hop = sec[prog.hop]
+    g_end, g_start, de = _gathers(prog, sec)
+    e = lf = lb = lp = dstart = 0.0
+    dmax = -1.0
+    init = acc["pp"], acc["dp"], acc["bubble"]
+    if state is not None:
+        e, lf, lb, lp, de, dmax, dstart, (acc["pp"], acc["dp"], acc["bubble"]), _ = state
+    specials = st.specials
+    cols = [st.slots, st.keys, st.sends, st.links, st.reduces, st.fused_keys, st.fused_sends, st.fused_links,
+            st.fused_first]
+    if skip:
+        cols = [c[skip:] for c in cols]
+    tasks = zip(map(sec.__getitem__, cols[0]), cols[1], cols[2], cols[3], map(sec.__getitem__, cols[4]), *cols[5:])
+    for part in (islice(tasks, stop), tasks) if stop is not None else (tasks,):
+        for d, key, o, link, r, fk, fo, fl, ff in part:
+            if key <= -2:
+                e, lf, lb, de, dmax, dstart, lp = yield from _special(
+                    specials[-2 - key], d, e, lf, lb, de, dmax, dstart, hop, sec, prog, g_end, g_start, arr_end,
+                    arr_start, waiter, ready, acc)
+                continue
+            t = e
+            if fk >= 0:
+                a = arr_end[fk]
+                if a is None:
+                    yield fk
+                    a = arr_end[fk]
+                if a > t:
+                    t = a
+            if key >= 0:
+                b = arr_end[key]
+                if b is None:
+                    yield key
+                    b = arr_end[key]
+                if b > t:
+                    t = b
+            if t > e:
+                # the first dependency, in the graph's order, that ends when the pair starts
+                k = (fk if fk >= 0 and arr_end[fk] == t and (ff or key < 0 or arr_end[key] != t) else key)
+                s0 = arr_start[k]
+                gap = t - e
+                if s0 >= 0.0:
+                    w = t - (e if e >= s0 else s0)
+                    if gap < w:
+                        w = gap
+                    acc["pp"] += w
+                    acc["bubble"] += gap - w
+                else:
+                    acc["bubble"] += gap
+            e = t + d
+            lp = pe = e
+            if r >= 0.0:
+                s0 = e if e > de else de
+                de = s0 + r
+                if de > dmax:
+                    dmax, dstart = de, s0
+            # the forward's send, then the backward's (as _send, inlined)
+            for o, link in ((fo, fl), (o, link)) if fo >= 0 else ((o, link),):
+                if o < 0:
+                    continue
+                if link == 0:
+                    s0 = pe if pe > lf else lf
+                    lf = s0 + hop
+                    arr_end[o] = lf
+                elif link == 1:
+                    s0 = pe if pe > lb else lb
+                    lb = s0 + hop
+                    arr_end[o] = lb
+                elif link == 2:
+                    s0 = e
+                    e = e + hop
+                    arr_end[o] = e
+                else:
+                    s0 = -1.0
+                    arr_end[o] = pe
+                arr_start[o] = s0
+                w = waiter[o]
+                if w >= 0:
+                    ready.append(w)
+        if part is not tasks:
+            snaps[i] = (e, lf, lb, lp, de, dmax, dstart, (acc["pp"], acc["dp"], acc["bubble"]), init)
+    results[i] = _tail(st, sec, e, lp, lf, lb, de, dmax, dstart, acc)
+
+
+def _send(o: int, link: int, pe: float, e: float, lf: float, lb: float, hop: float, arr_end: list,
+          arr_start: list, waiter: list, ready: list) -> tuple[float, float, float]:
+    """Transfer ``o`` of a pass that ended at ``pe`` (the compute stream is at ``e``): on the forward or backward
+    link, holding the compute stream (synchronous p2p), or straight to this GPU's next chunk; its consumer, if
+    parked on it, made ready. The compute stream's and the links' ends after it."""
+    if link == 0:
+        s0 = pe if pe > lf else lf
+        lf = s0 + hop
+        arr_end[o] = lf
+    elif link == 1:
+        s0 = pe if pe > lb else lb
+        lb = s0 + hop
+        arr_end[o] = lb
+    elif link == 2:
+        s0 = e
+        e = e + hop
+        arr_end[o] = e
+    else:
+        s0 = -1.0
+        arr_end[o] = pe
+    arr_start[o] = s0
+    w = waiter[o]
+    if w >= 0:
+        ready.append(w)
+    return e, lf, lb
+
+
+def _special(sp: Special, d: float, e: float, lf: float, lb: float, de: float, dmax: float, dstart: float,
+             hop: float, sec: list, prog: Program, g_end: list, g_start: list, arr_end: list, arr_start: list,
+             waiter: list, ready: list, acc: dict):
+    """A task of several dependencies or pieces, whole: its ZeRO-3 gathers, its start (the idle gap charged to
+    the first dependency that ends when it starts), its pieces each with its DP collective, its sends. A
+    generator that parks on a transfer not yet sent; returns the stage's new stream ends."""
+    gathers = []
+    if sp.gathers:
+        sgd = sec[prog.shard_gather]
+        for _ in range(sp.gathers):
+            gathers.append((de + sgd, de))
+            de = de + sgd
+    deps = []
+    for kind, x in sp.deps:
+        if kind == "a":
+            if arr_end[x] is None:
+                yield x
+            s0 = arr_start[x]
+            deps.append((arr_end[x], s0, "pp" if s0 >= 0.0 else "pass"))
+        elif kind == "g":
+            deps.append((g_end[x], g_start[x], "dp"))
+        else:
+            deps.append((gathers[x][0], gathers[x][1], "dp"))
+    t = e
+    for end, _, _ in deps:
+        if end > t:
+            t = end
+    if t > e:
+        for end, start, kind in deps:
+            if end == t:
+                break
+        _attribute(t - e, t, e, start, kind, acc)
+    r = sec[sp.reduce]
+    for _ in range(sp.pieces):
+        e = t + d
+        t = e
+        if r >= 0.0:
+            s0 = e if e > de else de
+            de = s0 + r
+            if de > dmax:
+                dmax, dstart = de, s0
+    pe = e
+    for o, link in sp.sends:
+        e, lf, lb = _send(o, link, pe, e, lf, lb, hop, arr_end, arr_start, waiter, ready)
+    return e, lf, lb, de, dmax, dstart, pe
+
+
+def _tail(st: Stage, sec: list, e: float, lp: float, lf: float, lb: float, de: float, dmax: float,
+          dstart: float, acc: dict) -> tuple[float, float, dict]:
+    """The end of a stage's step: the reduction after the whole backward, the tied embedding's all-reduce, the
+    optimizer (after every DP reduction and the last pass) and the weight gather after it."""
+    reduce_all, tied, opt, final = st.tail
+    for slot in (reduce_all, tied):
+        if slot >= 0:
+            s0 = lp if lp > de else de
+            de = s0 + sec[slot]
+            if de > dmax:
+                dmax, dstart = de, s0
+    t = e
+    if dmax > t:
+        t = dmax
+    if lp > t:
+        t = lp
+    if t > e:
+        # the optimizer's dependencies: every DP reduction (in stream order: the first of the latest ends), then
+        # the last pass
+        if dmax == t:
+            _attribute(t - e, t, e, dstart, "dp", acc)
+        else:
+            _attribute(t - e, t, e, 0.0, "pass", acc)
+    e = t + sec[opt]
+    if final >= 0:
+        s0 = e if e > de else de
+        de = s0 + sec[final]
+    return max(e, lf, lb, de), e, acc

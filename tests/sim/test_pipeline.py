@@ -1,0 +1,112 @@
+"""The fast path (sim/program.py, sim/pipeline.py) against the task graph and the engine: the same floats, bit for
+bit, for every schedule, DP option and transfer mode; the two steady-state samples run once where they agree."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from autoplan.families.catalog import get_model
+from autoplan.families.strategy import Strategy
+from autoplan.families.transformer.validity import violations
+from autoplan.sim import pipeline, program, simulate
+from autoplan.sim.simulate import _graph_totals, _with_micro_batches, score
+from autoplan.specs.cluster import load_cluster
+
+_SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev", "dualpipe")
+
+
+@st.composite
+def _plans(draw):
+    """A valid plan of the tiny GPT (8 layers) on 8 or 64 GPUs, any schedule, DP and p2p option."""
+    gpus = draw(st.sampled_from([8, 64]))
+    tp, pp, cp = (draw(st.sampled_from(x)) for x in ([1, 2, 4], [1, 2, 4, 8], [1, 1, 2]))
+    assume(gpus % (tp * pp * cp) == 0)
+    schedule = draw(st.sampled_from(SCHEDULES))
+    v = draw(st.sampled_from([2, 4])) if schedule == "interleaved" else 1
+    m = draw(st.integers(1, 36))
+    if schedule == "interleaved":
+        m = pp * draw(st.integers(1, 6))
+    dp = gpus // (tp * pp * cp)
+    s = Strategy(tp=tp, pp=pp, dp=dp, cp=cp, micro_batch=1, global_batch=m * dp, schedule=schedule,
+                 virtual_stages=v, sequence_parallel=tp > 1 and draw(st.booleans()),
+                 recompute=draw(st.sampled_from(["none", "selective", "full"])), zero=draw(st.sampled_from([0, 1, 2, 3])),
+                 overlap_grad_reduce=draw(st.booleans()), overlap_param_gather=draw(st.booleans()),
+                 overlap_p2p_comm=draw(st.booleans()), grad_reduce_in_fp32=draw(st.booleans()))
+    return gpus, s
+
+
+def _cluster(gpus, a100_8, a100_64):
+    return a100_8 if gpus == 8 else a100_64
+
+
+@settings(max_examples=150, **_SETTINGS)
+@given(_plans())
+def test_fast_path_is_the_graph_bit_for_bit(tiny_gpt, a100_8, a100_64, plan):
+    gpus, s = plan
+    assume(not violations(tiny_gpt, gpus, s))
+    cluster = _cluster(gpus, a100_8, a100_64)
+    program._program.cache_clear()
+    assert repr(pipeline.totals(tiny_gpt, cluster, s)) == repr(_graph_totals(tiny_gpt, cluster, s))
+
+
+@settings(max_examples=60, **_SETTINGS)
+@given(_plans(), st.integers(1, 12))
+def test_two_samples_run_once_are_each_run_alone(tiny_gpt, a100_8, a100_64, plan, more):
+    gpus, s = plan
+    assume(not violations(tiny_gpt, gpus, s))
+    cluster = _cluster(gpus, a100_8, a100_64)
+    a, b = s, _with_micro_batches(s, s.micro_batches + more)
+    assume(not violations(tiny_gpt, gpus, b))
+    pair = pipeline.totals_pair(tiny_gpt, cluster, a, b)
+    assert repr(pair) == repr((_graph_totals(tiny_gpt, cluster, a), _graph_totals(tiny_gpt, cluster, b)))
+
+
+@pytest.mark.parametrize("schedule,v", [("interleaved", 3), ("1f1b", 1), ("zb-h1", 1)])
+def test_gpt3_steady_state_samples_share_most_of_the_shorter_run(schedule, v):
+    # pp 32: the samples of 64 and 96 micro-batches; the first 75 % of the shorter one is the longer one's
+    model, cluster = get_model("gpt3"), load_cluster("dgx-h100-80g", 1024)
+    s = Strategy(dp=4, tp=8, pp=32, micro_batch=1, global_batch=1536, schedule=schedule, virtual_stages=v,
+                 sequence_parallel=True, zero=2, overlap_p2p_comm=True)
+    a, b = _with_micro_batches(s, 64), _with_micro_batches(s, 96)
+    shape_a, _ = pipeline.slot_costs(model, cluster, a)
+    shape_b, _ = pipeline.slot_costs(model, cluster, b)
+    shared, _ = program.pair_split(shape_a, shape_b)
+    tasks = sum(len(x.slots) for x in program.program(shape_a, 96).stages)
+    assert sum(shared) >= 0.7 * tasks
+    assert repr(pipeline.totals_pair(model, cluster, a, b)) == repr((_graph_totals(model, cluster, a),
+                                                                     _graph_totals(model, cluster, b)))
+
+
+def test_gpt3_scores_are_the_graphs(monkeypatch):
+    # plans of the default and zero-bubble spaces, extrapolated or not: score() through the fast path and through
+    # the graph give the same metrics, bit for bit
+    model, cluster = get_model("gpt3"), load_cluster("dgx-h100-80g", 1024)
+    plans = [Strategy(dp=64, tp=4, pp=4, micro_batch=2, global_batch=1536, schedule="interleaved", virtual_stages=12,
+                      sequence_parallel=True, zero=2),
+             Strategy(dp=16, tp=8, pp=8, micro_batch=1, global_batch=1536, schedule="1f1b", sequence_parallel=True,
+                      zero=1, recompute="selective"),
+             Strategy(dp=16, tp=4, pp=16, micro_batch=1, global_batch=1536, schedule="dualpipe",
+                      sequence_parallel=True, zero=1),
+             Strategy(dp=32, tp=4, pp=8, micro_batch=1, global_batch=1536, schedule="zbv", sequence_parallel=True,
+                      zero=1)]
+    fast = [score(model, cluster, s) for s in plans]
+    monkeypatch.setattr(simulate, "_totals", _graph_totals)
+    monkeypatch.setattr(pipeline, "totals_pair", lambda m, c, a, b: (_graph_totals(m, c, a), _graph_totals(m, c, b)))
+    assert [repr(x) for x in fast] == [repr(score(model, cluster, s)) for s in plans]
+
+
+def test_a_pipeline_that_waits_on_itself_raises():
+    # a program whose first task waits for a transfer no task sends
+    model, cluster = get_model("gpt3"), load_cluster("dgx-h100-80g", 1024)
+    s = Strategy(dp=64, tp=4, pp=4, micro_batch=2, global_batch=1536, schedule="1f1b", sequence_parallel=True)
+    shape, cost = pipeline.slot_costs(model, cluster, s)
+    prog = program.program(shape)
+    stage = replace(prog.stages[1], keys=[prog.transfers - 1] + prog.stages[1].keys[1:])
+    broken = replace(prog, stages=(prog.stages[0], stage) + prog.stages[2:])
+    with pytest.raises(pipeline.CycleError):
+        pipeline.run(broken, cost)
