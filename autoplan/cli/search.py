@@ -143,8 +143,15 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
         except SearchInterrupted as stop:
             result, interrupted = stop.partial, True
     result.rejected, result.raw = rejected, sp.raw_size()
+    # the leaderboard files, then the leaderboard on screen, and only then the report (it never holds them up)
     write_run(folder, {**inputs, "interrupted": True} if interrupted else inputs, result, model=model, cluster=spec,
-              report=not interrupted)
+              report=False)
+
+    def report() -> None:
+        from autoplan.report.write import write_report_safely
+        fresh = not result.reused
+        write_report_safely(folder, model, spec, evaluations=result.evaluations if fresh else None)
+
     if interrupted:
         click.echo(f"autoplan: interrupted after {len(result.evaluations) + result.reused} plans; partial "
                    f"leaderboard in {folder.path} (`autoplan report {folder.path}` draws it); continue with "
@@ -153,6 +160,7 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
     table = rows(result.leaderboard)
     if as_json:
         click.echo(json.dumps({"run": str(folder.path), "leaderboard": table}, indent=2))
+        report()
         sys.exit(0 if table else 1)
     from autoplan.report.terminal import leaderboard_table
     con = _console()
@@ -178,6 +186,7 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
     con.print(f"{sp.raw_size()} combinations, {result.valid} valid{same}, {result.out_of_memory} do not fit, "
               f"{len(result.evaluations)} simulated{reused}, {skipped}; {result.seconds:.1f} s.\n"
               f"run folder: {folder.path}")
+    report()
     if not result.leaderboard:
         sys.exit(1)
 

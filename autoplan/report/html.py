@@ -4,13 +4,11 @@ and the files written beside it (best_plan.json, the best plans' Chrome traces).
 from __future__ import annotations
 
 import html
+import json
 import math
+from functools import lru_cache
+from pathlib import Path
 from string import Template
-
-import plotly.graph_objects as go
-import plotly.io as pio
-from plotly.offline import get_plotlyjs
-from plotly.subplots import make_subplots
 
 from autoplan.errors import SpecError
 from autoplan.report.export import megatron_text
@@ -33,67 +31,101 @@ TASK_COLORS = {"forward": "#1f77b4", "backward": "#ff7f0e", "PP send": "#9467bd"
                "optimizer": "#7f7f7f"}
 STREAM_ORDER = ("compute", "pp_send_fwd", "pp_send_bwd", "dp")
 
+Figure = dict
+"""A plotly figure as plotly.js takes it: {"data": [traces], "layout": {...}} (plotly.py's objects validate every
+property on the way, most of a report's time; plotly.js draws these dicts as it draws theirs)."""
 
-def _layout(fig: go.Figure, height: int, **kw: object) -> go.Figure:
-    fig.update_layout(template="plotly_white", height=height, margin={"l": 60, "r": 20, "t": 40, "b": 50},
-                      legend={"orientation": "h", "y": -0.18}, **kw)
+
+@lru_cache(maxsize=1)
+def _plotly_dir() -> Path:
+    """plotly's package data (plotly.js and the templates), found without importing plotly."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        raise SpecError("plotly is not installed: the report needs its plotly.js (pip install plotly)")
+    return Path(next(iter(spec.submodule_search_locations))) / "package_data"
+
+
+@lru_cache(maxsize=1)
+def _plotlyjs() -> str:
+    return (_plotly_dir() / "plotly.min.js").read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def _template() -> str:
+    """plotly's ``plotly_white`` template (as plotly.py's ``template="plotly_white"`` sets it), as JSON."""
+    return (_plotly_dir() / "templates" / "plotly_white.json").read_text(encoding="utf-8")
+
+
+def _layout(fig: Figure, height: int, **kw: object) -> Figure:
+    fig["layout"] = {"height": height, "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
+                     "legend": {"orientation": "h", "y": -0.18}, **fig.get("layout", {}), **kw}
     return fig
 
 
-def pareto_figure(run: Run, front: list[Evaluation]) -> go.Figure:
+def _title(text: str) -> dict:
+    return {"title": {"text": text}}
+
+
+def pareto_figure(run: Run, front: list[Evaluation]) -> Figure:
     """Throughput against peak memory of every evaluated plan, the Pareto front and the HBM capacity."""
     feasible = run.ranked
     top = set(id(e) for e in run.leaderboard)
-    fig = go.Figure()
+    data: list[dict] = []
 
     def points(evals: list[Evaluation], name: str, **marker: object) -> None:
-        fig.add_trace(go.Scatter(
-            x=[e.peak_memory / GIB for e in evals], y=[e.metrics.tokens_per_s for e in evals], mode="markers",
-            name=name, marker=marker,
-            customdata=[[e.strategy.short(), e.metrics.step_time, 100 * e.metrics.mfu] for e in evals],
-            hovertemplate="%{customdata[0]}<br>%{y:,.0f} tokens/s, %{customdata[1]:.3f} s/step, "
-                          "MFU %{customdata[2]:.1f} %<br>peak %{x:.1f} GiB<extra></extra>"))
+        data.append({"type": "scatter", "x": [e.peak_memory / GIB for e in evals],
+                     "y": [e.metrics.tokens_per_s for e in evals], "mode": "markers", "name": name, "marker": marker,
+                     "customdata": [[e.strategy.short(), e.metrics.step_time, 100 * e.metrics.mfu] for e in evals],
+                     "hovertemplate": "%{customdata[0]}<br>%{y:,.0f} tokens/s, %{customdata[1]:.3f} s/step, "
+                                      "MFU %{customdata[2]:.1f} %<br>peak %{x:.1f} GiB<extra></extra>"})
 
     points([e for e in feasible if id(e) not in top], "evaluated plans", color="#9fb3d9", size=7)
     points(run.leaderboard[1:], f"top {run.top_k}", color="#1f77b4", size=9)
-    fig.add_trace(go.Scatter(x=[e.peak_memory / GIB for e in front], y=[e.metrics.tokens_per_s for e in front],
-                             mode="lines", line={"shape": "hv", "color": "#ff7f0e"}, name="Pareto front",
-                             hoverinfo="skip"))
+    data.append({"type": "scatter", "x": [e.peak_memory / GIB for e in front],
+                 "y": [e.metrics.tokens_per_s for e in front], "mode": "lines",
+                 "line": {"shape": "hv", "color": "#ff7f0e"}, "name": "Pareto front", "hoverinfo": "skip"})
     points(run.leaderboard[:1], "best", color="#d62728", size=16, symbol="star")
     oom = [e for e in run.evaluations if not e.feasible and e.peak_memory > 0]
     if oom:
-        fig.add_trace(go.Scatter(x=[e.peak_memory / GIB for e in oom], y=[0] * len(oom), mode="markers",
-                                 name="does not fit", marker={"symbol": "x", "color": "#7f7f7f", "size": 7},
-                                 customdata=[[e.strategy.short(), "; ".join(e.violations)] for e in oom],
-                                 hovertemplate="%{customdata[0]}<br>%{customdata[1]}<extra></extra>"))
+        data.append({"type": "scatter", "x": [e.peak_memory / GIB for e in oom], "y": [0] * len(oom),
+                     "mode": "markers", "name": "does not fit", "marker": {"symbol": "x", "color": "#7f7f7f", "size": 7},
+                     "customdata": [[e.strategy.short(), "; ".join(e.violations)] for e in oom],
+                     "hovertemplate": "%{customdata[0]}<br>%{customdata[1]}<extra></extra>"})
     capacity = (feasible[0].metrics.memory_capacity if feasible else
                 run.cluster.gpu.hbm_bytes if run.cluster else 0.0) / GIB
     xs = [e.peak_memory / GIB for e in run.evaluations if e.peak_memory > 0]
+    shapes, notes = [], []
     if capacity:
-        fig.add_vline(x=capacity, line_dash="dash", line_color="#d62728",
-                      annotation_text=f"HBM {capacity:.0f} GiB", annotation_position="top left")
+        # plotly.py's add_vline: a dashed line across the plot, its note at the top left
+        shapes.append({"type": "line", "x0": capacity, "x1": capacity, "xref": "x", "y0": 0, "y1": 1,
+                       "yref": "y domain", "line": {"dash": "dash", "color": "#d62728"}})
+        notes.append({"text": f"HBM {capacity:.0f} GiB", "x": capacity, "xref": "x", "xanchor": "right", "y": 1,
+                      "yref": "y domain", "yanchor": "top", "showarrow": False})
         xs.append(capacity)
     span = (max(xs) - min(xs)) if xs else 1.0
     xrange = [min(xs) - 0.05 * span, max(xs) + 0.05 * span] if xs else None
-    return _layout(fig, 460, xaxis={"title": {"text": "peak memory per GPU (GiB)"}, "range": xrange},
-                   yaxis={"title": {"text": "tokens/s"}, "rangemode": "tozero"})
+    return _layout({"data": data}, 460, xaxis={**_title("peak memory per GPU (GiB)"), "range": xrange},
+                   yaxis={**_title("tokens/s"), "rangemode": "tozero"}, shapes=shapes, annotations=notes)
 
 
 def _rank_labels(board: list[Evaluation]) -> list[str]:
     return [f"#{i} {e.strategy.short()}" for i, e in enumerate(board, 1)]
 
 
-def breakdown_figure(board: list[Evaluation]) -> go.Figure:
+def breakdown_figure(board: list[Evaluation]) -> Figure:
     """Where each top plan's step goes: compute, exposed communication per kind, bubble."""
     labels = _rank_labels(board)
-    fig = go.Figure()
+    data = []
     for kind in BREAKDOWN_KINDS:
         sec = [e.metrics.breakdown.get(kind, 0.0) for e in board]
         if any(sec):
-            fig.add_trace(go.Bar(y=labels, x=sec, orientation="h", name=KIND_LABELS[kind],
-                                 marker_color=KIND_COLORS[kind],
-                                 hovertemplate=f"%{{y}}<br>{KIND_LABELS[kind]}: %{{x:.3f}} s<extra></extra>"))
-    return _layout(fig, 120 + 28 * len(board), barmode="stack", xaxis_title="seconds per step (mean over stages)",
+            data.append({"type": "bar", "y": labels, "x": sec, "orientation": "h", "name": KIND_LABELS[kind],
+                         "marker": {"color": KIND_COLORS[kind]},
+                         "hovertemplate": f"%{{y}}<br>{KIND_LABELS[kind]}: %{{x:.3f}} s<extra></extra>"})
+    return _layout({"data": data}, 120 + 28 * len(board), barmode="stack",
+                   xaxis=_title("seconds per step (mean over stages)"),
                    yaxis={"autorange": "reversed", "automargin": True})
 
 
@@ -115,7 +147,7 @@ def _row(resource: str) -> tuple[int, int, str]:
     return n, order, f"stage {n} · {stream}"
 
 
-def timeline_figure(sim: Simulation, title: str) -> tuple[go.Figure, str]:
+def timeline_figure(sim: Simulation, title: str) -> tuple[Figure, str]:
     """The best plan's step: one row per (stage, stream), one bar per task; and a caption."""
     tasks, tl = sim.lowered.tasks, sim.timeline
     shown = sorted((i for i, d in enumerate(tasks.duration) if d > 0), key=lambda i: (tl.start[i], i))
@@ -135,57 +167,74 @@ def timeline_figure(sim: Simulation, title: str) -> tuple[go.Figure, str]:
         x.append(tasks.duration[i])
         y.append(_row(tasks.resources[tasks.resource[i]])[2])
         c.append(label)
-    fig = go.Figure()
+    data = []
     for kind in sorted(by_kind, key=lambda k: list(TASK_COLORS).index(k) if k in TASK_COLORS else 99):
         b, x, y, c = by_kind[kind]
-        fig.add_trace(go.Bar(base=b, x=x, y=y, customdata=c, orientation="h", name=kind,
-                             marker={"color": TASK_COLORS.get(kind, "#333"), "line": {"width": 0}},
-                             hovertemplate="%{customdata} (%{y})<br>start %{base:.4f} s, %{x:.5f} s<extra></extra>"))
-    fig = _layout(fig, max(320, 110 + 16 * len(rows_)), barmode="overlay", bargap=0.15, xaxis_title="seconds")
-    fig.update_yaxes(categoryorder="array", categoryarray=[r[2] for r in rows_], autorange="reversed",
-                     automargin=True)
+        data.append({"type": "bar", "base": b, "x": x, "y": y, "customdata": c, "orientation": "h", "name": kind,
+                     "marker": {"color": TASK_COLORS.get(kind, "#333"), "line": {"width": 0}},
+                     "hovertemplate": "%{customdata} (%{y})<br>start %{base:.4f} s, %{x:.5f} s<extra></extra>"})
+    fig = _layout({"data": data}, max(320, 110 + 16 * len(rows_)), barmode="overlay", bargap=0.15,
+                  xaxis=_title("seconds"),
+                  yaxis={"categoryorder": "array", "categoryarray": [r[2] for r in rows_], "autorange": "reversed",
+                         "automargin": True})
     return fig, caption
 
 
-def sensitivity_figure(nbrs: dict[str, list[Neighbour]], best: Evaluation) -> go.Figure:
+def _grid(rows_: int, cols: int, h_space: float, v_space: float) -> list[tuple[list[float], list[float]]]:
+    """(x domain, y domain) of each cell of a rows × cols grid, row by row from the top (plotly's
+    ``make_subplots`` with these spacings)."""
+    width = (1 - h_space * (cols - 1)) / cols
+    height = (1 - v_space * (rows_ - 1)) / rows_
+    return [([c * (width + h_space), c * (width + h_space) + width],
+             [1 - r * (height + v_space) - height, 1 - r * (height + v_space)])
+            for r in range(rows_) for c in range(cols)]
+
+
+def sensitivity_figure(nbrs: dict[str, list[Neighbour]], best: Evaluation) -> Figure:
     """Throughput of the best plan with one axis changed at a time; missing values carry the reason on hover."""
     axes = list(nbrs)
     cols = min(4, len(axes))
     nrows = math.ceil(len(axes) / cols)
-    fig = make_subplots(rows=nrows, cols=cols, subplot_titles=[a.replace("_", " ") for a in axes],
-                        horizontal_spacing=0.05, vertical_spacing=0.16)
-    lines: list[dict] = []
+    cells = _grid(nrows, cols, 0.05, 0.16)
+    data: list[dict] = []
+    layout: dict = {}
+    notes, lines = [], []
     ref = best.metrics.tokens_per_s
     top = max([n.evaluation.metrics.tokens_per_s for row in nbrs.values() for n in row
                if n.evaluation is not None and n.evaluation.feasible] + [ref])
     for k, axis in enumerate(axes):
-        r, c = k // cols + 1, k % cols + 1
+        suffix = "" if k == 0 else str(k + 1)
+        xa, ya = f"x{suffix}", f"y{suffix}"
         ok = [n for n in nbrs[axis] if n.evaluation is not None and n.evaluation.feasible]
         bad = [n for n in nbrs[axis] if n not in ok]
-        fig.add_trace(go.Bar(
-            x=[n.value for n in ok], y=[n.evaluation.metrics.tokens_per_s for n in ok], showlegend=False,
-            marker_color=["#d62728" if n.best else "#2ca02c" if n.evaluation.metrics.tokens_per_s > ref
-                          else "#9fb3d9" for n in ok],
-            customdata=[[n.evaluation.strategy.short(), n.evaluation.metrics.step_time,
-                         n.evaluation.peak_memory / GIB, 100 * (n.evaluation.metrics.tokens_per_s / ref - 1)]
-                        for n in ok],
-            hovertemplate="%{customdata[0]}<br>%{y:,.0f} tokens/s (%{customdata[3]:+.1f} %), "
-                          "%{customdata[1]:.3f} s/step<br>peak %{customdata[2]:.1f} GiB<extra></extra>"),
-            row=r, col=c)
+        data.append({
+            "type": "bar", "x": [n.value for n in ok], "y": [n.evaluation.metrics.tokens_per_s for n in ok],
+            "showlegend": False, "xaxis": xa, "yaxis": ya,
+            "marker": {"color": ["#d62728" if n.best else "#2ca02c" if n.evaluation.metrics.tokens_per_s > ref
+                                 else "#9fb3d9" for n in ok]},
+            "customdata": [[n.evaluation.strategy.short(), n.evaluation.metrics.step_time,
+                            n.evaluation.peak_memory / GIB, 100 * (n.evaluation.metrics.tokens_per_s / ref - 1)]
+                           for n in ok],
+            "hovertemplate": "%{customdata[0]}<br>%{y:,.0f} tokens/s (%{customdata[3]:+.1f} %), "
+                             "%{customdata[1]:.3f} s/step<br>peak %{customdata[2]:.1f} GiB<extra></extra>"})
         if bad:
-            fig.add_trace(go.Scatter(
-                x=[n.value for n in bad], y=[0] * len(bad), mode="markers", showlegend=False,
-                marker={"symbol": "x", "size": 10, "color": "#7f7f7f"},
-                customdata=[_wrap(n.reason) for n in bad], hovertemplate="not run: %{customdata}<extra></extra>"),
-                row=r, col=c)
-        fig.update_xaxes(type="category", categoryorder="array", categoryarray=[n.value for n in nbrs[axis]],
-                         row=r, col=c)
-        fig.update_yaxes(range=[0, 1.08 * top], showticklabels=c == 1, row=r, col=c)
-        suffix = "" if k == 0 else str(k + 1)
-        lines.append({"type": "line", "xref": f"x{suffix} domain", "yref": f"y{suffix}", "x0": 0, "x1": 1,
+            data.append({"type": "scatter", "x": [n.value for n in bad], "y": [0] * len(bad), "mode": "markers",
+                         "showlegend": False, "xaxis": xa, "yaxis": ya,
+                         "marker": {"symbol": "x", "size": 10, "color": "#7f7f7f"},
+                         "customdata": [_wrap(n.reason) for n in bad],
+                         "hovertemplate": "not run: %{customdata}<extra></extra>"})
+        xdom, ydom = cells[k]
+        layout[f"xaxis{suffix}"] = {"anchor": ya, "domain": xdom, "type": "category", "categoryorder": "array",
+                                    "categoryarray": [n.value for n in nbrs[axis]]}
+        layout[f"yaxis{suffix}"] = {"anchor": xa, "domain": ydom, "range": [0, 1.08 * top],
+                                    "showticklabels": k % cols == 0,
+                                    **(_title("tokens/s") if k % cols == 0 else {})}
+        notes.append({"text": axis.replace("_", " "), "x": (xdom[0] + xdom[1]) / 2, "xref": "paper",
+                      "xanchor": "center", "y": ydom[1], "yref": "paper", "yanchor": "bottom", "showarrow": False,
+                      "font": {"size": 16}})
+        lines.append({"type": "line", "xref": f"{xa} domain", "yref": ya, "x0": 0, "x1": 1,
                       "y0": ref, "y1": ref, "line": {"dash": "dot", "color": "#d62728", "width": 1}})
-    fig.update_yaxes(title_text="tokens/s", col=1)
-    return _layout(fig, 70 + 250 * nrows, shapes=lines)
+    return _layout({"data": data, "layout": layout}, 70 + 250 * nrows, shapes=lines, annotations=notes)
 
 
 def _wrap(text: str, width: int = 70) -> str:
@@ -198,16 +247,28 @@ def _wrap(text: str, width: int = 70) -> str:
     return "<br>".join(lines + [line])
 
 
-def importance_figure(values: dict[str, float]) -> go.Figure:
-    """Optuna's parameter importances, largest on top."""
+def importance_figure(values: dict[str, float]) -> Figure:
+    """Parameter importances (PED-ANOVA), largest on top."""
     items = sorted(values.items(), key=lambda kv: kv[1])
-    fig = go.Figure(go.Bar(x=[v for _, v in items], y=[k for k, _ in items], orientation="h",
-                           marker_color="#1f77b4", hovertemplate="%{y}: %{x:.3f}<extra></extra>"))
-    return _layout(fig, 80 + 30 * len(items), xaxis_title="importance (sums to 1)", yaxis={"automargin": True})
+    return _layout({"data": [{"type": "bar", "x": [v for _, v in items], "y": [k for k, _ in items],
+                              "orientation": "h", "marker": {"color": "#1f77b4"},
+                              "hovertemplate": "%{y}: %{x:.3f}<extra></extra>"}]},
+                   80 + 30 * len(items), xaxis=_title("importance (sums to 1)"), yaxis={"automargin": True})
 
 
-def _div(fig: go.Figure, div_id: str) -> str:
-    return pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div_id, config=CONFIG)
+def _json(value: object) -> str:
+    # inside a <script>: "</" would end it early
+    return json.dumps(value, separators=(",", ":")).replace("</", "<\\/")
+
+
+def _div(fig: Figure, div_id: str) -> str:
+    """The figure's div and the script that draws it with plotly.js (loaded once in the page's head), in the
+    ``plotly_white`` template."""
+    layout = _json(fig["layout"])[:-1] + ',"template":' + _template().strip() + "}"
+    height = f'{fig["layout"]["height"]}px' if "height" in fig["layout"] else "100%"
+    return (f'<div id="{div_id}" class="plotly-graph-div" style="height:{height}; width:100%;"></div>'
+            f'<script>if (document.getElementById("{div_id}")) {{ Plotly.newPlot("{div_id}", '
+            f'{_json(fig["data"])}, {layout}, {_json(CONFIG)}); }}</script>')
 
 
 def _note(text: str) -> str:
@@ -364,7 +425,7 @@ def page(run: Run, analysis: Analysis) -> str:
     board = run.leaderboard
     sim = analysis.sims[0] if analysis.sims else None
     return PAGE.substitute(
-        title=html.escape(run.title), subtitle=html.escape(_subtitle(run)), plotlyjs=get_plotlyjs(),
+        title=html.escape(run.title), subtitle=html.escape(_subtitle(run)), plotlyjs=_plotlyjs(),
         table=top_table(run), pareto=_div(pareto_figure(run, analysis.pareto), "fig-pareto"),
         breakdown=_div(breakdown_figure(board), "fig-breakdown") if board else _note("No plan fits in memory."),
         timeline=_timeline_html(run, sim), sensitivity=_sensitivity_html(run, analysis.neighbours),

@@ -30,12 +30,20 @@ def write_run(folder: RunFolder, inputs: dict, result: Any, model: Any = None, c
         write_report_safely(folder, model, cluster)
 
 
-def write_report_safely(folder: RunFolder, model: Any = None, cluster: Any = None) -> None:
-    """The run's report files (and its model and cluster, if given); a failure is a warning on stderr."""
+def write_report_safely(folder: RunFolder, model: Any = None, cluster: Any = None,
+                        evaluations: list | None = None) -> None:
+    """The run's report files (and its model and cluster, if given); a failure is a warning on stderr.
+    ``evaluations``: every evaluation of the run, in record order, with ``model`` and ``cluster`` (the search that
+    just made them): the report is drawn from them instead of the folder's record read back."""
     try:
         if model is not None and cluster is not None:
             folder.save_specs(model, cluster)
-        write_report(load_run(folder.path))
+        if evaluations is not None and model is not None and cluster is not None:
+            run = Run(folder=folder.path, inputs=folder.read_inputs(), evaluations=tuple(evaluations), model=model,
+                      cluster=cluster, summary=folder.read_summary())
+        else:
+            run = load_run(folder.path)
+        write_report(run)
     except Exception as err:  # noqa: BLE001 — the leaderboard files are already written and must stay the result
         print(f"autoplan: warning: report not written: {type(err).__name__}: {err}", file=sys.stderr)
 

@@ -6,7 +6,6 @@ batches and several batches stay in flight (``ray.wait``) to keep every worker b
 
 from __future__ import annotations
 
-import itertools
 import os
 import time
 from typing import Callable, Iterable, Iterator, Protocol, Sequence, runtime_checkable
@@ -45,8 +44,11 @@ class Executor(Protocol):
 
     workers: int
 
-    def map(self, model: ModelSpec, cluster: ClusterSpec,
-            batches: Iterable[Sequence[Strategy]]) -> Iterator[list[Evaluation]]: ...
+    def map(self, model: ModelSpec, cluster: ClusterSpec, batches: Iterable[Sequence[Strategy]],
+            remaining: Callable[[], int | None] | None = None, rounds: int = 1) -> Iterator[list[Evaluation]]:
+        """``remaining`` (an upper bound of the plans the search may still simulate, None while it cannot tell) and
+        ``rounds`` (the map calls they take) let an executor judge whether parallel workers pay."""
+        ...
 
     def close(self) -> None: ...
 
@@ -56,8 +58,8 @@ class SerialExecutor:
 
     workers = 1
 
-    def map(self, model: ModelSpec, cluster: ClusterSpec,
-            batches: Iterable[Sequence[Strategy]]) -> Iterator[list[Evaluation]]:
+    def map(self, model: ModelSpec, cluster: ClusterSpec, batches: Iterable[Sequence[Strategy]],
+            remaining: Callable[[], int | None] | None = None, rounds: int = 1) -> Iterator[list[Evaluation]]:
         for batch in batches:
             yield evaluate_batch(model, cluster, batch)
 
@@ -95,8 +97,8 @@ class RayExecutor:
         # batch again elsewhere, up to RETRIES times; exceptions inside a plan never reach Ray (evaluate_one)
         self._task = ray.remote(max_retries=self.RETRIES, retry_exceptions=False)(evaluate_batch)
 
-    def map(self, model: ModelSpec, cluster: ClusterSpec,
-            batches: Iterable[Sequence[Strategy]]) -> Iterator[list[Evaluation]]:
+    def map(self, model: ModelSpec, cluster: ClusterSpec, batches: Iterable[Sequence[Strategy]],
+            remaining: Callable[[], int | None] | None = None, rounds: int = 1) -> Iterator[list[Evaluation]]:
         ray = self._ray
         model_ref, cluster_ref = ray.put(model), ray.put(cluster)
         pending: list = []
@@ -134,28 +136,48 @@ class RayExecutor:
             self._ray.shutdown()
 
 
-SWITCH_TO_RAY_AFTER_S = 10.0
-"""Serial seconds before ``--workers auto`` starts Ray: about what an embedded Ray takes to start on a 2-core
-machine (8.7 s measured, benchmarks/bench_search.py). Rent-or-buy: never more than twice the better choice's
-time spent before the switch (Karlin et al. 1988, ski rental)."""
+RAY_START_S = 10.0
+"""Seconds an embedded Ray takes to start on a 2-core machine (6-9 s idle, 18 s at load 11; import 1.8 s), which
+its workers must win back before it pays."""
+RAY_EFFICIENCY = 0.8
+"""Share of N workers' CPUs a search's simulation gets on Ray (the driver records results, Ray's daemons run)."""
+RAY_ROUND_TRIP_S = 0.005
+"""Seconds a map call (one sampler round) spends reaching Ray and back, whatever its size."""
+RAY_MUST_SAVE = 2.0
+"""Ray is chosen only when the model says it saves this many times its start: an estimate that errs by 2× in the
+work left still never makes the search slower than serial."""
 
 
 class AutoExecutor:
-    """Evaluates in this process, and moves the rest of the work to an embedded Ray with ``workers`` CPUs once
-    it has simulated serially for as long as Ray takes to start (short searches never pay for Ray)."""
+    """The default (``--workers`` not given): simulates the search's first batches in this process, measuring their
+    CPU seconds per plan; once the search can say how many plans it may still simulate (``remaining``), decides
+    once, before the rest of the work, whether an embedded Ray with ``workers`` CPUs wins back its start:
 
-    def __init__(self, workers: int, switch_after: float = SWITCH_TO_RAY_AFTER_S,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+        saved = left · per_plan · (1 - 1 / (workers · RAY_EFFICIENCY)) - rounds · RAY_ROUND_TRIP_S
+        Ray iff saved > RAY_MUST_SAVE · RAY_START_S
+
+    and keeps that choice to the end (never switches later)."""
+
+    def __init__(self, workers: int, start_s: float = RAY_START_S, clock: Callable[[], float] = time.process_time,
+                 make_ray: Callable[[int], "Executor"] | None = None) -> None:
         self.workers = 1
         self._ray_workers = workers
-        self._switch_after = switch_after
+        self._start_s = start_s
         self._clock = clock
-        self._ray: RayExecutor | None = None
+        self._make_ray = make_ray or RayExecutor
+        self._ray: Executor | None = None
+        self._decided = workers <= 1
         self.serial_seconds = 0.0
-        """Time spent simulating in this process so far (what Ray could have shared out)."""
+        """CPU seconds spent simulating in this process before the choice."""
+        self._plans = 0
+        self.choice = "serial (one CPU)" if workers <= 1 else ""
+        """The choice and why, once made."""
 
-    def map(self, model: ModelSpec, cluster: ClusterSpec,
-            batches: Iterable[Sequence[Strategy]]) -> Iterator[list[Evaluation]]:
+    def map(self, model: ModelSpec, cluster: ClusterSpec, batches: Iterable[Sequence[Strategy]],
+            remaining: Callable[[], int | None] | None = None, rounds: int = 1) -> Iterator[list[Evaluation]]:
+        """``remaining``: an upper bound of the plans the search may still simulate after those yielded (None
+        while it cannot tell); ``rounds``: how many map calls those take (1 for an exact search, which makes one;
+        a sampler makes one per round)."""
         if self._ray is not None:
             yield from self._ray.map(model, cluster, batches)
             return
@@ -163,19 +185,31 @@ class AutoExecutor:
         for batch in it:
             t0 = self._clock()
             results = evaluate_batch(model, cluster, batch)
-            self.serial_seconds += self._clock() - t0
+            if not self._decided:
+                self.serial_seconds += self._clock() - t0
+                self._plans += len(batch)
             yield results
-            if self._ray_workers > 1 and self.serial_seconds >= self._switch_after:
-                break
+            if not self._decided and remaining is not None:
+                left = remaining()
+                if left is not None:
+                    self._decide(left, rounds)
+                    if self._ray is not None:
+                        yield from self._ray.map(model, cluster, it)
+                        return
+
+    def _decide(self, left: int, rounds: int) -> None:
+        self._decided = True
+        per_plan = self.serial_seconds / max(1, self._plans)
+        share = 1.0 - 1.0 / (self._ray_workers * RAY_EFFICIENCY)
+        saved = left * per_plan * share - rounds * RAY_ROUND_TRIP_S
+        if saved > RAY_MUST_SAVE * self._start_s:
+            self._ray = self._make_ray(self._ray_workers)
+            self.workers = self._ray.workers
+            self.choice = (f"Ray with {self._ray_workers} workers: {left} plans left at {1e3 * per_plan:.1f} ms "
+                           f"each, {saved:.0f} s saved against its {self._start_s:.0f} s start")
         else:
-            return
-        following = next(it, None)
-        if following is None:
-            return
-        it = itertools.chain([following], it)
-        self._ray = RayExecutor(self._ray_workers)
-        self.workers = self._ray.workers
-        yield from self._ray.map(model, cluster, it)
+            self.choice = (f"serial: {left} plans left at {1e3 * per_plan:.1f} ms each; Ray would save {saved:.1f} "
+                           f"s, less than {RAY_MUST_SAVE:g}× its {self._start_s:.0f} s start")
 
     def close(self) -> None:
         if self._ray is not None:

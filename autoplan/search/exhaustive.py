@@ -3,6 +3,7 @@ once the bound of the next plan exceeds the k-th best step time no later plan ca
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -114,7 +115,14 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
             if batch:
                 yield batch
 
-    for results in executor.map(model, cluster, batches()):
+    bounds = [x[0] for x in order]
+
+    def remaining() -> int | None:
+        """Plans left whose bound is within the k-th best so far (the most the search may still simulate)."""
+        kth = kth_best()
+        return None if kth == float("inf") else max(0, bisect.bisect_right(bounds, kth) - state["next"])
+
+    for results in executor.map(model, cluster, batches(), remaining=remaining):
         for e in results:
             evaluations.append(e)
             if on_result:

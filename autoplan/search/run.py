@@ -34,8 +34,9 @@ class SearchInterrupted(Exception):
 
 
 def resolve_executor(workers: int | None, ray_address: str | None) -> Executor:
-    """``None`` (auto): the CPU count, Ray only once the search is long enough to pay for it; ``0``: serial;
-    ``N``: N Ray workers from the start; an address (or RAY_ADDRESS): that cluster."""
+    """``None`` (auto): in this process, or an embedded Ray with the CPU count when the search's work left, measured
+    on its first batches, wins back Ray's start (decided once: ``AutoExecutor``); ``0``: serial; ``N``: N Ray
+    workers from the start; an address (or RAY_ADDRESS): that cluster."""
     from autoplan.search.executors import make_executor
 
     if workers is None and not (ray_address or os.environ.get("RAY_ADDRESS")):
@@ -95,8 +96,6 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
     Raises SearchInterrupted, carrying the ranking so far, on Ctrl-C; SpecError before any evaluation if the
     storage or the Ray cluster cannot be reached.
     """
-    from autoplan.search import study as st
-
     t0 = time.perf_counter()
     counts = None
     if prefilter is not None:
@@ -110,8 +109,14 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
     resuming = folder.file(RECORD).exists()
     known = folder.load_evaluations()
     chosen = "symbolic" if cost == "symbolic" else choose_sampler(sampler, len(plans), budget)
-    study = st.open_study(folder.file(JOURNAL), storage, folder.name, multi_objective=chosen == "nsga2",
-                          fresh=resuming)
+    # an exact search needs no sampler: its record is evaluations.jsonl and the leaderboard, and Optuna (a third
+    # of a second to import, a journal write per trial) is for a study asked for with --storage
+    sampled = chosen not in ("exhaustive", "symbolic")
+    st = study = None
+    if sampled or storage is not None:
+        from autoplan.search import study as st
+        study = st.open_study(folder.file(JOURNAL), storage, folder.name, multi_objective=chosen == "nsga2",
+                              fresh=resuming)
     executor = resolve_executor(workers, ray_address)
     recorder = folder.recorder()
     new: list[Evaluation] = []
@@ -120,14 +125,14 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
         recorder(e)
         new.append(e)
 
-    run = {"exhaustive": search, "symbolic": functools.partial(symbolic.symbolic_search, weights=weights)}.get(
-        chosen, st.sampled_search)
+    run = (st.sampled_search if sampled else
+           search if chosen == "exhaustive" else functools.partial(symbolic.symbolic_search, weights=weights))
     stop = StopBetweenBatches(progress)
     try:
         with stop:
             result = run(model, cluster, plans, top_k, executor, known, on_result, stop, sampler=chosen,
                          budget=budget, seed=seed, study=study)
-            if chosen == "exhaustive":
+            if chosen == "exhaustive" and study is not None:
                 st.record(study, [*known.values(), *result.evaluations], cluster, st.distributions(plans),
                           multi=False)
     except KeyboardInterrupt:

@@ -136,10 +136,16 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
     plans: list[Strategy] = []
     rejected: Counter = Counter()
     inner = [dict(zip(_INNER, combo)) for combo in itertools.product(*(a[name] for name in _INNER))]
+    defaults = Strategy.defaults()
+    checked = False
     for tp, pp, cp in itertools.product(a["tp"], a["pp"], a["cp"]):
         if gpus % (tp * pp * cp):
             rejected[f"tp·pp·cp does not divide the GPU count {gpus}"] += _rest(space)
             continue
+        if not checked:
+            # each value once through Strategy's checks (a bad one raises its SpecError), then plans without them
+            _check_axis_values(space, global_batch)
+            checked = True
         # layers that do not split over pp: the balanced uneven layout (Megatron-LM first/last stage layers; MoE
         # end stages may give up to 3 layers: DeepSeek-V3's 61; all of them the last stage when it also runs MTP
         # modules); a model with its own structure (a CNN) balances its stages itself
@@ -157,8 +163,9 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
             dp = data_parallel(gpus, tp, pp, cp) // split
             for v in (a["virtual_stages"] if kw["schedule"] == "interleaved" else (1,)):
                 ends = (v_first, 0) if kw["schedule"] in V_SHAPE else (first, last)
-                s = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=global_batch, virtual_stages=v,
-                             first_stage_layers=ends[0], last_stage_layers=ends[1], **kw)
+                s = Strategy.checked({**defaults, "dp": dp, "tp": tp, "pp": pp, "cp": cp, "global_batch": global_batch,
+                                      "virtual_stages": v, "first_stage_layers": ends[0],
+                                      "last_stage_layers": ends[1], **kw})
                 reasons = violations(model, gpus, s)
                 if reasons:
                     for r in reasons:
@@ -168,6 +175,14 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
                     if limit is not None and len(plans) >= limit:
                         return plans, rejected
     return plans, rejected
+
+
+def _check_axis_values(space: Space, global_batch: int) -> None:
+    """Every value of every axis, and the global batch, through Strategy's checks (SpecError for a bad one)."""
+    Strategy(global_batch=global_batch)
+    for name, values in space.axes.items():
+        for value in values:
+            Strategy(**{name: value})
 
 
 def _rest(space: Space) -> int:

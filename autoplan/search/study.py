@@ -180,7 +180,10 @@ def sampled_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]
             if plan is not None and plan not in seen and plan not in todo:
                 todo.append(plan)
         fresh = [p for p in todo if p not in known]
-        results = {e.strategy: e for batch in executor.map(model, cluster, _share(fresh, executor)) for e in batch}
+        left = target - len(seen) - len(fresh)
+        results = {e.strategy: e for batch in executor.map(model, cluster, _share(fresh, executor),
+                                                           remaining=lambda: left, rounds=-(-left // ASK_BATCH))
+                   for e in batch}
         for plan in todo:
             if plan in known:
                 seen[plan] = known[plan]
@@ -221,36 +224,3 @@ def _tell(study: optuna.Study, trial: optuna.Trial, plan: Strategy | None, seen:
     for k, v in _attrs(e, cluster).items():
         trial.set_user_attr(k, v)
     study.tell(trial, _values(e, multi))
-
-
-MIN_TRIALS = 10
-"""Complete trials needed before parameter importances mean anything."""
-
-
-def importances(journal: Path, name: str, sampler: str = "?") -> tuple[dict[str, float], str]:
-    """Optuna's parameter importances for throughput (PED-ANOVA, needs no scikit-learn) from the run's journal,
-    or a note saying why there are none."""
-    if not journal.exists():
-        return {}, "no Optuna study in the run folder (an external --storage was used)"
-    try:
-        import warnings
-
-        storage = _storage(journal, None)
-        names = optuna.get_all_study_names(storage)
-        if not names:
-            return {}, "the run's Optuna study is empty"
-        study = optuna.load_study(study_name=name if name in names else names[0], storage=storage)
-        trials = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        varying = [p for p in {k for t in trials for k in t.params} if len({t.params.get(p) for t in trials}) > 1]
-        if len(trials) < MIN_TRIALS or len(varying) < 2:
-            return {}, (f"not enough to rank parameters: {len(trials)} complete trials (need {MIN_TRIALS}) and "
-                        f"{len(varying)} parameters that vary (need 2)")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            values = optuna.importance.get_param_importances(
-                study, evaluator=optuna.importance.PedAnovaImportanceEvaluator(), params=sorted(varying),
-                target=lambda t: -t.values[0])
-        return dict(values), (f"PED-ANOVA importances over the {len(trials)} plans the search evaluated "
-                              f"({sampler} sampler): which parameters set the fastest plans apart from the rest")
-    except Exception as err:  # noqa: BLE001 — a report never fails for its optional plot
-        return {}, f"parameter importances are not available: {type(err).__name__}: {err}"

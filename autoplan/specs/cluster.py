@@ -8,10 +8,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autoplan.errors import SpecError
+from autoplan.specs.hashing import cache_hash
 
 GIB = 1024**3
 
 
+@cache_hash
 @dataclass(frozen=True, kw_only=True)
 class GPUSpec:
     """One accelerator and the achievable rates of its kernels (calibration, see the TOML comments)."""
@@ -100,6 +102,7 @@ class NetworkDimension:
     """Seconds per algorithm step."""
 
 
+@cache_hash
 @dataclass(frozen=True, kw_only=True)
 class ClusterSpec:
     """A cluster of identical nodes. ``nodes`` is set from ``--gpus``."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoplan.errors import SpecError
+from autoplan.specs.hashing import cache_hash
 
 MOE_COUNTS = ("experts", "top_k", "moe_ffn_hidden", "shared_experts", "dense_layers", "q_lora_rank", "kv_lora_rank",
               "qk_rope_head_dim", "v_head_dim", "route_nodes", "mtp_layers")
@@ -24,6 +25,7 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+@cache_hash
 @dataclass(frozen=True, kw_only=True)
 class ModelSpec:
     """A dense decoder-only transformer. Sizes are counts; bytes and seconds live elsewhere."""

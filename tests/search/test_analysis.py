@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
 import pytest
@@ -88,12 +89,43 @@ def test_importances_or_a_note(small_run):
         assert sum(values.values()) == pytest.approx(1.0) and len(values) >= 2
 
 
-def test_importances_note_without_a_study(small_run, tmp_path):
-    folder = tmp_path / "copy"
-    shutil.copytree(small_run, folder)
-    (folder / "study.journal").unlink()
-    values, note = importances(load_run(folder))
-    assert values == {} and "no Optuna study" in note
+def test_importances_need_no_optuna_study(small_run):
+    # an exhaustive run keeps no study; its importances come from evaluations.jsonl
+    assert not (small_run / "study.journal").exists()
+    values, note = importances(load_run(small_run))
+    assert values and "PED-ANOVA" in note
+
+
+def test_importances_are_optunas_ped_anova():
+    # the same trials and choices: the categorical Parzen estimators and the Pearson divergence of Optuna's evaluator
+    import warnings
+
+    import optuna
+
+    from autoplan.search.analysis import TOP_SHARE, _parzen
+    rng = __import__("random").Random(3)
+    dists = {"a": optuna.distributions.CategoricalDistribution(["x", "y", "z"]),
+             "b": optuna.distributions.CategoricalDistribution(["u", "v"]),
+             "c": optuna.distributions.CategoricalDistribution(["p", "q", "r", "s"])}
+    study = optuna.create_study(direction="maximize")
+    trials = []
+    for _ in range(60):
+        params = {"a": rng.choice("xyz"), "b": rng.choice("uv"), "c": rng.choice("pqr")}
+        value = (3 if params["a"] == "x" else 0) + (1 if params["b"] == "u" else 0) + rng.random()
+        trials.append((params, value))
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=value))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = optuna.importance.get_param_importances(
+            study, evaluator=optuna.importance.PedAnovaImportanceEvaluator(), target=lambda t: -t.value)
+    cutoff = sorted(-v for _, v in trials)[math.ceil(TOP_SHARE * len(trials)) - 1]
+    top = [p for p, v in trials if -v <= cutoff]
+    raw = {}
+    for k, d in dists.items():
+        p_top, p_all = _parzen([p[k] for p in top], list(d.choices)), _parzen([p[k] for p, _ in trials], list(d.choices))
+        raw[k] = sum(b * (a / b - 1) ** 2 for a, b in zip(p_top, p_all))
+    got = {k: v / sum(raw.values()) for k, v in raw.items()}
+    assert got == pytest.approx(want, rel=1e-9)
 
 
 def test_unknown_model_is_noted_and_saved_specs_fix_it(small_run, tmp_path):

@@ -21,11 +21,11 @@ def _serial() -> Executor:
 
 
 def _auto_serial() -> Executor:
-    return AutoExecutor(workers=2, switch_after=1e9)
+    return AutoExecutor(workers=2, start_s=1e9)
 
 
 def _auto_switching() -> Executor:
-    return AutoExecutor(workers=2, switch_after=0.0)
+    return AutoExecutor(workers=2, start_s=0.0)
 
 
 def _ray() -> Executor:

@@ -1,9 +1,11 @@
-"""A run: --workers auto moves to Ray only after serial work worth Ray's start-up; Ctrl-C keeps a partial
+"""A run: --workers auto chooses Ray once, before the bulk of the work, only when the work left wins back Ray's
+start-up; Ctrl-C keeps a partial
 ranking that --resume completes without evaluating a plan twice; progress lines on a non-terminal."""
 
 import io
 import itertools
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -50,26 +52,41 @@ def _ticking_clock(step):
 def test_auto_executor_stays_serial_for_short_searches(monkeypatch):
     FakeRay.started = 0
     monkeypatch.setattr(executors, "RayExecutor", FakeRay)
-    auto = AutoExecutor(workers=2, switch_after=1e9)
+    auto = AutoExecutor(workers=2)                      # Ray's 10 s start: this search is milliseconds of work
     result = search(MODEL, CLUSTER, _plans(), top_k=5, executor=auto)
     assert FakeRay.started == 0 and auto.workers == 1 and result.leaderboard
+    assert auto.choice.startswith("serial")
 
 
-def test_auto_executor_switches_once_and_keeps_the_ranking(monkeypatch):
+def test_auto_executor_chooses_once_before_the_rest_and_keeps_the_ranking(monkeypatch):
     FakeRay.started = 0
     monkeypatch.setattr(executors, "RayExecutor", FakeRay)
-    auto = AutoExecutor(workers=2, switch_after=0.5, clock=_ticking_clock(1.0))
-    switched = search(MODEL, CLUSTER, _plans(), top_k=5, executor=auto)
+    auto = AutoExecutor(workers=2, start_s=0.0, clock=_ticking_clock(1.0))   # slow plans, a Ray that starts at once
+    chosen = search(MODEL, CLUSTER, _plans(), top_k=5, executor=auto)
     serial = search(MODEL, CLUSTER, _plans(), top_k=5)
-    assert FakeRay.started == 1 and auto.workers == 2
-    assert [e.strategy for e in switched.leaderboard] == [e.strategy for e in serial.leaderboard]
-    assert len(switched.evaluations) == len(serial.evaluations)
+    assert FakeRay.started == 1 and auto.workers == 2 and auto.choice.startswith("Ray")
+    assert [e.strategy for e in chosen.leaderboard] == [e.strategy for e in serial.leaderboard]
+    assert len(chosen.evaluations) == len(serial.evaluations)
+    # decided on the first batch after the leaderboard filled: every later batch ran on "Ray"
+    assert auto.serial_seconds > 0 and auto._plans < len(serial.evaluations)
+
+
+def test_auto_executor_weighs_the_work_left_against_rays_start():
+    made = []
+    auto = AutoExecutor(workers=2, start_s=10.0, clock=_ticking_clock(0.1), make_ray=lambda n: made.append(n) or
+                        SimpleNamespace(workers=n, map=None, close=lambda: None))
+    auto.serial_seconds, auto._plans = 1.0, 10        # 0.1 s a plan
+    auto._decide(100, 1)                               # 10 s left, 3.75 s saved on 2 CPUs: not worth 2 × 10 s
+    assert not made and auto.choice.startswith("serial")
+    auto._decided = False
+    auto._decide(1000, 1)                              # 100 s left: 37.5 s saved
+    assert made == [2] and auto.workers == 2
 
 
 def test_one_worker_never_starts_ray(monkeypatch):
     FakeRay.started = 0
     monkeypatch.setattr(executors, "RayExecutor", FakeRay)
-    search(MODEL, CLUSTER, _plans(), top_k=5, executor=AutoExecutor(workers=1, switch_after=0.0))
+    search(MODEL, CLUSTER, _plans(), top_k=5, executor=AutoExecutor(workers=1, start_s=0.0))
     assert FakeRay.started == 0
 
 

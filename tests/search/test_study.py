@@ -36,10 +36,24 @@ def test_sampler_contract(tmp_path, problem, sampler):
     steps = [e.metrics.step_time for e in result.leaderboard]
     assert steps == sorted(steps)
     assert all(e.feasible for e in result.leaderboard)
+    if sampler == "exhaustive":
+        # an exact search keeps no Optuna study unless --storage asks for one: evaluations.jsonl is its record
+        assert not (tmp_path / "study.journal").exists()
+        return
     study = optuna.load_study(study_name=tmp_path.name, storage=optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(str(tmp_path / "study.journal"))))
     assert len(study.trials) >= len(seen)
     assert all("feasible" in t.user_attrs and "peak_memory_gib" in t.user_attrs for t in study.trials)
+
+
+def test_exhaustive_search_records_a_study_where_storage_names_one(tmp_path, problem):
+    model, cluster, plans = problem
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    (tmp_path / "run").mkdir()
+    run_search(model, cluster, plans, tmp_path / "run", sampler="exhaustive", top_k=5, storage=url)
+    seen = _evaluated(tmp_path / "run")
+    study = optuna.load_study(study_name="run", storage=url)
+    assert len(study.trials) == len(seen)
 
 
 def test_same_seed_same_leaderboard(tmp_path, problem):

@@ -95,9 +95,21 @@ def layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> LayerCompute:
                                  s.precision, s.fp8_activation_store)
 
 
-@lru_cache(maxsize=4096)
+NOT_READ = {"dp": 1, "global_batch": 1, "zero": 0, "overlap_grad_reduce": True, "overlap_param_gather": True,
+            "overlap_p2p_comm": True}
+"""Plan fields a pass's seconds never read (a pass is one micro-batch through one chunk, before any DP collective
+or pipeline transfer): plans that differ only there share one answer (tests/families/transformer check it)."""
+
+
 def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey, PassCost]:
     """Cost of a forward / backward chunk pass, keyed by (forward, holds embedding, holds output layer)."""
+    values = dict(s.__dict__)
+    values.pop("_hash", None)
+    return _pass_costs(model, cluster, type(s).checked(values | NOT_READ))
+
+
+@lru_cache(maxsize=4096)
+def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey, PassCost]:
     lay = layer(model, cluster, s)
     tp = network.shape_of(cluster, s, "tp")
     cp_fwd, cp_bwd = _cp_ring(model, cluster, s, lay.attention_forward)

@@ -114,3 +114,22 @@ def test_an_overlapped_pair_costs_at_least_its_compute_and_more_as_its_kernels_t
     assert pair >= ca + cb - 1e-9
     assert pair <= a.seconds + b.seconds + share * (ta + ea + tb + eb) + 1e-9
     assert overlapped(a, b, min(1.0, share + more)).seconds >= pair - 1e-9
+
+
+@given(st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]), st.integers(1, 2),
+       st.sampled_from(["1f1b", "interleaved", "zbv", "dualpipe"]), st.sampled_from(["none", "selective", "full"]),
+       st.booleans(), st.booleans(), st.integers(0, 3), st.booleans(), st.booleans(), st.booleans(),
+       st.integers(1, 8))
+def test_passes_read_no_field_they_are_shared_across(tiny_gpt, a100_8, tp, pp, cp, mb, schedule, recompute, sp, gaf,
+                                                     zero, ogr, opg, op2p, m):
+    # plans that differ only in passes.NOT_READ share one answer: their passes, computed afresh, are the same
+    v = 2 if schedule == "interleaved" and pp > 1 else 1
+    schedule = schedule if pp > 1 else "1f1b"
+    base = Strategy(tp=tp, pp=pp, cp=cp, dp=8 // (tp * pp * cp) or 1, micro_batch=mb, schedule=schedule,
+                    virtual_stages=v, recompute=recompute, sequence_parallel=sp and tp > 1,
+                    gradient_accumulation_fusion=gaf)
+    other = replace(base, zero=zero, overlap_grad_reduce=ogr, overlap_param_gather=opg, overlap_p2p_comm=op2p,
+                    global_batch=m * base.dp * mb, dp=base.dp * 2)
+    fresh = passes._pass_costs.__wrapped__
+    assert fresh(tiny_gpt, a100_8, base) == fresh(tiny_gpt, a100_8, other)
+    assert passes.pass_costs(tiny_gpt, a100_8, other) == fresh(tiny_gpt, a100_8, other)
