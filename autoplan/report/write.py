@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ from autoplan.report.leaderboard import leaderboard_files
 from autoplan.search.analysis import Run, analyse, load_run
 from autoplan.search.folder import BEST_PLAN, REPORT, RunFolder, trace_name
 from autoplan.sim.simulate import Simulation
-from autoplan.sim.trace import write_trace
+from autoplan.sim.trace import trace_json
 from autoplan.specs.layout import layout_chunks
 
 
@@ -64,10 +63,8 @@ def write_traces(run: Run, sims: list[Simulation], budget: int = TRACE_BYTES) ->
             folder.file(trace_name(rank)).unlink(missing_ok=True)
             continue
         s = e.strategy
-        with tempfile.TemporaryDirectory() as tmp:
-            plain = Path(tmp) / "trace.json"
-            write_trace(plain, sim.lowered, sim.timeline, 0 if s.uneven else run.model.layers // (s.pp * layout_chunks(s)))
-            data = gzip.compress(plain.read_bytes(), compresslevel=6, mtime=0)
+        text = trace_json(sim.lowered, sim.timeline, 0 if s.uneven else run.model.layers // (s.pp * layout_chunks(s)))
+        data = gzip.compress(text.encode(), compresslevel=6, mtime=0)          # mtime 0: the same step, the same bytes
         paths.append(folder.write(trace_name(rank), data))
         last = len(data)
         total += last

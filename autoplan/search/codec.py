@@ -16,10 +16,22 @@ from autoplan.families.catalog import STRUCTURE_TYPES
 from autoplan.specs.model import ModelSpec
 
 
+_PLAIN = frozenset((float, int, str, bool, type(None)))
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    return tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
+
+
 def to_data(obj: Any) -> Any:
     """Dataclasses as dicts of their fields, tuples as lists; floats stay exact (JSON writes ``repr``)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    cls = type(obj)
+    if cls in _PLAIN:                      # most of a record: answered without asking what it is
+        return obj
+    names = _field_names(cls)
+    if names is not None:
+        return {name: to_data(getattr(obj, name)) for name in names}
     if isinstance(obj, (list, tuple)):
         return [to_data(x) for x in obj]
     if isinstance(obj, dict):

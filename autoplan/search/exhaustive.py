@@ -60,6 +60,24 @@ def _may_fit(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> bool:
         return True
 
 
+def _by_bound(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]) -> list[tuple[float, Strategy]]:
+    """(bound, plan) by bound, equal bounds by the plan's label (labels computed for ties only)."""
+    bounds = [_bound_or_zero(model, cluster, s) for s in plans]
+    order = sorted(range(len(plans)), key=bounds.__getitem__)
+    out: list[tuple[float, Strategy]] = []
+    start = 0
+    while start < len(order):
+        end = start + 1
+        while end < len(order) and bounds[order[end]] == bounds[order[start]]:
+            end += 1
+        group = order[start:end]
+        if len(group) > 1:
+            group.sort(key=lambda i: plans[i].short())
+        out += [(bounds[i], plans[i]) for i in group]
+        start = end
+    return out
+
+
 def rank_key(e: Evaluation) -> tuple:
     """Fastest first; equal times ordered by the plan's label (deterministic)."""
     return (e.metrics.step_time, e.strategy.short())
@@ -91,7 +109,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
     valid = len(plans)
     plans = distinct_plans(cluster, plans)
     fitting = [s for s in plans if _may_fit(model, cluster, s)]
-    order = sorted(((_bound_or_zero(model, cluster, s), s.short(), s) for s in fitting), key=lambda x: (x[0], x[1]))
+    order = _by_bound(model, cluster, fitting)
     board: list[Evaluation] = sorted((e for e in known.values() if e.feasible), key=rank_key)[:top_k]
     evaluations: list[Evaluation] = []
     state = {"next": 0, "reused": 0}
@@ -103,7 +121,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
         while state["next"] < len(order):
             batch = []
             while state["next"] < len(order) and len(batch) < BATCH:
-                bound, _, s = order[state["next"]]
+                bound, s = order[state["next"]]
                 if bound > kth_best():
                     state["next"] = len(order)
                     break

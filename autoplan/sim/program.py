@@ -155,6 +155,11 @@ class _Compiler:
         for name in ("send", "fsend") if fused_any else ("send",):
             sent = r[name] >= 0
             created[r[name][sent]] = at[sent]
+        # a backward in bucket-sized pieces: one task per piece (but under ZeRO-3, whose gathers come once a step)
+        expanded = bool(r["seg"].any()) and not sh.shard_gather
+        if expanded:
+            r = self._pieces(r)
+            n = len(r["stage"])
         # the slot of each row's pass
         chunk = np.where(r["fused"], r["fch"], r["ch"]) if fused_any else r["ch"]
         pair = (r["code"] * I(p) + r["stage"]) * I(v) + chunk
@@ -165,11 +170,14 @@ class _Compiler:
             table[u] = self.slot(_slot_name(u // (p * v), (u // v) % p, u % v))
         slots = table[pair]
         sr = self.slot("shard_reduce") if sh.shard_reduce else -1
+        seg_red = self.slot("segment_reduce") if sh.segment_reduce else -1
         reduces = np.where(r["red"], I(sr), I(-1))
+        if expanded:
+            reduces = np.where(r["seg"], I(seg_red), reduces)
         keys = r["key"].copy()
         # tasks with more than one dependency or task: a chunk's first forward (its weights' all-gather), a
-        # backward in pieces, every pass under ZeRO-3 gathers
-        special = (r["f"] & (r["mb"] == 0)) | r["seg"]
+        # backward in pieces (under ZeRO-3), every pass under ZeRO-3 gathers
+        special = (r["f"] & (r["mb"] == 0)) | (r["seg"] if not expanded else False)
         if fused_any:
             special |= r["fmb0"]
         if sh.shard_gather:
@@ -180,17 +188,16 @@ class _Compiler:
         cols = {k: r[k][rows].tolist() for k in names}
         sent_at = (created[np.maximum(r["key"][rows], 0)].tolist(),
                    created[np.maximum(r["fkey"][rows], 0)].tolist() if fused_any else [0] * len(rows))
-        seg_red = self.slot("segment_reduce") if sh.segment_reduce else -1
         specials: list[list[Special]] = [[] for _ in range(p)]
         marks = []
         for j in range(len(rows)):
             row = {k: c[j] for k, c in cols.items()}
             i = row["stage"]
-            specials[i].append(self._special(row, sent_at[0][j], sent_at[1][j], seg_red, sr))
+            specials[i].append(self._special(row, sent_at[0][j], sent_at[1][j], seg_red if not expanded else -1, sr))
             marks.append(-2 - (len(specials[i]) - 1))
         keys[rows] = marks
         bounds = np.searchsorted(r["stage"], np.arange(p + 1)).tolist()
-        counts = self._counts(r, slots, reduces, seg_red)
+        counts = self._counts(r, slots, reduces, -1 if expanded else seg_red, expanded)
         lists = {"slots": slots.tolist(), "keys": keys.tolist(), "sends": r["send"].tolist(),
                  "links": r["link"].tolist(), "reduces": reduces.tolist()}
         ffirst = self._fwd_first(r, created) if fused_any else None
@@ -272,6 +279,18 @@ class _Compiler:
         red = (reducing & ~seg & ~fused) if sh.shard_reduce else np.zeros(n, bool)
         return cols | fused_cols | {"code": code, "seg": seg, "red": red, "fused": fused}
 
+    def _pieces(self, r: dict) -> dict:
+        """Each segmented backward as its pieces, rows of their own: only the first waits for a transfer, only the
+        last sends (each reduces its share of the gradients: ``program``)."""
+        rep = np.where(r["seg"], I(self.shape.segments), I(1))
+        idx = np.repeat(np.arange(len(rep), dtype=I), rep)
+        starts = (np.cumsum(rep) - rep).astype(I)
+        pos = np.arange(len(idx), dtype=I) - starts[idx]
+        out = {k: (c[idx] if c is not None else None) for k, c in r.items()}
+        out["key"] = np.where(pos == 0, out["key"], I(-1))
+        out["send"] = np.where(pos == rep[idx] - 1, out["send"], I(-1))
+        return out
+
     def _fwd_first(self, r: dict, created: np.ndarray) -> np.ndarray:
         """For a fused pair: whether its forward's transfer precedes its backward's in the graph's list (each is
         listed when its half of the pair is built, or later when its send is)."""
@@ -313,13 +332,15 @@ class _Compiler:
         reduce = seg_reduce if r["seg"] else shard_reduce if r["red"] else -1
         return Special(tuple(d for _, _, d in items), gathers, pieces, reduce, tuple(sends))
 
-    def _counts(self, r: dict, slots: np.ndarray, reduces: np.ndarray, seg_reduce: int) -> list[tuple]:
+    def _counts(self, r: dict, slots: np.ndarray, reduces: np.ndarray, seg_reduce: int,
+                expanded: bool) -> list[tuple]:
         """Per stage, (slot, count) of its compute, link and DP streams in first-use order (``workload._graph``'s
         ``stream_slots``), without the optimizer and the DP stream's head and tail."""
         p, hop, n = self.p, self.hop, len(slots)
         stage, sends, links = r["stage"], r["send"], r["link"]
         row = np.arange(n, dtype=I)
-        pieces = np.where(r["seg"], I(max(1, self.shape.segments)), I(1))
+        pieces = (np.ones(n, I) if expanded else
+                  np.where(r["seg"], I(max(1, self.shape.segments)), I(1)))
         sent = [(sends >= 0) & (links == k) for k in (FWD_LINK, BWD_LINK, ON_COMPUTE)]
         fsent = ([(r["fsend"] >= 0) & (r["flink"] == k) for k in (FWD_LINK, BWD_LINK, ON_COMPUTE)]
                  if r["fkey"] is not None else None)
@@ -334,7 +355,7 @@ class _Compiler:
             comp.append((stage[sent[2]], 3 * row[sent[2]] + 2, np.full(int(sent[2].sum()), hop, I), None))
         if fsent is not None and fsent[2].any():
             comp.append((stage[fsent[2]], 3 * row[fsent[2]] + 1, np.full(int(fsent[2].sum()), hop, I), None))
-        red = np.where(r["seg"], I(seg_reduce), reduces)
+        red = reduces if expanded else np.where(r["seg"], I(seg_reduce), reduces)
         has = red >= 0
         dp = [(stage[has], 3 * row[has] + 2, red[has], pieces[has])]
         if self.shape.shard_gather:

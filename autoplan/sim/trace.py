@@ -112,10 +112,52 @@ def _label(meta: tuple[int, bool, int, int, str] | None, kind: str) -> str:
     return {"pp": "send", "dp": "dp collective", "optimizer": "optimizer"}.get(kind, kind)
 
 
+def trace_json(lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0, max_events: int = MAX_EVENTS) -> str:
+    """``{"traceEvents": trace_events(...), "displayTimeUnit": "ms"}`` as compact JSON, the same text as
+    ``json.dumps`` gives, written event by event without building each event's dict (a third of the time)."""
+    tasks = lowered.tasks
+    head, threads = _thread_events(lowered)
+    shown = [i for i, dur in enumerate(tasks.duration) if dur > 0]
+    budget = max(1, max_events - len(head))
+    if layers_per_chunk and len(shown) + layers_per_chunk * len(lowered.meta) > budget:
+        layers_per_chunk = 0
+    if len(shown) > budget:
+        return _dumps(trace_events(lowered, timeline, layers_per_chunk, max_events))     # merged spans
+    quoted: dict[str, str] = {}
+
+    def q(text: str) -> str:
+        out = quoted.get(text)
+        if out is None:
+            out = quoted[text] = json.dumps(text)
+        return out
+
+    meta, parts, start, duration, kind, resource = (lowered.meta, lowered.parts, timeline.start, tasks.duration,
+                                                     tasks.kind, tasks.resource)
+    out = [json.dumps(e, separators=(",", ":")) for e in head]
+    for i in shown:
+        pid, tid = threads[resource[i]]
+        m, k = meta.get(i), kind[i]
+        us = ",".join(f"{q(name)}:{round(v * _US, 3)!r}" for name, v in parts.get(i, ()))
+        args = (f'{{"micro_batch":{m[2]},"chunk":{m[3]},"us_by_kind":{{{us}}}}}' if m is not None
+                else f'{{"us_by_kind":{{{us}}}}}')
+        ts, dur = start[i] * _US, duration[i] * _US
+        out.append(f'{{"ph":"X","name":{q(_label(m, k))},"cat":{q(k)},"pid":{pid},"tid":{tid},"ts":{_r(ts)!r},'
+                   f'"dur":{max(_r(dur), 0.001)!r},"args":{args}}}')
+        if layers_per_chunk and m is not None:
+            step = dur / layers_per_chunk
+            for layer in range(layers_per_chunk):
+                out.append(f'{{"ph":"X","name":"layer {layer}","cat":"layer","pid":{pid},"tid":{tid},'
+                           f'"ts":{_r(ts + layer * step)!r},"dur":{_r(step)!r}}}')
+    return '{"traceEvents":[' + ",".join(out) + '],"displayTimeUnit":"ms"}'
+
+
+def _dumps(events: list[dict]) -> str:
+    return json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}, separators=(",", ":"))
+
+
 def write_trace(path: Path, lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0) -> None:
     """Write the trace JSON to ``path``, gzip'd if its name ends with ``.gz``."""
-    data = json.dumps({"traceEvents": trace_events(lowered, timeline, layers_per_chunk), "displayTimeUnit": "ms"},
-                      separators=(",", ":")).encode()
+    data = trace_json(lowered, timeline, layers_per_chunk).encode()
     path = Path(path)
     if path.name.endswith(".gz"):
         # mtime=0: the same step gives the same bytes

@@ -286,6 +286,13 @@ class ModelSpec:
 
     def layer_params(self) -> int:
         """All parameters of one transformer layer: matrices, biases and two norms."""
+        cached = self.__dict__.get("_layer_params")        # the search asks tens of thousands of times
+        if cached is None:
+            cached = self._layer_params()
+            object.__setattr__(self, "_layer_params", cached)
+        return cached
+
+    def _layer_params(self) -> int:
         biases = 0
         if self.bias:
             biases = (self.q_dim + 2 * self.kv_dim) + self.hidden + (2 if self.gated else 1) * self.ffn_hidden + self.hidden

@@ -110,3 +110,17 @@ def test_a_pipeline_that_waits_on_itself_raises():
     broken = replace(prog, stages=(prog.stages[0], stage) + prog.stages[2:])
     with pytest.raises(pipeline.CycleError):
         pipeline.run(broken, cost)
+
+
+@pytest.mark.parametrize("space", ["default", "zero-bubble"])
+def test_gpt3_plans_of_the_spaces_are_the_graphs(space):
+    # every DP option of a real model (bucket-sized backward pieces, ZeRO-2 reduce-scatters, overlapped gathers):
+    # 30 plans drawn from the space, simulated whole through both paths
+    import random
+
+    from autoplan.search.space import enumerate_plans, load_space
+    model, cluster = get_model("gpt3"), load_cluster("dgx-h100-80g", 256)
+    plans, _ = enumerate_plans(model, 256, load_space(space), 128)
+    for s in random.Random(space).sample(plans, 30):
+        program._program.cache_clear()
+        assert repr(pipeline.totals(model, cluster, s)) == repr(_graph_totals(model, cluster, s)), s.short()

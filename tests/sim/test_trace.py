@@ -87,3 +87,15 @@ def test_zero_bubble_traces_name_their_passes(tiny_gpt, a100_8, schedule, names)
     passes = [e["name"] for e in _spans(trace_events(sim.lowered, sim.timeline)) if e["cat"] == "pass"]
     assert {n.split(".")[0].rstrip("0123456789") for n in passes} == names
     assert ("F0.c1" in passes) == (schedule != "zb-h1")
+
+
+@pytest.mark.parametrize("schedule,v,m", [("1f1b", 1, 6), ("interleaved", 2, 8), ("zbv", 1, 8), ("dualpipe", 1, 8)])
+def test_trace_json_is_json_dumps_of_the_events(tiny_gpt, a100_8, schedule, v, m):
+    from autoplan.sim.trace import trace_json
+    s = Strategy(dp=2, tp=1, pp=4, micro_batch=1, global_batch=2 * m, schedule=schedule, virtual_stages=v, zero=1)
+    sim = simulate_step(tiny_gpt, a100_8, s)
+    for layers in (0, 1, 2):
+        for bound in (MAX_EVENTS, 40):
+            want = json.dumps({"traceEvents": trace_events(sim.lowered, sim.timeline, layers, max_events=bound),
+                               "displayTimeUnit": "ms"}, separators=(",", ":"))
+            assert trace_json(sim.lowered, sim.timeline, layers, max_events=bound) == want

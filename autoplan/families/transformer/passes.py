@@ -101,11 +101,17 @@ NOT_READ = {"dp": 1, "global_batch": 1, "zero": 0, "overlap_grad_reduce": True, 
 or pipeline transfer): plans that differ only there share one answer (tests/families/transformer check it)."""
 
 
-def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey, PassCost]:
-    """Cost of a forward / backward chunk pass, keyed by (forward, holds embedding, holds output layer)."""
+def pass_key(s: Plan) -> Plan:
+    """``s`` with the fields passes never read (``NOT_READ``) at fixed values: one key for the plans that share
+    their passes."""
     values = dict(s.__dict__)
     values.pop("_hash", None)
-    return _pass_costs(model, cluster, type(s).checked(values | NOT_READ))
+    return type(s).checked(values | NOT_READ)
+
+
+def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey, PassCost]:
+    """Cost of a forward / backward chunk pass, keyed by (forward, holds embedding, holds output layer)."""
+    return _pass_costs(model, cluster, pass_key(s))
 
 
 @lru_cache(maxsize=4096)

@@ -5,12 +5,13 @@ all-reduce and the optimizer step; the search's optimistic bound; what ``autopla
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from autoplan.hardware import compute, network, policy
 from autoplan.families.transformer import zero3_tensors
 from autoplan.families.costs import COMPUTE_KINDS, CommNeed, PassCost, PassKey, StepCosts
-from autoplan.families.transformer.passes import (cp_kv_bytes, grad_bytes, layer, pass_costs, ulysses_bytes,
-                                                  weight_grad_costs)
+from autoplan.families.transformer.passes import (cp_kv_bytes, grad_bytes, layer, pass_costs, pass_key,
+                                                  ulysses_bytes, weight_grad_costs)
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.hardware.support import cp_a2a_degree
 from autoplan.specs.model import ModelSpec
@@ -220,19 +221,25 @@ def _zero3_step(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> StepCosts:
 def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
     """Seconds the busiest stage's compute stream needs (its passes and optimizer): never above the step time."""
     # a stream's busy time bounds the critical path from below (Graham 1969, list-scheduling bounds)
-    costs = pass_costs(model, cluster, s)
-    p, v, m = s.pp, s.chunks, s.micro_batches
     worst = 0.0
-    # DualPipe(V)'s fused pairs may hide all of a pass's communication (DeepSeek-V3 §3.2.1): only compute is certain
-    seconds = _compute_seconds if s.schedule in FUSED_PAIRS else (lambda c: c.seconds)
-    for i in _end_stages(s):
+    for i, passes in _stage_passes(model, cluster, pass_key(s)):
         # each chunk runs every micro-batch (DualPipe: each direction's half, model_copies)
-        busy = m / model_copies(s.schedule) * sum(
-            seconds(costs[(fwd, *ends(s.schedule, virtual_stage(s.schedule, i, c, p), p, v))])
-            for c in range(v) for fwd in (True, False))
+        busy = s.micro_batches / model_copies(s.schedule) * passes
         busy += optimizer_seconds(model, cluster, s, i)
         worst = max(worst, busy)
     return worst
+
+
+@lru_cache(maxsize=4096)
+def _stage_passes(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[tuple[int, float], ...]:
+    """Per stage that can be the busiest, the seconds of one micro-batch's passes through all its chunks (plans of
+    one ``pass_key`` share them)."""
+    costs = pass_costs(model, cluster, s)
+    p, v = s.pp, s.chunks
+    # DualPipe(V)'s fused pairs may hide all of a pass's communication (DeepSeek-V3 §3.2.1): only compute is certain
+    seconds = _compute_seconds if s.schedule in FUSED_PAIRS else (lambda c: c.seconds)
+    return tuple((i, sum(seconds(costs[(fwd, *ends(s.schedule, virtual_stage(s.schedule, i, c, p), p, v))])
+                         for c in range(v) for fwd in (True, False))) for i in _end_stages(s))
 
 
 def _compute_seconds(c: PassCost) -> float:
