@@ -37,7 +37,61 @@ def friendly(fn: Callable) -> Callable:
     return wrapper
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+COMMANDS = {
+    "check": ("plan", "Is a plan valid? Its memory per stage, one layer's compute time and each collective it needs."),
+    "clusters": ("catalog", "List the built-in cluster specs (cluster_specs/*.toml)."),
+    "collective": ("collective", "Time one collective on a multi-dimensional network, baseline or Themis schedule "
+                                 "(arXiv 2110.04478)."),
+    "export": ("runs", "Print the launch settings of a plan of a run folder."),
+    "models": ("catalog", "List the built-in models."),
+    "report": ("runs", "Rebuild a run folder's report.html, best_plan.json and traces of its best plans."),
+    "search": ("search", "Rank every valid plan for a model on a cluster (exact top-k; plans that cannot win are "
+                         "skipped)."),
+    "show": ("runs", "Print the leaderboard of a run folder."),
+    "simulate": ("plan", "Simulate one training step of a plan: throughput, MFU, where the time goes, memory."),
+    "space": ("search", "How big a search space is: combinations, valid plans, plans that fit, and why the rest are "
+                        "rejected."),
+    "validate": ("validate", "Compare predictions with published, measured training runs (default: the runs shipped "
+                             "with autoplan)."),
+}
+"""Each command's module under autoplan.cli and the first paragraph of its help: a command's module (and what it
+imports: the families, numpy) loads only when that command runs, and ``autoplan --help`` imports none of them
+(tests/cli/test_cli.py checks this table against the commands)."""
+
+
+class _Commands(click.Group):
+    """The group, loading each command's module on first use (``COMMANDS``)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(COMMANDS))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in COMMANDS:
+            import importlib
+
+            importlib.import_module(f"autoplan.cli.{COMMANDS[name][0]}")
+        return self.commands.get(name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # click's own listing, from the help above instead of each command's module
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names), default=0)
+        rows = []
+        for name in names:
+            text = COMMANDS[name][1] if name in COMMANDS and name not in self.commands else None
+            if text is None:
+                cmd = self.get_command(ctx, name)
+                if cmd is None or cmd.hidden:
+                    continue
+                rows.append((name, cmd.get_short_help_str(limit)))
+            else:
+                rows.append((name, click.Command(name, help=text).get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="autoplan")
 def main() -> None:
     """Find the best parallel plan for training a large model on a GPU cluster, offline.

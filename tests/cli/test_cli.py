@@ -158,9 +158,9 @@ def test_unfused_gradient_accumulation_from_the_command_line():
 def test_every_strategy_field_has_a_flag_and_every_pinnable_axis_a_search_flag():
     from autoplan.families.strategy import KNOBS, knob_of
 
-    check = {p.name for p in main.commands["check"].params}
+    check = {p.name for p in main.get_command(None, "check").params}
     assert {f.name for f in KNOBS} <= check
-    search = {p.name for p in main.commands["search"].params}
+    search = {p.name for p in main.get_command(None, "search").params}
     assert {f.name for f in KNOBS if knob_of(f.name).fix_help is not None} <= search
     assert {f.name for f in KNOBS if knob_of(f.name).fix_help is None} & search == {"global_batch"}
 
@@ -212,3 +212,25 @@ def test_precision_the_cluster_lacks_is_one_line_and_exit_2():
             "--sequence-parallel", "--precision", "fp8", "--tp-comm-overlap", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["plan"]["precision"] == "fp8"
+
+
+def test_the_help_table_is_each_commands_help():
+    # autoplan --help lists the commands from app.COMMANDS without loading their modules: the table must say what
+    # each command's own help says
+    import click
+
+    from autoplan.cli.app import COMMANDS
+    for name, (module, text) in COMMANDS.items():
+        cmd = main.get_command(None, name)
+        assert cmd.callback.__module__ == f"autoplan.cli.{module}", name
+        for width in (40, 60, 80):
+            assert click.Command(name, help=text).get_short_help_str(width) == cmd.get_short_help_str(width), name
+
+
+def test_help_loads_no_command_module():
+    code = ("import sys; sys.argv = ['autoplan', '--help']\nfrom autoplan.cli import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('autoplan.cli.') or m.split('.')[0] in "
+            "('numpy', 'rich', 'optuna', 'ray', 'plotly', 'networkx')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "['autoplan.cli.app']"
