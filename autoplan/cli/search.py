@@ -179,9 +179,11 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
     if result.sampler == "symbolic":
         con.print(f"ranked by symbolic cost ({inputs.get('symbolic_weights', 'balance')} weights); step times and "
                   f"other figures simulated for these {len(result.leaderboard)} plans only")
-    if result.prefiltered:
+    if result.prefiltered or result.widened:
+        widened = (f" and widened to {result.widened} more whose bound could still beat its top {top}"
+                   if result.widened else "")
         skipped += (f", {result.prefiltered} dropped by the symbolic pre-filter (it kept the best "
-                    f"{inputs['prefilter']:g} %)")
+                    f"{inputs['prefilter']:g} %{widened})")
     reused = f", {result.reused} reused from the resumed run" if result.reused else ""
     con.print(f"{sp.raw_size()} combinations, {result.valid} valid{same}, {result.out_of_memory} do not fit, "
               f"{len(result.evaluations)} simulated{reused}, {skipped}; {result.seconds:.1f} s.\n"

@@ -42,6 +42,8 @@ class SearchResult:
     sampler: str = "exhaustive"
     prefiltered: int = 0
     """Plans the symbolic pre-filter dropped before the search (``--prefilter``)."""
+    widened: int = 0
+    """Plans the pre-filter had dropped whose bound could still beat its top k: searched too."""
 
 
 def _bound_or_zero(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
@@ -111,6 +113,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
     fitting = [s for s in plans if _may_fit(model, cluster, s)]
     order = _by_bound(model, cluster, fitting)
     board: list[Evaluation] = sorted((e for e in known.values() if e.feasible), key=rank_key)[:top_k]
+    keys = [rank_key(e) for e in board]
     evaluations: list[Evaluation] = []
     state = {"next": 0, "reused": 0}
 
@@ -146,9 +149,13 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
             if on_result:
                 on_result(e)
             if e.feasible:
-                board.append(e)
-        board.sort(key=rank_key)
-        del board[top_k:]
+                # the top k in rank order: a new plan goes where it ranks (at most top_k keys compared)
+                key = rank_key(e)
+                at = bisect.bisect_right(keys, key)
+                if at < top_k:
+                    keys.insert(at, key)
+                    board.insert(at, e)
+                    del keys[top_k:], board[top_k:]
         if progress:
             progress(len(evaluations) + state["reused"], len(order), board)
     done = len(evaluations) + state["reused"]

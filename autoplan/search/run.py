@@ -12,6 +12,7 @@ from typing import Callable
 
 from autoplan.search import symbolic
 from autoplan.search.exhaustive import SearchResult, rank_key, search
+from autoplan.families.registry import lower_bound
 from autoplan.search.executors import AutoExecutor, Executor
 from autoplan.search.folder import JOURNAL, RECORD, RunFolder
 from autoplan.sim.simulate import Evaluation
@@ -91,7 +92,9 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
     replays the recorded evaluations (nothing is simulated twice) and ends as an uninterrupted run would.
 
     ``cost="symbolic"`` ranks the plans by their symbolic cost and simulates only the top k; ``prefilter=K``
-    first keeps the symbolic best K % of the plans (at least ``top_k``) for the search (``search/symbolic.py``).
+    first keeps the symbolic best K % of the plans (at least ``top_k``) for the search (``search/symbolic.py``);
+    an exhaustive search then widens to the dropped plans whose bound could still beat its top k (``_widen``), so
+    that its leaderboard is the whole space's.
 
     Raises SearchInterrupted, carrying the ranking so far, on Ctrl-C; SpecError before any evaluation if the
     storage or the Ray cluster cannot be reached.
@@ -132,6 +135,9 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
         with stop:
             result = run(model, cluster, plans, top_k, executor, known, on_result, stop, sampler=chosen,
                          budget=budget, seed=seed, study=study)
+            if prefilter is not None and chosen == "exhaustive":
+                result = _widen(model, cluster, order[len(plans):], result, top_k, executor, known, on_result, stop)
+                counts["prefiltered"] -= result.widened
             if chosen == "exhaustive" and study is not None:
                 st.record(study, [*known.values(), *result.evaluations], cluster, st.distributions(plans),
                           multi=False)
@@ -145,6 +151,23 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
             setattr(result, name, value)
         result.seconds = time.perf_counter() - t0     # the symbolic scoring of every plan counts too
     return result
+
+
+def _widen(model: ModelSpec, cluster: ClusterSpec, dropped: list[tuple[float, Strategy]], first: SearchResult,
+           top_k: int, executor: Executor, known: dict[Strategy, Evaluation], on_result: Callable,
+           stop: Callable) -> SearchResult:
+    """The pre-filter's search made exact: the dropped plans whose bound could still beat the kept plans' k-th best
+    are searched too (bound-pruned, from that leaderboard); every other plan's bound is above it, so the top k is the
+    whole space's (``widened`` says how many joined)."""
+    kth = first.leaderboard[top_k - 1].metrics.step_time if len(first.leaderboard) >= top_k else float("inf")
+    widened = [s for _, s in dropped if lower_bound(model, cluster, s) < kth]
+    if not widened:
+        return first
+    done = {**known, **{e.strategy: e for e in first.evaluations}}
+    second = search(model, cluster, widened, top_k, executor, done, on_result, stop)
+    return SearchResult(leaderboard=second.leaderboard, evaluations=first.evaluations + second.evaluations,
+                        valid=first.valid, out_of_memory=first.out_of_memory, pruned=first.pruned + second.pruned,
+                        equivalent=first.equivalent, reused=first.reused + second.reused, widened=len(widened))
 
 
 def _partial(known: dict[Strategy, Evaluation], new: list[Evaluation], valid: int, top_k: int, sampler: str,

@@ -23,6 +23,7 @@ def cache_hash(cls: T) -> T:
     def __getstate__(self: Any) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
+
     cls.__hash__ = __hash__
     cls.__getstate__ = __getstate__
     return cls

@@ -258,6 +258,13 @@ class Plan(PlanPart):
     def short(self) -> str:
         """A compact one-line label, e.g. ``tp8 pp8 dp16 mb1 1f1b sp sel z1``: the degrees, then each field's
         Knob label in field order (the schedule shows its virtual stages when interleaved)."""
+        cached = self.__dict__.get("_short")        # leaderboards sort by it after every batch
+        if cached is None:
+            cached = self._short()
+            object.__setattr__(self, "_short", cached)
+        return cached
+
+    def _short(self) -> str:
         parts = [f"tp{self.tp}", f"pp{self.pp}", f"dp{self.dp}"] + ([f"cp{self.cp}"] if self.cp > 1 else [])
         for name, label in type(self).LABELS:
             if name == "schedule":
@@ -278,6 +285,10 @@ class Plan(PlanPart):
     def defaults(cls) -> dict[str, Any]:
         """Every field's default value."""
         return {f.name: f.default for f in cls.KNOBS}
+
+    def values(self) -> dict[str, Any]:
+        """Every field's value, in field order (without what a plan keeps of its hash and label)."""
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
 
     @classmethod
     def checked(cls, values: dict[str, Any]) -> Self:

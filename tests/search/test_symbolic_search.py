@@ -124,8 +124,24 @@ def test_run_search_with_a_prefilter_counts_the_whole_space(small_case, tmp_path
                         prefilter=10)
     order, out_of_memory = symbolic_order(model, cluster, plans)
     assert result.valid == len(plans) and result.out_of_memory == out_of_memory
-    assert result.prefiltered == len(order) - math.ceil(len(order) / 10)
+    assert result.prefiltered + result.widened == len(order) - math.ceil(len(order) / 10)
     assert len(result.evaluations) + result.pruned + result.prefiltered == len(order)
+
+
+def test_a_prefiltered_search_widens_to_the_exact_top_k(small_case, tmp_path):
+    # whatever the pre-filter keeps, the dropped plans whose bound could beat its top k are searched too: the
+    # leaderboard is the exhaustive search's
+    from autoplan.search.exhaustive import search
+    from autoplan.search.run import run_search
+
+    model, cluster, plans = small_case
+    exact = search(model, cluster, plans, top_k=3)
+    for percent in (0.1, 1, 10):
+        folder = tmp_path / f"run{percent}"
+        folder.mkdir()
+        got = run_search(model, cluster, plans, folder, top_k=3, workers=0, sampler="exhaustive", prefilter=percent)
+        assert [e.strategy for e in got.leaderboard] == [e.strategy for e in exact.leaderboard]
+        assert len({e.strategy for e in got.evaluations}) == len(got.evaluations)
 
 
 def test_run_search_by_symbolic_cost_keeps_its_order(small_case, tmp_path):

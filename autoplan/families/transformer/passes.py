@@ -104,9 +104,7 @@ or pipeline transfer): plans that differ only there share one answer (tests/fami
 def pass_key(s: Plan) -> Plan:
     """``s`` with the fields passes never read (``NOT_READ``) at fixed values: one key for the plans that share
     their passes."""
-    values = dict(s.__dict__)
-    values.pop("_hash", None)
-    return type(s).checked(values | NOT_READ)
+    return type(s).checked(s.values() | NOT_READ)
 
 
 def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey, PassCost]:
@@ -114,12 +112,43 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey,
     return _pass_costs(model, cluster, pass_key(s))
 
 
+LAYER_NOT_READ = NOT_READ | {"pp": 1, "schedule": "1f1b", "virtual_stages": 1, "first_stage_layers": 0,
+                              "last_stage_layers": 0, "gradient_accumulation_fusion": True, "grad_reduce_in_fp32": True}
+"""Plan fields one layer's (and the embedding's and output layer's) seconds never read besides ``NOT_READ``: the
+pipeline layout only says how many layers a chunk holds (tests/families/transformer check it)."""
+
+
 @lru_cache(maxsize=4096)
 def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey, PassCost]:
+    fwd, fwd_tp, bwd, bwd_tp, rec, rec_tp, cp_fwd, cp_bwd, emb_f, emb_b, out_f, out_b, emb_tp, out_tp = _layer_terms(
+        model, cluster, type(s).checked(s.values() | LAYER_NOT_READ))
+    n_first, n_mid, n_last = chunk_layers(model.layers, s)
+    costs = {}
+    for first in (False, True):
+        for last in (False, True):
+            # an uneven first/last stage's outer chunk has its own layer count (Megatron-Core, uneven pipeline split)
+            n = n_first if first else n_last if last else n_mid
+            f_comp = n * fwd + first * emb_f + last * out_f
+            f_tp = n * fwd_tp + first * emb_tp + last * out_tp
+            costs[(True, first, last)] = pass_cost(("compute", f_comp), ("tp", f_tp), ("cp", n * cp_fwd))
+            b_comp = n * bwd + first * emb_b + last * out_b
+            if not s.gradient_accumulation_fusion:
+                b_comp += grad_accumulation(model, cluster, s, n, first, last).seconds
+            # Shoeybi et al. 2019 §3 (conjugate f and g): the backward has the forward's TP collectives; a full
+            # recompute repeats the forward's too (Korthikanti et al. 2022 §4.2)
+            b_tp = n * (bwd_tp + rec_tp) + last * out_tp
+            costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", n * rec), ("tp", b_tp),
+                                                    ("cp", n * (cp_bwd + (cp_fwd if s.recompute == "full" else 0))))
+    return costs
+
+
+@lru_cache(maxsize=1024)
+def _layer_terms(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[float, ...]:
+    """Seconds of one layer's forward, backward and recompute and of their TP collectives, of its CP exchanges,
+    and of the embedding's and output layer's passes and TP collectives (plans of one layer shape share them)."""
     lay = layer(model, cluster, s)
     tp = network.shape_of(cluster, s, "tp")
     cp_fwd, cp_bwd = _cp_ring(model, cluster, s, lay.attention_forward)
-    n_first, n_mid, n_last = chunk_layers(model.layers, s)
     fwd = LayerCompute.seconds(lay.forward)
     fwd_tp = _collectives_time(cluster, tp, lay.forward_collectives, s.collective_policy)
     bwd = LayerCompute.seconds(lay.backward)
@@ -134,23 +163,8 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey
     out_f, out_b, out_c = kernels.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
     emb_tp = _collectives_time(cluster, tp, emb_c, s.collective_policy)
     out_tp = _collectives_time(cluster, tp, out_c, s.collective_policy)
-    costs = {}
-    for first in (False, True):
-        for last in (False, True):
-            # an uneven first/last stage's outer chunk has its own layer count (Megatron-Core, uneven pipeline split)
-            n = n_first if first else n_last if last else n_mid
-            f_comp = n * fwd + first * LayerCompute.seconds(emb_f) + last * LayerCompute.seconds(out_f)
-            f_tp = n * fwd_tp + first * emb_tp + last * out_tp
-            costs[(True, first, last)] = pass_cost(("compute", f_comp), ("tp", f_tp), ("cp", n * cp_fwd))
-            b_comp = n * bwd + first * LayerCompute.seconds(emb_b) + last * LayerCompute.seconds(out_b)
-            if not s.gradient_accumulation_fusion:
-                b_comp += grad_accumulation(model, cluster, s, n, first, last).seconds
-            # Shoeybi et al. 2019 §3 (conjugate f and g): the backward has the forward's TP collectives; a full
-            # recompute repeats the forward's too (Korthikanti et al. 2022 §4.2)
-            b_tp = n * (bwd_tp + rec_tp) + last * out_tp
-            costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", n * rec), ("tp", b_tp),
-                                                    ("cp", n * (cp_bwd + (cp_fwd if s.recompute == "full" else 0))))
-    return costs
+    return (fwd, fwd_tp, bwd, bwd_tp, rec, rec_tp, cp_fwd, cp_bwd, LayerCompute.seconds(emb_f),
+            LayerCompute.seconds(emb_b), LayerCompute.seconds(out_f), LayerCompute.seconds(out_b), emb_tp, out_tp)
 
 
 def weight_grad_seconds(ops: tuple[Op, ...]) -> float:

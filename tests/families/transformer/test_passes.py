@@ -133,3 +133,17 @@ def test_passes_read_no_field_they_are_shared_across(tiny_gpt, a100_8, tp, pp, c
     fresh = passes._pass_costs.__wrapped__
     assert fresh(tiny_gpt, a100_8, base) == fresh(tiny_gpt, a100_8, other)
     assert passes.pass_costs(tiny_gpt, a100_8, other) == fresh(tiny_gpt, a100_8, other)
+
+
+@given(st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]), st.integers(1, 2), st.sampled_from(["none", "full"]),
+       st.booleans(), st.sampled_from([1, 2, 4]), st.sampled_from(["1f1b", "interleaved", "zbv"]), st.booleans(),
+       st.booleans(), st.sampled_from([(0, 0), (1, 0), (0, 1)]))
+def test_a_layers_seconds_read_no_pipeline_field(tiny_gpt, a100_8, tp, cp, mb, recompute, sp, pp, schedule, gaf,
+                                                 fp32, ends):
+    # the layer terms (passes.LAYER_NOT_READ) of plans that differ only in their pipeline layout are the same
+    base = Strategy(tp=tp, cp=cp, dp=1, micro_batch=mb, recompute=recompute, sequence_parallel=sp and tp > 1)
+    other = replace(base, pp=pp, schedule=schedule if pp > 1 else "1f1b",
+                    virtual_stages=2 if schedule == "interleaved" and pp > 1 else 1, gradient_accumulation_fusion=gaf,
+                    grad_reduce_in_fp32=fp32, first_stage_layers=ends[0], last_stage_layers=ends[1])
+    fresh = passes._layer_terms.__wrapped__
+    assert fresh(tiny_gpt, a100_8, base) == fresh(tiny_gpt, a100_8, other)
