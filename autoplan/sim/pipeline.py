@@ -19,7 +19,7 @@ from itertools import islice
 from autoplan.sim.engine import CycleError
 from autoplan.sim.metrics import BREAKDOWN_KINDS
 from autoplan.sim.program import Program, Special, Stage, pair_split, program
-from autoplan.sim.workload import slot_costs
+from autoplan.sim.workload import slot_costs, step_slot_costs
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.plan import Plan
@@ -38,8 +38,9 @@ def totals(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> Totals:
 def totals_pair(model: ModelSpec, cluster: ClusterSpec, a: Plan, b: Plan) -> tuple[Totals, Totals]:
     """``totals`` of two plans that differ only in their micro-batch count (``a``'s the smaller): B is run
     whole and A from where their runs part (``shared_prefix``), when their shapes and seconds allow it."""
-    shape_a, cost_a = slot_costs(model, cluster, a)
-    shape_b, cost_b = slot_costs(model, cluster, b)
+    answer_b = step_slot_costs(model, cluster, b)
+    shape_a, cost_a, _ = step_slot_costs(model, cluster, a, reuse=answer_b)
+    shape_b, cost_b, _ = answer_b
     same = (shape_a._replace(micro_batches=0) == shape_b._replace(micro_batches=0)
             and shape_a.micro_batches < shape_b.micro_batches)
     split = pair_split(shape_a, shape_b) if same else None
@@ -64,7 +65,7 @@ def run(prog: Program, cost: dict, stops: list[int] | None = None,
     None when a stage's breakdown does not start from the same seconds there."""
     by_slot = [cost[k] for k in prog.keys]
     sec = [c.seconds for c in by_slot] + [-1.0]            # slot -1 -> -1.0: "no task"
-    p = len(prog.stages)
+    p = prog.stages
     if resume is None:
         arr_end: list = [None] * prog.transfers
         arr_start: list = [0.0] * prog.transfers
@@ -77,17 +78,20 @@ def run(prog: Program, cost: dict, stops: list[int] | None = None,
     results: list = [None] * p
     snaps: list = [None] * p
     gens = []
-    for i, st in enumerate(prog.stages):
+    for i in range(p):
         acc = dict.fromkeys(BREAKDOWN_KINDS, 0.0)
-        acc.update(_stage_parts(st.counts[0], by_slot))
-        make = _fused_stage if st.fused_keys is not None else _stage
+        acc.update(_stage_parts(prog.counts[i][0], by_slot))
         if resume is not None:
             skip, state = resume[0][i], resume[1][i]
             if skip and state[-1] != (acc["pp"], acc["dp"], acc["bubble"]):
                 return None, (), []                     # a different start of the breakdown sums
-            gens.append(make(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, skip=skip,
+            st = prog.stage(i, skip)
+            make = _fused_stage if st.fused_keys is not None else _stage
+            gens.append(make(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results,
                              state=state if skip else None))
         else:
+            st = prog.stage(i)
+            make = _fused_stage if st.fused_keys is not None else _stage
             gens.append(make(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results,
                              stop=stops[i] if stops else None, snaps=snaps))
     ready.extend(range(p - 1, -1, -1))
@@ -107,8 +111,8 @@ def run(prog: Program, cost: dict, stops: list[int] | None = None,
         acc["bubble"] += makespan - e_last
         breakdowns.append(acc)
     acts = []
-    for st in prog.stages:
-        busy = [sum(n * sec[k] for k, n in c) for c in st.counts]
+    for counts in prog.counts:
+        busy = [sum(n * sec[k] for k, n in c) for c in counts]
         acts.append({"compute": busy[0], "pp_send_fwd": busy[1], "pp_send_bwd": busy[2], "dp": busy[3]})
     return (makespan, breakdowns, acts), (arr_end, arr_start), snaps
 
@@ -143,12 +147,11 @@ def _gathers(prog: Program, sec: list) -> tuple[list[float], list[float], float]
     return g_end, g_start, de
 
 
-def _stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, skip=0, state=None, stop=None,
-           snaps=None):
-    """Run stage ``i``'s tasks in order; a generator that parks (yields the transfer's id) on a transfer not yet
-    sent. ``results[i]``: (latest end on the stage's streams, end of its compute stream, breakdown). ``stop``:
-    keep the state after that many tasks in ``snaps[i]``; ``skip``, ``state``: start after that many tasks, from
-    that state."""
+def _stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, state=None, stop=None, snaps=None):
+    """Run stage ``i``'s tasks ``st`` in order; a generator that parks (yields the transfer's id) on a transfer not
+    yet sent. ``results[i]``: (latest end on the stage's streams, end of its compute stream, breakdown). ``stop``:
+    keep the state after that many tasks in ``snaps[i]``; ``state``: the state to start from (``st`` then holds
+    the tasks after those)."""
     hop = sec[prog.hop]
     g_end, g_start, de = _gathers(prog, sec)
     e = lf = lb = lp = dstart = 0.0
@@ -157,10 +160,7 @@ def _stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, sk
     if state is not None:
         e, lf, lb, lp, de, dmax, dstart, (pp, dpacc, bub), _ = state
     specials = st.specials
-    keys, sends, links, slots, reduces = st.keys, st.sends, st.links, st.slots, st.reduces
-    if skip:
-        keys, sends, links, slots, reduces = keys[skip:], sends[skip:], links[skip:], slots[skip:], reduces[skip:]
-    tasks = zip(map(sec.__getitem__, slots), keys, sends, links, map(sec.__getitem__, reduces))
+    tasks = zip(map(sec.__getitem__, st.slots), st.keys, st.sends, st.links, map(sec.__getitem__, st.reduces))
     for part in (islice(tasks, stop), tasks) if stop is not None else (tasks,):
         for d, key, o, link, r in part:
             if key >= 0:
@@ -224,7 +224,7 @@ def _stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, sk
     results[i] = _tail(st, sec, e, lp, lf, lb, de, dmax, dstart, acc)
 
 
-def _fused_stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, skip=0, state=None, stop=None,
+def _fused_stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, state=None, stop=None,
                  snaps=None):
     """``_stage`` for schedules with fused forward-backward pairs (DualPipe): a task may wait for two transfers
     and send two."""
@@ -238,8 +238,6 @@ def _fused_stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, resul
     specials = st.specials
     cols = [st.slots, st.keys, st.sends, st.links, st.reduces, st.fused_keys, st.fused_sends, st.fused_links,
             st.fused_first]
-    if skip:
-        cols = [c[skip:] for c in cols]
     tasks = zip(map(sec.__getitem__, cols[0]), cols[1], cols[2], cols[3], map(sec.__getitem__, cols[4]), *cols[5:])
     for part in (islice(tasks, stop), tasks) if stop is not None else (tasks,):
         for d, key, o, link, r, fk, fo, fl, ff in part:

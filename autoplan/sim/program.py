@@ -8,6 +8,7 @@ stages are the pipeline transfers. The compiler works on every stage's rows at o
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +43,8 @@ class Special:
 
 @dataclass(frozen=True, slots=True)
 class Stage:
-    """One stage's compute-stream tasks as parallel lists (one entry per task, in stream order)."""
+    """One stage's compute-stream tasks from a given task on, as parallel lists (one entry per task, in stream
+    order), with what the whole stage's run needs besides."""
 
     slots: list[int]
     """Slot of the task's seconds."""
@@ -53,16 +55,16 @@ class Stage:
     links: list[int]
     """Where that send goes (``FWD_LINK`` …)."""
     reduces: list[int]
-    """Slot of the DP collective that follows it (a ZeRO-2/3 reduce-scatter), -1: none."""
+    """Slot of the DP collective that follows it (a ZeRO-2/3 reduce-scatter, a bucket's reduction), -1: none."""
     fused_keys: list[int] | None
     """DualPipe: the other transfer a fused pair waits for (its forward's), -1: none."""
     fused_sends: list[int] | None
     fused_links: list[int] | None
     fused_first: list[bool] | None
     """Whether the forward's transfer comes first in the pair's dependency list."""
-    specials: list[Special]
+    specials: "Specials"
     counts: tuple[tuple[tuple[int, int], ...], ...]
-    """(slot, count) of the compute, forward-link, backward-link and DP streams, in first-use order."""
+    """(slot, count) of the whole stage's compute, forward-link, backward-link and DP streams, in first-use order."""
     tail: tuple[int, int, int, int]
     """Slots of the reduction after the whole backward, the tied-embedding all-reduce, the optimizer step and the
     weight gather after it (-1: none)."""
@@ -70,10 +72,11 @@ class Stage:
 
 @dataclass(frozen=True, slots=True)
 class Program:
-    """A shape's step, compiled: per stage, its tasks; the slot keys (``workload.slot_costs``' names) of every
-    duration; how many transfers there are."""
+    """A shape's step, compiled: every stage's tasks as arrays (stage after stage), the slot keys
+    (``workload.slot_costs``' names) of every duration, how many transfers there are; each stage's lists and each
+    special task's record are made when first asked for (``stage``), from a given task on."""
 
-    stages: tuple[Stage, ...]
+    stages: int
     keys: tuple
     transfers: int
     chunks: int
@@ -83,12 +86,63 @@ class Program:
     """Slot of the ZeRO-3 all-gather before every pass (-1: none)."""
     hop: int
     arrays: dict
-    """The compiled rows as arrays, every stage's after the other (``bounds``: where each stage's start), for
-    ``_shared_prefix``."""
+    """The tasks' columns (``bounds``: where each stage's start), as ``shared_prefix`` compares them."""
+    counts: tuple
+    """Per stage, ``Stage.counts``."""
+    tails: tuple
+    """Per stage, ``Stage.tail``."""
+    specials: "Specials"
+    made: dict
+    """Stages' lists already made, by (stage, first task)."""
+
+    def stage(self, i: int, start: int = 0) -> Stage:
+        """Stage ``i``'s tasks from its ``start``-th on."""
+        key = (i, start)
+        got = self.made.get(key)
+        if got is None:
+            a = self.arrays
+            lo, hi = int(a["bounds"][i]) + start, int(a["bounds"][i + 1])
+            if start == 0:
+                # every stage will be asked for: the columns as lists once, sliced per stage
+                whole = self.made.get("lists")
+                if whole is None:
+                    whole = self.made["lists"] = {k: (a[k].tolist() if a[k] is not None else None)
+                                                  for k in _LISTS}
+                part = {k: (c[lo:hi] if c is not None else None) for k, c in whole.items()}
+            else:
+                part = {k: (a[k][lo:hi].tolist() if a[k] is not None else None) for k in _LISTS}
+            got = Stage(part["slot"], part["key"], part["send"], part["link"], part["reduce"], part["fkey"],
+                        part["fsend"], part["flink"], part["ffirst"], self.specials, self.counts[i], self.tails[i])
+            if start == 0:
+                self.made[key] = got
+        return got
+
+
+_LISTS = ("slot", "key", "send", "link", "reduce", "fkey", "fsend", "flink", "ffirst")
+"""The columns a stage's run reads, as lists."""
+
+
+class Specials:
+    """The special tasks' records (``Special``), made when first run: task j of ``rows``, of the compiler's
+    ``make``."""
+
+    def __init__(self, make, count: int) -> None:
+        self._make = make
+        self._count = count
+        self._made: dict[int, Special] = {}
+
+    def __getitem__(self, j: int) -> Special:
+        got = self._made.get(j)
+        if got is None:
+            got = self._made[j] = self._make(j)
+        return got
+
+    def __len__(self) -> int:
+        return self._count
 
 
 def _size(prog: Program) -> int:
-    return sum(len(st.slots) for st in prog.stages)
+    return len(prog.arrays["slot"])
 
 
 PROGRAM_CACHE_TASKS = 4_000_000
@@ -103,7 +157,14 @@ def program(shape: _Shape, key_scale: int | None = None) -> Program:
 
 @sized_cache(PROGRAM_CACHE_TASKS, _size)
 def _program(key: tuple[_Shape, int]) -> Program:
-    return _Compiler(*key).program()
+    # the compiler makes a few large lists and no cycles: the cyclic collector only slows it down (13 %)
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _Compiler(*key).program()
+    finally:
+        if paused:
+            gc.enable()
 
 
 _CODES = 7
@@ -183,51 +244,38 @@ class _Compiler:
         if sh.shard_gather:
             special = np.ones(n, bool)
         rows = np.flatnonzero(special)
+        keys[rows] = -2 - np.arange(len(rows), dtype=I)
         names = ("stage", "step", "f", "mb", "ch", "key", "send", "link", "fused", "seg", "red") + (
             ("fstep", "fkey", "fmb0", "fch", "fsend", "flink") if fused_any else ())
-        cols = {k: r[k][rows].tolist() for k in names}
-        sent_at = (created[np.maximum(r["key"][rows], 0)].tolist(),
-                   created[np.maximum(r["fkey"][rows], 0)].tolist() if fused_any else [0] * len(rows))
-        specials: list[list[Special]] = [[] for _ in range(p)]
-        marks = []
-        for j in range(len(rows)):
-            row = {k: c[j] for k, c in cols.items()}
-            i = row["stage"]
-            specials[i].append(self._special(row, sent_at[0][j], sent_at[1][j], seg_red if not expanded else -1, sr))
-            marks.append(-2 - (len(specials[i]) - 1))
-        keys[rows] = marks
-        bounds = np.searchsorted(r["stage"], np.arange(p + 1)).tolist()
+        cols = {k: r[k][rows] for k in names}
+        cols["sent"] = created[np.maximum(r["key"][rows], 0)]
+        cols["fsent"] = created[np.maximum(r["fkey"][rows], 0)] if fused_any else np.zeros(len(rows), I)
+        reduce_kinds = (seg_red if not expanded else -1, sr)
+        specials = Specials(lambda j: self._special({k: c[j].item() for k, c in cols.items()}, *reduce_kinds),
+                            len(rows))
+        bounds = np.searchsorted(r["stage"], np.arange(p + 1))
         counts = self._counts(r, slots, reduces, -1 if expanded else seg_red, expanded)
-        lists = {"slots": slots.tolist(), "keys": keys.tolist(), "sends": r["send"].tolist(),
-                 "links": r["link"].tolist(), "reduces": reduces.tolist()}
-        ffirst = self._fwd_first(r, created) if fused_any else None
-        if fused_any:
-            lists |= {"fused_keys": r["fkey"].tolist(), "fused_sends": r["fsend"].tolist(),
-                      "fused_links": r["flink"].tolist(), "fused_first": ffirst.tolist()}
-        stages = []
+        tails, stage_counts = [], []
         for i in range(p):
-            a, b = bounds[i], bounds[i + 1]
             tail = (self.slot(("reduce_all", i)) if sh.reduce_all else -1,
                     self.slot("tied") if sh.tied and i in (0, p - 1) else -1,
                     self.slot(("optimizer", i)), self.slot(("final_gather", i)) if sh.final_gather else -1)
             comp, fwd, bwd, dp = counts[i]
-            dp = ((pg, v),) + dp + tuple((t, 1) for t in (tail[0], tail[1], tail[3]) if t >= 0)
-            part = {k: c[a:b] for k, c in lists.items()}
-            stages.append(Stage(specials=specials[i], counts=(comp + ((tail[2], 1),), fwd, bwd, dp), tail=tail,
-                                 fused_keys=part.get("fused_keys"), fused_sends=part.get("fused_sends"),
-                                 fused_links=part.get("fused_links"), fused_first=part.get("fused_first"),
-                                 slots=part["slots"], keys=part["keys"], sends=part["sends"], links=part["links"],
-                                 reduces=part["reduces"]))
+            dp = ((pg, v),) + dp + tuple((x, 1) for x in (tail[0], tail[1], tail[3]) if x >= 0)
+            tails.append(tail)
+            stage_counts.append((comp + ((tail[2], 1),), fwd, bwd, dp))
         producer = np.full(len(created), -1, I)
         row = np.arange(n, dtype=I)
         for name in ("send", "fsend") if fused_any else ("send",):
             sent = r[name] >= 0
             producer[r[name][sent]] = row[sent]
-        arrays = {"bounds": np.array(bounds, I), "stage": r["stage"], "slot": slots, "key": keys, "send": r["send"],
-                  "link": r["link"], "reduce": reduces, "fkey": r["fkey"], "fsend": r["fsend"],
-                  "flink": r["flink"], "ffirst": ffirst,
-                  "producer": producer}
-        return Program(tuple(stages), tuple(self.slot_ids), len(created), v, pg, sg, hop, arrays)
+        arrays = {"bounds": bounds.astype(I), "stage": r["stage"], "slot": slots, "key": keys, "raw_key": r["key"],
+                  "send": r["send"], "link": r["link"], "reduce": reduces, "mb": r["mb"], "fkey": r["fkey"],
+                  "fsend": r["fsend"], "flink": r["flink"],
+                  "ffirst": self._fwd_first(r, created) if fused_any else None, "producer": producer,
+                  "created": created}
+        return Program(p, tuple(self.slot_ids), len(created), v, pg, sg, hop, arrays, tuple(stage_counts),
+                       tuple(tails), specials, {})
 
     def _rows(self, stage: np.ndarray, step: np.ndarray, f: np.ndarray, mb: np.ndarray, ch: np.ndarray,
               part: np.ndarray) -> dict:
@@ -283,12 +331,12 @@ class _Compiler:
         """Each segmented backward as its pieces, rows of their own: only the first waits for a transfer, only the
         last sends (each reduces its share of the gradients: ``program``)."""
         rep = np.where(r["seg"], I(self.shape.segments), I(1))
-        idx = np.repeat(np.arange(len(rep), dtype=I), rep)
-        starts = (np.cumsum(rep) - rep).astype(I)
-        pos = np.arange(len(idx), dtype=I) - starts[idx]
-        out = {k: (c[idx] if c is not None else None) for k, c in r.items()}
+        out = {k: (np.repeat(c, rep) if c is not None else None) for k, c in r.items()}
+        # a piece's place in its backward: rows before it of the same backward (0 for the first)
+        starts = np.repeat(np.cumsum(rep) - rep, rep)
+        pos = np.arange(len(starts), dtype=I) - starts
         out["key"] = np.where(pos == 0, out["key"], I(-1))
-        out["send"] = np.where(pos == rep[idx] - 1, out["send"], I(-1))
+        out["send"] = np.where(pos == np.repeat(rep, rep) - 1, out["send"], I(-1))
         return out
 
     def _fwd_first(self, r: dict, created: np.ndarray) -> np.ndarray:
@@ -301,11 +349,11 @@ class _Compiler:
         tb = np.where(bk >= 0, np.maximum(at_b, created[np.maximum(bk, 0)]), 0)
         return tf <= tb
 
-    def _special(self, r: dict, sent: int, fsent: int, seg_reduce: int, shard_reduce: int) -> Special:
+    def _special(self, r: dict, seg_reduce: int, shard_reduce: int) -> Special:
         """One row (``r``: its columns) as ``workload._graph`` builds it: its dependencies are appended when the
         pass is built (its transfer if already sent, then its gathers) or when a late transfer is sent (``sent``,
         ``fsent``: when its transfers' sends are built)."""
-        p, i = self.p, r["stage"]
+        p, i, sent, fsent = self.p, r["stage"], r["sent"], r["fsent"]
         items: list[tuple[int, int, tuple[str, int]]] = []      # (when appended, order, dependency)
         gathers = 0
 
@@ -393,7 +441,7 @@ def _first_use_by_stage(entries: list[tuple], p: int) -> list[tuple[tuple[int, i
 
 # ----------------------------------------------------------------------------------------------- shared prefix
 
-_COMPARED = ("slot", "key", "send", "link", "reduce", "fkey", "fsend", "flink", "ffirst")
+_COMPARED = ("slot", "raw_key", "send", "link", "reduce", "mb", "fkey", "fsend", "flink", "ffirst")
 
 
 def shared_prefix(a: Program, b: Program) -> tuple[list[int], list[int]] | None:
@@ -404,8 +452,8 @@ def shared_prefix(a: Program, b: Program) -> tuple[list[int], list[int]] | None:
     The steady-state samples of ``simulate._extrapolated`` differ by one period of micro-batches: the shorter one
     is the longer one's warm-up and steady state up to its own cool-down (75-90 % of its tasks)."""
     A, B = a.arrays, b.arrays
-    p = len(a.stages)
-    if len(b.stages) != p or a.transfers != b.transfers:
+    p = a.stages
+    if b.stages != p or a.transfers != b.transfers:
         return None
     ba, bb = A["bounds"], B["bounds"]
     n = np.minimum(np.diff(ba), np.diff(bb))
@@ -413,47 +461,37 @@ def shared_prefix(a: Program, b: Program) -> tuple[list[int], list[int]] | None:
     stage = np.repeat(np.arange(p, dtype=I), n)
     q = np.arange(int(n.sum()), dtype=I) - np.repeat(starts, n).astype(I)
     ia, ib = ba[stage] + q, bb[stage] + q
-    differ = np.zeros(len(q), bool)
+    # a special task (several dependencies) is the same where it is one in both, with the same columns and its
+    # transfers sent when the other's are
+    sa, sb = A["key"][ia] <= -2, B["key"][ib] <= -2
+    differ = sa != sb
     for k in _COMPARED:
         if (A[k] is None) != (B[k] is None):
             return None
         if A[k] is not None:
             differ |= A[k][ia] != B[k][ib]
+    both = sa & sb
+    for k in ("raw_key", "fkey"):
+        if A[k] is not None:
+            ka, kb = A[k][ia][both], B[k][ib][both]
+            differ[both] |= (ka >= 0) & (A["created"][np.maximum(ka, 0)] != B["created"][np.maximum(kb, 0)])
     s = n.astype(I)
     bad = np.flatnonzero(differ)
     np.minimum.at(s, stage[bad], q[bad])
-    # a special task in the prefix: the same dependencies, pieces and sends in both
-    extra: list[tuple[int, int, int]] = []             # (stage, position, transfer) of specials' dependencies
-    marks = np.flatnonzero(A["key"] <= -2)
-    for row in marks.tolist():
-        i = int(A["stage"][row])
-        pos = row - int(ba[i])
-        if pos >= s[i]:
-            continue
-        j = -2 - int(A["key"][row])
-        sa, sb = a.stages[i].specials[j], b.stages[i].specials[j]
-        if sa != sb:
-            s[i] = pos
-            continue
-        extra += [(i, pos, x) for kind, x in sa.deps if kind == "a"]
     # every transfer a prefix task waits for is sent by a prefix task (else stop the prefix before it)
     row_a = np.arange(len(A["stage"]), dtype=I)
     pos_a = row_a - ba[A["stage"]]
-    waits = [(A["stage"], pos_a, A["key"])] + ([(A["stage"], pos_a, A["fkey"])] if A["fkey"] is not None else [])
-    if extra:
-        e = np.array(extra, I)
-        waits.append((e[:, 0], e[:, 1], e[:, 2]))
-    w_stage = np.concatenate([w[0] for w in waits])
-    w_pos = np.concatenate([w[1] for w in waits])
-    w_key = np.concatenate([w[2] for w in waits])
+    waits = [A["raw_key"]] + ([A["fkey"]] if A["fkey"] is not None else [])
+    w_stage = np.concatenate([A["stage"]] * len(waits))
+    w_pos = np.concatenate([pos_a] * len(waits))
+    w_key = np.concatenate(waits)
     has = w_key >= 0
     w_stage, w_pos, w_key = w_stage[has], w_pos[has], w_key[has]
     prod = A["producer"][w_key]
     p_stage = A["stage"][prod]
     p_pos = prod - ba[p_stage]
     while True:
-        inside = w_pos < s[w_stage]
-        late = inside & (p_pos >= s[p_stage])
+        late = (w_pos < s[w_stage]) & (p_pos >= s[p_stage])
         if not late.any():
             break
         np.minimum.at(s, w_stage[late], w_pos[late])
@@ -463,10 +501,6 @@ def shared_prefix(a: Program, b: Program) -> tuple[list[int], list[int]] | None:
     sent = [A["send"][after & (A["send"] >= 0)]]
     if A["fsend"] is not None:
         sent.append(A["fsend"][after & (A["fsend"] >= 0)])
-    for row in marks.tolist():
-        i = int(A["stage"][row])
-        if row - int(ba[i]) >= s[i]:
-            sent.append(np.array([o for o, _ in a.stages[i].specials[-2 - int(A["key"][row])].sends], I))
     return s.tolist(), np.unique(np.concatenate(sent)).tolist()
 
 

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from autoplan.families.costs import PAIR_COMM_SMS, PassCost, overlapped, split_backward
+from autoplan.families.costs import PAIR_COMM_SMS, PassCost, StepCosts, overlapped, split_backward
 from autoplan.families.registry import step_costs
 from autoplan.sim.engine import Plan, Tasks, plan_of, sized_cache
 from autoplan.sim.schedule import Step, ends, stage_order, virtual_stage
@@ -139,6 +139,14 @@ def lower(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Lowered:
 def slot_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> tuple[_Shape, dict[object, PassCost]]:
     """The shape of plan ``s``'s step graph and the seconds (with their parts) of each kind of task in it, by the
     slot keys ``_graph`` names (the family's costs, ``autoplan.families.registry``)."""
+    shape, cost, _ = step_slot_costs(model, cluster, s)
+    return shape, cost
+
+
+def step_slot_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy, reuse: tuple | None = None
+                    ) -> tuple[_Shape, dict[object, PassCost], StepCosts]:
+    """``slot_costs`` and the family's step costs behind them. ``reuse``: another plan's answer, taken as it is
+    when this plan's step costs and shape but its micro-batch count are the same (the slot costs do not read it)."""
     p, v = s.pp, s.chunks
     c = step_costs(model, cluster, s)
     segments = c.segments
@@ -149,6 +157,8 @@ def slot_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> tuple[_Sh
     # the weight all-gathers (overlapped before the first forward, or after the optimizer) are always in the
     # graph, lasting 0 s where the plan has none: a zero-length task moves no start or end, and plans differing
     # only in those flags share one graph (the size-bounded cache holds a third as many graphs otherwise)
+    if reuse is not None and reuse[2] == c and reuse[0]._replace(micro_batches=0) == shape._replace(micro_batches=0):
+        return shape, reuse[1], c
     costs = c.passes
     split = s.schedule in SPLIT_BACKWARD
     # the SMs a fused pair's communication kernels hold (costs.overlapped)
@@ -186,7 +196,7 @@ def slot_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> tuple[_Sh
     cost["param_gather"] = _comm(c.param_gather if c.param_gather is not None else 0.0)
     if c.tied is not None:
         cost["tied"] = _comm(c.tied)
-    return shape, cost
+    return shape, cost, c
 
 
 def _comm(seconds: float) -> PassCost:

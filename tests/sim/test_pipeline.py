@@ -76,7 +76,7 @@ def test_gpt3_steady_state_samples_share_most_of_the_shorter_run(schedule, v):
     shape_a, _ = pipeline.slot_costs(model, cluster, a)
     shape_b, _ = pipeline.slot_costs(model, cluster, b)
     shared, _ = program.pair_split(shape_a, shape_b)
-    tasks = sum(len(x.slots) for x in program.program(shape_a, 96).stages)
+    tasks = len(program.program(shape_a, 96).arrays["slot"])
     assert sum(shared) >= 0.7 * tasks
     assert repr(pipeline.totals_pair(model, cluster, a, b)) == repr((_graph_totals(model, cluster, a),
                                                                      _graph_totals(model, cluster, b)))
@@ -106,8 +106,9 @@ def test_a_pipeline_that_waits_on_itself_raises():
     s = Strategy(dp=64, tp=4, pp=4, micro_batch=2, global_batch=1536, schedule="1f1b", sequence_parallel=True)
     shape, cost = pipeline.slot_costs(model, cluster, s)
     prog = program.program(shape)
-    stage = replace(prog.stages[1], keys=[prog.transfers - 1] + prog.stages[1].keys[1:])
-    broken = replace(prog, stages=(prog.stages[0], stage) + prog.stages[2:])
+    keys = prog.arrays["key"].copy()
+    keys[prog.arrays["bounds"][1]] = prog.transfers - 1
+    broken = replace(prog, arrays=prog.arrays | {"key": keys}, made={})
     with pytest.raises(pipeline.CycleError):
         pipeline.run(broken, cost)
 
