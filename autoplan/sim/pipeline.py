@@ -18,7 +18,7 @@ from itertools import islice
 
 from autoplan.sim.engine import CycleError
 from autoplan.sim.metrics import BREAKDOWN_KINDS
-from autoplan.sim.program import Program, Special, Stage, pair_split, program
+from autoplan.sim.program import Program, Special, Stage, cycle_gc_paused, pair_split, program
 from autoplan.sim.workload import slot_costs, step_slot_costs
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
@@ -28,6 +28,7 @@ Totals = tuple[float, list[dict[str, float]], list[dict[str, float]]]
 """Step time, per-stage breakdowns and per-stage stream activities, as ``simulate._totals`` returns them."""
 
 
+@cycle_gc_paused
 def totals(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> Totals:
     """Step time, stage breakdowns and stream activities of plan ``s``'s step with every micro-batch: the same
     floats as ``simulate_step`` and ``metrics`` give."""
@@ -35,6 +36,7 @@ def totals(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> Totals:
     return run(program(shape), cost)[0]
 
 
+@cycle_gc_paused
 def totals_pair(model: ModelSpec, cluster: ClusterSpec, a: Plan, b: Plan) -> tuple[Totals, Totals]:
     """``totals`` of two plans that differ only in their micro-batch count (``a``'s the smaller): B is run
     whole and A from where their runs part (``shared_prefix``), when their shapes and seconds allow it."""
