@@ -1,50 +1,268 @@
-"""Wall time and plans/s of `autoplan search --model gpt3 --gpus 1024` over the default space (the default
---workers auto, serial, and Ray with 2 workers including Ray's start), the same at 16384 GPUs, and how close
-TPE gets with 10 % of the plans.
+"""The search as a user runs it, on this machine, new code beside an older checkout (``--old PATH``, e.g.
+``git worktree add /tmp/old 003aedb``):
 
-Run: python benchmarks/bench_search.py
+1. ``autoplan search --model gpt3 --gpus 1024``: CPU seconds of the whole command (interpreter, imports, search,
+   leaderboard files, report), median of several runs; and ``autoplan --help``.
+2. Where that CPU goes, by phase (cProfile of the command; the shares are scaled to the median CPU above, and
+   cProfile's overhead falls more on Python loops than on numpy, so they are approximate).
+3. ``--workers`` left to its default against ``--workers 0``: never slower (it stays in this process unless Ray
+   would win back its start, ``AutoExecutor``), with the choice it made.
+4. A long exhaustive search (the zero-bubble space, top 1000) serial and on 2 Ray workers: wall time, the CPU of
+   every process of the run (Ray's daemons and workers included) and the load average; with 2 CPUs busy with
+   nothing else, the 2 workers' wall time is at best that CPU over 2.
+5. ``--prefilter K`` (5, 10, 25 %) over benchmarks/bench_symbolic.py's cases: does the symbolic order keep the
+   simulator's best plan, and does the search return it (it widens to every dropped plan that could still win).
+
+Run: python benchmarks/bench_search.py [--quick] [--old PATH] [--repeat N] [--skip-ray]
+     (--quick: 2 runs each, the phases of the new code only, no Ray, the GPT-3 pre-filter case only)
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import pstats
+import resource
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from autoplan.search.exhaustive import distinct_plans
-from autoplan.search.run import run_search
-from autoplan.search.space import enumerate_plans, load_space
-from autoplan.families.catalog import get_model
-from autoplan.specs import load_cluster
+HEADLINE = ["search", "--model", "gpt3", "--gpus", "1024"]
+LONG = ["search", "--model", "gpt3", "--gpus", "1024", "--space", "zero-bubble", "--top", "1000"]
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 
 
-def one(gpus: int, sampler: str = "exhaustive", workers: int | None = 0, budget: int = 10**9, seed: int = 0) -> tuple[float, object, int]:
-    model, cluster = get_model("gpt3"), load_cluster("dgx-h100-80g", gpus)
-    t0 = time.perf_counter()
-    plans, _ = enumerate_plans(model, gpus, load_space(), 1536 * gpus // 1024)
+def _env(root: Path) -> tuple[dict, str]:
+    return os.environ | {"PYTHONPATH": str(root)}, str(root)
+
+
+def cli_cpu(args: list[str], root: Path = ROOT, repeat: int = 5) -> tuple[float, float]:
+    """Median CPU and wall seconds of ``python -m autoplan ARGS`` (the command alone: its own process)."""
+    env, cwd = _env(root)
+    cpu, wall = [], []
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory() as out:
+            extra = ["--out", out] if args[:1] == ["search"] else []
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "autoplan", *args, *extra], env=env, cwd=cwd, check=False,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wall.append(time.perf_counter() - t0)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return statistics.median(cpu), statistics.median(wall)
+
+
+PROFILE = """
+import cProfile, sys
+sys.argv = ["autoplan"] + sys.argv[1:]
+profile = cProfile.Profile()
+profile.enable()
+try:
+    from autoplan.cli import main
+    main()
+except SystemExit:
+    pass
+profile.disable()
+profile.dump_stats(OUT)
+"""
+
+PHASES = [
+    # (phase, the functions whose time it is: (name, file))
+    ("enumerate the space", [("enumerate_plans", "space.py")]),
+    ("bounds", [("_bound_or_zero", "exhaustive.py")]),
+    ("memory check", [("_may_fit", "exhaustive.py")]),
+    ("simulate", [("evaluate_batch", "executors.py")]),
+    ("record evaluations.jsonl", [("__call__", "folder.py")]),
+    ("Optuna study", [("open_study", "study.py"), ("record", "study.py")]),
+    ("leaderboard files", [("leaderboard_files", "leaderboard.py")]),
+    ("print the leaderboard", [("print", "console.py")]),
+    ("report: read the run back", [("load_run", "analysis.py")]),
+    ("report: simulate the top plans", [("simulate_top", "analysis.py")]),
+    ("report: traces", [("write_traces", "write.py")]),
+    ("report: importances", [("importances", "analysis.py")]),
+    ("report: neighbours", [("neighbours", "analysis.py")]),
+    ("report: page", [("page", "html.py")]),
+]
+
+
+def phases(root: Path, args: list[str]) -> tuple[dict[str, float], float]:
+    """Share of the command's profiled time per phase; and the profile's total."""
+    env, cwd = _env(root)
     with tempfile.TemporaryDirectory() as tmp:
-        result = run_search(model, cluster, plans, Path(tmp), sampler=sampler, budget=budget, workers=workers, seed=seed)
-    return time.perf_counter() - t0, result, len(distinct_plans(cluster, plans))
+        out = Path(tmp) / "prof"
+        code = PROFILE.replace("OUT", repr(str(out)))
+        subprocess.run([sys.executable, "-c", code, *args, "--out", tmp], env=env, cwd=cwd, check=False,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        st = pstats.Stats(str(out))
+    cum: dict[tuple[str, str], float] = {}
+    for (path, _, name), row in st.stats.items():
+        key = (name, path if path.startswith("<") else Path(path).name)
+        cum[key] = max(cum.get(key, 0.0), row[3])
+    total = max(st.total_tt, max(row[3] for row in st.stats.values()))
+    # every import, wherever it happens (the commands import their modules when they run)
+    shares = {"imports": cum.get(("_find_and_load", "<frozen importlib._bootstrap>"), 0.0)}
+    for phase, functions in PHASES:
+        shares[phase] = sum(cum.get(f, 0.0) for f in functions)
+    report = cum.get(("write_report", "write.py"), 0.0)
+    shares["report: other"] = max(0.0, report - sum(v for k, v in shares.items() if k.startswith("report: ")))
+    shares["other"] = max(0.0, total - sum(shares.values()))
+    return {k: v / total for k, v in shares.items()}, total
+
+
+def headline(old: Path | None, repeat: int, quick: bool) -> None:
+    print(f"\n**`autoplan {' '.join(HEADLINE)}`: CPU seconds of the whole command (median of {repeat})**\n")
+    print("| code | CPU s | wall s | `--help` CPU s |")
+    print("|---|---|---|---|")
+    rows = {}
+    for label, root in (("old", old), ("new", ROOT)):
+        if root is None:
+            continue
+        cpu, wall = cli_cpu(HEADLINE, root, repeat)
+        help_cpu, _ = cli_cpu(["--help"], root, repeat)
+        rows[label] = (root, cpu)
+        print(f"| {label} | {cpu:.2f} | {wall:.2f} | {help_cpu:.3f} |")
+    print("\n**where the CPU goes (cProfile shares × the median CPU above)**\n")
+    profiled = [(label, *phases(root, HEADLINE), cpu) for label, (root, cpu) in rows.items()
+                if not (quick and label == "old")]
+    names = list(profiled[0][1])
+    print("| phase | " + " | ".join(f"{label} s | {label} %" for label, *_ in profiled) + " |")
+    print("|---|" + "---|---|" * len(profiled))
+    for name in names:
+        cells = " | ".join(f"{share[name] * cpu:.3f} | {100 * share[name]:.1f}" for _, share, _, cpu in profiled)
+        print(f"| {name} | {cells} |")
+
+
+def default_workers(repeat: int) -> None:
+    from autoplan.families.catalog import get_model
+    from autoplan.search.executors import AutoExecutor
+    from autoplan.search.exhaustive import search
+    from autoplan.search.space import enumerate_plans, load_space
+    from autoplan.specs import load_cluster
+
+    print("\n**`--workers` default against `--workers 0` (the headline command)**\n")
+    print("| --workers | CPU s | wall s |")
+    print("|---|---|---|")
+    for label, extra in (("default", []), ("0", ["--workers", "0"])):
+        cpu, wall = cli_cpu(HEADLINE + extra, ROOT, repeat)
+        print(f"| {label} | {cpu:.2f} | {wall:.2f} |")
+    model, cluster = get_model("gpt3"), load_cluster("dgx-h100-80g", 1024)
+    plans, _ = enumerate_plans(model, 1024, load_space(), 1536)
+    auto = AutoExecutor(os.cpu_count() or 1)
+    search(model, cluster, plans, executor=auto)
+    auto.close()
+    print(f"\nthe default's choice (decided once, after its first batch): {auto.choice}")
+
+
+def tree_run(args: list[str]) -> tuple[float, float]:
+    """Wall seconds of ``python -m autoplan ARGS`` and the CPU seconds of every process it started (read from /proc
+    every 0.1 s while they live: Ray's daemons and workers are not its waited-for children)."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def table() -> dict[int, tuple[int, float]]:
+        out = {}
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    text = Path(f"/proc/{d}/stat").read_text()
+                except OSError:
+                    continue
+                rest = text[text.rindex(")") + 2:].split()
+                out[int(d)] = (int(rest[1]), (int(rest[11]) + int(rest[12])) / tick)
+        return out
+
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "autoplan", *args, "--out", out], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        seen: dict[int, float] = {}
+        while proc.poll() is None:
+            procs = table()
+            family, todo = {proc.pid}, [proc.pid]
+            while todo:
+                parent = todo.pop()
+                for pid, (ppid, _) in procs.items():
+                    if ppid == parent and pid not in family:
+                        family.add(pid)
+                        todo.append(pid)
+            for pid in family:
+                if pid in procs:
+                    seen[pid] = procs[pid][1]
+            time.sleep(0.1)
+        wall = time.perf_counter() - t0
+    return wall, sum(seen.values())
+
+
+def ray_scaling() -> None:
+    print(f"\n**a long search: `autoplan {' '.join(LONG)}`, serial and on 2 Ray workers**\n")
+    print("| --workers | wall s | CPU s (all processes) | load average before |")
+    print("|---|---|---|---|")
+    runs = {}
+    for workers in ("0", "2"):
+        load = os.getloadavg()[0]
+        wall, cpu = tree_run(LONG + ["--workers", workers])
+        runs[workers] = (wall, cpu)
+        print(f"| {workers} | {wall:.1f} | {cpu:.1f} | {load:.1f} |")
+    (w0, c0), (_, c2) = runs["0"], runs["2"]
+    print(f"\nwith 2 idle CPUs the 2 workers take at least {c2 / 2:.1f} s against {c0:.1f} s of serial CPU: "
+          f"{2 * c0 / c2:.2f}× at best (measured wall here: {w0 / runs['2'][0]:.2f}×, at the load above)")
+
+
+def prefilter_cases(quick: bool) -> None:
+    sys.path.insert(0, str(HERE))
+    from bench_symbolic import CASES
+
+    from autoplan.families.catalog import get_model
+    from autoplan.search.exhaustive import search
+    from autoplan.search.run import run_search
+    from autoplan.search.space import enumerate_plans, load_space
+    from autoplan.search.symbolic import symbolic_order
+    from autoplan.specs import load_cluster
+
+    print("\n**`--prefilter K`: is the simulator's best plan among the symbolic best K %, and is it returned**\n")
+    print("| case | plans | symbolic rank of the best | kept at 5 / 10 / 25 % | returned (widened by) |")
+    print("|---|---|---|---|---|")
+    cases = [c for rows in CASES.values() for c in rows]
+    if quick:
+        cases = [c for c in cases if c[0] == "gpt3"]
+    kept_cases = total_cases = 0
+    for name, gpus, cluster_name, batch, space in cases:
+        model, cluster = get_model(name), load_cluster(cluster_name, gpus)
+        plans, _ = enumerate_plans(model, gpus, load_space(space), batch)
+        best = search(model, cluster, plans, top_k=1).leaderboard[0].strategy
+        order = [s for _, s in symbolic_order(model, cluster, plans, "balance")[0]]
+        rank = order.index(best) + 1
+        kept = [rank <= max(10, -(-len(order) * k // 100)) for k in (5, 10, 25)]
+        kept_cases += sum(kept)
+        total_cases += len(kept)
+        with tempfile.TemporaryDirectory() as tmp:
+            got = run_search(model, cluster, plans, Path(tmp), sampler="exhaustive", top_k=10, workers=0,
+                             prefilter=5)
+        returned = got.leaderboard[0].strategy == best
+        print(f"| {name} on {gpus} | {len(order)} | {rank} | {' / '.join('yes' if k else 'NO' for k in kept)} | "
+              f"{'yes' if returned else 'NO'} ({got.widened}) |")
+    print(f"\nthe symbolic order keeps the best in {kept_cases} of {total_cases} cases "
+          f"({100 * kept_cases / total_cases:.0f} %); the search returns it in every case (it widens)")
 
 
 def main() -> None:
-    print(f"{'GPUs':>6} {'mode':<22} {'wall s':>7} {'simulated':>9} {'plans/s':>8} {'best step s':>11}  best plan")
-    best = {}
-    for gpus in (1024, 16384):
-        for mode, workers in (("exhaustive auto", None), ("exhaustive serial", 0), ("exhaustive Ray x2", 2)):
-            wall, r, distinct = one(gpus, workers=workers)
-            b = r.leaderboard[0]
-            best[gpus] = (b.metrics.step_time, distinct)
-            print(f"{gpus:>6} {mode:<22} {wall:7.2f} {len(r.evaluations):9d} {len(r.evaluations) / wall:8.0f} "
-                  f"{b.metrics.step_time:11.3f}  {b.strategy.short()}")
-    step, distinct = best[1024]
-    for seed in (0, 1, 2):
-        budget = distinct // 10
-        wall, r, _ = one(1024, sampler="tpe", budget=budget, seed=seed)
-        b = r.leaderboard[0]
-        print(f"{1024:>6} {f'TPE {budget} plans s{seed}':<22} {wall:7.2f} {len(r.evaluations):9d} "
-              f"{len(r.evaluations) / wall:8.0f} {b.metrics.step_time:11.3f}  {b.strategy.short()} "
-              f"({100 * (b.metrics.step_time / step - 1):+.1f} % vs exhaustive)")
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--old", default=None, help="a checkout of an older autoplan to measure beside")
+    ap.add_argument("--repeat", type=int, default=None)
+    ap.add_argument("--skip-ray", action="store_true", help="leave out the long search on Ray")
+    args = ap.parse_args()
+    repeat = args.repeat or (2 if args.quick else 5)
+    print(f"load average {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
+    headline(Path(args.old).resolve() if args.old else None, repeat, args.quick)
+    default_workers(repeat)
+    if not (args.quick or args.skip_ray):
+        ray_scaling()
+    prefilter_cases(args.quick)
 
 
 if __name__ == "__main__":

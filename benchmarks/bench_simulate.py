@@ -1,49 +1,52 @@
-"""Median wall time of one simulation (evaluate) of GPT-3 175B: TP8 PP8 DP16, micro-batch 1, global batch 1536,
-1F1B, interleaved v=3 and the zero-bubble zb-h1, zbv, dualpipev and dualpipe, on 1024 GPUs; and the same plan shape (DP 256) on
-16384 GPUs.
+"""CPU time of simulating one plan, cold and warm, over two spaces of GPT-3 175B on 1024 H100s:
 
-Then every fitting plan of the default space (GPT-3 on 1024 H100s), and of a space with over 500 pipeline shapes.
-Cold figures clear every cache of every autoplan module first (found by ``autoplan_caches``).
+* the GPT-3 space: the default space, one plan per (tp, pp, cp, micro-batch, schedule, ZeRO stage): 742 plans;
+* the zero-bubble space (search_spaces/zero-bubble.toml), the same way: every schedule, DualPipe included.
 
-Then every fitting plan of the zero-bubble space (search_spaces/zero-bubble.toml), ms per plan by schedule.
+Each plan is scored whether it fits or not (``simulate.score``: the memory per stage and the simulated step, what
+``autoplan simulate`` does). Cold: every autoplan cache cleared, and the model, cluster and plan rebuilt (they keep
+their hash and a few counts), before the plan; warm: the same plan again at once (every cache full, as inside a
+search). Per space: median, p90, p99, max and mean, and the slowest plans. CPU time (``time.process_time``): the
+machine is shared; each plan's figure is the median of ``--repeat`` cold (and warm) runs.
 
-Run: python benchmarks/bench_simulate.py [--repeat N] [--batches 512,1024,...] [--zero-bubble-only]
+``--old PATH`` runs the same measurement with the autoplan of another checkout (e.g. ``git worktree add /tmp/old
+003aedb``) in a subprocess, on the same machine, and prints it beside.
+
+Run: python benchmarks/bench_simulate.py [--quick] [--old PATH] [--space gpt3|zero-bubble|both] [--repeat N]
+     (--quick: 60 plans of each space, drawn evenly)
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import os
 import pkgutil
 import statistics
+import subprocess
+import sys
 import time
+from dataclasses import replace
+from pathlib import Path
 
-from autoplan.sim.simulate import evaluate
-from autoplan.families.strategy import Strategy
-from autoplan.families.catalog import get_model
-from autoplan.specs import load_cluster
-
-
-def timings_ms(fn, repeat: int) -> tuple[float, float]:
-    """Median and minimum wall time in ms (the minimum is robust to a noisy shared machine)."""
-    fn()
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(samples), min(samples)
+SPACES = {"gpt3": "default", "zero-bubble": "zero-bubble"}
+SHAPE_AXES = ("tp", "pp", "cp", "micro_batch", "schedule", "zero")
+"""One plan per combination of these (the first valid one in the space's order)."""
 
 
 def autoplan_caches() -> list:
-    """Every cache of every autoplan module (functools' and the task-graph cache): whatever has ``cache_clear``."""
+    """Every cache of every autoplan module (functools' and the size-bounded ones): whatever has ``cache_clear``."""
     import autoplan
 
     found = {}
     for info in pkgutil.walk_packages(autoplan.__path__, "autoplan."):
         if info.name.endswith("__main__"):
             continue
-        module = importlib.import_module(info.name)
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError:
+            continue
         for obj in vars(module).values():
             if (not isinstance(obj, type) and callable(getattr(obj, "cache_clear", None))
                     and getattr(obj, "__module__", "").startswith("autoplan")):
@@ -51,124 +54,99 @@ def autoplan_caches() -> list:
     return list(found.values())
 
 
-def clear_caches() -> None:
-    for f in CACHES:
-        f.cache_clear()
+def space_plans(space: str) -> list:
+    """One plan per SHAPE_AXES combination of ``space`` (GPT-3 on 1024 H100s, global batch 1536)."""
+    from autoplan.families.catalog import get_model
+    from autoplan.search.space import enumerate_plans, load_space
+
+    plans, _ = enumerate_plans(get_model("gpt3"), 1024, load_space(space), 1536)
+    seen: dict = {}
+    for s in plans:
+        seen.setdefault(tuple(getattr(s, k) for k in SHAPE_AXES), s)
+    return list(seen.values())
+
+
+def measure(space: str, quick: bool, repeat: int = 3) -> dict:
+    """Per-plan cold and warm CPU milliseconds of one space, in this process's autoplan: each the median of
+    ``repeat`` runs (the machine is shared: one run may be slowed by another process)."""
+    from autoplan.families.catalog import get_model
+    from autoplan.families.strategy import Strategy
+    from autoplan.sim.simulate import score
+    from autoplan.specs import load_cluster
+
+    caches = autoplan_caches()
+    plans = space_plans(space)
+    if quick:
+        plans = plans[::max(1, len(plans) // 60)][:60]
+    model, cluster = get_model("gpt3"), load_cluster("dgx-h100-80g", 1024)
+    fields = [f.name for f in Strategy.KNOBS]
+    cold, warm, labels = [], [], []
+    for s in plans:
+        runs = []
+        for _ in range(repeat):
+            for c in caches:
+                c.cache_clear()
+            m, cl = replace(model), replace(cluster, gpu=replace(cluster.gpu))
+            plan = Strategy(**{k: getattr(s, k) for k in fields})
+            t0 = time.process_time()
+            score(m, cl, plan)
+            t1 = time.process_time()
+            score(m, cl, plan)
+            runs.append((t1 - t0, time.process_time() - t1))
+        cold.append(statistics.median(r[0] for r in runs) * 1e3)
+        warm.append(statistics.median(r[1] for r in runs) * 1e3)
+        labels.append(s.short())
+    return {"space": space, "plans": len(plans), "cold": cold, "warm": warm, "labels": labels}
+
+
+def stats(xs: list[float]) -> dict:
+    s = sorted(xs)
+    at = lambda q: s[min(len(s) - 1, int(q * len(s)))]  # noqa: E731
+    return {"median": statistics.median(s), "p90": at(0.9), "p99": at(0.99), "max": s[-1], "mean": statistics.mean(s)}
+
+
+def _run_old(path: str, space: str, quick: bool, repeat: int) -> dict:
+    """``measure`` in a subprocess with ``path``'s autoplan first on the path."""
+    code = (f"import json, sys; sys.path.append({str(Path(__file__).resolve().parent)!r}); import autoplan, "
+            f"bench_simulate as b; print(autoplan.__file__, file=sys.stderr); "
+            f"print(json.dumps(b.measure({SPACES[space]!r}, {quick!r}, {repeat!r})))")
+    root = str(Path(path).resolve())
+    out = subprocess.run([sys.executable, "-c", code], env=os.environ | {"PYTHONPATH": root}, cwd=root,
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def report(name: str, new: dict, old: dict | None) -> None:
+    print(f"\n**{name}: GPT-3 175B on 1024 H100s, {new['plans']} plans (one per {', '.join(SHAPE_AXES)}), "
+          f"CPU ms per plan**\n")
+    print("| code | | median | p90 | p99 | max | mean |")
+    print("|---|---|---|---|---|---|---|")
+    for label, data in (("old", old), ("new", new)):
+        if data is None:
+            continue
+        for kind in ("cold", "warm"):
+            st = stats(data[kind])
+            print(f"| {label} | {kind} | {st['median']:.2f} | {st['p90']:.2f} | {st['p99']:.2f} | {st['max']:.1f} | "
+                  f"{st['mean']:.2f} |")
+    slowest = sorted(zip(new["cold"], new["labels"]), reverse=True)[:5]
+    print("\nslowest cold (new): " + "; ".join(f"{label} {ms:.1f} ms" for ms, label in slowest))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--repeat", type=int, default=50)
-    ap.add_argument("--batches", default="512,1024,1536,2048", help="global batches of the many-shapes case")
-    ap.add_argument("--zero-bubble-only", action="store_true",
-                    help="only the single plans and the zero-bubble space (skip the default-space passes)")
+    ap.add_argument("--quick", action="store_true", help="60 plans of each space")
+    ap.add_argument("--old", default=None, help="a checkout of an older autoplan to measure beside (subprocess)")
+    ap.add_argument("--space", choices=("gpt3", "zero-bubble", "both"), default="both")
+    ap.add_argument("--repeat", type=int, default=None, help="runs per plan, cold and warm (median; default 3, "
+                    "--quick 1)")
     args = ap.parse_args()
-    model = get_model("gpt3")
-    print(f"{'GPUs':>6} {'schedule':<14} {'step (s)':>9} {'MFU':>6} {'warm median/min ms':>19} "
-          f"{'cold median/min ms':>19}")
-    for gpus, dp in ((1024, 16), (16384, 256)):
-        cluster = load_cluster("dgx-a100-80g", gpus)
-        for schedule, v in (("1f1b", 1), ("interleaved", 3), ("zb-h1", 1), ("zbv", 1), ("dualpipev", 1),
-                            ("dualpipe", 1)):
-            s = Strategy(dp=dp, tp=8, pp=8, micro_batch=1, global_batch=1536 * gpus // 1024, schedule=schedule,
-                         virtual_stages=v, sequence_parallel=True, recompute="selective", zero=1)
-            e = evaluate(model, cluster, s)
-            warm = timings_ms(lambda: evaluate(model, cluster, s), args.repeat)
-            cold = timings_ms(lambda: (clear_caches(), evaluate(model, cluster, s)), max(5, args.repeat // 5))
-            print(f"{gpus:>6} {schedule + (f' v={v}' if v > 1 else ''):<14} {e.metrics.step_time:9.3f} "
-                  f"{100 * e.metrics.mfu:5.1f}% {warm[0]:10.2f} /{warm[1]:6.2f} {cold[0]:10.2f} /{cold[1]:6.2f}")
-    print("warm: op/collective and task-graph caches filled (as inside a search); cold: all cleared before each call")
-    if not args.zero_bubble_only:
-        whole_space(model)
-        many_shapes(model, args.batches)
-    zero_bubble_space(model)
+    print(f"load average {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
+    for name in (("gpt3", "zero-bubble") if args.space == "both" else (args.space,)):
+        repeat = args.repeat or (1 if args.quick else 3)
+        new = measure(SPACES[name], args.quick, repeat)
+        old = _run_old(args.old, name, args.quick, repeat) if args.old else None
+        report(name, new, old)
 
-
-def zero_bubble_space(model) -> None:
-    """Every distinct fitting plan of the zero-bubble space (GPT-3, 1024 H100s) from cold caches, in the exhaustive
-    search's order, with the time spent on each schedule's plans: what the zb schedules cost a search."""
-    from autoplan.families.transformer.memory import peak_memory
-    from autoplan.search.exhaustive import distinct_plans
-    from autoplan.search.space import enumerate_plans, load_space
-
-    cluster = load_cluster("dgx-h100-80g", 1024)
-    plans, _ = enumerate_plans(model, 1024, load_space("zero-bubble"), 1536)
-    fitting = [s for s in distinct_plans(cluster, plans) if peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes]
-    clear_caches()
-    spent: dict[str, list[float]] = {}
-    for s in fitting:
-        t0 = time.perf_counter()
-        evaluate(model, cluster, s)
-        spent.setdefault(s.schedule, []).append(time.perf_counter() - t0)
-    total = sum(map(sum, spent.values()))
-    print(f"zero-bubble space, GPT-3 on 1024 H100s: {len(fitting)} fitting plans in {total:.1f} s (cold caches)")
-    for schedule, walls in spent.items():
-        print(f"  {schedule:<12} {len(walls):5d} plans {sum(walls):6.1f} s  {1e3 * sum(walls) / len(walls):6.1f} ms per plan")
-
-
-def whole_space(model) -> None:
-    """Every distinct plan of the default space that fits (GPT-3, 1024 H100s), simulated once each from cold
-    caches, in the exhaustive search's order: the rate a search without bound pruning would see."""
-    from autoplan.families.transformer.memory import peak_memory
-    from autoplan.search.exhaustive import distinct_plans
-    from autoplan.search.space import enumerate_plans, load_space
-
-    cluster = load_cluster("dgx-h100-80g", 1024)
-    plans, _ = enumerate_plans(model, 1024, load_space(), 1536)
-    fitting = [s for s in distinct_plans(cluster, plans) if peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes]
-    clear_caches()
-    t0 = time.perf_counter()
-    for s in fitting:
-        evaluate(model, cluster, s)
-    wall = time.perf_counter() - t0
-    print(f"whole default space, GPT-3 on 1024 H100s: {len(fitting)} fitting plans in {wall:.1f} s, "
-          f"{1e3 * wall / len(fitting):.1f} ms per plan, {len(fitting) / wall:.0f} plans/s")
-
-
-def many_shapes(model, batches: str) -> None:
-    """The fitting plans of the default space with both overlap flags free (TP 8, SP, CP 1, selective or full
-    recompute) for several global batches, GPT-3 on 1024 H100s: over 500 pipeline shapes, more than a 128-graph
-    cache holds. A pass from cleared caches (cold), then a second pass over the same plans (warm)."""
-    from autoplan.families.transformer.memory import peak_memory
-    from autoplan.search.exhaustive import distinct_plans
-    from autoplan.search.space import Space, enumerate_plans, load_space
-    from autoplan.sim import workload
-
-    cluster = load_cluster("dgx-h100-80g", 1024)
-    space = Space({**load_space().axes, "tp": (8,), "cp": (1,), "sequence_parallel": (True,),
-                   "recompute": ("selective", "full"), "overlap_grad_reduce": (True, False),
-                   "overlap_param_gather": (True, False)})
-    fitting = []
-    for gb in map(int, batches.split(",")):
-        plans, _ = enumerate_plans(model, 1024, space, gb)
-        fitting += [s for s in distinct_plans(cluster, plans)
-                    if peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes]
-    graph, shapes = workload._graph, set()
-
-    def recorded(shape):
-        shapes.add(shape)
-        return graph(shape)
-
-    clear_caches()
-    workload._graph = recorded
-    try:
-        walls = []
-        for _ in ("cold", "warm"):
-            t0 = time.perf_counter()
-            for s in fitting:
-                evaluate(model, cluster, s)
-            walls.append(time.perf_counter() - t0)
-    finally:
-        workload._graph = graph
-    info = graph.cache_info()
-    print(f"many shapes, GPT-3 on 1024 H100s, global batches {batches}, overlap flags free: {len(fitting)} "
-          f"fitting plans, {len(shapes)} pipeline shapes; graph cache {info.misses} misses, {info.hits} hits, holds {info.currsize} "
-          f"of {info.maxsize} (graphs, or tasks for a size-bounded cache)")
-    for name, wall in zip(("cold", "warm"), walls):
-        print(f"  {name}: {wall:.1f} s, {1e3 * wall / len(fitting):.2f} ms per plan, {len(fitting) / wall:.0f} plans/s")
-
-
-CACHES = autoplan_caches()
 
 if __name__ == "__main__":
     main()

@@ -316,7 +316,8 @@ class _Compiler:
         if len(head):
             keep = np.ones(n, bool)
             keep[head] = False
-            cols = {k: c[keep] for k, c in cols.items()}
+            kept = np.flatnonzero(keep)
+            cols = {k: c.take(kept) for k, c in cols.items()}
             n = len(cols["stage"])
             at = head - np.arange(len(head))          # the partner's row once the fused forwards are gone
             for k, src in (("fkey", key), ("fsend", send), ("flink", link), ("fch", ch), ("fstep", step)):
