@@ -2,7 +2,10 @@
 ``git worktree add /tmp/old 003aedb``):
 
 1. ``autoplan search --model gpt3 --gpus 1024``: CPU seconds of the whole command (interpreter, imports, search,
-   leaderboard files, report), median of several runs; and ``autoplan --help``.
+   leaderboard files, report), median of several runs; and ``autoplan --help``. Each checkout is measured from a
+   copy of its package with its bytecode compiled (as a pip install leaves it) and from one without (every module
+   compiled again at each run: a checkout under PYTHONDONTWRITEBYTECODE=1, as on the machine these figures were
+   first taken on; about 0.12 s more).
 2. Where that CPU goes, by phase (cProfile of the command; the shares are scaled to the median CPU above, and
    cProfile's overhead falls more on Python loops than on numpy, so they are approximate).
 3. ``--workers`` left to its default against ``--workers 0``: never slower (it stays in this process unless Ray
@@ -20,9 +23,11 @@ Run: python benchmarks/bench_search.py [--quick] [--old PATH] [--repeat N] [--sk
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pstats
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,7 +42,8 @@ ROOT = HERE.parent
 
 
 def _env(root: Path) -> tuple[dict, str]:
-    return os.environ | {"PYTHONPATH": str(root)}, str(root)
+    # no bytecode written: a run measures the bytecode its folder holds (``copy_of``), the same every time
+    return os.environ | {"PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1"}, str(root)
 
 
 def cli_cpu(args: list[str], root: Path = ROOT, repeat: int = 5) -> tuple[float, float]:
@@ -114,21 +120,44 @@ def phases(root: Path, args: list[str]) -> tuple[dict[str, float], float]:
     return {k: v / total for k, v in shares.items()}, total
 
 
+@contextlib.contextmanager
+def copy_of(root: Path, compiled: bool):
+    """A copy of ``root``'s package, search spaces and cluster specs in a temporary folder, its bytecode compiled (as a pip install
+    leaves it) or not (a checkout under PYTHONDONTWRITEBYTECODE=1, where every run compiles every module)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copytree(root / "autoplan", Path(tmp) / "autoplan", ignore=shutil.ignore_patterns("__pycache__"))
+        for folder in ("search_spaces", "cluster_specs"):        # read from beside the package
+            shutil.copytree(root / folder, Path(tmp) / folder)
+        if compiled:
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(tmp) / "autoplan")], check=True,
+                           stdout=subprocess.DEVNULL)
+        yield Path(tmp)
+
+
 def headline(old: Path | None, repeat: int, quick: bool) -> None:
     print(f"\n**`autoplan {' '.join(HEADLINE)}`: CPU seconds of the whole command (median of {repeat})**\n")
-    print("| code | CPU s | wall s | `--help` CPU s |")
-    print("|---|---|---|---|")
+    print("with the package's bytecode compiled (as installed), and without (every module compiled at every run: a "
+          "checkout under PYTHONDONTWRITEBYTECODE=1, as this machine sets it)\n")
+    print("| code | CPU s, bytecode compiled | CPU s, not compiled | wall s (compiled) | `--help` CPU s (compiled) |")
+    print("|---|---|---|---|---|")
     rows = {}
     for label, root in (("old", old), ("new", ROOT)):
         if root is None:
             continue
-        cpu, wall = cli_cpu(HEADLINE, root, repeat)
-        help_cpu, _ = cli_cpu(["--help"], root, repeat)
-        rows[label] = (root, cpu)
-        print(f"| {label} | {cpu:.2f} | {wall:.2f} | {help_cpu:.3f} |")
-    print("\n**where the CPU goes (cProfile shares × the median CPU above)**\n")
-    profiled = [(label, *phases(root, HEADLINE), cpu) for label, (root, cpu) in rows.items()
-                if not (quick and label == "old")]
+        cells = {}
+        for compiled in (True, False):
+            with copy_of(root, compiled) as copy:
+                cells[compiled] = cli_cpu(HEADLINE, copy, repeat), cli_cpu(["--help"], copy, repeat)
+        (cpu, wall), (help_cpu, _) = cells[True]
+        rows[label] = (root, cells[False][0][0])
+        print(f"| {label} | {cpu:.2f} | {cells[False][0][0]:.2f} | {wall:.2f} | {help_cpu:.3f} |")
+    print("\n**where the CPU goes (cProfile shares of the checkout's run, × its median CPU without compiled "
+          "bytecode)**\n")
+    profiled = []
+    for label, (root, cpu) in rows.items():
+        if not (quick and label == "old"):
+            with copy_of(root, False) as copy:
+                profiled.append((label, *phases(copy, HEADLINE), cpu))
     names = list(profiled[0][1])
     print("| phase | " + " | ".join(f"{label} s | {label} %" for label, *_ in profiled) + " |")
     print("|---|" + "---|---|" * len(profiled))
@@ -229,7 +258,7 @@ def prefilter_cases(quick: bool) -> None:
     cases = [c for rows in CASES.values() for c in rows]
     if quick:
         cases = [c for c in cases if c[0] == "gpt3"]
-    kept_cases = total_cases = 0
+    kept_cases = total_cases = returned_cases = 0
     for name, gpus, cluster_name, batch, space in cases:
         model, cluster = get_model(name), load_cluster(cluster_name, gpus)
         plans, _ = enumerate_plans(model, gpus, load_space(space), batch)
@@ -243,10 +272,12 @@ def prefilter_cases(quick: bool) -> None:
             got = run_search(model, cluster, plans, Path(tmp), sampler="exhaustive", top_k=10, workers=0,
                              prefilter=5)
         returned = got.leaderboard[0].strategy == best
+        returned_cases += returned
         print(f"| {name} on {gpus} | {len(order)} | {rank} | {' / '.join('yes' if k else 'NO' for k in kept)} | "
               f"{'yes' if returned else 'NO'} ({got.widened}) |")
-    print(f"\nthe symbolic order keeps the best in {kept_cases} of {total_cases} cases "
-          f"({100 * kept_cases / total_cases:.0f} %); the search returns it in every case (it widens)")
+    print(f"\nthe symbolic order keeps the best in {kept_cases} of {total_cases} (case, K) pairs "
+          f"({100 * kept_cases / total_cases:.0f} %); `--prefilter 5` returns it in {returned_cases} of {len(cases)} "
+          f"cases (it widens)")
 
 
 def main() -> None:

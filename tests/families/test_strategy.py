@@ -232,3 +232,11 @@ def test_dualpipev_needs_two_micro_batches_per_stage(tiny_gpt):
     assert Strategy(pp=2, schedule="dualpipev").chunks == 2
     msg = _only(tiny_gpt, 8, Strategy(pp=2, dp=4, global_batch=12, schedule="dualpipev"))
     assert "micro-batches (3) ≥ 2·pp (4)" in msg
+
+
+def test_values_are_the_fields_in_order_without_the_cached_hash_and_label():
+    s = Strategy(tp=2, pp=4, dp=16, virtual_stages=2, schedule="interleaved")
+    fields = {f.name: getattr(s, f.name) for f in Strategy.KNOBS}
+    hash(s), s.short()                                        # both cached in the plan's __dict__
+    assert list(s.values().items()) == list(fields.items())
+    assert Strategy.checked(s.values()) == s and Strategy.checked(s.values()).short() == s.short()
