@@ -14,7 +14,7 @@ from typing import Any
 
 from autoplan.errors import SpecError
 from autoplan.specs.model import MAX_SIZE, ModelSpec
-from autoplan.families.registry import peak_memory, violations
+from autoplan.families.registry import family_of, peak_memory
 from autoplan.specs.layout import V_SHAPE, balanced_layout, balanced_v_layout
 from autoplan.families.strategy import AXES, Strategy, knob_of
 from autoplan.specs.plan import data_parallel
@@ -135,8 +135,10 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
     a = space.axes
     plans: list[Strategy] = []
     rejected: Counter = Counter()
-    inner = [dict(zip(_INNER, combo)) for combo in itertools.product(*(a[name] for name in _INNER))]
+    # every field in field order (Strategy.checked): the defaults with each inner combination over them
     defaults = Strategy.defaults()
+    inner = [defaults | dict(zip(_INNER, combo)) for combo in itertools.product(*(a[name] for name in _INNER))]
+    check = family_of(model).violations         # the registry's violations, asked once
     checked = False
     for tp, pp, cp in itertools.product(a["tp"], a["pp"], a["cp"]):
         if gpus % (tp * pp * cp):
@@ -163,10 +165,11 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
             dp = data_parallel(gpus, tp, pp, cp) // split
             for v in (a["virtual_stages"] if kw["schedule"] == "interleaved" else (1,)):
                 ends = (v_first, 0) if kw["schedule"] in V_SHAPE else (first, last)
-                s = Strategy.checked({**defaults, "dp": dp, "tp": tp, "pp": pp, "cp": cp, "global_batch": global_batch,
-                                      "virtual_stages": v, "first_stage_layers": ends[0],
-                                      "last_stage_layers": ends[1], **kw})
-                reasons = violations(model, gpus, s)
+                values = kw.copy()
+                values.update(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=global_batch, virtual_stages=v,
+                              first_stage_layers=ends[0], last_stage_layers=ends[1])
+                s = Strategy.checked(values)
+                reasons = check(model, gpus, s)
                 if reasons:
                     for r in reasons:
                         rejected[reason_key(r)] += 1

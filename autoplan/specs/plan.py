@@ -10,7 +10,6 @@ come from that one definition.
 
 from __future__ import annotations
 
-import math
 from dataclasses import Field, dataclass, field, fields, make_dataclass
 from typing import Any, Callable, Self, Sequence
 
@@ -217,7 +216,10 @@ class Plan(PlanPart):
     def gpus(self) -> int:
         """GPUs the plan occupies: the product of its parallel degrees (dp·tp·pp·cp, times a family's own, e.g.
         a CNN's spatial·channel·filter)."""
-        return math.prod(getattr(self, name) for name in type(self).DEGREES)
+        fields, gpus = self.__dict__, 1
+        for name in type(self).DEGREES:          # a loop, not math.prod of getattr: a space checks 40,000 plans
+            gpus *= fields[name]
+        return gpus
 
     @property
     def micro_batches(self) -> int:
