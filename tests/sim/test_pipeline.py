@@ -125,3 +125,52 @@ def test_gpt3_plans_of_the_spaces_are_the_graphs(space):
     for s in random.Random(space).sample(plans, 30):
         program._program.cache_clear()
         assert repr(pipeline.totals(model, cluster, s)) == repr(_graph_totals(model, cluster, s)), s.short()
+
+
+@pytest.mark.parametrize("schedule,pp,dp", [("zbv", 2, 4), ("dualpipev", 2, 4), ("dualpipe", 4, 2)])
+def test_v_shapes_sampled_until_settled_are_the_full_simulation(tiny_gpt, a100_8, schedule, pp, dp):
+    # from SAMPLED_FROM_PERIODS periods on, V shapes and DualPipe are extended from sample runs whose increments
+    # agree: the full simulation's answer to rounding
+    m = simulate.SAMPLED_FROM_PERIODS * pp + 3 * pp
+    s = Strategy(tp=1, pp=pp, dp=dp, micro_batch=1, global_batch=m * dp, schedule=schedule, zero=1)
+    assert not violations(tiny_gpt, 8, s)
+    got = simulate._extrapolated(tiny_gpt, a100_8, s)
+    assert got is not None
+    assert simulate._agrees(got, _graph_totals(tiny_gpt, a100_8, s), rel=1e-9)
+
+
+def test_a_program_run_again_with_other_seconds_is_run_fresh(tiny_gpt, a100_64):
+    # a program's stage lists are kept (as tuples) for the next plan of its shape: the second plan's answer is the
+    # one a fresh compile gives
+    s = Strategy(tp=2, pp=4, dp=8, micro_batch=1, global_batch=8 * 12, schedule="interleaved", virtual_stages=2,
+                 zero=2)
+    t = replace(s, recompute="full")
+    assert pipeline.slot_costs(tiny_gpt, a100_64, s)[0] == pipeline.slot_costs(tiny_gpt, a100_64, t)[0]
+    program._program.cache_clear()
+    pipeline.totals(tiny_gpt, a100_64, s)
+    warm = pipeline.totals(tiny_gpt, a100_64, t)
+    program._program.cache_clear()
+    assert repr(warm) == repr(pipeline.totals(tiny_gpt, a100_64, t)) == repr(_graph_totals(tiny_gpt, a100_64, t))
+
+
+def test_the_cyclic_collector_is_paused_only_while_compiling_and_running():
+    import gc
+
+    seen = []
+
+    @program.cycle_gc_paused
+    def inside(fail):
+        seen.append(gc.isenabled())
+        if fail:
+            raise ValueError
+    assert gc.isenabled()
+    inside(False)
+    with pytest.raises(ValueError):
+        inside(True)
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        inside(False)
+        assert not gc.isenabled()                      # left as the caller had it
+    finally:
+        gc.enable()
