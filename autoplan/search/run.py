@@ -160,7 +160,8 @@ def _widen(model: ModelSpec, cluster: ClusterSpec, dropped: list[tuple[float, St
     are searched too (bound-pruned, from that leaderboard); every other plan's bound is above it, so the top k is the
     whole space's (``widened`` says how many joined)."""
     kth = first.leaderboard[top_k - 1].metrics.step_time if len(first.leaderboard) >= top_k else float("inf")
-    widened = [s for _, s in dropped if lower_bound(model, cluster, s) < kth]
+    # the bound-pruned search's own rule: a plan whose bound equals the k-th best may tie it and rank before it
+    widened = [s for _, s in dropped if lower_bound(model, cluster, s) <= kth]
     if not widened:
         return first
     done = {**known, **{e.strategy: e for e in first.evaluations}}
