@@ -12,7 +12,8 @@
    would win back its start, ``AutoExecutor``), with the choice it made.
 4. A long exhaustive search (the zero-bubble space, top 1000) serial and on 2 Ray workers: wall time, the CPU of
    every process of the run (Ray's daemons and workers included) and the load average; with 2 CPUs busy with
-   nothing else, the 2 workers' wall time is at best that CPU over 2.
+   nothing else, the 2 workers' wall time is at best that CPU over 2. Then its search alone, in this process: serial,
+   and on a Ray whose 2 workers are already started and warm (what the workers give once Ray's start is paid).
 5. ``--prefilter K`` (5, 10, 25 %) over benchmarks/bench_symbolic.py's cases: does the symbolic order keep the
    simulator's best plan, and does the search return it (it widens to every dropped plan that could still win).
 
@@ -226,6 +227,64 @@ def tree_run(args: list[str]) -> tuple[float, float]:
     return wall, sum(seen.values())
 
 
+def _tree_cpu(root: int) -> float:
+    """CPU seconds so far of every descendant of process ``root`` (not ``root`` itself)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[tuple[int, float]]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                text = Path(f"/proc/{d}/stat").read_text()
+            except OSError:
+                continue
+            rest = text[text.rindex(")") + 2:].split()
+            children.setdefault(int(rest[1]), []).append((int(d), (int(rest[11]) + int(rest[12])) / tick))
+    total, todo = 0.0, [root]
+    while todo:
+        for pid, cpu in children.get(todo.pop(), []):
+            total += cpu
+            todo.append(pid)
+    return total
+
+
+def ray_search_phase() -> None:
+    """The long search's exact search alone (enumerated beforehand), serial and on a Ray with 2 workers already
+    started and warm (their imports done): what the workers give once Ray's start is paid."""
+    from autoplan.families.catalog import get_model
+    from autoplan.search.exhaustive import search
+    from autoplan.search.executors import RayExecutor, SerialExecutor
+    from autoplan.search.space import enumerate_plans, load_space
+    from autoplan.specs import load_cluster
+
+    model, cluster = get_model("gpt3"), load_cluster("dgx-h100-80g", 1024)
+    plans, _ = enumerate_plans(model, 1024, load_space("zero-bubble"), 1536)
+    print("\n**its search alone (enumerated beforehand; Ray started and its 2 workers warm)**\n")
+    print("| executor | wall s | this process CPU s | other processes CPU s | simulated | load average |")
+    print("|---|---|---|---|---|---|")
+    sys.path.insert(0, str(HERE))
+    from bench_simulate import autoplan_caches
+
+    out = {}
+    for label in ("serial", "Ray, 2 workers"):
+        for c in autoplan_caches():
+            c.cache_clear()
+        ex = SerialExecutor() if label == "serial" else RayExecutor(2)
+        if label != "serial":
+            list(ex.map(model, cluster, [plans[:2], plans[2:4]]))
+        t0, c0, k0 = time.perf_counter(), time.process_time(), _tree_cpu(os.getpid())
+        result = search(model, cluster, plans, top_k=1000, executor=ex)
+        wall, own, others = time.perf_counter() - t0, time.process_time() - c0, _tree_cpu(os.getpid()) - k0
+        ex.close()
+        out[label] = (wall, own, others)
+        print(f"| {label} | {wall:.1f} | {own:.1f} | {others:.1f} | {len(result.evaluations)} | "
+              f"{os.getloadavg()[0]:.1f} |")
+    serial = out["serial"][1]
+    _, own, others = out["Ray, 2 workers"]
+    best = serial / max(own, (own + others) / 2)
+    print(f"\non 2 idle CPUs: at best {best:.2f}× ({serial:.1f} s of serial CPU against {own + others:.1f} s over "
+          f"2 CPUs); measured wall here {out['serial'][0] / out['Ray, 2 workers'][0]:.2f}× at the load above")
+
+
 def ray_scaling() -> None:
     print(f"\n**a long search: `autoplan {' '.join(LONG)}`, serial and on 2 Ray workers**\n")
     print("| --workers | wall s | CPU s (all processes) | load average before |")
@@ -239,6 +298,7 @@ def ray_scaling() -> None:
     (w0, c0), (_, c2) = runs["0"], runs["2"]
     print(f"\nwith 2 idle CPUs the 2 workers take at least {c2 / 2:.1f} s against {c0:.1f} s of serial CPU: "
           f"{2 * c0 / c2:.2f}× at best (measured wall here: {w0 / runs['2'][0]:.2f}×, at the load above)")
+    ray_search_phase()
 
 
 def prefilter_cases(quick: bool) -> None:
