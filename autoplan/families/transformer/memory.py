@@ -1,7 +1,7 @@
 """Per-GPU memory of a plan, stage by stage: weights, gradients, optimizer state, activations and buffers.
 
-Megatron-LM mixed precision (bf16 weights, fp32 gradients and Adam state), in bytes. Plain arithmetic: the
-search calls this thousands of times.
+Megatron-LM mixed precision (bf16 weights, fp32 Adam state, gradients in fp32 or in the 16-bit type as the plan
+reduces them), in bytes. Plain arithmetic: the search calls this thousands of times.
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ from autoplan.specs.model import ModelSpec
 from autoplan.families.costs import StageMemory
 from autoplan.specs.layout import (holds_embedding, holds_output, inflight_layer_chunks, model_copies, stage_layers,
                                    weight_grad_held_chunks)
+from autoplan.families.transformer.passes import grad_bytes
 from autoplan.specs.plan import Plan
 
 # Megatron-LM docs, distributed optimizer (bf16 params, fp32 grads): 2 + 4 + 12 = 18 bytes/param, 6 + 12/d sharded
 WEIGHT_BYTES = 2
 """bf16 weight per parameter."""
 GRADIENT_BYTES = 4
-"""fp32 ``main_grad`` per parameter."""
+"""fp32 ``main_grad`` per parameter (``grad_reduce_in_fp32``; else the 2-byte training type: ``passes.grad_bytes``)."""
 MASTER_WEIGHT_BYTES = 4
 """fp32 master weight per parameter."""
 MOMENT_BYTES = {"fp32": 4, "bf16": 2}
@@ -117,7 +118,10 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
         # (Megatron-LM docs, fp8_param_gather; TE Float8Tensor). The embedding and output layer stay BF16.
         fp8_layer = layers * model.layer_params() / t
         weights += FP8_WEIGHT_BYTES * fp8_layer - (WEIGHT_BYTES * fp8_layer if s.fp8_param_gather else 0)
-    gradients = GRADIENT_BYTES * params
+    # Megatron-Core DDP allocates its gradient buffer in fp32 only with grad_reduce_in_fp32 (Megatron-LM
+    # --accumulate-allreduce-grads-in-fp32); NeMo's and Megatron-Bridge's performance recipes reduce in bf16
+    # (grad_sync_dtype: bf16, grad_reduce_in_fp32=False): a 2-byte buffer (distributed_data_parallel_config.py)
+    gradients = grad_bytes(s) * params
     optimizer = optimizer_state_bytes(s) * params
     buffers = 0.0
     # Rajbhandari et al. 2020 (ZeRO, arXiv 1910.02054) §5.1, Fig. 1: stages 1/2/3 shard optimizer/gradients/weights

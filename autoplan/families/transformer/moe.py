@@ -26,7 +26,7 @@ from autoplan.families.transformer.layer import LayerCompute
 from autoplan.hardware.compute import Op
 from autoplan.families.costs import PAIR_COMM_SMS, CommNeed, PassCost, PassKey, StepCosts, pass_cost
 from autoplan.families.base import family_of_functions
-from autoplan.families.transformer.memory import (FP8_WEIGHT_BYTES, GRADIENT_BYTES, WEIGHT_BYTES, _stage,
+from autoplan.families.transformer.memory import (FP8_WEIGHT_BYTES, WEIGHT_BYTES, _stage,
                                                   activation_bytes_per_layer, activation_input_bytes,
                                                   optimizer_state_bytes)
 from autoplan.families.costs import StageMemory
@@ -454,7 +454,7 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int,
         embedding += blocks * (head + mtp.extras_activation_bytes(model, s.micro_batch, s.tp, s.cp,
                                                                   s.sequence_parallel))
     return StageMemory(stage=stage, weights=weights,
-                       gradients=GRADIENT_BYTES * (non_expert + expert), optimizer=optimizer, activations=acts,
+                       gradients=passes.grad_bytes(s) * (non_expert + expert), optimizer=optimizer, activations=acts,
                        embedding=embedding, buffers=0.0, reserve=base.reserve)
 
 

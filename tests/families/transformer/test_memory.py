@@ -236,3 +236,14 @@ def test_zbv_first_rank_holds_both_ends_and_no_tied_copy(tiny_gpt):
     assert first.activations == last.activations                           # balanced (Qi et al. 2024 §6)
     one = memory_per_stage(tiny_gpt, CLUSTER, Strategy(pp=2, dp=4, global_batch=64))
     assert first.activations == one[0].activations                         # 1F1B's peak: p·M_B
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2])
+def test_gradient_buffer_is_as_wide_as_the_reduction(zero):
+    # Megatron-Core DDP: a 4-byte main_grad with grad_reduce_in_fp32, else the 2-byte training type; nothing else moves
+    model, s = get_model("gpt3"), Strategy(tp=8, pp=8, dp=16, global_batch=1536, zero=zero)
+    fp32, bf16 = (memory_per_stage(model, load_cluster("dgx-a100-80g", 1024), replace(s, grad_reduce_in_fp32=x))
+                  for x in (True, False))
+    for a, b in zip(fp32, bf16):
+        assert b.gradients == pytest.approx(a.gradients / 2)
+        assert (b.weights, b.optimizer, b.activations) == (a.weights, a.optimizer, a.activations)

@@ -27,14 +27,16 @@ def test_every_case_has_a_prediction(report):
     assert all(c.predicted is not None for c in report.cases)
 
 
-def test_known_gaps_are_shown_but_not_counted(report):
+def test_known_gaps_are_shown_and_counted(report):
     gaps = [c for c in report.cases if c.known_gap]
     assert sum("zero3" in c.id for c in gaps) == 6 and sum(c.group.startswith("MoE") for c in gaps) == 8
     # DeepSeek-V3's pre-training mean (tokens/s/GPU over 14.8T tokens): a mean, not a step time
     assert sum(c.id.startswith("deepseek-v3") for c in gaps) == 1
     assert len(gaps) == 14
-    assert Report.summary(report.cases)["n"] == 40
-    assert Report.summary(gaps)["n"] == 0
+    # every run counts in the headline; a second figure may leave the gaps out, never the first
+    assert Report.summary(report.cases)["n"] == 54
+    assert Report.summary(report.cases, gaps=False)["n"] == 40
+    assert Report.summary(report.runs)["n"] == len(report.runs) - len(report.calibration_runs)
 
 
 def test_sc21_table2_ptdp_rows_are_held_out_within_ten_percent(report):
@@ -125,8 +127,8 @@ def test_h100_bf16_recipes_within_five_percent(report):
 
 
 def test_overall_mean_error(report):
-    s = Report.summary(report.cases)
-    assert s["mean_abs_pct"] <= 4.0
+    # every run, known gaps included: 8.78 % when written (margin 0.5 point)
+    assert Report.summary(report.runs)["mean_abs_pct"] <= 9.3
 
 
 def test_sc21_regression_guard(report):
@@ -140,8 +142,8 @@ def test_overall_max_error(report):
     # known gaps not counted; the issue's target on the 26 BF16 runs; the FP8 GPT-3 175B runs on 512-2048 GPUs are slower than on 256
     # in NVIDIA's own table (6.44-6.72 s against 5.96 s, where the BF16 row stays flat): those reach 12 %
     bf16 = [c for c in report.cases if not c.group.endswith("FP8")]
-    assert Report.summary(bf16)["max_abs_pct"] <= 10.0
-    assert Report.summary(report.cases)["max_abs_pct"] <= 13.0
+    assert Report.summary(bf16, gaps=False)["max_abs_pct"] <= 10.0
+    assert Report.summary(report.cases, gaps=False)["max_abs_pct"] <= 13.0
 
 
 def test_sc21_cases_use_the_reproduction_scripts_knobs(report):
@@ -195,7 +197,7 @@ def test_cnn_oracle_runs_are_predicted_within_the_documented_band(report):
     assert len(report.cnn) == 11 and all(c.predicted is not None for c in report.cnn)
     gaps = {c.id for c in report.cnn if c.known_gap}
     assert gaps == {"paradl-resnet50-dp256", "oracle-profile-cosmoflow"}
-    s = Report.summary(report.cnn)
+    s = Report.summary(report.cnn, gaps=False)
     assert s["n"] == 9 and s["mean_abs_pct"] < 8.0 and s["max_abs_pct"] < 20.0
     vgg = Report.summary([c for c in report.cnn if c.id.startswith("paradl-vgg16")])
     assert vgg["max_abs_pct"] < 5.0
@@ -256,3 +258,50 @@ def test_h100_recipe_knobs_come_from_their_config_files(report):
     fp8 = [c for c in rows if "-fp8-" in c.id]
     assert len(fp8) == 6 and all(c.plan.fp8_param_gather and "fp8_param_gather" not in c.searched for c in fp8)
     assert not any(c.plan.tp_comm_overlap for c in rows)
+
+
+def test_a_model_outside_the_catalog_is_described_inline(tmp_path):
+    from autoplan.validate import model_of
+
+    shape = {"layers": 4, "hidden": 1024, "heads": 16, "ffn_hidden": 2816, "vocab": 32000, "seq_len": 4096}
+    m = model_of({**shape, "kv_heads": 4, "activation": "swiglu", "tied_embeddings": False, "position": "rope",
+                  "norm": "rmsnorm", "bias": False, "dropout": False})
+    assert (m.kv_heads, m.activation, m.tied_embeddings, m.norm) == (4, "swiglu", False, "rmsnorm")
+    moe = model_of({**shape, "experts": 8, "top_k": 2, "moe_ffn_hidden": 1408})
+    assert moe.family == "moe" and moe.experts == 8
+    hf = {"model_type": "llama", "hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 16,
+          "num_key_value_heads": 4, "intermediate_size": 2816, "vocab_size": 32000, "max_position_embeddings": 4096,
+          "tie_word_embeddings": False}
+    assert model_of({**shape, "hf_config": hf}).kv_heads == 4
+    import json
+    (tmp_path / "config.json").write_text(json.dumps(hf))
+    assert model_of({**shape, "hf_config": "config.json"}, tmp_path / "runs.yaml").activation == "swiglu"
+
+
+def test_a_run_states_its_flash_attention(tmp_path):
+    from autoplan.validate import cluster_of
+
+    assert cluster_of({"gpu": "A100-SXM4-80GB"}, 8).flash_attention is False     # Megatron-LM of 2022 on Selene
+    assert cluster_of({"gpu": "A100-SXM4-80GB", "flash_attention": True}, 8).flash_attention is True
+    assert cluster_of({"gpu": "H100", "cluster_spec": "dgx-b200"}, 8).gpu.name.startswith("B200")
+
+
+def test_calibration_runs_are_named_and_left_out(tmp_path):
+    path = tmp_path / "v.yaml"
+    case = ("{id: %s, %shardware: {gpu: A100-SXM4-80GB, num_gpus: 8}, model: {layers: 4, hidden: 1024, heads: 16, "
+            "ffn_hidden: 4096, vocab: 51200, seq_len: 2048}, strategy: {tp: 8, pp: 1, microbatch: 1, global_batch: 8, "
+            "recompute: full}, measured: {iteration_time_s: 0.2}}")
+    path.write_text("cases:\n- " + case % ("a", "calibration: A100 clock_ratio, ") + "\n- " + case % ("b", "") + "\n")
+    r = validate(path, calibrate=False)
+    assert [c.id for c in r.calibration_runs] == ["a"]
+    assert Report.summary(r.runs)["n"] == 1
+
+
+def test_outputs_hold_the_same_figures(report):
+    from autoplan.report.validation import overall, report_dict, report_markdown
+
+    d = report_dict(report)
+    assert d["overall"]["runs"] == Report.summary(report.runs)["n"] == overall(report)["runs"]
+    assert len(d["runs"]) == len(report.runs) and all("known_gap" in r for r in d["runs"])
+    md = report_markdown(report)
+    assert f"**{d['overall']['mean_abs_pct']:.2f} %**" in md and md.count("\n| ") >= len(report.runs)
