@@ -776,3 +776,5 @@ def collective_cmd(cluster: str, gpus: int | None, network: str | None, op: str,
         note = " (the greedy order was slower here, so the baseline order is kept)" if r.fell_back else ""
         click.echo(f"baseline: {base.time * 1e3:.3f} ms, bandwidth utilisation {base.bandwidth_utilisation:.1%}; "
                    f"Themis is {base.time / r.time if r.time else 1.0:.2f}x faster{note}")
+from autoplan.cli_calibrate import calibrate_cmd, profile_cmd  # noqa: E402  (autoplan profile, autoplan calibrate)
+main.add_command(profile_cmd), main.add_command(calibrate_cmd)
