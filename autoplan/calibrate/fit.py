@@ -96,10 +96,6 @@ def observations(inputs: Inputs, base: ClusterSpec) -> list[Obs]:
         kernels[(k.kind, k.shape, k.sustained)].append(k)
     for (kind, shape, _), ks in kernels.items():
         times = [k.seconds for k in ks]
-        if not ks[0].sustained and max(times) > CONFLICT * min(times) and len(times) < 4:
-            lo, hi = min(ks, key=lambda k: k.seconds), max(ks, key=lambda k: k.seconds)
-            raise SpecError(f"inconsistent measurements: {kind} {shape} took {lo.seconds * 1e6:.3g} µs at {lo.where} "
-                            f"and {hi.seconds * 1e6:.3g} µs at {hi.where}; drop one")
         k0 = ks[0]
         out.append(Obs(label=f"{kind} {'x'.join(map(str, shape)) or '-'}", where=k0.where + (f" (+{len(ks) - 1})"
                        if len(ks) > 1 else ""), measured=statistics.median(times), kind="kernel",
