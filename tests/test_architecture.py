@@ -22,8 +22,8 @@ LAYERS = {
     "autoplan.sim": 3,
     "autoplan.search": 4,
     "autoplan.validate": 5, "autoplan.inspect": 5,
-    "autoplan.report": 6,
-    "autoplan.cli": 7, "autoplan.__main__": 7, "autoplan": 7,
+    "autoplan.report": 6, "autoplan.calibrate": 6,
+    "autoplan.cli": 7, "autoplan.cli_calibrate": 7, "autoplan.__main__": 7, "autoplan": 7,
 }
 """Each top-level part of the package and its layer (lower layers never import higher ones)."""
 
@@ -34,7 +34,8 @@ SIM_SEEN_FROM_SEARCH = ("autoplan.sim.simulate", "autoplan.sim.trace")
 """The only simulator modules search may import: it scores a plan with ``evaluate`` and nothing else."""
 
 CONFINED = {"optuna": "autoplan.search.study", "ray": "autoplan.search.executors",
-            "networkx": "autoplan.cost.topology", "plotly": "autoplan.report.html"}
+            "networkx": "autoplan.cost.topology", "plotly": "autoplan.report.html",
+            "torch": "autoplan.calibrate.profile"}
 """Third-party packages and the one module allowed to import each."""
 
 

@@ -18,7 +18,7 @@ _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([A-Za-z0-9_]+)\s+(.*)$")
 
 def looks_like(text: str) -> bool:
     """The text holds an nccl-tests table."""
-    return "busbw" in text and "algbw" in text and ("nThread" in text or "out-of-place" in text)
+    return "busbw" in text and "algbw" in text and any(k in text for k in ("nThread", "out-of-place", "(elements)"))
 
 
 def op_of(text: str, path: Path) -> str:
