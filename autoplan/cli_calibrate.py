@@ -112,7 +112,7 @@ def _print_fit(fit: Any, inputs: Any) -> None:
 
 
 @click.command("calibrate")
-@click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("inputs", nargs=-1, required=True)
 @click.option("--base", default="dgx-h100-80g", show_default=True, help="Cluster spec to start from (name or .toml).")
 @click.option("--out", "-o", default=None, type=click.Path(dir_okay=False),
               help="Calibrated cluster spec to write [default: NAME.toml].")
