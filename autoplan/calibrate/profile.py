@@ -57,7 +57,7 @@ class Timer:
 def gemm_shapes(model_name: str | None, tps: tuple[int, ...], micro_batches: tuple[int, ...],
                 quick: bool) -> list[tuple[int, int, int]]:
     """(m, n, k) to time: a model's four linear layers forward, dgrad and wgrad over the TP and micro-batch values
-    (sequence length cut to 256 tokens with --quick), else a sweep of sizes."""
+    (every size cut to 256 with --quick), else a sweep of sizes."""
     if model_name:
         model = get_model(model_name)
         out = set()
@@ -67,7 +67,7 @@ def gemm_shapes(model_name: str | None, tps: tuple[int, ...], micro_batches: tup
             for mb in micro_batches:
                 for m, n, k in layer_gemm_shapes(model, tp, 1, mb).values():
                     if quick:
-                        m = min(m, 256)
+                        m, n, k = min(m, 256), min(n, 256), min(k, 256)
                     out |= {(m, n, k), (m, k, n), (k, n, m)}          # forward, dgrad, wgrad
         if not out:
             raise SpecError(f"--tp {','.join(map(str, tps))}: none divides {model.name}'s heads and FFN")
