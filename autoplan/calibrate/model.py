@@ -16,7 +16,7 @@ from autoplan.specs.catalog import get_model, list_models, read_toml
 from autoplan.specs.cluster import ClusterSpec, GPUSpec, NetworkTier, load_cluster, specs_dir
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.strategy import Strategy, data_parallel
-from autoplan import validate as _validate
+import autoplan.validate as _validate
 
 __all__ = ["ClusterSpec", "GPUSpec", "GroupShape", "ModelSpec", "NetworkTier", "SpecError", "Strategy",
            "attention_time", "collective_time", "data_parallel", "gemm_time", "get_model", "layer_gemm_shapes",
