@@ -78,3 +78,14 @@ def test_fit_names_are_checked(synthetic) -> None:
         "gpu.clock_ratio", "tiers.nvlink.latency_us"]
     with pytest.raises(SpecError, match="unknown parameter 'clock'"):
         parse_names("clock", base)
+
+
+def test_a_prior_keeps_a_two_run_fit_near_the_base(synthetic) -> None:
+    inputs, base = synthetic({"gpu.clock_ratio": 0.70})
+    two = Inputs(steps=inputs.steps[:2])
+    plain = calibrate(two, base)
+    held = calibrate(two, base, prior=0.05)
+    assert plain.values[0] == pytest.approx(0.70, rel=0.02)
+    # 0.70 is 18 % below the base 0.85: the 5 % prior pulls the estimate toward 0.85, and the fit says so
+    assert 0.70 < held.values[0] < 0.85
+    assert any("prior" in n for n in held.notes)
