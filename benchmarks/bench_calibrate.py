@@ -57,7 +57,7 @@ def run(pairs_per_group: int, prior: float | None) -> None:
     print(f"{'group':58s} {'runs':>4s} {'pairs':>5s} {'mean':>7s} {'max':>7s}   {'uncal. mean':>11s} {'max':>7s}"
           f"   fitted (mean over pairs)")
     for group, (name, steps) in groups().items():
-        per_gpu[name] += steps
+        per_gpu[name] += [s for s in steps if s.model.structure is None]      # transformer runs (no CNN, DLRM)
         if len(steps) < 3:
             continue
         base = load_cluster(name)
@@ -88,7 +88,7 @@ def run(pairs_per_group: int, prior: float | None) -> None:
         fit = calibrate(Inputs(steps=per_gpu[name]), base, loo=False, max_residual=1.0)
         g = fit.cluster.gpu
         (p, v, sd), = [(p, v, sd) for p, v, sd in zip(fit.params, fit.values, fit.sds)]
-        print(f"{name}: calibrated on all {len(per_gpu[name])} counted runs: {p.name} {v:.3f} ± {sd:.3f} "
+        print(f"{name}: calibrated on all {len(per_gpu[name])} counted transformer runs: {p.name} {v:.3f} ± {sd:.3f} "
               f"(spec {fit.base_values[0]:g}); large GEMMs at {g.gemm_efficiency * g.clock_ratio:.3f} of the BF16 "
               f"peak ({g.gemm_efficiency * g.clock_ratio * g.peak_flops / 1e12:.0f} TFLOP/s; spec "
               f"{base.gpu.gemm_efficiency * base.gpu.clock_ratio:.3f}); rms error {fit.rms_pct:.2f} %")
