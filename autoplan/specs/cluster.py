@@ -269,7 +269,8 @@ class _Table:
 
 
 _CLUSTER_KEYS = {"name", "description", "source", "gpus_per_node", "nodes", "flash_attention", "gpu", "tiers",
-                 "nvlink_domain_gpus", "dimensions"}
+                 "nvlink_domain_gpus", "dimensions", "calibration"}
+"""Top-level keys; ``calibration`` is the provenance table ``autoplan calibrate`` writes (read by no model)."""
 _DIMENSION_KEYS = {"name", "size", "topology", "bandwidth_gb_per_s", "efficiency", "latency_us"}
 _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
              "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
@@ -358,6 +359,8 @@ def _parse(path: Path) -> ClusterSpec:
 
     top = _Table(read_toml(path, "cluster"), "the top level", path)
     _check_keys(top, _CLUSTER_KEYS)
+    if not isinstance(top.data.get("calibration", {}), dict):
+        top.fail(f"calibration must be a table, got {top.data['calibration']!r}")
     gpu = _gpu(_Table(top._get("gpu", None), "[gpu]", path))
     raw_tiers = top._get("tiers", None)
     if not isinstance(raw_tiers, list) or not raw_tiers:
