@@ -6,17 +6,17 @@ Every package of ``autoplan.families.PACKAGES`` registers the ``base.ModelFamily
 
 from __future__ import annotations
 
-from autoplan.hardware.compute import Op
-from autoplan.families.costs import CommNeed, StepCosts
 from importlib import import_module
 
+from autoplan.errors import SpecError
 from autoplan.families import PACKAGES
 from autoplan.families.base import ModelFamily
-from autoplan.families.costs import StageMemory
-from autoplan.errors import SpecError
+from autoplan.families.costs import CommNeed, StageMemory, StepCosts
+from autoplan.families.strategy import Strategy
+from autoplan.hardware.compute import Op
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.families.strategy import Strategy
+from autoplan.specs.plan import part_knobs
 
 FAMILIES: dict[str, ModelFamily] = {}
 """Every registered family by name."""
@@ -37,14 +37,36 @@ def family_of(model: ModelSpec) -> ModelFamily:
                         f"{', '.join(sorted(FAMILIES))}") from None
 
 
+_OWN_KNOBS: dict[str, frozenset[str]] = {}
+"""Family name → the knobs its package declares (its part of the plan)."""
 for _package in PACKAGES:
+    _names = frozenset(n for part in import_module(f"autoplan.families.{_package}.knobs").PARTS
+                       for n, _, _ in part_knobs(part))
     for _family in import_module(f"autoplan.families.{_package}.family").FAMILIES:
         register(_family)
+        _OWN_KNOBS[_family.name] = _names
+_FAMILY_KNOBS = frozenset().union(*_OWN_KNOBS.values())
+"""Every knob some family package declares (the core plan's are everyone's)."""
+
+
+def foreign_knobs(model: ModelSpec, s: Strategy, said: list[str]) -> list[str]:
+    """Reasons for knobs of another family's package set away from their defaults (a family never prices another
+    family's knobs: it must refuse them, not ignore them), unless ``said`` already names them."""
+    own = _OWN_KNOBS.get(model.family, frozenset())
+    defaults = type(s).defaults()
+    out = []
+    for name in sorted(_FAMILY_KNOBS - own):
+        value = getattr(s, name)
+        if value != defaults[name] and not any(name in reason for reason in said):
+            out.append(f"{name} {value!r} is another model family's knob; a {model.family} model keeps "
+                       f"{defaults[name]!r}")
+    return out
 
 
 def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
     """Every reason ``s`` cannot run ``model`` on ``gpus`` GPUs; [] if valid."""
-    return family_of(model).violations(model, gpus, s)
+    out = family_of(model).violations(model, gpus, s)
+    return out + foreign_knobs(model, s, out)
 
 
 def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts:

@@ -115,8 +115,9 @@ def _check_values(name: str, values: list, where: str) -> None:
             # type as well as value: TOML's 1 is not true, and 1.0 is not the ZeRO stage 1
             if not any(type(v) is type(a) and v == a for a in allowed):
                 raise SpecError(f"{where}: value {v!r} is not one of {', '.join(_toml(a) for a in allowed)}")
-        elif not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise SpecError(f"{where}: value {v!r} must be a positive integer")
+        elif not isinstance(v, int) or isinstance(v, bool) or v < (0 if name in Strategy.UNSET_ZERO else 1):
+            kind = "a non-negative" if name in Strategy.UNSET_ZERO else "a positive"
+            raise SpecError(f"{where}: value {v!r} must be {kind} integer")
         elif v > MAX_SIZE:
             raise SpecError(f"{where}: value {v} is larger than {MAX_SIZE:,} (a typo?)")
 

@@ -12,6 +12,15 @@ CP_COMMS = ("p2p", "a2a", "a2a+p2p")
 class TransformerPlan(PlanPart):
     """Knobs of dense and MoE transformers (Megatron-LM and Transformer Engine arguments)."""
 
+    recompute_layers: int = knob(0, after="recompute", unset_zero=True, axis=True, fix_help="",
+                                 label=lambda v: f"rl{v}" if v else "",
+                                 help="With --recompute full: layers of each model chunk that recompute, the rest "
+                                      "keeping their activations (0: every layer).")
+    """Partial recompute: with ``recompute = full``, only the first ``recompute_layers`` layers of each model chunk
+    recompute and the others keep all their activations (Megatron-LM ``--recompute-method block
+    --recompute-num-layers N``, per pipeline stage and virtual stage: megatron/core/transformer/transformer_block.py
+    ``_checkpointed_forward``); 0: every layer (``--recompute-method uniform --recompute-num-layers 1``)."""
+
     sequence_parallel: bool = knob(False, after="virtual_stages", choices=_BOOL, axis=True, fix_help="", label=lambda v: "sp" if v else "",
                                    megatron={True: ("--sequence-parallel",)})
     """Shard norms and dropout along the sequence across the TP group (Korthikanti et al. 2022)."""
@@ -73,6 +82,14 @@ class MoEPlan(PlanPart):
     def edp(self) -> int:
         """Expert-data-parallel degree: replicas of each expert shard, tp·cp·dp / (etp·ep) (Megatron-Core)."""
         return max(1, self.tp * self.cp * self.dp // (self.ep * self.etp))
+
+
+def recomputed_layers(s: PlanPart, chunk_layers: float) -> float:
+    """Layers of a model chunk of ``chunk_layers`` layers that a full recompute recomputes (0 without one)."""
+    if s.recompute != "full":
+        return 0.0
+    # Megatron-Core block method: the first recompute_num_layers of the chunk's layers are checkpointed
+    return chunk_layers if not s.recompute_layers else min(float(s.recompute_layers), chunk_layers)
 
 
 PARTS = (TransformerPlan, MoEPlan)

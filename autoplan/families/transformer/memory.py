@@ -6,6 +6,7 @@ reduces them), in bytes. Plain arithmetic: the search calls this thousands of ti
 
 from __future__ import annotations
 
+from dataclasses import replace
 
 from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec
@@ -13,6 +14,7 @@ from autoplan.specs.model import ModelSpec
 from autoplan.families.costs import StageMemory
 from autoplan.specs.layout import (holds_embedding, holds_output, inflight_layer_chunks, model_copies, stage_layers,
                                    weight_grad_held_chunks)
+from autoplan.families.transformer.knobs import recomputed_layers
 from autoplan.families.transformer.passes import grad_bytes
 from autoplan.specs.plan import Plan
 
@@ -96,6 +98,16 @@ def weight_grad_bytes_per_layer(model: ModelSpec, s: Plan) -> float:
     return replicated / sp + sharded / t
 
 
+def partial_recompute_bytes(full: float, chunk_layers: float, model: ModelSpec, s: Plan, flash: bool) -> float:
+    """Mean activation bytes per layer of a chunk whose first ``s.recompute_layers`` layers recompute (``full``
+    bytes each, the layer input) and whose other layers keep everything (Megatron-Core block recompute)."""
+    if not chunk_layers:
+        return full
+    rec = recomputed_layers(s, chunk_layers)
+    kept = activation_bytes_per_layer(model, replace(s, recompute="none", recompute_layers=0), flash)
+    return (rec * full + (chunk_layers - rec) * kept) / chunk_layers
+
+
 def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_layer: float) -> StageMemory:
     t, p, n = s.tp, s.pp, s.dp * s.cp
     layers = stage_layers(model.layers, s, stage)
@@ -140,9 +152,13 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
         buffers += (4 if s.grad_reduce_in_fp32 else 2) * model.layer_params() / t
 
     chunks = inflight_layer_chunks(s, stage)
+    per_chunk = layers / s.chunks
+    if s.recompute_layers:
+        # block recompute (knobs.recomputed_layers): the chunk's first layers keep only their input, the rest all
+        per_layer = partial_recompute_bytes(per_layer, per_chunk, model, s, cluster.flash_attention)
     # Narayanan et al. SC'21 §2.2: each in-flight chunk-forward holds its layers' activations until its backward
     # (an uneven end stage's chunks: their mean layer count)
-    activations = chunks * (layers / s.chunks) * per_layer
+    activations = chunks * per_chunk * per_layer
     waiting_w = weight_grad_held_chunks(s, stage)
     if waiting_w:
         activations += waiting_w * (layers / s.chunks) * weight_grad_bytes_per_layer(model, s)

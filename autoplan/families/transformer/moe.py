@@ -22,6 +22,7 @@ from autoplan.hardware import compute, network, policy
 
 from autoplan.families.transformer import layer
 from autoplan.families.transformer import moe_layer as moe, mtp, passes, step as plan
+from autoplan.families.transformer.knobs import recomputed_layers
 from autoplan.families.transformer.layer import LayerCompute
 from autoplan.hardware.compute import Op
 from autoplan.families.costs import PAIR_COMM_SMS, CommNeed, PassCost, PassKey, StepCosts, pass_cost
@@ -144,13 +145,18 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan, alone: float) -
     d_f, d_b, d_r = sec(dense.forward), sec(dense.backward), sec(dense.recompute)
     m_f, m_b, m_r = sec(lay.forward), sec(lay.backward), sec(lay.recompute)
     d_ftp = _coll(cluster, tp, dense, "forward_collectives")
-    d_btp = _coll(cluster, tp, dense, "backward_collectives") + _coll(cluster, tp, dense, "recompute_collectives")
+    d_btp, d_rtp = _coll(cluster, tp, dense, "backward_collectives"), _coll(cluster, tp, dense, "recompute_collectives")
     m_ftp = _coll(cluster, tp, lay, "forward_collectives")
-    m_btp = _coll(cluster, tp, lay, "backward_collectives") + _coll(cluster, tp, lay, "recompute_collectives")
+    m_btp, m_rtp = _coll(cluster, tp, lay, "backward_collectives"), _coll(cluster, tp, lay, "recompute_collectives")
     # GShard §3.2 (Lepikhin et al. 2020): dispatch and combine all-to-alls around every MoE layer's experts; the
-    # backward reverses both, a full recompute repeats the forward's
+    # backward reverses both, a full recompute repeats the forward's (``share`` of the layers under block recompute)
     m_fep = _exposed(s, mo.a2a_forward, m_f, alone) + mo.etp_forward
-    m_bep = (_exposed(s, mo.a2a_forward * (2 if full else 1), m_b + m_r, alone) + mo.etp_forward * (2 if full else 1))
+
+    def m_bep(share: float) -> float:
+        # the window the backward's all-to-alls hide behind: the backward and what it recomputes (all of a partial
+        # recompute's share; a selective or modules recompute always)
+        window = m_b + (share if full else 1.0) * m_r
+        return _exposed(s, mo.a2a_forward * (1 + share), window, alone) + mo.etp_forward * (1 + share)
     ef, eb, of, ob = sec(emb_f), sec(emb_b), sec(out_f), sec(out_b)
     # DeepSeek-V3 §2.2: each MTP module on the output stage is one more MoE block, its projection (mtp.py) and the
     # shared output head and loss once more
@@ -171,11 +177,12 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan, alone: float) -
             b_comp = d * d_b + k * m_b + first * eb + last * ob
             if not s.gradient_accumulation_fusion:
                 b_comp += _grad_accumulation(model, cluster, s, d, k).seconds
+            # a partial (block) recompute repeats a share of the chunk's layers (knobs.recomputed_layers)
+            share = (recomputed_layers(s, n) / n if n else 1.0) if full else 0.0
             # Shoeybi et al. 2019 §3: the backward has the forward's TP collectives (and a full recompute's)
-            b_tp = d * d_btp + k * m_btp + last * out_tp
-            costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", d * d_r + k * m_r),
-                                                    ("tp", b_tp), ("cp", n * (cp_bwd + (cp_fwd if full else 0))),
-                                                    ("ep", k * m_bep))
+            b_tp = d * (d_btp + share * d_rtp) + k * (m_btp + share * m_rtp) + last * out_tp
+            costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", (share if full else 1.0) * (
+                d * d_r + k * m_r)), ("tp", b_tp), ("cp", n * (cp_bwd + share * cp_fwd)), ("ep", k * m_bep(share)))
     return costs
 
 
@@ -441,6 +448,11 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int,
         other, routed = _moe_layer_params(model, s)
         fp8_layer = d * model.layer_params() / s.tp + (layers - d + blocks) * (other + routed)
         weights += FP8_WEIGHT_BYTES * fp8_layer - (WEIGHT_BYTES * fp8_layer if s.fp8_param_gather else 0)
+    if s.recompute_layers and layers:
+        # block recompute (knobs.recomputed_layers): a share of each chunk's layers keeps only its input
+        share = recomputed_layers(s, layers / s.chunks) / (layers / s.chunks)
+        kept = moe_activation_bytes(model, replace(s, recompute="none", recompute_layers=0), cluster.flash_attention)
+        per_layer = tuple(share * a + (1 - share) * b for a, b in zip(per_layer, kept))
     # Narayanan et al. SC'21 §2.2: each in-flight chunk-forward holds its layers' activations (mean per chunk)
     acts = inflight_layer_chunks(s, stage) * (d * per_layer[0] + (layers - d) * per_layer[1]) / s.chunks
     embedding = base.embedding

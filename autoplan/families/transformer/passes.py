@@ -8,6 +8,7 @@ from functools import lru_cache
 from autoplan.hardware import compute, network, policy
 
 from autoplan.families.transformer import layer as kernels
+from autoplan.families.transformer.knobs import recomputed_layers
 from autoplan.families.transformer import tp_overlap
 from autoplan.hardware.compute import Collective, Op
 from autoplan.families.transformer.layer import LayerCompute
@@ -121,6 +122,8 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey,
         for last in (False, True):
             # an uneven first/last stage's outer chunk has its own layer count (Megatron-Core, uneven pipeline split)
             n = n_first if first else n_last if last else n_mid
+            # a partial (block) recompute repeats only its first layers of the chunk (knobs.recomputed_layers)
+            r = recomputed_layers(s, n) if s.recompute == "full" else n
             f_comp = n * fwd + first * LayerCompute.seconds(emb_f) + last * LayerCompute.seconds(out_f)
             f_tp = n * fwd_tp + first * emb_tp + last * out_tp
             costs[(True, first, last)] = pass_cost(("compute", f_comp), ("tp", f_tp), ("cp", n * cp_fwd))
@@ -129,9 +132,9 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey,
                 b_comp += grad_accumulation(model, cluster, s, n, first, last).seconds
             # Shoeybi et al. 2019 §3 (conjugate f and g): the backward has the forward's TP collectives; a full
             # recompute repeats the forward's too (Korthikanti et al. 2022 §4.2)
-            b_tp = n * (bwd_tp + rec_tp) + last * out_tp
-            costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", n * rec), ("tp", b_tp),
-                                                    ("cp", n * (cp_bwd + (cp_fwd if s.recompute == "full" else 0))))
+            b_tp = n * bwd_tp + r * rec_tp + last * out_tp
+            costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", r * rec), ("tp", b_tp),
+                                                    ("cp", n * cp_bwd + (r * cp_fwd if s.recompute == "full" else 0)))
     return costs
 
 

@@ -3,8 +3,8 @@ degrees, schedule rules, and the numerics and TP-overlap features a plan asks fo
 
 from __future__ import annotations
 
-from autoplan.specs.layout import (BIDIRECTIONAL, V_SHAPE, balanced_layout, balanced_v_layout, layout_chunks,
-                                   uneven_violations)
+from autoplan.specs.layout import (BIDIRECTIONAL, V_SHAPE, balanced_layout, balanced_v_layout, chunk_layers,
+                                   layout_chunks, uneven_violations)
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.plan import SPLIT_BACKWARD, Plan
 
@@ -65,6 +65,8 @@ def violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
         out.append(f"ZeRO stage {s.zero} shards weights across micro-batches and cannot run with pp > 1 (DeepSpeed)")
     if model.mtp_layers and not model.moe:
         out.append(f"multi-token prediction (mtp_layers {model.mtp_layers}) is modelled for MoE models only")
+    if s.recompute_layers:
+        out += _partial_recompute_violations(model, s)
     if s.recompute == "modules" and not model.moe:
         out.append("recompute modules (norms, MLA up-projections, expert activations) is modelled for MoE models "
                    "only; use selective or full")
@@ -106,3 +108,16 @@ def _v_shape_violations(s: Plan) -> list[str]:
             out.append(f"the dualpipe schedule needs an even number of micro-batches ≥ 2·pp ({2 * s.pp}), got "
                        f"{s.micro_batches}")
     return out
+
+
+def _partial_recompute_violations(model: ModelSpec, s: Plan) -> list[str]:
+    """Megatron-LM's block recompute: only with full recompute, and fewer layers than a model chunk holds."""
+    if s.recompute != "full":
+        # Megatron-LM arguments.py: recompute_num_layers is only for --recompute-granularity full
+        return [f"recompute_layers {s.recompute_layers} needs recompute full (Megatron-LM --recompute-method block), "
+                f"not {s.recompute}"]
+    most = max(chunk_layers(model.layers, s))
+    if s.recompute_layers >= most:
+        return [f"recompute_layers {s.recompute_layers} is every layer of a model chunk ({most} at most): that is "
+                "recompute full alone"]
+    return []
