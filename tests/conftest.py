@@ -36,11 +36,17 @@ def tiny_gpt() -> ModelSpec:
 
 @pytest.fixture(scope="session")
 def a100_8() -> ClusterSpec:
-    """One DGX A100 node (8 GPUs)."""
-    return load_cluster("dgx-a100-80g", 8)
+    """One DGX A100 node (8 GPUs), its host never binding (host_launch 0: tests of the GPU-side model; the host
+    floor has tests of its own)."""
+    return _hostless(load_cluster("dgx-a100-80g", 8))
 
 
 @pytest.fixture(scope="session")
 def a100_64() -> ClusterSpec:
-    """Eight DGX A100 nodes (64 GPUs)."""
-    return load_cluster("dgx-a100-80g", 64)
+    """Eight DGX A100 nodes (64 GPUs), host never binding as ``a100_8``."""
+    return _hostless(load_cluster("dgx-a100-80g", 64))
+
+
+def _hostless(cluster: ClusterSpec) -> ClusterSpec:
+    from dataclasses import replace
+    return replace(cluster, gpu=replace(cluster.gpu, host_launch=0.0))

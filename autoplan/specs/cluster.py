@@ -56,8 +56,10 @@ class GPUSpec:
     l2_bandwidth: float = 0.0
     """Bytes per second the L2 cache serves (0: as HBM)."""
     host_launch: float = 0.0
-    """Host (CPU) seconds to issue one kernel from eager PyTorch/Transformer Engine code; 0: the host always keeps
-    ahead of the GPU (only MoE layers, whose token counts sync the host every layer, read it: ``families/transformer/moe_layer.py``)."""
+    """Host (CPU) seconds to issue one modelled op (a module call: Python, the dispatcher and its kernel launches)
+    from eager PyTorch/Transformer Engine code; 0: the host always keeps ahead of the GPU. A pass is never faster
+    than its host issues it (``hardware/compute.host_exposed``); MoE layers, whose token counts sync the host every
+    layer, expose it more (``families/transformer/moe_layer.py``)."""
 
 
 @dataclass(frozen=True, kw_only=True)

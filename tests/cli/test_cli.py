@@ -144,7 +144,9 @@ def test_synchronous_p2p_and_16bit_gradients_from_the_command_line(tmp_path):
 
 
 def test_unfused_gradient_accumulation_from_the_command_line():
-    common = ("simulate", "--model", "gpt-1.7b", "--gpus", "16", "--tp", "2", "--global-batch", "64", "--json")
+    # micro-batches of 8: kernels large enough that the host does not bind (costs.host_bound)
+    common = ("simulate", "--model", "gpt-1.7b", "--gpus", "16", "--tp", "2", "--global-batch", "64", "--micro-batch",
+              "8", "--json")
     fused = json.loads(run(*common).output)
     r = run(*common, "--no-gradient-accumulation-fusion")
     assert r.exit_code == 0, r.output

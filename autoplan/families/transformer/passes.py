@@ -12,7 +12,7 @@ from autoplan.families.transformer.knobs import recomputed_layers
 from autoplan.families.transformer import tp_overlap
 from autoplan.hardware.compute import Collective, Op
 from autoplan.families.transformer.layer import LayerCompute
-from autoplan.families.costs import PassCost, PassKey, pass_cost
+from autoplan.families.costs import PassCost, PassKey, host_bound, pass_cost
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.hardware.support import cp_a2a_degree
 from autoplan.specs.model import ModelSpec
@@ -117,6 +117,12 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey,
     out_f, out_b, out_c = kernels.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
     emb_tp = _collectives_time(cluster, tp, emb_c, s.collective_policy)
     out_tp = _collectives_time(cluster, tp, out_c, s.collective_policy)
+    # the host issues every kernel and NCCL call of a pass (one modelled op each); it runs ahead unless it is slower
+    # than the GPU (costs.host_bound; GPUSpec.host_launch)
+    host = cluster.gpu.host_launch
+    launches_f = len(lay.forward) + len(lay.forward_collectives)
+    launches_b = len(lay.backward) + len(lay.backward_collectives)
+    launches_r = len(lay.recompute) + len(lay.recompute_collectives)
     costs = {}
     for first in (False, True):
         for last in (False, True):
@@ -126,15 +132,19 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey,
             r = recomputed_layers(s, n) if s.recompute == "full" else n
             f_comp = n * fwd + first * LayerCompute.seconds(emb_f) + last * LayerCompute.seconds(out_f)
             f_tp = n * fwd_tp + first * emb_tp + last * out_tp
-            costs[(True, first, last)] = pass_cost(("compute", f_comp), ("tp", f_tp), ("cp", n * cp_fwd))
+            f_host = host * (n * launches_f + first * (len(emb_f) + len(emb_c)) + last * (len(out_f) + len(out_c)))
+            costs[(True, first, last)] = host_bound(
+                pass_cost(("compute", f_comp), ("tp", f_tp), ("cp", n * cp_fwd)), f_host)
             b_comp = n * bwd + first * LayerCompute.seconds(emb_b) + last * LayerCompute.seconds(out_b)
             if not s.gradient_accumulation_fusion:
                 b_comp += grad_accumulation(model, cluster, s, n, first, last).seconds
             # Shoeybi et al. 2019 §3 (conjugate f and g): the backward has the forward's TP collectives; a full
             # recompute repeats the forward's too (Korthikanti et al. 2022 §4.2)
             b_tp = n * bwd_tp + r * rec_tp + last * out_tp
-            costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", r * rec), ("tp", b_tp),
-                                                    ("cp", n * cp_bwd + (r * cp_fwd if s.recompute == "full" else 0)))
+            b_host = host * (n * launches_b + r * launches_r + first * len(emb_b) + last * (len(out_b) + len(out_c)))
+            costs[(False, first, last)] = host_bound(pass_cost(
+                ("compute", b_comp), ("recompute", r * rec), ("tp", b_tp),
+                ("cp", n * cp_bwd + (r * cp_fwd if s.recompute == "full" else 0))), b_host)
     return costs
 
 
@@ -157,6 +167,9 @@ def weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[t
                                                           s.micro_batch)[1])
     out_b = weight_grad_seconds(kernels.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
                                                        s.micro_batch)[1])
+    # the host issues the W kernels too (costs.host_bound): a host-bound backward's W lasts its launches' issue time
+    launches = sum(1 for op in lay.backward if op.name.endswith(".wgrad"))
+    host = cluster.gpu.host_launch
     out = {}
     for first in (False, True):
         for last in (False, True):
@@ -164,7 +177,7 @@ def weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[t
             w = n * w_layer + first * emb_b + last * out_b
             if not s.gradient_accumulation_fusion:
                 w += grad_accumulation(model, cluster, s, n, first, last).seconds
-            out[(first, last)] = pass_cost(("compute", w))
+            out[(first, last)] = host_bound(pass_cost(("compute", w)), host * (n * launches + first + last))
     return out
 
 

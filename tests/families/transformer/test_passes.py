@@ -13,6 +13,7 @@ from autoplan.families.transformer import layer
 from autoplan.families.costs import split_backward
 from autoplan.families.transformer import passes
 from autoplan.families.strategy import Strategy
+from autoplan.specs.model import ModelSpec
 
 
 def test_grad_accumulation_of_the_first_and_last_stage_adds_their_embeddings(tiny_gpt, a100_8):
@@ -114,3 +115,21 @@ def test_an_overlapped_pair_costs_at_least_its_compute_and_more_as_its_kernels_t
     assert pair >= ca + cb - 1e-9
     assert pair <= a.seconds + b.seconds + share * (ta + ea + tb + eb) + 1e-9
     assert overlapped(a, b, min(1.0, share + more)).seconds >= pair - 1e-9
+
+
+def test_a_pass_is_never_faster_than_its_host_issues_it(a100_8):
+    # costs.host_bound: tiny kernels (a 64-wide model) leave the GPU waiting for the host; the pass lasts exactly the
+    # host's issue time, launches · host_launch; a large model's kernels keep the GPU busier than the host
+    from autoplan.families.catalog import get_model
+
+    tiny = ModelSpec(name="tiny", layers=4, hidden=64, heads=2, ffn_hidden=256, vocab=128, seq_len=64)
+    host = replace(a100_8, gpu=replace(a100_8.gpu, host_launch=100e-6))
+    s = Strategy(dp=8, global_batch=8)
+    lay = passes.layer(tiny, host, s)
+    fwd = passes.pass_costs(tiny, host, s)[(True, False, False)]
+    assert fwd.seconds == pytest.approx(100e-6 * 4 * (len(lay.forward) + len(lay.forward_collectives)))
+    free = passes.pass_costs(tiny, replace(a100_8, gpu=replace(a100_8.gpu, host_launch=0.0)), s)
+    assert free[(True, False, False)].seconds < fwd.seconds
+    big = get_model("gpt3")
+    s8 = Strategy(tp=8, pp=8, dp=1, global_batch=8)
+    assert passes.pass_costs(big, host, s8) == passes.pass_costs(big, replace(host, gpu=replace(host.gpu, host_launch=0.0)), s8)
