@@ -47,6 +47,8 @@ def _sweep_options(fn: Any) -> Any:
               help="Mark the counts whose scaling efficiency (throughput per GPU over the smallest count's) is below.")
 @click.option("--top", type=click.IntRange(1, 100), default=1, show_default=True,
               help="Plans kept per count (the exact best first).")
+@click.option("--workers", type=click.IntRange(0), default=None,
+              help="Processes searching counts side by side (0: all in this process). [default: the CPU count]")
 @click.option("--out", type=_UsablePath(file_okay=False), default="results", show_default=True,
               help="Folder for the sweep folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print the sweep as JSON.")
@@ -54,11 +56,12 @@ def _sweep_options(fn: Any) -> Any:
 def sweep_cmd(model_name: str, gpu_range: str, cluster: str, global_batch: int | None, space: str,
               tokens: str | None, epochs: float | None, steps: int | None, gpu_hour_price: float | None,
               goodput: float | None, batch_ramp: str | None, deadline: float | None, budget_usd: str | None,
-              efficiency_threshold: float, top: int, out: str, as_json: bool, **fixed: Any) -> None:
+              efficiency_threshold: float, top: int, workers: int | None, out: str, as_json: bool,
+              **fixed: Any) -> None:
     """Search every GPU count of a range: per count the best plan, its throughput, MFU and (with --tokens) days,
     GPU-hours, energy and cost; the scaling curve; the cheapest count meeting --deadline and --budget."""
     from autoplan.report.sweep import sweep_files, sweep_rows, sweep_table, write_sweep
-    from autoplan.search.sweep import choose, curve, parse_counts, run_sweep
+    from autoplan.search.sweep import choose, curve, default_workers, parse_counts, run_sweep
     from autoplan.search.totals import parse_amount
     from autoplan.specs import load_cluster
 
@@ -78,7 +81,8 @@ def sweep_cmd(model_name: str, gpu_range: str, cluster: str, global_batch: int |
             best = point.best.strategy.short() if point.best else point.note
             click.echo(f"  {point.gpus:>7,} GPUs: {best} ({point.cpu_s:.1f} s CPU) [{done}/{len(counts)}]", err=True)
 
-    result = run_sweep(model, spec, counts, sp, global_batch, budget=run_budget, top_k=top, progress=progress)
+    result = run_sweep(model, spec, counts, sp, global_batch, budget=run_budget, top_k=top, progress=progress,
+                       workers=default_workers() if workers is None else workers)
     scaling = curve(result, efficiency_threshold, price) if result.ran else None
     choice = choose(result, deadline, usd) if (deadline is not None or usd is not None) and result.ran else None
     inputs = {"model": model.name, "cluster": spec.name, "gpu": spec.gpu.name, "gpus": counts,
@@ -97,7 +101,8 @@ def sweep_cmd(model_name: str, gpu_range: str, cluster: str, global_batch: int |
                      "GPUs.")
     name = time.strftime("%Y%m%d-%H%M%S") + f"-{model.name}-sweep"
     try:
-        folder = write_sweep(Path(out).resolve(), name, sweep_files(inputs, result, scaling, choice, title, notes, unit))
+        files = sweep_files(inputs, result, scaling, choice, title, notes, unit)
+        folder = write_sweep(Path(out).resolve(), name, files)
     except OSError as err:
         raise SpecError(f"--out {out!r}: cannot write the sweep folder there ({err.strerror or err})") from None
     rows = sweep_rows(result)

@@ -76,11 +76,15 @@ def sweep_document(inputs: dict, sweep: Any, rows: list[dict], curve: Any, choic
     return {"inputs": inputs, "points": points,
             "curve": None if curve is None else {k: getattr(curve, k) for k in (
                 "gpus", "throughput", "ideal", "usd_per_mtok", "efficiency", "threshold", "first_below", "mfu")},
-            "choice": None if choice is None else {"gpus": choice.point.gpus if choice.point else None,
-                                                    "plan": choice.point.best.strategy.short() if choice.point else None,
-                                                    "message": choice.message, "days_over": choice.days_over,
-                                                    "usd_over": choice.usd_over},
+            "choice": None if choice is None else _choice(choice),
             "cpu_s": round(sweep.cpu_s, 3), "wall_s": round(sweep.wall_s, 3)}
+
+
+def _choice(choice: Any) -> dict:
+    """A sweep Choice as JSON."""
+    picked = choice.point
+    return {"gpus": picked.gpus if picked else None, "plan": picked.best.strategy.short() if picked else None,
+            "message": choice.message, "days_over": choice.days_over, "usd_over": choice.usd_over}
 
 
 def sweep_files(inputs: dict, sweep: Any, curve: Any, choice: Any, title: str, notes: list[str],

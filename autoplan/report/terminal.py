@@ -156,8 +156,8 @@ def leaderboard_table(rows: list[dict], title: str, throughput: str = "tokens/s"
     for r in rows:
         step = f"{r['step_s']:.3f}" if r["step_s"] >= 0.1 else f"{r['step_s']:.4f}"    # CNN steps last milliseconds
         t.add_row(str(r["rank"]), r["plan"], step, f"{r['tokens_per_s']:,}", f"{r['mfu_pct']:.1f}",
-                  f"{r['bubble_pct']:.1f}", f"{r['exposed_comm_pct']:.1f}", f"{r['peak_gib']:.1f}/{r['capacity_gib']:.0f}",
-                  *(total_texts(r) if totals else ()))
+                  f"{r['bubble_pct']:.1f}", f"{r['exposed_comm_pct']:.1f}",
+                  f"{r['peak_gib']:.1f}/{r['capacity_gib']:.0f}", *(total_texts(r) if totals else ()))
     return t
 
 
@@ -179,7 +179,8 @@ def total_texts(r: dict) -> tuple[str, str, str, str]:
     energy = "—" if mwh is None else f"{mwh / 1e3:.3g} GWh" if mwh >= 1e3 else f"{mwh:.3g} MWh" if mwh >= 1 \
         else f"{mwh * 1e3:.3g} kWh"
     days = r["days"]
-    return (f"{days:.1f}" if days >= 1 else f"{days * 24:.1f} h", si(r["gpu_hours"]), energy,
+    when = f"{days:.1f}" if days >= 1 else f"{days * 24:.1f} h" if days >= 1 / 24 else f"{days * 1440:.1f} min"
+    return (when, si(r["gpu_hours"]), energy,
             "—" if r["cost_usd"] is None else "$" + si(r["cost_usd"]))
 
 

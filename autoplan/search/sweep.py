@@ -5,12 +5,17 @@ Work shared between counts is reused: one process and one executor search every 
 shape rather than by GPU count (GEMM and kernel times, pipeline schedules, the engine's task graphs, whose steady
 state is simulated at a few micro-batches whatever dp is) are built once for the whole sweep; and each count asks
 only for its best plans (``top_k`` 1 by default), so its exact search stops as soon as no other plan can beat the
-fastest. The result at each count is the exact best plan of the space.
+fastest. With ``workers`` > 1 the counts run side by side in forked worker processes, each keeping its caches over
+the counts it is given. The result at each count is the exact best plan of the space.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import resource
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -129,26 +134,54 @@ def _search_count(model: ModelSpec, spec: ClusterSpec, space: Space, global_batc
     return result, len(plans), "" if result.leaderboard else "no valid plan fits in memory"
 
 
+def sweep_point(model: ModelSpec, cluster: ClusterSpec, gpus: int, space: Space, global_batch: int,
+                budget: Budget | None = None, top_k: int = 1, executor: Executor | None = None) -> Point:
+    """One count of a sweep: the exact best ``top_k`` plans on ``gpus`` GPUs and the best one's whole run."""
+    t0 = time.process_time()
+    spec = cluster.with_gpus(gpus)
+    result, valid, note = _search_count(model, spec, space, global_batch, top_k, executor or SerialExecutor())
+    board = tuple(sorted(result.leaderboard, key=rank_key)) if result else ()
+    totals = run_totals(model, spec, board[0], budget) if budget is not None and board else None
+    return Point(gpus=gpus, board=board, totals=totals, valid=valid,
+                 simulated=len(result.evaluations) if result else 0, cpu_s=time.process_time() - t0, note=note)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_sweep(model: ModelSpec, cluster: ClusterSpec, counts: list[int], space: Space, global_batch: int, *,
-              budget: Budget | None = None, top_k: int = 1, executor: Executor | None = None,
+              budget: Budget | None = None, top_k: int = 1, workers: int = 0,
               progress: Callable[[int, Point], None] | None = None) -> Sweep:
     """The best ``top_k`` plans at each of ``counts`` GPUs (an exact search per count), with the whole run of the best
-    for ``budget``."""
-    executor = executor or SerialExecutor()
-    cpu0, wall0 = time.process_time(), time.perf_counter()
+    for ``budget``; ``workers`` > 1: that many forked processes search the counts side by side (CPU time counts
+    theirs too)."""
+    cpu0, wall0, children0 = time.process_time(), time.perf_counter(), _children_cpu()
     points: list[Point] = []
-    for g in counts:
-        t0 = time.process_time()
-        spec = cluster.with_gpus(g)
-        result, valid, note = _search_count(model, spec, space, global_batch, top_k, executor)
-        board = tuple(sorted(result.leaderboard, key=rank_key)) if result else ()
-        totals = run_totals(model, spec, board[0], budget) if budget is not None and board else None
-        point = Point(gpus=g, board=board, totals=totals, valid=valid,
-                      simulated=len(result.evaluations) if result else 0, cpu_s=time.process_time() - t0, note=note)
-        points.append(point)
-        if progress:
-            progress(len(points), point)
-    return Sweep(points=tuple(points), cpu_s=time.process_time() - cpu0, wall_s=time.perf_counter() - wall0)
+    workers = min(workers, len(counts))
+    if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+        # forked workers inherit the loaded modules (no re-import); each keeps its caches over its counts
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = [pool.submit(sweep_point, model, cluster, g, space, global_batch, budget, top_k)
+                       for g in counts]
+            for future in futures:
+                points.append(future.result())
+                if progress:
+                    progress(len(points), points[-1])
+    else:
+        executor = SerialExecutor()
+        for g in counts:
+            points.append(sweep_point(model, cluster, g, space, global_batch, budget, top_k, executor))
+            if progress:
+                progress(len(points), points[-1])
+    cpu = time.process_time() - cpu0 + _children_cpu() - children0
+    return Sweep(points=tuple(points), cpu_s=cpu, wall_s=time.perf_counter() - wall0)
+
+
+def default_workers() -> int:
+    """Worker processes a sweep uses by default: the CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -206,7 +239,8 @@ def choose(sweep: Sweep, deadline_days: float | None = None, budget_usd: float |
         over = _usd(cheapest) - budget_usd
         return Choice(point=None, usd_over=over,
                       message=f"the ${budget_usd:,.0f} budget cannot be met: the cheapest count, {cheapest.gpus:,} "
-                              f"GPUs, costs ${_usd(cheapest):,.0f} (${over:,.0f}, {100 * over / budget_usd:.0f} % over)")
+                              f"GPUs, costs ${_usd(cheapest):,.0f} (${over:,.0f}, "
+                              f"{100 * over / budget_usd:.0f} % over)")
     best_on_time = min(on_time, key=lambda p: (_usd(p), p.gpus))
     best_affordable = min(affordable, key=lambda p: (_days(p), p.gpus))
     usd_over, days_over = _usd(best_on_time) - budget_usd, _days(best_affordable) - deadline_days

@@ -128,12 +128,18 @@ class RunTotals:
 
     def to_dict(self) -> dict:
         """Plain JSON (rounded for people)."""
-        return {"steps": self.steps, "tokens": self.tokens, "days": round(self.days, 3),
-                "train_days": round(self.train_s / 86400, 3), "gpus": self.gpus, "gpu_hours": round(self.gpu_hours),
-                "energy_mwh": None if self.energy_kwh is None else round(self.energy_kwh / 1e3, 1),
-                "cost_usd": None if self.cost_usd is None else round(self.cost_usd),
+        return {"steps": self.steps, "tokens": self.tokens, "days": _sig(self.days),
+                "train_days": _sig(self.train_s / 86400),
+                "gpus": self.gpus, "gpu_hours": _sig(self.gpu_hours, 6),
+                "energy_mwh": None if self.energy_kwh is None else _sig(self.energy_kwh / 1e3),
+                "cost_usd": None if self.cost_usd is None else _sig(self.cost_usd, 6),
                 "power_mw": None if self.power_kw is None else round(self.power_kw / 1e3, 3),
                 "gpu_hour_usd": self.gpu_hour_usd or None, "busy": round(self.busy, 4)}
+
+
+def _sig(x: float, digits: int = 5) -> float:
+    """``x`` to ``digits`` significant figures (a run of minutes and one of months both keep their figures)."""
+    return float(f"{x:.{digits}g}")
 
 
 def busy_share(m: Any) -> float:
@@ -162,7 +168,8 @@ def tokens_per_step(model: ModelSpec, e: Evaluation) -> int:
 
 def _stages(model: ModelSpec, cluster: ClusterSpec, e: Evaluation,
             budget: Budget) -> list[tuple[int, float, float, int]]:
-    """(steps, step time, busy share, global batch) of each stage of the run: the ramp's smaller batches, then the plan's own."""
+    """(steps, step time, busy share, global batch) of each stage of the run: the ramp's smaller batches, then the
+    plan's own."""
     out = []
     done = 0.0
     total = budget.tokens
