@@ -3,7 +3,7 @@
 Prints, in CPU seconds (``time.process_time`` inside a fresh process, and the children's rusage for whole
 commands; the machine is shared, so wall clock is printed but not trusted):
   * one search per count as ``autoplan search`` runs it (enumerate the space, exact top-10 search), each in a fresh
-    process, and their mean;
+    process, and their mean; and the same with the sweep's top 1, to show what sharing one process saves;
   * the sweep of all counts in one process (``search/sweep.py``: exact best per count, shared caches);
   * with the full mode, the two commands end to end: ``autoplan search`` (one count, its run folder and report)
     and ``autoplan sweep`` (every count, its folder and report).
@@ -29,10 +29,10 @@ from autoplan.families.catalog import get_model
 from autoplan.specs import load_cluster
 from autoplan.search.space import enumerate_plans, load_space
 from autoplan.search.exhaustive import search
-model, gpus, batch = get_model(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+model, gpus, batch, top = get_model(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 t0, w0 = time.process_time(), time.perf_counter()
 plans, _ = enumerate_plans(model, gpus, load_space("default"), batch)
-result = search(model, load_cluster("dgx-h100-80g", gpus), plans, 10)
+result = search(model, load_cluster("dgx-h100-80g", gpus), plans, top)
 print(json.dumps({"cpu": time.process_time() - t0, "wall": time.perf_counter() - w0,
                   "best": result.leaderboard[0].strategy.short(), "simulated": len(result.evaluations)}))
 """
@@ -79,12 +79,15 @@ def main() -> None:
 
     gpus = parse_counts(counts, load_cluster("dgx-h100-80g"))
     print(f"{model}, counts {gpus}, global batch {batch}, dgx-h100-80g; CPU seconds (min of {a.repeat})")
-    singles = {}
+    singles, firsts = {}, {}
     for g in gpus:
-        runs = [_python(SINGLE, model, str(g), str(batch)) for _ in range(a.repeat)]
+        runs = [_python(SINGLE, model, str(g), str(batch), "10") for _ in range(a.repeat)]
         singles[g] = min(runs, key=lambda r: r["cpu"])
+        firsts[g] = min((_python(SINGLE, model, str(g), str(batch), "1") for _ in range(a.repeat)),
+                        key=lambda r: r["cpu"])
         print(f"  search {g:>6} GPUs: {singles[g]['cpu']:6.2f} s CPU ({singles[g]['wall']:6.2f} s wall), "
-              f"{singles[g]['simulated']:4} simulated, best {singles[g]['best']}")
+              f"{singles[g]['simulated']:4} simulated, best {singles[g]['best']}; top 1 alone: "
+              f"{firsts[g]['cpu']:.2f} s CPU, {firsts[g]['simulated']} simulated")
     sweeps = [_python(SWEEP, model, counts, str(batch)) for _ in range(a.repeat)]
     sweep = min(sweeps, key=lambda r: r["cpu"])
     for g, best, cpu, simulated in sweep["points"]:
@@ -92,7 +95,9 @@ def main() -> None:
         print(f"  sweep  {g:>6} GPUs: {cpu:6.2f} s CPU, {simulated:4} simulated, best {best}{same}")
     mean = statistics.mean(r["cpu"] for r in singles.values())
     total = sum(r["cpu"] for r in singles.values())
-    print(f"one search, mean over the counts: {mean:.2f} s CPU; {len(gpus)} searches: {total:.2f} s CPU")
+    alone = sum(r["cpu"] for r in firsts.values())
+    print(f"one search, mean over the counts: {mean:.2f} s CPU; {len(gpus)} searches: {total:.2f} s CPU; "
+          f"{len(gpus)} top-1 searches in fresh processes: {alone:.2f} s CPU")
     print(f"sweep of {len(gpus)} counts: {sweep['cpu']:.2f} s CPU ({sweep['wall']:.2f} s wall) = "
           f"{sweep['cpu'] / mean:.2f}x one search, {sweep['cpu'] / total:.2f}x the {len(gpus)} searches")
     if a.quick:

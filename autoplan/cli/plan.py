@@ -76,6 +76,8 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
         from autoplan.search.totals import Costing
         costing = Costing(model, spec, run_budget)
         totals = costing(e)
+        if totals is None:
+            raise SpecError(costing.why[e.strategy])
     if as_json:
         extra = {"run_totals": totals.to_dict(), "run_budget": costing.describe()} if costing else {}
         click.echo(json.dumps(evaluation_dict(e) | extra, indent=2))

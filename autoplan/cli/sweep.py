@@ -77,7 +77,7 @@ def sweep_cmd(model_name: str, gpu_range: str, cluster: str, global_batch: int |
     unit = throughput_unit(model)
 
     def progress(done: int, point: Any) -> None:
-        if not as_json:
+        if not as_json and sys.stderr.isatty():
             best = point.best.strategy.short() if point.best else point.note
             click.echo(f"  {point.gpus:>7,} GPUs: {best} ({point.cpu_s:.1f} s CPU) [{done}/{len(counts)}]", err=True)
 
@@ -94,14 +94,14 @@ def sweep_cmd(model_name: str, gpu_range: str, cluster: str, global_batch: int |
         describe = Costing(model, spec, run_budget).describe()
     title = (f"Sweep: {model.name} on {counts[0]:,}–{counts[-1]:,} × {spec.gpu.name} ({spec.name}), "
              f"global batch {global_batch}")
-    notes = [f"Whole run: {describe}." if run_budget is not None else "No --tokens: no days or cost.",
-             f"{len(counts)} counts searched in {result.cpu_s:.1f} s CPU ({result.wall_s:.1f} s wall)."]
+    notes = [f"Whole run: {describe}." if run_budget is not None else "No --tokens: no days or cost."]
     if scaling is not None and scaling.first_below is not None:
         notes.append(f"Scaling efficiency falls below {100 * efficiency_threshold:.0f} % at {scaling.first_below:,} "
                      "GPUs.")
     name = time.strftime("%Y%m%d-%H%M%S") + f"-{model.name}-sweep"
     try:
-        files = sweep_files(inputs, result, scaling, choice, title, notes, unit)
+        timing = [f"{len(counts)} counts searched in {result.cpu_s:.1f} s CPU ({result.wall_s:.1f} s wall)."]
+        files = sweep_files(inputs, result, scaling, choice, title, notes + timing, unit)
         folder = write_sweep(Path(out).resolve(), name, files)
     except OSError as err:
         raise SpecError(f"--out {out!r}: cannot write the sweep folder there ({err.strerror or err})") from None
@@ -119,5 +119,6 @@ def sweep_cmd(model_name: str, gpu_range: str, cluster: str, global_batch: int |
         con.print(escape(note))
     if choice is not None:
         con.print(("[bold green]" if choice.point else "[bold red]") + escape(choice.message) + "[/]")
+    con.print(f"{len(counts)} GPU counts, the exact best plan at each, in CPU time; {result.cpu_s:.1f} s.")
     con.print(f"sweep folder: {folder} (report.html draws the scaling curve)")
     sys.exit(0 if ok else 1)

@@ -424,9 +424,12 @@ def scaling_figure(c: object, unit: str = "tokens/s") -> go.Figure:
         fig.add_vline(x=c.first_below, line_dash="dot", line_color="#d62728",
                       annotation_text=f"efficiency < {100 * c.threshold:.0f} % from {c.first_below:,} GPUs",
                       annotation_position="top left")
+    # log-log: linear scaling is a straight line of slope 1, and the gap to it is the lost efficiency
     fig.update_xaxes(type="log", tickvals=c.gpus, ticktext=[f"{g:,}" for g in c.gpus])
     fig.update_xaxes(title_text="GPUs", row=2 if priced else 1, col=1)
-    fig.update_yaxes(rangemode="tozero")
+    fig.update_yaxes(type="log", row=1, col=1)
+    if priced:
+        fig.update_yaxes(rangemode="tozero", row=2, col=1)
     return _layout(fig, 640 if priced else 380)
 
 

@@ -23,7 +23,9 @@ def columns(costing: Any = None) -> tuple[str, ...]:
 
 
 def total_cells(t: Any) -> dict:
-    """The whole-run cells of one plan's RunTotals."""
+    """The whole-run cells of one plan's RunTotals (all None if it has none)."""
+    if t is None:
+        return dict.fromkeys(TOTAL_COLUMNS)
     d = t.to_dict()
     return {"days": d["days"], "gpu_hours": d["gpu_hours"], "energy_mwh": d["energy_mwh"], "cost_usd": d["cost_usd"]}
 
@@ -44,6 +46,12 @@ def rows(board: list[Any], costing: Any = None) -> list[dict]:
     return out
 
 
+def _totals_entry(costing: Any, e: Any) -> dict:
+    """A leaderboard.json entry's whole run, or why the plan has none."""
+    t = costing(e)
+    return {"run_totals": t.to_dict()} if t is not None else {"run_totals": None, "why": costing.why[e.strategy]}
+
+
 def leaderboard_files(inputs: dict, result: Any, costing: Any = None) -> dict[str, str]:
     """leaderboard.json, .csv and .md of a search ``result`` (file name to text), with the whole run's totals when
     ``costing`` is given."""
@@ -53,7 +61,7 @@ def leaderboard_files(inputs: dict, result: Any, costing: Any = None) -> dict[st
                "out_of_memory": result.out_of_memory,
                "simulated": len(result.evaluations), "pruned_by_bound": result.pruned,
                "seconds": round(result.seconds, 3), "rejected": dict(result.rejected)}
-    entries = [evaluation_dict(e) | ({"run_totals": costing(e).to_dict()} if costing is not None else {})
+    entries = [evaluation_dict(e) | (_totals_entry(costing, e) if costing is not None else {})
                for e in result.leaderboard]
     extra = {"run_budget": costing.describe()} if costing is not None else {}
     as_json = json.dumps({"inputs": inputs, "summary": summary, **extra, "leaderboard": entries}, indent=2)

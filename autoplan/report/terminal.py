@@ -175,6 +175,8 @@ def si(x: float) -> str:
 
 def total_texts(r: dict) -> tuple[str, str, str, str]:
     """Days, GPU-hours, energy and cost of a row, for people (— where unknown)."""
+    if r["days"] is None:
+        return ("—", "—", "—", "—")
     mwh = r["energy_mwh"]
     energy = "—" if mwh is None else f"{mwh / 1e3:.3g} GWh" if mwh >= 1e3 else f"{mwh:.3g} MWh" if mwh >= 1 \
         else f"{mwh * 1e3:.3g} kWh"

@@ -141,7 +141,12 @@ def sweep_point(model: ModelSpec, cluster: ClusterSpec, gpus: int, space: Space,
     spec = cluster.with_gpus(gpus)
     result, valid, note = _search_count(model, spec, space, global_batch, top_k, executor or SerialExecutor())
     board = tuple(sorted(result.leaderboard, key=rank_key)) if result else ()
-    totals = run_totals(model, spec, board[0], budget) if budget is not None and board else None
+    totals = None
+    if budget is not None and board:
+        try:
+            totals = run_totals(model, spec, board[0], budget)
+        except SpecError as err:                    # the best plan cannot run a batch of the ramp
+            note = str(err)
     return Point(gpus=gpus, board=board, totals=totals, valid=valid,
                  simulated=len(result.evaluations) if result else 0, cpu_s=time.process_time() - t0, note=note)
 

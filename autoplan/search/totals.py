@@ -216,15 +216,21 @@ def run_totals(model: ModelSpec, cluster: ClusterSpec, e: Evaluation, budget: Bu
 
 
 class Costing:
-    """Run totals of plans of one model on one cluster for one budget (each plan's computed once)."""
+    """Run totals of plans of one model on one cluster for one budget (each plan's computed once); a plan that
+    cannot run the whole budget (a ramp batch it cannot take) has None, and ``why`` says why."""
 
     def __init__(self, model: ModelSpec, cluster: ClusterSpec, budget: Budget) -> None:
         self.model, self.cluster, self.budget = model, cluster, budget
-        self._done: dict[Any, RunTotals] = {}
+        self._done: dict[Any, RunTotals | None] = {}
+        self.why: dict[Any, str] = {}
 
-    def __call__(self, e: Evaluation) -> RunTotals:
+    def __call__(self, e: Evaluation) -> RunTotals | None:
         if e.strategy not in self._done:
-            self._done[e.strategy] = run_totals(self.model, self.cluster, e, self.budget)
+            try:
+                self._done[e.strategy] = run_totals(self.model, self.cluster, e, self.budget)
+            except SpecError as err:
+                self._done[e.strategy] = None
+                self.why[e.strategy] = str(err)
         return self._done[e.strategy]
 
     def describe(self) -> str:

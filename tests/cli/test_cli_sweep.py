@@ -71,3 +71,16 @@ def test_search_show_and_simulate_carry_the_whole_run(tmp_path):
               "1000", "--json")
     assert sim.exit_code == 0, sim.output
     assert json.loads(sim.output)["run_totals"]["steps"] == 1000
+
+
+def test_epochs_for_a_cnn_and_samples_for_a_dlrm():
+    r = run("simulate", "--model", "resnet50", "--gpus", "8", "--global-batch", "256", "--micro-batch", "32",
+            "--epochs", "2", "--json")
+    assert r.exit_code == 0, r.output
+    totals = json.loads(r.output)["run_totals"]
+    assert totals["steps"] == -(-2 * 1281167 // 256)                # ImageNet-1k: 1,281,167 training images
+    r = run("simulate", "--model", "dlrm-criteo", "--gpus", "8", "--samples", "4.2B", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["run_totals"]["steps"] == -(-4200000000 // 65536)
+    r = run("simulate", "--model", "gpt-1.7b", "--gpus", "16", "--global-batch", "64", "--epochs", "1")
+    assert r.exit_code == 2 and "training-set size" in r.output

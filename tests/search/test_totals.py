@@ -123,3 +123,8 @@ def test_costing_describes_its_sources(tiny_gpt, a100_8, plan):
     text = c.describe()
     assert "1B tokens" in text and "goodput 90 %" in text and "PUE 1.25" in text and "$2 per GPU-hour" in text
     assert c(plan) is c(plan)
+
+
+def test_a_plan_that_cannot_run_the_ramp_has_no_totals_and_a_reason(tiny_gpt, a100_8, plan):
+    c = Costing(tiny_gpt, _cluster(a100_8), Budget(tokens=1e8, ramp=((5e7, 5),)))
+    assert c(plan) is None and "global batch of 5" in c.why[plan.strategy]
