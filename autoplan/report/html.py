@@ -421,13 +421,16 @@ def scaling_figure(c: object, unit: str = "tokens/s") -> go.Figure:
                                  hovertemplate="%{x} GPUs<br>$%{y:.3f} per million<br>efficiency "
                                                "%{customdata[0]:.1f} %<extra></extra>"), row=2, col=1)
     if c.first_below is not None:
-        fig.add_vline(x=c.first_below, line_dash="dot", line_color="#d62728",
-                      annotation_text=f"efficiency < {100 * c.threshold:.0f} % from {c.first_below:,} GPUs",
-                      annotation_position="top left")
+        fig.add_vline(x=c.first_below, line_dash="dot", line_color="#d62728")
+        fig.add_annotation(x=math.log10(c.first_below), xref="x", y=0.04, yref="y domain", xanchor="left",
+                           showarrow=False, font={"color": "#d62728"},
+                           text=f" efficiency < {100 * c.threshold:.0f} % from {c.first_below:,} GPUs")
     # log-log: linear scaling is a straight line of slope 1, and the gap to it is the lost efficiency
     fig.update_xaxes(type="log", tickvals=c.gpus, ticktext=[f"{g:,}" for g in c.gpus])
     fig.update_xaxes(title_text="GPUs", row=2 if priced else 1, col=1)
-    fig.update_yaxes(type="log", row=1, col=1)
+    # ticks at the smallest count's throughput times powers of two, like the GPU axis
+    fig.update_yaxes(type="log", dtick=math.log10(2), tick0=math.log10(c.throughput[0]), tickformat=".3~s", row=1,
+                     col=1)
     if priced:
         fig.update_yaxes(rangemode="tozero", row=2, col=1)
     return _layout(fig, 640 if priced else 380)

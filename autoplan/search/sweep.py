@@ -234,18 +234,17 @@ def choose(sweep: Sweep, deadline_days: float | None = None, budget_usd: float |
                                           f"({what}, {', '.join(why)}): {pick.best.strategy.short()}")
     fastest = min(ran, key=lambda p: (_days(p), p.gpus))
     cheapest = min(ran, key=lambda p: (cost(p), p.gpus))
-    if not on_time:
-        over = _days(fastest) - deadline_days
-        return Choice(point=None, days_over=over,
-                      message=f"the {deadline_days:g}-day deadline cannot be met: the fastest count, {fastest.gpus:,} "
-                              f"GPUs, takes {_days(fastest):.1f} days ({over:.1f} days, "
-                              f"{100 * over / deadline_days:.0f} % over)")
-    if not affordable:
-        over = _usd(cheapest) - budget_usd
-        return Choice(point=None, usd_over=over,
-                      message=f"the ${budget_usd:,.0f} budget cannot be met: the cheapest count, {cheapest.gpus:,} "
-                              f"GPUs, costs ${_usd(cheapest):,.0f} (${over:,.0f}, "
-                              f"{100 * over / budget_usd:.0f} % over)")
+    if not on_time or not affordable:
+        days_over = _days(fastest) - deadline_days if not on_time else 0.0
+        usd_over = _usd(cheapest) - budget_usd if not affordable else 0.0
+        late = (f"the {deadline_days:g}-day deadline cannot be met: the fastest count, {fastest.gpus:,} GPUs, takes "
+                f"{_days(fastest):.1f} days ({days_over:.1f} days, {100 * days_over / deadline_days:.0f} % over)"
+                if not on_time else "")
+        poor = (f"the ${budget_usd:,.0f} budget cannot be met: the cheapest count, {cheapest.gpus:,} GPUs, costs "
+                f"${_usd(cheapest):,.0f} (${usd_over:,.0f}, {100 * usd_over / budget_usd:.0f} % over)"
+                if not affordable else "")
+        message = "; and ".join(m for m in (late, poor) if m)
+        return Choice(point=None, days_over=days_over, usd_over=usd_over, message=message)
     best_on_time = min(on_time, key=lambda p: (_usd(p), p.gpus))
     best_affordable = min(affordable, key=lambda p: (_days(p), p.gpus))
     usd_over, days_over = _usd(best_on_time) - budget_usd, _days(best_affordable) - deadline_days

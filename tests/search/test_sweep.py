@@ -89,6 +89,9 @@ def test_which_constraint_cannot_be_met_and_by_how_much():
     assert "8,192 GPUs" in late.message and "10-day deadline cannot be met" in late.message
     poor = choose(SWEEP, None, 5.0e6)
     assert poor.point is None and poor.usd_over == pytest.approx(2.0e6) and "1,024 GPUs" in poor.message
+    neither = choose(SWEEP, 10.0, 5.0e6)
+    assert neither.days_over == pytest.approx(8.0) and neither.usd_over == pytest.approx(2.0e6)
+    assert "deadline cannot be met" in neither.message and "budget cannot be met" in neither.message
     both = choose(SWEEP, 20.0, 8.0e6)        # on time: only 8192 ($10.6M); affordable: 1024, 2048 (52 days at best)
     assert both.point is None and "no count meets both" in both.message
     assert both.usd_over == pytest.approx(2.6e6) and both.days_over == pytest.approx(32.0)
