@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from autoplan.cli.app import DEFAULT_CLUSTER, DEFAULT_GLOBAL_BATCH, _console, _UsablePath, friendly, main, \
-    throughput_unit
+from autoplan.cli.app import (DEFAULT_CLUSTER, DEFAULT_GLOBAL_BATCH, _console, _UsablePath, friendly, main,
+                              throughput_unit)
 from autoplan.cli.options import _fixable, _knob_option, load_budget, load_search_inputs, run_options
 from autoplan.errors import SpecError
 from autoplan.families.strategy import knob_of
@@ -118,7 +118,8 @@ def sweep_cmd(model_name: str, gpu_range: str, cluster: str, global_batch: int |
     for note in notes:
         con.print(escape(note))
     if choice is not None:
-        con.print(("[bold green]" if choice.point else "[bold red]") + escape(choice.message) + "[/]")
+        for part in choice.message.split("; and "):           # each constraint that fails on its own line
+            con.print(("[bold green]" if choice.point else "[bold red]") + escape(part) + "[/]")
     con.print(f"{len(counts)} GPU counts, the exact best plan at each, in CPU time; {result.cpu_s:.1f} s.")
     con.print(f"sweep folder: {folder} (report.html draws the scaling curve)")
     sys.exit(0 if ok else 1)
