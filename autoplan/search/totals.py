@@ -153,6 +153,8 @@ def gpu_power_w(cluster: ClusterSpec, busy: float) -> float | None:
     g = cluster.gpu
     if not g.tdp_w:
         return None
+    if g.idle_w >= g.tdp_w:
+        raise SpecError(f"cluster {cluster.name}: idle_w {g.idle_w:g} must be below tdp_w {g.tdp_w:g} to price energy")
     # a GPU computes at its power cap (the spec's clock_ratio: training GEMMs run power-capped; Patel et al., ASPLOS
     # 2024: LLM training iterations reach TDP) and waits at idle; without an idle figure it is counted at TDP
     # throughout, as Meta's model cards count training energy (Llama 3.1 MODEL_CARD: peak power per GPU)

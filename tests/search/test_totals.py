@@ -80,6 +80,8 @@ def test_power_without_an_idle_figure_is_tdp_throughout(a100_8):
     cluster = _cluster(a100_8, idle=0.0, overhead=0.0, pue=1.0)
     assert gpu_power_w(cluster, 0.0) == gpu_power_w(cluster, 1.0) == 400.0
     assert gpu_power_w(_cluster(a100_8, tdp=0.0), 1.0) is None
+    with pytest.raises(SpecError, match="idle_w 500 must be below tdp_w 400"):
+        gpu_power_w(_cluster(a100_8, idle=500.0), 1.0)
 
 
 @given(st.floats(0.0, 1.0), st.floats(0.0, 1.0))
