@@ -5,6 +5,6 @@ the commands that need them, so that ``autoplan --help`` stays fast.
 """
 
 from autoplan.cli.app import main
-from autoplan.cli import calibrate, catalog, collective, plan, runs, search, validate  # noqa: F401  (they register commands)
+from autoplan.cli import calibrate, catalog, collective, plan, runs, search, sweep, validate  # noqa: F401  (register commands)
 
 __all__ = ["main"]

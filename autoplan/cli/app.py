@@ -49,6 +49,7 @@ def main() -> None:
     autoplan simulate --model gpt3 --gpus 1024 --tp 8 --pp 8 --trace step.json
     autoplan space    --model gpt3 --gpus 1024     size of the search space, why plans are rejected
     autoplan search   --model gpt3 --gpus 1024     the best plans (exact top 10), a run folder in results/
+    autoplan sweep    --model llama3-405b --gpus 1024..16384 --tokens 15T   best plan, days and cost per GPU count
     autoplan show     results/RUN                  a run's leaderboard; `report` rebuilds report.html
     autoplan export   results/RUN --rank 1 --format megatron
     autoplan validate                              predictions against published training runs

@@ -146,3 +146,66 @@ def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: i
     return model, spec, loaded, default_batch(model, global_batch)
 
 
+
+
+RUN_FLAGS = ("tokens", "epochs", "steps", "gpu_hour_price", "goodput", "batch_ramp")
+"""The whole-run flags (``run_options``): the keyword arguments they add to a command."""
+
+
+def run_options(fn: Callable) -> Callable:
+    """--tokens/--samples, --epochs, --steps, --gpu-hour-price, --goodput, --batch-ramp: the whole run's budget
+    (days, GPU-hours, energy and cost beside each plan; ``search/totals.py``)."""
+    opts = [
+        click.option("--tokens", "--samples", "tokens", default=None, metavar="N",
+                     help="Train on N tokens (samples for CNNs and DLRMs): 15T, 300B, 2.5e12; shows days, GPU-hours, "
+                          "energy and cost of each plan."),
+        click.option("--epochs", type=click.FloatRange(0, min_open=True), default=None,
+                     help="Train for this many epochs of the model's training set (built-in CNNs)."),
+        click.option("--steps", type=click.IntRange(1), default=None, help="Train for N optimizer steps."),
+        click.option("--gpu-hour-price", type=click.FloatRange(0, min_open=True), default=None, metavar="USD",
+                     help="Price of a GPU-hour [default: the cluster spec's gpu_hour_usd, if any]."),
+        click.option("--goodput", type=click.FloatRange(0, 1, min_open=True), default=None,
+                     help="Share of wall-clock time spent training (checkpoints, failures): 0.9 is Llama 3 405B's on "
+                          "16K H100s (arXiv 2407.21783 §3.3.4). [default: 1, none lost]"),
+        click.option("--batch-ramp", default=None, metavar="TOKENS:BATCH,…",
+                     help="Smaller global batches before the plan's own, e.g. 2.87T:1024 (Llama 3 405B: 8M-token "
+                          "batches until 2.87T tokens, then 16M)."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def load_budget(model: Any, tokens: str | None, epochs: float | None, steps: int | None,
+                gpu_hour_price: float | None, goodput: float | None, batch_ramp: str | None) -> Any:
+    """The Budget the whole-run flags give, or None if they give no tokens, epochs or steps."""
+    from autoplan.search.totals import Budget, epoch_budget, parse_amount
+
+    given = [f for f, v in (("--tokens", tokens), ("--epochs", epochs), ("--steps", steps)) if v is not None]
+    if len(given) > 1:
+        raise SpecError(f"give one of --tokens, --epochs and --steps, not {' and '.join(given)}")
+    if not given:
+        extra = [f for f, v in (("--gpu-hour-price", gpu_hour_price), ("--goodput", goodput),
+                                ("--batch-ramp", batch_ramp)) if v is not None]
+        if extra:
+            raise SpecError(f"{', '.join(extra)} prices a whole run: give --tokens, --epochs or --steps too")
+        return None
+    amount = parse_amount(tokens, "--tokens") if tokens is not None else (
+        epoch_budget(model, epochs, None) if epochs is not None else 0.0)
+    return Budget(tokens=amount, steps=steps or 0, gpu_hour_usd=gpu_hour_price or 0.0,
+                  goodput=1.0 if goodput is None else goodput, ramp=parse_ramp(batch_ramp))
+
+
+def parse_ramp(text: str | None) -> tuple[tuple[float, int], ...]:
+    """``2.87T:1024,…`` → ((2.87e12, 1024), …)."""
+    from autoplan.search.totals import parse_amount
+
+    if not text:
+        return ()
+    stages = []
+    for part in text.split(","):
+        until, sep, batch = part.partition(":")
+        if not sep or not batch.strip().isdigit():
+            raise SpecError(f"--batch-ramp {text!r}: each stage is TOKENS:BATCH, e.g. 2.87T:1024")
+        stages.append((parse_amount(until, "--batch-ramp tokens"), int(batch)))
+    return tuple(stages)

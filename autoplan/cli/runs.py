@@ -32,14 +32,19 @@ def show_cmd(run: str, top: int | None, as_json: bool) -> None:
     """Print the leaderboard of a run folder."""
     from autoplan.report.leaderboard import rows
     from autoplan.search.analysis import load_run
+    from autoplan.search.totals import costing_of
 
     r = load_run(run)
-    table = rows(r.ranked[:top or r.top_k])
+    costing = costing_of(r.inputs, r.model, r.cluster)
+    table = rows(r.ranked[:top or r.top_k], costing)
     if as_json:
-        click.echo(json.dumps({"run": str(r.folder), "leaderboard": table}, indent=2))
+        extra = {"run_budget": costing.describe()} if costing is not None else {}
+        click.echo(json.dumps({"run": str(r.folder), **extra, "leaderboard": table}, indent=2))
         return
     from autoplan.report.terminal import leaderboard_table
     _console().print(leaderboard_table(table, f"Best plans: {r.title}", throughput_unit(r.model)))
+    if costing is not None:
+        click.echo(f"whole run: {costing.describe()}")
     if not table:
         click.echo("no plan of this run fits in memory")
     elif (top or 0) > r.top_k and r.inputs.get("sampler") == "exhaustive":

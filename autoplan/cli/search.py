@@ -11,7 +11,7 @@ import click
 from autoplan.cli.app import (_console, _FinitePercent, _UsablePath, friendly,
                               main, throughput_unit)
 from autoplan.errors import SpecError
-from autoplan.cli.options import _fixable, load_search_inputs, space_options
+from autoplan.cli.options import RUN_FLAGS, _fixable, load_budget, load_search_inputs, run_options, space_options
 
 
 @main.command()
@@ -66,12 +66,14 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
               help="How the symbolic cost weighs a byte over a network tier against a FLOP: balance = peak "
                    "FLOP/s over the tier's bandwidth (datasheet), shape = 1 (topology shape only), launch = "
                    "balance plus each kernel launch at the spec's kernel overhead × peak FLOP/s (calibrated).")
+@run_options
 @click.option("--json", "as_json", is_flag=True, help="Print the leaderboard as JSON.")
 @friendly
 def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: str, top: int, out: str,
            sampler: str, budget: int, seed: int, workers: int, ray_address: str | None, storage: str | None,
            resume: str | None, cost: str, prefilter: float | None, symbolic_weights: str, as_json: bool,
-           **fixed: Any) -> None:
+           tokens: str | None, epochs: float | None, steps: int | None, gpu_hour_price: float | None,
+           goodput: float | None, batch_ramp: str | None, **fixed: Any) -> None:
     """Rank every valid plan for a model on a cluster (exact top-k; plans that cannot win are skipped)."""
     import time
     from pathlib import Path
@@ -88,6 +90,7 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
         cost, prefilter, symbolic_weights = (folder.read_inputs().get(k, v) for k, v in _SYMBOLIC_DEFAULTS.items())
     else:
         model, spec, sp, global_batch = load_search_inputs(model_name, gpus, cluster, global_batch, space, fixed)
+    run_budget = load_budget(model, tokens, epochs, steps, gpu_hour_price, goodput, batch_ramp)
     plans, rejected = enumerate_plans(model, gpus, sp, global_batch)
     if not plans:
         from autoplan.search.space import explain_no_plan
@@ -101,6 +104,10 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
               "sampler": chosen, "budget": budget, "seed": seed}
     symbolic = {"cost": cost, "prefilter": prefilter, "symbolic_weights": symbolic_weights}
     inputs |= {k: v for k, v in symbolic.items() if v != _SYMBOLIC_DEFAULTS[k]}   # recorded only when used
+    if run_budget is not None:
+        inputs["run_budget"] = run_budget.to_dict()
+    elif resume is not None and "run_budget" in folder.read_inputs():
+        inputs["run_budget"] = folder.read_inputs()["run_budget"]          # the resumed run's own budget
     fresh = resume is None
     if fresh:
         run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{model.name}-{gpus}gpu"
@@ -130,6 +137,7 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
     from autoplan.report.live import Progress, progress_console
     from autoplan.report.write import write_run
     from autoplan.search.run import SearchInterrupted, run_search
+    from autoplan.search.totals import costing_of
 
     top, chosen, gpus = inputs["top"], inputs["sampler"], inputs["gpus"]
     progress = Progress(progress_console(), len(plans), "plans" if chosen == "exhaustive" else "of budget")
@@ -150,14 +158,19 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
                    f"leaderboard in {folder.path} (`autoplan report {folder.path}` draws it); continue with "
                    f"--resume {folder.path}", err=True)
         sys.exit(130)
-    table = rows(result.leaderboard)
+    costing = costing_of(inputs, model, spec)
+    table = rows(result.leaderboard, costing)
     if as_json:
-        click.echo(json.dumps({"run": str(folder.path), "leaderboard": table}, indent=2))
+        extra = {"run_budget": costing.describe()} if costing is not None else {}
+        click.echo(json.dumps({"run": str(folder.path), **extra, "leaderboard": table}, indent=2))
         sys.exit(0 if table else 1)
     from autoplan.report.terminal import leaderboard_table
     con = _console()
     con.print(leaderboard_table(table, f"Best plans: {model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
                                        f"global batch {inputs['global_batch']}", throughput_unit(model)))
+    if costing is not None:
+        from rich.markup import escape
+        con.print(f"whole run: {escape(costing.describe())}")
     if not result.leaderboard:
         from rich.markup import escape
 
@@ -189,8 +202,8 @@ when they differ."""
 
 _RESUMED = ("gpus", "global_batch", "top", "sampler", "budget", "seed")
 """Search settings a resume takes from the run's inputs.json (with the model, cluster and space)."""
-_RESUME_MAY_CHANGE = ("resume", "out", "workers", "ray_address", "storage", "as_json")
-"""Flags that say how to run, not what to search: a resume may give them."""
+_RESUME_MAY_CHANGE = ("resume", "out", "workers", "ray_address", "storage", "as_json") + RUN_FLAGS
+"""Flags that say how to run or how to price the whole run, not what to search: a resume may give them."""
 
 
 def _resume_inputs(folder: Any, ctx: click.Context) -> tuple[Any, Any, Any, dict]:

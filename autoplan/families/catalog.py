@@ -20,6 +20,9 @@ _BY_NAME = {m.name: m for m in _MODELS}
 _FILE_TABLES = {k: fn for c in _CATALOGS for k, fn in getattr(c, "FILE_TABLES", {}).items()}
 """Model-file tables a family builds its model from (e.g. ``[dlrm]``), by key."""
 
+_EPOCHS: dict[str, int] = {k: v for c in _CATALOGS for k, v in getattr(c, "EPOCH_SAMPLES", {}).items()}
+"""Samples in one epoch of a built-in model's training set, where its family's catalog gives it."""
+
 STRUCTURE_TYPES: dict[str, type] = {m.family: type(m.structure) for m in _MODELS if m.structure is not None}
 """The type of ``ModelSpec.structure`` per family that has one (for reading run folders back)."""
 
@@ -27,6 +30,11 @@ STRUCTURE_TYPES: dict[str, type] = {m.family: type(m.structure) for m in _MODELS
 def list_models() -> tuple[ModelSpec, ...]:
     """Every built-in model, smallest first within each family."""
     return _MODELS
+
+
+def epoch_samples(model: ModelSpec) -> int | None:
+    """Samples in one epoch of ``model``'s training set (built-in CNNs), or None if unknown."""
+    return _EPOCHS.get(model.name)
 
 
 def aliases() -> dict[str, str]:

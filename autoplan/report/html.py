@@ -17,6 +17,7 @@ from autoplan.report.export import megatron_text
 from autoplan.report.leaderboard import rows
 from autoplan.search.analysis import Analysis, Neighbour, Run
 from autoplan.search.folder import trace_name
+from autoplan.search.totals import costing_of
 from autoplan.sim.metrics import BREAKDOWN_KINDS
 from autoplan.sim.simulate import Evaluation, Simulation
 
@@ -218,16 +219,29 @@ def top_table(run: Run) -> str:
     """The leaderboard as an HTML table."""
     if not run.leaderboard:
         return _note("No plan fits in memory: try more GPUs, recompute, ZeRO or a smaller micro-batch.")
+    from autoplan.report.terminal import TOTAL_LABELS, total_texts
+
     ref = run.leaderboard[0].metrics.tokens_per_s
-    head = ("#", "plan", "step s", "tokens/s", "vs best", "MFU %", "bubble %", "exposed comm %", "peak GiB")
+    costing = _costing(run)
+    head = ("#", "plan", "step s", "tokens/s", "vs best", "MFU %", "bubble %", "exposed comm %", "peak GiB") + (
+        tuple(label for _, label in TOTAL_LABELS) if costing is not None else ())
     body = []
-    for r, e in zip(rows(run.leaderboard), run.leaderboard):
+    for r, e in zip(rows(run.leaderboard, costing), run.leaderboard):
         cells = (r["rank"], r["plan"], f"{r['step_s']:.3f}", f"{r['tokens_per_s']:,}",
                  f"{100 * (e.metrics.tokens_per_s / ref - 1):+.1f} %", f"{r['mfu_pct']:.1f}", f"{r['bubble_pct']:.1f}",
-                 f"{r['exposed_comm_pct']:.1f}", f"{r['peak_gib']:.1f} / {r['capacity_gib']:.0f}")
+                 f"{r['exposed_comm_pct']:.1f}", f"{r['peak_gib']:.1f} / {r['capacity_gib']:.0f}") + (
+            total_texts(r) if costing is not None else ())
         body.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     return ("<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
             + "".join(body) + "</tbody></table>")
+
+
+def _costing(run: Run) -> object | None:
+    """The run's whole-run Costing (its inputs' ``run_budget``), or None; an unreadable budget is left out."""
+    try:
+        return costing_of(run.inputs, run.model, run.cluster)
+    except SpecError:
+        return None
 
 
 def inputs_table(run: Run) -> str:
@@ -241,6 +255,9 @@ def inputs_table(run: Run) -> str:
         m = run.model
         items.append(("model shape", f"{m.layers} layers, hidden {m.hidden}, {m.heads} heads ({m.kv_heads} kv), "
                                      f"ffn {m.ffn_hidden}, vocab {m.vocab}, sequence {m.seq_len}, {m.activation}"))
+    costing = _costing(run)
+    if costing is not None:
+        items.append(("whole run", costing.describe()))
     items.append(("run folder", str(run.folder)))
     return "<table class=\"kv\">" + "".join(
         f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in items) + "</table>"
@@ -325,6 +342,11 @@ def _subtitle(run: Run) -> str:
         m = run.leaderboard[0].metrics
         parts.append(f"best: {run.leaderboard[0].strategy.short()}, {m.step_time:.3f} s/step, "
                      f"{m.tokens_per_s:,.0f} tokens/s, MFU {100 * m.mfu:.1f} %")
+        costing = _costing(run)
+        if costing is not None:
+            from autoplan.report.terminal import total_texts
+            days, gpu_h, energy, cost = total_texts(rows(run.leaderboard[:1], costing)[0])
+            parts.append(f"the whole run: {days} days, {gpu_h} GPU-hours, {energy}, {cost}")
     return "; ".join(parts) + "."
 
 
@@ -370,3 +392,90 @@ def page(run: Run, analysis: Analysis) -> str:
         timeline=_timeline_html(run, sim), sensitivity=_sensitivity_html(run, analysis.neighbours),
         importance=_importance_html(analysis.importances, analysis.importance_note),
         launch=_launch_html(run), inputs=inputs_table(run))
+
+
+# ------------------------------------------------------------------------------------------------ sweep reports
+
+def scaling_figure(c: object, unit: str = "tokens/s") -> go.Figure:
+    """The scaling curve of a sweep (``search/sweep.py`` Curve): the best plan's throughput against GPUs with the
+    ideal line (the smallest count's throughput per GPU, scaled), the cost per million tokens with its ideal (flat)
+    line when there is a price, and the counts whose efficiency falls below the threshold in red."""
+    priced = any(v is not None for v in c.usd_per_mtok)
+    fig = make_subplots(rows=2 if priced else 1, cols=1, shared_xaxes=True, vertical_spacing=0.1,
+                        subplot_titles=[f"Throughput ({unit})"] + ([f"Cost per million {unit.split('/')[0]}"]
+                                                                   if priced else []))
+    low = [e < c.threshold for e in c.efficiency]
+    colors = ["#d62728" if b else "#1f77b4" for b in low]
+    info = [[100 * e, 100 * m] for e, m in zip(c.efficiency, c.mfu or [0.0] * len(c.gpus))]
+    fig.add_trace(go.Scatter(x=c.gpus, y=c.ideal, mode="lines", name="ideal (linear from the smallest count)",
+                             line={"dash": "dash", "color": "#7f7f7f"}, hoverinfo="skip"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=c.gpus, y=c.throughput, mode="lines+markers", name="best plan",
+                             line={"color": "#1f77b4"}, marker={"color": colors, "size": 10}, customdata=info,
+                             hovertemplate="%{x} GPUs<br>%{y:,.0f} " + unit + "<br>efficiency %{customdata[0]:.1f} %, "
+                                           "MFU %{customdata[1]:.1f} %<extra></extra>"), row=1, col=1)
+    if priced:
+        fig.add_trace(go.Scatter(x=c.gpus, y=[c.usd_per_mtok[0]] * len(c.gpus), mode="lines", showlegend=False,
+                                 line={"dash": "dash", "color": "#7f7f7f"}, hoverinfo="skip"), row=2, col=1)
+        fig.add_trace(go.Scatter(x=c.gpus, y=c.usd_per_mtok, mode="lines+markers", name="cost per million",
+                                 line={"color": "#2ca02c"}, marker={"color": colors, "size": 10}, customdata=info,
+                                 hovertemplate="%{x} GPUs<br>$%{y:.3f} per million<br>efficiency "
+                                               "%{customdata[0]:.1f} %<extra></extra>"), row=2, col=1)
+    if c.first_below is not None:
+        fig.add_vline(x=c.first_below, line_dash="dot", line_color="#d62728")
+        fig.add_annotation(x=math.log10(c.first_below), xref="x", y=0.04, yref="y domain", xanchor="left",
+                           showarrow=False, font={"color": "#d62728"},
+                           text=f" efficiency < {100 * c.threshold:.0f} % from {c.first_below:,} GPUs")
+    # log-log: linear scaling is a straight line of slope 1, and the gap to it is the lost efficiency
+    fig.update_xaxes(type="log", tickvals=c.gpus, ticktext=[f"{g:,}" for g in c.gpus])
+    fig.update_xaxes(title_text="GPUs", row=2 if priced else 1, col=1)
+    # ticks at the smallest count's throughput times powers of two, like the GPU axis
+    fig.update_yaxes(type="log", dtick=math.log10(2), tick0=math.log10(c.throughput[0]), tickformat=".3~s", row=1,
+                     col=1)
+    if priced:
+        fig.update_yaxes(rangemode="tozero", row=2, col=1)
+    return _layout(fig, 640 if priced else 380)
+
+
+SWEEP_PAGE = Template("""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>autoplan sweep: $title</title>
+<style>$style</style>
+<script>$plotlyjs</script>
+</head>
+<body>
+<h1>$title</h1>
+<p class="sub">$subtitle</p>
+<section id="curve"><h2>Scaling curve</h2>$curve
+<p class="note">The best plan at each GPU count (an exact search per count). Dashed: ideal linear scaling from the
+smallest count (throughput) and its constant cost per token; red points: scaling efficiency below the threshold.</p>
+</section>
+<section id="counts"><h2>Best plan per GPU count</h2>$table</section>
+<section id="choice"><h2>Deadline and budget</h2>$choice</section>
+<section id="inputs"><h2>Inputs</h2>$inputs</section>
+</body>
+</html>
+""")
+"""A sweep's report page: the scaling curve, the table of counts, the choice under constraints, the inputs."""
+
+
+def _style() -> str:
+    """The run report's style sheet (one look for both pages)."""
+    return PAGE.template.split("<style>", 1)[1].split("</style>", 1)[0]
+
+
+def sweep_page(title: str, subtitle: str, curve: object | None, table: list[list[str]], head: list[str],
+               choice: str, inputs: dict, unit: str = "tokens/s") -> str:
+    """The whole sweep report page from plain data: the Curve (None: no count ran), table rows and head, the
+    choice's message and the inputs."""
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in table)
+    table_html = ("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr></thead><tbody>"
+                  + body + "</tbody></table>")
+    kv = "<table class=\"kv\">" + "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
+                                           for k, v in inputs.items()) + "</table>"
+    figure = (_div(scaling_figure(curve, unit), "fig-scaling") if curve is not None and curve.gpus
+              else _note("No GPU count of the sweep has a plan that runs."))
+    return SWEEP_PAGE.substitute(title=html.escape(title), subtitle=html.escape(subtitle), style=_style(),
+                                 plotlyjs=get_plotlyjs(), curve=figure, table=table_html, choice=_note(choice),
+                                 inputs=kv)

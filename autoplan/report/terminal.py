@@ -77,6 +77,26 @@ def summary_table(m: Any, gpus: int) -> Table:
     return t
 
 
+def totals_view(t: Any, budget: str) -> Group:
+    """The whole run of one plan: steps, days, GPU-hours, energy, cost (``search/totals.py`` RunTotals)."""
+    from autoplan.search.totals import short_amount
+
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    d = t.to_dict()
+    _, _, energy, cost = total_texts(d)
+    goodput = f" ({t.train_s / 86400:,.1f} training)" if t.wall_s > t.train_s else ""
+    power = f", {t.power_kw / 1e3:,.2f} MW while training" if t.power_kw is not None else ""
+    for k, v in (("steps", f"{t.steps:,} ({short_amount(t.tokens)} tokens or samples)"),
+                 ("days", f"{t.days:,.1f}{goodput}"),
+                 ("GPU-hours", f"{t.gpu_hours:,.0f} on {t.gpus:,} GPUs"), ("energy", f"{energy}{power}"),
+                 ("cost", cost + (f" at ${t.gpu_hour_usd:g} per GPU-hour" if t.gpu_hour_usd else
+                                  " (no price: give --gpu-hour-price)"))):
+        table.add_row(k, v)
+    return Group(Text("The whole run", style="bold"), Text(budget, style="dim"), table)
+
+
 def simulation_view(title: str, m: Any, gpus: int) -> Group:
     """The whole `autoplan simulate` screen."""
     return Group(Text(title, style="bold"), summary_table(m, gpus), Text(""), breakdown_bar(m.breakdown),
@@ -125,17 +145,45 @@ def check_view(report: dict, model: Any, cluster: Any, s: Any) -> Group:
 
 
 def leaderboard_table(rows: list[dict], title: str, throughput: str = "tokens/s") -> Table:
-    """The ranked plans (``throughput`` names the unit of the tokens_per_s column: samples/s for CNNs)."""
+    """The ranked plans (``throughput`` names the unit of the tokens_per_s column: samples/s for CNNs), with the
+    whole run's days, GPU-hours, energy and cost when the rows have them."""
     t = Table(title=title, title_justify="left")
+    totals = bool(rows) and "days" in rows[0]
     for col, label in (("rank", "#"), ("plan", "plan"), ("step_s", "step s"), ("tokens_per_s", throughput),
                        ("mfu_pct", "MFU %"), ("bubble_pct", "bubble %"), ("exposed_comm_pct", "exposed comm %"),
-                       ("peak_gib", "peak GiB")):
+                       ("peak_gib", "peak GiB")) + (TOTAL_LABELS if totals else ()):
         t.add_column(label, justify="left" if col == "plan" else "right")
     for r in rows:
         step = f"{r['step_s']:.3f}" if r["step_s"] >= 0.1 else f"{r['step_s']:.4f}"    # CNN steps last milliseconds
         t.add_row(str(r["rank"]), r["plan"], step, f"{r['tokens_per_s']:,}", f"{r['mfu_pct']:.1f}",
-                  f"{r['bubble_pct']:.1f}", f"{r['exposed_comm_pct']:.1f}", f"{r['peak_gib']:.1f}/{r['capacity_gib']:.0f}")
+                  f"{r['bubble_pct']:.1f}", f"{r['exposed_comm_pct']:.1f}",
+                  f"{r['peak_gib']:.1f}/{r['capacity_gib']:.0f}", *(total_texts(r) if totals else ()))
     return t
+
+
+TOTAL_LABELS = (("days", "days"), ("gpu_hours", "GPU-h"), ("energy_mwh", "energy"), ("cost_usd", "cost"))
+"""Labels of the whole-run columns (``report/leaderboard.py`` TOTAL_COLUMNS)."""
+
+
+def si(x: float) -> str:
+    """3 significant figures with K, M, B: 20600000 → ``20.6M``."""
+    for suffix, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return f"{x:.3g}"
+
+
+def total_texts(r: dict) -> tuple[str, str, str, str]:
+    """Days, GPU-hours, energy and cost of a row, for people (— where unknown)."""
+    if r["days"] is None:
+        return ("—", "—", "—", "—")
+    mwh = r["energy_mwh"]
+    energy = "—" if mwh is None else f"{mwh / 1e3:.3g} GWh" if mwh >= 1e3 else f"{mwh:.3g} MWh" if mwh >= 1 \
+        else f"{mwh * 1e3:.3g} kWh"
+    days = r["days"]
+    when = f"{days:.1f}" if days >= 1 else f"{days * 24:.1f} h" if days >= 1 / 24 else f"{days * 1440:.1f} min"
+    return (when, si(r["gpu_hours"]), energy,
+            "—" if r["cost_usd"] is None else "$" + si(r["cost_usd"]))
 
 
 def space_view(c: dict, title: str) -> Group:

@@ -55,6 +55,11 @@ class GPUSpec:
     """L2 cache that holds a skewed embedding table's hot rows (0: no cache modelled)."""
     l2_bandwidth: float = 0.0
     """Bytes per second the L2 cache serves (0: as HBM)."""
+    tdp_w: float = 0.0
+    """Board power limit (TDP) in watts, from the datasheet: what the GPU draws while it computes (training GEMMs run
+    power-capped); 0: unknown, so no energy figure."""
+    idle_w: float = 0.0
+    """Watts while the GPU waits (pipeline bubble, exposed communication); 0: counted at ``tdp_w`` all the time."""
     host_launch: float = 0.0
     """Host (CPU) seconds to issue one modelled op (a module call: Python, the dispatcher and its kernel launches)
     from eager PyTorch/Transformer Engine code; 0: the host always keeps ahead of the GPU. A pass is never faster
@@ -122,6 +127,12 @@ class ClusterSpec:
     dimensions: tuple[NetworkDimension, ...] = ()
     """Explicit network dimensions, innermost first, for the baseline and Themis collective schedules; empty:
     derived from the tiers (the NVLink domain × the scale-out network)."""
+    node_overhead_w: float = 0.0
+    """Watts a node draws beside its GPUs (CPUs, memory, NICs, NVSwitches, fans) while it trains."""
+    pue: float = 1.0
+    """Power usage effectiveness of the data centre: facility power over IT power (cooling, power delivery)."""
+    gpu_hour_usd: float = 0.0
+    """Price of one GPU-hour in US dollars; 0: unknown (cost only with --gpu-hour-price)."""
 
     @property
     def gpus(self) -> int:
@@ -196,17 +207,21 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "memory_efficiency": (0.01, 1.0, False), "attention_memory_efficiency": (0.01, 1.0, True),
     "clock_ratio": (0.1, 1.0, False), "gemm_half_k": (0.0, 1e5, False), "kernel_overhead_us": (0.0, 1e6, False),
     "memory_reserve_gib": (0.0, 1e5, False), "fp8_peak_tflops": (0.1, 1e5, True), "fp8_gemm_efficiency": (0.01, 1.0, True),
-    "host_launch_us": (0.0, 1e4, True),
+    "host_launch_us": (0.0, 1e4, True), "tdp_w": (1.0, 1e5, True), "idle_w": (1.0, 1e5, True),
     "bandwidth_gb_per_s": (0.01, 1e6, False), "efficiency": (0.01, 1.0, False), "latency_us": (0.0, 1e6, False),
     "allreduce_busbw_gb_per_s": (0.01, 1e6, True), "half_bandwidth_mib": (0.0, 1e6, False),
     "l2_cache_mib": (0.0, 1e6, True), "l2_bandwidth_gb_per_s": (1.0, 1e7, True),
 }
+TOP_RANGES: dict[str, tuple[float, float, bool]] = {
+    "node_overhead_w": (0.0, 1e6, False), "pue": (1.0, 5.0, False), "gpu_hour_usd": (0.001, 1e4, True),
+}
+"""The same for the top level's numbers: a node's other power, the data centre's PUE, the price of a GPU-hour."""
 OPTIONAL: dict[str, dict[str, object]] = {
     "top": {"name": None, "description": "", "source": "", "nodes": 1, "flash_attention": True,
-            "nvlink_domain_gpus": 0},
+            "nvlink_domain_gpus": 0, "node_overhead_w": 0.0, "pue": 1.0, "gpu_hour_usd": 0.0},
     "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0, "clock_ratio": 1.0,
             "fp8_peak_tflops": 0.0, "fp8_gemm_efficiency": 0.0, "mxfp8": False, "l2_cache_mib": 0.0,
-            "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0},
+            "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0, "tdp_w": 0.0, "idle_w": 0.0},
     "tier": {"gpus": 0, "allreduce_busbw_gb_per_s": 0.0, "half_bandwidth_mib": 0.0},
     "dimension": {"name": "", "efficiency": 1.0},
 }
@@ -235,7 +250,7 @@ class _Table:
     def number(self, key: str, default: float | None = None) -> float:
         """A finite number in the key's plausible range (``RANGES``)."""
         value = self._get(key, default)
-        low, high, zero_ok = RANGES[key]
+        low, high, zero_ok = RANGES[key] if key in RANGES else TOP_RANGES[key]
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         if not ok or not (low <= value <= high or (zero_ok and value == 0)):
             zero = "0 or " if zero_ok else ""
@@ -271,13 +286,13 @@ class _Table:
 
 
 _CLUSTER_KEYS = {"name", "description", "source", "gpus_per_node", "nodes", "flash_attention", "gpu", "tiers",
-                 "nvlink_domain_gpus", "dimensions", "calibration"}
+                 "nvlink_domain_gpus", "dimensions", "calibration", "node_overhead_w", "pue", "gpu_hour_usd"}
 """Top-level keys; ``calibration`` is the provenance table ``autoplan calibrate`` writes (read by no model)."""
 _DIMENSION_KEYS = {"name", "size", "topology", "bandwidth_gb_per_s", "efficiency", "latency_us"}
 _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
              "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
              "clock_ratio", "kernel_overhead_us", "memory_reserve_gib", "fp8_peak_tflops", "fp8_gemm_efficiency",
-             "mxfp8", "l2_cache_mib", "l2_bandwidth_gb_per_s", "host_launch_us"}
+             "mxfp8", "l2_cache_mib", "l2_bandwidth_gb_per_s", "host_launch_us", "tdp_w", "idle_w"}
 _TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", "allreduce_busbw_gb_per_s",
               "half_bandwidth_mib"}
 
@@ -305,7 +320,8 @@ def _gpu(g: _Table) -> GPUSpec:
         fp8_gemm_efficiency=g.number("fp8_gemm_efficiency", d["fp8_gemm_efficiency"]), mxfp8=g.flag("mxfp8", d["mxfp8"]),
         l2_cache_bytes=g.number("l2_cache_mib", d["l2_cache_mib"]) * 2**20,
         l2_bandwidth=g.number("l2_bandwidth_gb_per_s", d["l2_bandwidth_gb_per_s"]) * 1e9,
-        host_launch=g.number("host_launch_us", d["host_launch_us"]) * 1e-6)
+        host_launch=g.number("host_launch_us", d["host_launch_us"]) * 1e-6,
+        tdp_w=g.number("tdp_w", d["tdp_w"]), idle_w=g.number("idle_w", d["idle_w"]))
     if gpu.memory_reserve_bytes >= gpu.hbm_bytes:
         g.fail(f"memory_reserve_gib {gpu.memory_reserve_bytes / GIB:g} in {g.where} leaves nothing of "
                f"hbm_gib {gpu.hbm_bytes / GIB:g} for training")
@@ -384,4 +400,6 @@ def _parse(path: Path) -> ClusterSpec:
                        nodes=top.integer("nodes", d["nodes"]), flash_attention=top.flag("flash_attention",
                                                                                         d["flash_attention"]),
                        source=top.text("source", d["source"]),
-                       nvlink_domain_gpus=0 if domain == per_node else domain, dimensions=dims)
+                       nvlink_domain_gpus=0 if domain == per_node else domain, dimensions=dims,
+                       node_overhead_w=top.number("node_overhead_w", d["node_overhead_w"]),
+                       pue=top.number("pue", d["pue"]), gpu_hour_usd=top.number("gpu_hour_usd", d["gpu_hour_usd"]))
