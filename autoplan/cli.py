@@ -292,8 +292,9 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
 @main.command()
 @click.argument("file", required=False, type=_UsablePath(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--markdown", "as_markdown", is_flag=True, help="Print the tables as markdown (the docs' fidelity page).")
 @friendly
-def validate(file: str | None, as_json: bool) -> None:
+def validate(file: str | None, as_json: bool, as_markdown: bool) -> None:
     """Compare predictions with published, measured training runs (default: the runs shipped with autoplan)."""
     from pathlib import Path
 
@@ -303,6 +304,10 @@ def validate(file: str | None, as_json: bool) -> None:
     if as_json:
         from autoplan.report.validation import report_dict
         click.echo(json.dumps(report_dict(report), indent=2))
+        return
+    if as_markdown:
+        from autoplan.report.validation import validation_markdown
+        click.echo(validation_markdown(report), nl=False)
         return
     from autoplan.report.validation import validation_view
     _console().print(validation_view(report))

@@ -127,3 +127,67 @@ def report_dict(report: Any) -> dict:
             "memory": [check(r) for r in report.memory], "bandwidth": [check(r) for r in report.bandwidth],
             "cnn": [row(c) for c in report.cnn], "cnn_summary": report.summary(report.cnn),
             "dlrm": [row(c) for c in report.dlrm], "dlrm_summary": report.summary(report.dlrm)}
+
+
+def _md(cell: object) -> str:
+    """A markdown table cell: pipes escaped, no line breaks."""
+    return str(cell).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_err(c: Any) -> str:
+    if c.error_pct is None:
+        return "n/a"
+    return f"{c.error_pct:+.1f} %" + (" (gap)" if getattr(c, "known_gap", "") else "")
+
+
+def _md_table(title: str, cols: tuple[str, ...], right: tuple[str, ...], rows: list[tuple]) -> str:
+    head = f"| {' | '.join(cols)} |\n|{'|'.join('---:' if c in right else '---' for c in cols)}|\n"
+    return f"**{_md(title)}**\n\n" + head + "".join(f"| {' | '.join(_md(x) for x in r)} |\n" for r in rows)
+
+
+def validation_markdown(report: Any) -> str:
+    """The same report as ``validation_view``, as markdown: one table per group, then the overall summary."""
+    run_cols = ("case", "metric", "measured", "predicted", "error", "plan simulated")
+    num = ("measured", "predicted", "error")
+    parts = []
+    for group, rows in report.groups().items():
+        parts.append(_md_table(f"{group}: {_group_summary(report, rows)}", (*run_cols, "searched (unpublished)"), num, [
+            (c.id, "s/iter" if c.metric == "iteration_time_s" else "TFLOP/s/GPU (eq. 3)", f"{c.measured:g}",
+             f"{c.predicted:.2f}" if c.predicted is not None else "—", _md_err(c),
+             plan_label(c.plan) if c.plan else c.note, ", ".join(c.searched) or "—") for c in rows]))
+    for title, rows in (("Memory per GPU (arXiv 2205.05198 Figs. 1/7)", report.memory),
+                        ("NCCL bus bandwidth (nccl-tests)", report.bandwidth)):
+        if rows:
+            s = report.summary(rows)
+            parts.append(_md_table(
+                f"{title}: mean |error| {s['mean_abs_pct']:.2f} %, max {s['max_abs_pct']:.2f} %",
+                ("case", "quantity", "reference", "predicted", "error", "note"), ("reference", "predicted", "error"),
+                [(r.id, r.quantity, f"{r.reference:g} {r.unit}",
+                  f"{r.predicted:.2f} {r.unit}" if r.predicted is not None else "—", _md_err(r), r.note)
+                 for r in rows]))
+    if report.cnn:
+        parts.append(_md_table(
+            f"CNN runs (Kahira et al. 2021 oracle, ABCI V100): {_group_summary(report, report.cnn)}",
+            (*run_cols, "note"), num,
+            [(c.id, "s/iter" if c.metric == "iteration_time_s" else "s/sample", f"{c.measured:g}",
+              f"{c.predicted:.4g}" if c.predicted is not None else "—", _md_err(c),
+              c.plan.short() if c.plan else "—", "; ".join(x for x in (c.note, c.known_gap.split(". ")[0]) if x))
+             for c in report.cnn]))
+    if report.dlrm:
+        s = report.summary(report.dlrm)
+        parts.append(_md_table(
+            f"DLRM runs (NVIDIA DeepLearningExamples, DGX A100): mean |error| {s['mean_abs_pct']:.2f} %, "
+            f"max {s['max_abs_pct']:.2f} % ({s['n']} runs)", (*run_cols, "note"), num,
+            [(c.id, "samples/s", f"{c.measured:,.0f}", f"{c.predicted:,.0f}" if c.predicted is not None else "—",
+              _md_err(c), c.plan.short() if c.plan else "—", c.note) for c in report.dlrm]))
+    s = report.summary(report.cases)
+    gaps = [c for c in report.cases if c.known_gap]
+    errs = [abs(c.error_pct) for c in report.cases if c.error_pct is not None]
+    with_gaps = (f" (with the {len(gaps)} known gaps: mean \\|error\\| {sum(errs) / len(errs):.2f} %, "
+                 f"max {max(errs):.2f} %)" if gaps and errs else "")
+    summary = (f"**All {s['n']} runs: mean \\|error\\| {s['mean_abs_pct']:.2f} %, max {s['max_abs_pct']:.2f} %"
+               f"{with_gaps}.** Where a knob was not published, only that knob was searched and the fastest "
+               "feasible plan is shown.\n")
+    counts = {why: sum(c.known_gap == why for c in gaps) for why in dict.fromkeys(c.known_gap for c in gaps)}
+    notes = [f"- Known gap ({n} run{'s' if n > 1 else ''}, not counted): {_md(why)}\n" for why, n in counts.items()]
+    return "\n".join([*parts, summary]) + ("\n" + "".join(notes) if notes else "")
