@@ -64,10 +64,11 @@ PROGRESS = re.compile(r"^autoplan: \d+/\d+ .*plans/s.*\n?", re.MULTILINE)
 
 def mask(text: str) -> str:
     """``text`` with its volatile parts replaced by stable placeholders and trailing blanks dropped."""
+    text = "\n".join(line.rstrip() for line in text.splitlines())
     text = PROGRESS.sub("", text)
     text = ELAPSED.sub("; <elapsed> s.", text)
     text = RUN_STAMP.sub("YYYYMMDD-HHMMSS", text)
-    return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
+    return text.strip("\n")
 
 
 @dataclass

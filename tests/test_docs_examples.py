@@ -21,10 +21,11 @@ RUNNER = ROOT / "docs" / "examples.py"
 
 
 def _runner_module():
-    spec = importlib.util.spec_from_file_location("docs_examples", RUNNER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    if "docs_examples" not in sys.modules:          # registered first: its dataclasses look their module up
+        spec = importlib.util.spec_from_file_location("docs_examples", RUNNER)
+        sys.modules["docs_examples"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["docs_examples"])
+    return sys.modules["docs_examples"]
 
 
 def _check(*args: str) -> subprocess.CompletedProcess:
