@@ -50,3 +50,17 @@ def a100_64() -> ClusterSpec:
 def _hostless(cluster: ClusterSpec) -> ClusterSpec:
     from dataclasses import replace
     return replace(cluster, gpu=replace(cluster.gpu, host_launch=0.0))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--nightly", action="store_true", help="also run the tests marked nightly (the docs' slow examples)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the nightly tests unless --nightly is given (whatever -m says), so CI stays short."""
+    if config.getoption("--nightly"):
+        return
+    nightly = [item for item in items if item.get_closest_marker("nightly")]
+    if nightly:
+        config.hook.pytest_deselected(items=nightly)
+        items[:] = [item for item in items if not item.get_closest_marker("nightly")]

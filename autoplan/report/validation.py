@@ -150,12 +150,16 @@ def report_dict(report: Any) -> dict:
                             "leave_one_group_out": calibrated(report.logo)}}
 
 
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|")
+
+
 def report_markdown(report: Any) -> str:
     """The same figures as markdown tables (the docs' fidelity page)."""
     lines = ["| group | runs | known gaps | mean \\|error\\| | max \\|error\\| | signed | leave-one-group-out |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for g in group_lines(report):
-        lines.append(f"| {g['group']} | {g['runs']} | {g['known_gaps']} | {_pct(g['mean_abs_pct'])} | "
+        lines.append(f"| {_md(g['group'])} | {g['runs']} | {g['known_gaps']} | {_pct(g['mean_abs_pct'])} | "
                      f"{_pct(g['max_abs_pct'])} | {g['mean_signed_pct']:+.2f} % | {_pct(g['logo_mean_abs_pct'])} |")
     o = overall(report)
     lines.append(f"| **all** | **{o['runs']}** | {o['known_gaps']} | **{_pct(o['mean_abs_pct'])}** | "
@@ -167,13 +171,13 @@ def report_markdown(report: Any) -> str:
         pred = _value(r.metric, r.predicted) if r.predicted is not None else "—"
         err = f"{r.error_pct:+.1f} %" if r.error_pct is not None else "n/a"
         plan = plan_label(r.plan) if r.plan is not None else r.note
-        lines.append(f"| {r.id}{mark} | {r.group} | {_METRICS.get(r.metric, r.metric)} | {_value(r.metric, r.measured)}"
-                     f" | {pred} | {err} | `{plan}` |")
+        lines.append(f"| {_md(r.id)}{mark} | {_md(r.group)} | {_METRICS.get(r.metric, r.metric)} | {_value(r.metric, r.measured)}"
+                     f" | {pred} | {err} | `{_md(plan)}` |")
     if report.memory_runs:
         lines += ["", "| measured memory run | metric | measured GiB | predicted GiB | error | plan |",
                   "|---|---|---:|---:|---:|---|"]
         for m in report.memory_runs:
             pred = f"{m.predicted:.2f}" if m.predicted is not None else "—"
             err = f"{m.error_pct:+.1f} %" if m.error_pct is not None else "n/a"
-            lines.append(f"| {m.id} | {m.quantity} | {m.reference:.2f} | {pred} | {err} | `{m.note}` |")
+            lines.append(f"| {_md(m.id)} | {m.quantity} | {m.reference:.2f} | {pred} | {err} | `{_md(m.note)}` |")
     return "\n".join(lines) + "\n"
