@@ -60,6 +60,11 @@ class GPUSpec:
     power-capped); 0: unknown, so no energy figure."""
     idle_w: float = 0.0
     """Watts while the GPU waits (pipeline bubble, exposed communication); 0: counted at ``tdp_w`` all the time."""
+    host_link: float = 0.0
+    """Bytes per second between the GPU and its host's memory, each way (PCIe, or NVLink-C2C on Grace); 0: unknown,
+    so no plan offloads to the host."""
+    host_adam_params_per_s: float = 0.0
+    """Parameters per second the host's CPU Adam updates for one GPU's process (optimizer offload); 0: unknown."""
     host_launch: float = 0.0
     """Host (CPU) seconds to issue one modelled op (a module call: Python, the dispatcher and its kernel launches)
     from eager PyTorch/Transformer Engine code; 0: the host always keeps ahead of the GPU. A pass is never faster
@@ -208,6 +213,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "clock_ratio": (0.1, 1.0, False), "gemm_half_k": (0.0, 1e5, False), "kernel_overhead_us": (0.0, 1e6, False),
     "memory_reserve_gib": (0.0, 1e5, False), "fp8_peak_tflops": (0.1, 1e5, True), "fp8_gemm_efficiency": (0.01, 1.0, True),
     "host_launch_us": (0.0, 1e4, True), "tdp_w": (1.0, 1e5, True), "idle_w": (1.0, 1e5, True),
+    "host_link_gb_per_s": (0.1, 1e5, True), "host_adam_params_per_s": (1e6, 1e13, True),
     "bandwidth_gb_per_s": (0.01, 1e6, False), "efficiency": (0.01, 1.0, False), "latency_us": (0.0, 1e6, False),
     "allreduce_busbw_gb_per_s": (0.01, 1e6, True), "half_bandwidth_mib": (0.0, 1e6, False),
     "l2_cache_mib": (0.0, 1e6, True), "l2_bandwidth_gb_per_s": (1.0, 1e7, True),
@@ -221,7 +227,8 @@ OPTIONAL: dict[str, dict[str, object]] = {
             "nvlink_domain_gpus": 0, "node_overhead_w": 0.0, "pue": 1.0, "gpu_hour_usd": 0.0},
     "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0, "clock_ratio": 1.0,
             "fp8_peak_tflops": 0.0, "fp8_gemm_efficiency": 0.0, "mxfp8": False, "l2_cache_mib": 0.0,
-            "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0, "tdp_w": 0.0, "idle_w": 0.0},
+            "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0, "tdp_w": 0.0, "idle_w": 0.0,
+            "host_link_gb_per_s": 0.0, "host_adam_params_per_s": 0.0},
     "tier": {"gpus": 0, "allreduce_busbw_gb_per_s": 0.0, "half_bandwidth_mib": 0.0},
     "dimension": {"name": "", "efficiency": 1.0},
 }
@@ -292,7 +299,8 @@ _DIMENSION_KEYS = {"name", "size", "topology", "bandwidth_gb_per_s", "efficiency
 _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
              "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
              "clock_ratio", "kernel_overhead_us", "memory_reserve_gib", "fp8_peak_tflops", "fp8_gemm_efficiency",
-             "mxfp8", "l2_cache_mib", "l2_bandwidth_gb_per_s", "host_launch_us", "tdp_w", "idle_w"}
+             "mxfp8", "l2_cache_mib", "l2_bandwidth_gb_per_s", "host_launch_us", "tdp_w", "idle_w",
+             "host_link_gb_per_s", "host_adam_params_per_s"}
 _TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", "allreduce_busbw_gb_per_s",
               "half_bandwidth_mib"}
 
@@ -321,7 +329,9 @@ def _gpu(g: _Table) -> GPUSpec:
         l2_cache_bytes=g.number("l2_cache_mib", d["l2_cache_mib"]) * 2**20,
         l2_bandwidth=g.number("l2_bandwidth_gb_per_s", d["l2_bandwidth_gb_per_s"]) * 1e9,
         host_launch=g.number("host_launch_us", d["host_launch_us"]) * 1e-6,
-        tdp_w=g.number("tdp_w", d["tdp_w"]), idle_w=g.number("idle_w", d["idle_w"]))
+        tdp_w=g.number("tdp_w", d["tdp_w"]), idle_w=g.number("idle_w", d["idle_w"]),
+        host_link=g.number("host_link_gb_per_s", d["host_link_gb_per_s"]) * 1e9,
+        host_adam_params_per_s=g.number("host_adam_params_per_s", d["host_adam_params_per_s"]))
     if gpu.memory_reserve_bytes >= gpu.hbm_bytes:
         g.fail(f"memory_reserve_gib {gpu.memory_reserve_bytes / GIB:g} in {g.where} leaves nothing of "
                f"hbm_gib {gpu.hbm_bytes / GIB:g} for training")

@@ -19,7 +19,7 @@ from typing import Callable, TypeVar
 from autoplan.errors import SpecError
 from autoplan.validate import calibration
 from autoplan.validate.checks import run_bandwidth_case, run_memory_case, run_memory_run
-from autoplan.validate.files import default_file, load
+from autoplan.validate.files import default_file, load, load_default
 from autoplan.validate.others import dlrm_cluster, dlrm_model, run_cnn_case, run_dlrm_case
 from autoplan.validate.results import CaseResult, CheckResult, summary
 from autoplan.validate.transformer import cluster_of, group_of, model_of, plan_space, precision_of, run_case
@@ -106,7 +106,7 @@ def _guarded(run: Callable[..., T], item: dict, what: str, *args: object) -> T:
 def validate(path: Path | None = None, calibrate: bool = True) -> Report:
     """Run every case of the file; with ``calibrate``, also the in-sample and leave-one-group-out clock fits."""
     where = Path(path) if path else default_file()
-    data = load(path)
+    data = load(path) if path else load_default()
     cases = data["cases"]
     runs = ([_guarded(run_case, c, "case", where) for c in cases]
             + [_guarded(run_cnn_case, c, "CNN case") for c in data.get("cnn_cases", [])]

@@ -20,6 +20,23 @@ def default_file() -> Path:
     return Path(str(resources.files("autoplan") / "data" / "public.yaml"))
 
 
+def default_files() -> tuple[Path, ...]:
+    """Every file of runs shipped with autoplan: the public set and the measured runs compiled beside it."""
+    return default_file(), Path(str(resources.files("autoplan") / "data" / "measured_runs.yaml"))
+
+
+def load_default() -> dict:
+    """The shipped files' lists, concatenated in file order (each file checked as ``load`` checks it)."""
+    merged: dict = {}
+    for path in default_files():
+        for key, value in load(path).items():
+            if isinstance(value, list):
+                merged.setdefault(key, []).extend(value)
+            else:
+                merged.setdefault(key, value)
+    return merged
+
+
 def load(path: Path | None = None) -> dict:
     """Read a validation file of public.yaml's schema (its cases checked: ``check_cases``)."""
     path = Path(path) if path else default_file()

@@ -39,11 +39,16 @@ def group_of(case: dict) -> str:
         return "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)"
     if "2104.04473" in src:
         return "Megatron SC'21 (A100)"
-    if "H100" in str(case.get("hardware", {}).get("gpu", "")) and case.get("model", {}).get("experts"):
+    recipe = any(name in src for name in _NVIDIA_RECIPES)
+    if recipe and "H100" in str(case.get("hardware", {}).get("gpu", "")) and case.get("model", {}).get("experts"):
         return "MoE: NVIDIA H100 recipes" + (", FP8" if precision_of(case) != "bf16" else "")
-    if "H100" in str(case.get("hardware", {}).get("gpu", "")):
+    if recipe and "H100" in str(case.get("hardware", {}).get("gpu", "")):
         return "NVIDIA H100 recipes" + (", FP8" if precision_of(case) != "bf16" else "")
     return str(case.get("group", "other"))
+
+
+_NVIDIA_RECIPES = ("NVIDIA DGX Cloud benchmarking", "Megatron-Bridge performance summary")
+"""Sources of NVIDIA's published H100 recipe runs, grouped by precision and by dense or MoE."""
 
 
 def model_of(m: dict, where: Path | None = None) -> ModelSpec:

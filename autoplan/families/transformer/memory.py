@@ -15,7 +15,6 @@ from autoplan.families.costs import StageMemory
 from autoplan.specs.layout import (holds_embedding, holds_output, inflight_layer_chunks, model_copies, stage_layers,
                                    weight_grad_held_chunks)
 from autoplan.families.transformer.knobs import recomputed_layers
-from autoplan.families.transformer.passes import grad_bytes
 from autoplan.specs.plan import Plan
 
 # Megatron-LM docs, distributed optimizer (bf16 params, fp32 grads): 2 + 4 + 12 = 18 bytes/param, 6 + 12/d sharded
@@ -39,6 +38,18 @@ def optimizer_state_bytes(s: Plan) -> int:
     """Optimizer-state bytes per parameter: the fp32 master weight and Adam's two moments in their type."""
     # Megatron-LM distributed optimizer docs (4 + 4 + 4); DeepSeek-V3 §3.3.4: moments in BF16, master weight FP32
     return MASTER_WEIGHT_BYTES + 2 * MOMENT_BYTES[s.optimizer_moments]
+
+
+def grad_bytes(s: Plan) -> int:
+    """Bytes per gradient in the DP reduction: fp32 (Megatron's default for bf16) or the 16-bit type."""
+    # Megatron-LM --accumulate-allreduce-grads-in-fp32: 4-byte main_grad, else the 2-byte training type
+    return 4 if s.grad_reduce_in_fp32 else 2
+
+
+def logit_bytes(s: Plan) -> int:
+    """Bytes the loss keeps per logit: an fp32 copy (Megatron-LM's vocab_parallel_cross_entropy casts the logits),
+    or the 16-bit logits themselves with the fused loss (their gradient written in place)."""
+    return 2 if s.cross_entropy_fusion else 4
 
 
 def activation_input_bytes(model: ModelSpec, s: Plan) -> int:
@@ -134,7 +145,8 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
     # --accumulate-allreduce-grads-in-fp32); NeMo's and Megatron-Bridge's performance recipes reduce in bf16
     # (grad_sync_dtype: bf16, grad_reduce_in_fp32=False): a 2-byte buffer (distributed_data_parallel_config.py)
     gradients = grad_bytes(s) * params
-    optimizer = optimizer_state_bytes(s) * params
+    # Megatron-Core optimizer CPU offload: that share of the optimizer state lives in host memory
+    optimizer = optimizer_state_bytes(s) * params * (1 - s.optimizer_offload_pct / 100)
     buffers = 0.0
     # Rajbhandari et al. 2020 (ZeRO, arXiv 1910.02054) §5.1, Fig. 1: stages 1/2/3 shard optimizer/gradients/weights
     if s.zero >= 1:
@@ -159,6 +171,10 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
     # Narayanan et al. SC'21 §2.2: each in-flight chunk-forward holds its layers' activations until its backward
     # (an uneven end stage's chunks: their mean layer count)
     activations = chunks * per_chunk * per_layer
+    if s.activation_offload_layers and layers:
+        # Megatron-Core CPU offloading (pp 1): the offloaded layers' activations leave the GPU, one layer's in flight
+        kept = layers - s.activation_offload_layers + min(1, s.activation_offload_layers)
+        activations *= kept / layers
     waiting_w = weight_grad_held_chunks(s, stage)
     if waiting_w:
         activations += waiting_w * (layers / s.chunks) * weight_grad_bytes_per_layer(model, s)
@@ -173,8 +189,9 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
         # Korthikanti §4.3: embedding dropout mask sbh (÷t with SP), here with the 2sbh embedding output too
         embedding += micro_batches * (2 + (1 if model.dropout else 0)) * sbh / sp
     if last:
-        # Korthikanti §4.3: output-layer input 2sbh (÷t with SP) and fp32 logits for the loss 4sbV/t, one micro-batch
-        embedding += 2 * sbh / sp + 4 * seq * s.micro_batch * model.vocab / t
+        # Korthikanti §4.3: output-layer input 2sbh (÷t with SP) and fp32 logits for the loss 4sbV/t, one micro-batch;
+        # a fused loss keeps the 16-bit logits (their gradient in place) instead of an fp32 copy
+        embedding += 2 * sbh / sp + logit_bytes(s) * seq * s.micro_batch * model.vocab / t
     return StageMemory(stage=stage, weights=weights, gradients=gradients, optimizer=optimizer,
                        activations=activations, embedding=embedding, buffers=buffers,
                        reserve=cluster.gpu.memory_reserve_bytes)

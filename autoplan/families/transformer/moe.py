@@ -27,7 +27,7 @@ from autoplan.families.transformer.layer import LayerCompute
 from autoplan.hardware.compute import Op
 from autoplan.families.costs import PAIR_COMM_SMS, CommNeed, PassCost, PassKey, StepCosts, pass_cost
 from autoplan.families.base import family_of_functions
-from autoplan.families.transformer.memory import (FP8_WEIGHT_BYTES, WEIGHT_BYTES, _stage,
+from autoplan.families.transformer.memory import (FP8_WEIGHT_BYTES, WEIGHT_BYTES, _stage, logit_bytes,
                                                   activation_bytes_per_layer, activation_input_bytes,
                                                   optimizer_state_bytes)
 from autoplan.families.costs import StageMemory
@@ -118,13 +118,15 @@ def _coll(cluster: ClusterSpec, shape: network.GroupShape, lay: LayerCompute, wh
 def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey, PassCost]:
     """Cost of a forward / backward chunk pass, keyed by (forward, holds embedding, holds output layer)."""
     # the passes read neither dp, the batch, ZeRO nor the DP overlaps: plans differing only there share them
-    key = type(s)(tp=s.tp, cp=s.cp, pp=s.pp, sequence_parallel=s.sequence_parallel, micro_batch=s.micro_batch,
-                   recompute=s.recompute, schedule=s.schedule, virtual_stages=s.virtual_stages,
-                   first_stage_layers=s.first_stage_layers, last_stage_layers=s.last_stage_layers,
-                   gradient_accumulation_fusion=s.gradient_accumulation_fusion, ep=s.ep, etp=s.etp,
-                   ep_overlap=s.ep_overlap, precision=s.precision, fp8_activation_store=s.fp8_activation_store)
     # the one thing they read of the batch: the share of passes an EP overlap leaves without a partner
-    return _pass_costs(model, cluster, key, unpaired_share(s) if s.ep_overlap else 0.0)
+    return _pass_costs(model, cluster, _pass_key(s), unpaired_share(s) if s.ep_overlap else 0.0)
+
+
+def _pass_key(s: Plan) -> Plan:
+    """``s`` with the fields no pass reads set to their defaults (dp, the batch, the optimizer's sharding and
+    numerics, the DP overlaps), so that plans differing only there share their cached passes."""
+    return replace(s, dp=1, global_batch=1, zero=0, overlap_grad_reduce=True, overlap_param_gather=True,
+                   optimizer_moments="fp32", fp8_param_gather=False, zero3_per_tensor=False)
 
 
 @lru_cache(maxsize=4096)
@@ -137,7 +139,8 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan, alone: float) -
     d_first = _dense_in_first_chunk(model, s)
     sec = LayerCompute.seconds
     emb_f, emb_b, emb_c = layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
-    out_f, out_b, out_c = layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
+    out_f, out_b, out_c = layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
+                                            s.cross_entropy_fusion)
     emb_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in emb_c)
     out_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in out_c)
     full = s.recompute == "full"
@@ -190,12 +193,7 @@ def weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[t
     """The W part of a backward chunk pass for the zero-bubble schedules, keyed by (holds embedding, holds output
     layer): the wgrad GEMMs of its dense and MoE layers (experts, shared experts, router, attention), the
     embedding's and output layer's, and an unfused accumulation (passes.weight_grad_costs for a dense model)."""
-    key = type(s)(tp=s.tp, cp=s.cp, pp=s.pp, sequence_parallel=s.sequence_parallel, micro_batch=s.micro_batch,
-                   recompute=s.recompute, schedule=s.schedule, virtual_stages=s.virtual_stages,
-                   first_stage_layers=s.first_stage_layers, last_stage_layers=s.last_stage_layers,
-                   gradient_accumulation_fusion=s.gradient_accumulation_fusion, ep=s.ep, etp=s.etp,
-                   precision=s.precision, fp8_activation_store=s.fp8_activation_store)
-    return _weight_grad_costs(model, cluster, key)
+    return _weight_grad_costs(model, cluster, _pass_key(s))
 
 
 @lru_cache(maxsize=1024)
@@ -206,7 +204,7 @@ def _weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[
     emb = passes.weight_grad_seconds(layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
                                                                s.micro_batch)[1])
     out = passes.weight_grad_seconds(layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
-                                                            s.micro_batch)[1])
+                                                            s.micro_batch, s.cross_entropy_fusion)[1])
     n_first, n_mid, n_last = chunk_layers(model.layers, s)
     d_first = _dense_in_first_chunk(model, s)
     depth = model.mtp_layers
@@ -461,7 +459,7 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int,
         # each its MoE block, its projection's inputs and the shared head's input and fp32 logits once more
         sp = s.tp if s.sequence_parallel else 1
         tokens = model.seq_len / s.cp * s.micro_batch
-        head = 2 * tokens * model.hidden / sp + 4 * tokens * model.vocab / s.tp
+        head = 2 * tokens * model.hidden / sp + logit_bytes(s) * tokens * model.vocab / s.tp
         acts += blocks * per_layer[1]
         embedding += blocks * (head + mtp.extras_activation_bytes(model, s.micro_batch, s.tp, s.cp,
                                                                   s.sequence_parallel))

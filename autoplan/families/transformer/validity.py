@@ -67,6 +67,7 @@ def violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
         out.append(f"multi-token prediction (mtp_layers {model.mtp_layers}) is modelled for MoE models only")
     if s.recompute_layers:
         out += _partial_recompute_violations(model, s)
+    out += _offload_violations(model, s)
     if s.recompute == "modules" and not model.moe:
         out.append("recompute modules (norms, MLA up-projections, expert activations) is modelled for MoE models "
                    "only; use selective or full")
@@ -121,3 +122,22 @@ def _partial_recompute_violations(model: ModelSpec, s: Plan) -> list[str]:
         return [f"recompute_layers {s.recompute_layers} is every layer of a model chunk ({most} at most): that is "
                 "recompute full alone"]
     return []
+
+
+def _offload_violations(model: ModelSpec, s: Plan) -> list[str]:
+    """Megatron-Core's rules for CPU offload, and what this model prices (dense transformers)."""
+    out = []
+    if s.activation_offload_layers:
+        if s.pp > 1 or s.recompute != "none":
+            # Megatron-Core cpu_offloading: "no support for Pipeline parallelism", not with activation recomputation
+            out.append(f"activation_offload_layers {s.activation_offload_layers} needs pp 1 and recompute none "
+                       f"(Megatron-Core CPU offloading), not pp {s.pp}, recompute {s.recompute}")
+        if s.activation_offload_layers > model.layers:
+            out.append(f"activation_offload_layers {s.activation_offload_layers} is more than the model's "
+                       f"{model.layers} layers")
+    if s.optimizer_offload_pct and s.zero < 1:
+        # Megatron-LM arguments.py: --optimizer-cpu-offload requires --use-distributed-optimizer
+        out.append(f"optimizer_offload_pct {s.optimizer_offload_pct} needs the distributed optimizer (zero ≥ 1)")
+    if (s.activation_offload_layers or s.optimizer_offload_pct) and model.moe:
+        out.append("CPU offload (activations or optimizer) is modelled for dense transformers only")
+    return out

@@ -247,3 +247,14 @@ def test_gradient_buffer_is_as_wide_as_the_reduction(zero):
     for a, b in zip(fp32, bf16):
         assert b.gradients == pytest.approx(a.gradients / 2)
         assert (b.weights, b.optimizer, b.activations) == (a.weights, a.optimizer, a.activations)
+
+
+def test_a_fused_loss_keeps_the_16_bit_logits_instead_of_an_fp32_copy():
+    # Korthikanti §4.3's 4sbV/t fp32 logits become the 2sbV/t 16-bit ones (Megatron-Core --cross-entropy-loss-fusion)
+    model = get_model("llama3-8b")
+    s = Strategy(tp=2, pp=2, dp=2, global_batch=16)
+    last = [stage_memory(model, CLUSTER, replace(s, cross_entropy_fusion=x), 1) for x in (False, True)]
+    logits = model.seq_len * s.micro_batch * model.vocab / s.tp
+    assert last[0].embedding - last[1].embedding == pytest.approx(2 * logits)
+    assert stage_memory(model, CLUSTER, replace(s, cross_entropy_fusion=True), 0).embedding == \
+        stage_memory(model, CLUSTER, s, 0).embedding

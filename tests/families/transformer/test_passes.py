@@ -133,3 +133,14 @@ def test_a_pass_is_never_faster_than_its_host_issues_it(a100_8):
     big = get_model("gpt3")
     s8 = Strategy(tp=8, pp=8, dp=1, global_batch=8)
     assert passes.pass_costs(big, host, s8) == passes.pass_costs(big, replace(host, gpu=replace(host.gpu, host_launch=0.0)), s8)
+
+
+def test_a_fused_loss_makes_one_pass_over_16_bit_logits(a100_8):
+    from autoplan.families.transformer.layer import output_compute
+
+    model = ModelSpec(name="big-vocab", layers=2, hidden=1024, heads=8, ffn_hidden=4096, vocab=128000, seq_len=2048)
+    plain = {op.name: op for op in output_compute(model, a100_8, 1, 1, False, 1)[0]}
+    fused = {op.name: op for op in output_compute(model, a100_8, 1, 1, False, 1, True)[0]}
+    # three fp32 passes (12 bytes a logit) against one 16-bit read and one in-place gradient write (4 bytes)
+    assert plain["cross_entropy"].bytes == pytest.approx(3 * fused["cross_entropy"].bytes)
+    assert fused["cross_entropy"].seconds < plain["cross_entropy"].seconds
