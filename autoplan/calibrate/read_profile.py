@@ -39,10 +39,14 @@ def parse(text: str, path: Path) -> tuple[list[Kernel], list[Collective], dict]:
             raise SpecError(f"{where} must be an object, got {row!r}")
         kind = row.get("kind")
         seconds = positive(row.get("seconds"), where, "seconds")
+        sustained = row.get("sustained", data.get("sustained", False))
+        if not isinstance(sustained, bool):
+            raise SpecError(f"{where}: sustained must be true or false, got {sustained!r}")
         if kind == "gemm":
             fp8 = row.get("dtype") == "fp8"
             shape = tuple(count(row.get(k), where, k) for k in ("m", "n", "k", "batch"))
-            kernels.append(Kernel(kind="gemm_fp8" if fp8 else "gemm", shape=shape, seconds=seconds, where=where))
+            kernels.append(Kernel(kind="gemm_fp8" if fp8 else "gemm", shape=shape, seconds=seconds, where=where,
+                                  sustained=sustained))
         elif kind == "attention":
             back = row.get("direction") == "backward"
             shape = tuple(count(row.get(k), where, k) for k in ("batch", "heads", "seq_q", "seq_kv", "head_dim"))

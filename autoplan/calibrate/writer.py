@@ -38,7 +38,8 @@ def _gpu_rows(c: ClusterSpec) -> list[tuple[str, object]]:
     optional = [("attention_memory_efficiency", g.attention_memory_efficiency),
                 ("fp8_peak_tflops", g.fp8_peak_flops / 1e12), ("fp8_gemm_efficiency", g.fp8_gemm_efficiency),
                 ("l2_cache_mib", g.l2_cache_bytes / 2**20), ("l2_bandwidth_gb_per_s", g.l2_bandwidth / 1e9),
-                ("host_launch_us", g.host_launch * 1e6)]
+                ("host_launch_us", g.host_launch * 1e6), ("tdp_w", g.tdp_w), ("idle_w", g.idle_w),
+                ("host_link_gb_per_s", g.host_link / 1e9), ("host_adam_params_per_s", g.host_adam_params_per_s)]
     rows += [(k, v) for k, v in optional if v]
     if g.mxfp8:
         rows.append(("mxfp8", True))
@@ -66,6 +67,9 @@ def render(fit: Fit, name: str, inputs: list[dict], command: str, version: str) 
            f"gpus_per_node = {fit.base.gpus_per_node}", f"flash_attention = {_n(c.flash_attention)}"]
     if c.nvlink_domain_gpus:
         out.append(f"nvlink_domain_gpus = {c.nvlink_domain_gpus}")
+    # the whole-run keys (energy and price) as the base spec gives them
+    out += [f"{k} = {_n(v)}" for k, v in (("node_overhead_w", c.node_overhead_w), ("pue", c.pue),
+                                          ("gpu_hour_usd", c.gpu_hour_usd)) if v and not (k == "pue" and v == 1.0)]
 
     def line(table: str, key: str, value: object) -> str:
         text = f"{key} = {_value(value)}"
