@@ -71,8 +71,8 @@ def overall(report: Any) -> dict:
 
 
 def _run_table(report: Any) -> Table:
-    t = Table(title="Published, measured runs against the shipped model (every run counts; g: a known gap, "
-                    "c: calibrates a constant, not counted)", title_justify="left")
+    t = Table(title="Published, measured runs against the shipped model (every run counts; g: a known gap; c: "
+                    "calibrates a constant, v: another reading of the run above, neither counted)", title_justify="left")
     for col in ("group", "run", "metric", "measured", "predicted", "error", "plan simulated"):
         t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left",
                      overflow="fold", max_width=30 if col in ("group", "run") else None)
@@ -82,7 +82,7 @@ def _run_table(report: Any) -> Table:
             t.add_section()
         first = False
         for i, r in enumerate(rows):
-            mark = " g" if r.known_gap else " c" if r.calibration else ""
+            mark = " v" if r.variant_of else " g" if r.known_gap else " c" if r.calibration else ""
             plan = (plan_label(r.plan) + (" *" if r.searched else "")) if r.plan is not None else r.note
             t.add_row(escape(group) if i == 0 else "", escape(r.id), _METRICS.get(r.metric, r.metric),
                       _value(r.metric, r.measured), _value(r.metric, r.predicted) if r.predicted is not None else "—",
@@ -128,7 +128,7 @@ def _row(c: Any) -> dict:
     return {"id": c.id, "group": c.group, "kind": c.kind, "gpu": c.gpu, "metric": c.metric, "measured": c.measured,
             "predicted": c.predicted, "error_pct": c.error_pct, "plan": c.plan.to_dict() if c.plan else None,
             "plan_label": plan_label(c.plan) if c.plan else None, "searched": list(c.searched), "note": c.note,
-            "known_gap": c.known_gap, "calibration": c.calibration}
+            "known_gap": c.known_gap, "calibration": c.calibration, "variant_of": c.variant_of}
 
 
 def _check(r: Any) -> dict:
@@ -167,7 +167,8 @@ def report_markdown(report: Any) -> str:
     lines += ["", "| run | group | metric | measured | predicted | error | plan simulated |",
               "|---|---|---|---:|---:|---:|---|"]
     for r in report.runs:
-        mark = " (known gap)" if r.known_gap else " (calibration, not counted)" if r.calibration else ""
+        mark = (" (variant, not counted)" if r.variant_of else " (known gap)" if r.known_gap
+                else " (calibration, not counted)" if r.calibration else "")
         pred = _value(r.metric, r.predicted) if r.predicted is not None else "—"
         err = f"{r.error_pct:+.1f} %" if r.error_pct is not None else "n/a"
         plan = plan_label(r.plan) if r.plan is not None else r.note

@@ -22,7 +22,8 @@ from autoplan.validate.checks import run_bandwidth_case, run_memory_case, run_me
 from autoplan.validate.files import default_file, load, load_default
 from autoplan.validate.others import dlrm_cluster, dlrm_model, run_cnn_case, run_dlrm_case
 from autoplan.validate.results import CaseResult, CheckResult, summary
-from autoplan.validate.transformer import cluster_of, group_of, model_of, plan_space, precision_of, run_case
+from autoplan.validate.transformer import (cluster_of, group_of, model_of, plan_space, precision_of, run_case,
+                                          run_variants)
 
 __all__ = ["CaseResult", "CheckResult", "Report", "validate", "load", "default_file", "cluster_of", "group_of",
            "model_of", "plan_space", "precision_of", "run_case", "dlrm_cluster", "dlrm_model"]
@@ -108,7 +109,8 @@ def validate(path: Path | None = None, calibrate: bool = True) -> Report:
     where = Path(path) if path else default_file()
     data = load(path) if path else load_default()
     cases = data["cases"]
-    runs = ([_guarded(run_case, c, "case", where) for c in cases]
+    runs = ([row for c in cases for row in [_guarded(run_case, c, "case", where), *_guarded(run_variants, c, "case",
+                                                                                              where)]]
             + [_guarded(run_cnn_case, c, "CNN case") for c in data.get("cnn_cases", [])]
             + [_guarded(run_dlrm_case, c, "DLRM case") for c in data.get("dlrm_cases", [])])
     bandwidth = [_guarded(run_bandwidth_case, b, "collective") for b in data.get("collective_bandwidth", [])

@@ -33,6 +33,8 @@ class CaseResult:
     """Why the file marks this run as a known gap of the model: shown and counted like every run."""
     calibration: str = ""
     """The constant this run calibrates (``cluster_specs/*.toml`` names it): such a run is left out of every figure."""
+    variant_of: str = ""
+    """The run this row reads another way (a paper and its script disagree): shown beside it, never counted."""
     rerun: Callable[[Callable[[Any], Any]], float | None] | None = field(default=None, compare=False, repr=False)
     """The same prediction on a changed cluster (``rerun(change)``, change: ClusterSpec -> ClusterSpec), for the
     leave-one-group-out calibration; None when the run has no prediction."""
@@ -45,7 +47,7 @@ class CaseResult:
     @property
     def counted(self) -> bool:
         """In the accuracy figures: every run with a prediction that calibrates nothing."""
-        return self.predicted is not None and not self.calibration
+        return self.predicted is not None and not self.calibration and not self.variant_of
 
 
 @dataclass(frozen=True, kw_only=True)

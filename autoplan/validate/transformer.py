@@ -203,6 +203,19 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
     return [p for p in plans if not family_violations(model, gpus, p)], searched
 
 
+def run_variants(case: dict, where: Path | None = None) -> list[CaseResult]:
+    """The case read each other way its file gives (``variants``: a label and strategy keys that replace the
+    case's), each shown beside the case and never counted."""
+    out = []
+    for v in case.get("variants") or []:
+        if not isinstance(v, dict) or not isinstance(v.get("strategy"), dict) or not v.get("label"):
+            raise SpecError("variants must be a list of {label, strategy} mappings")
+        st = {k: x for k, x in {**case["strategy"], **v["strategy"]}.items() if x is not None}
+        row = run_case({**case, "strategy": st, "calibration": ""}, where)
+        out.append(replace(row, id=f"{case['id']} [{v['label']}]", variant_of=case["id"]))
+    return out
+
+
 def run_case(case: dict, where: Path | None = None) -> CaseResult:
     """Predict one published run (iteration time, or hardware TFLOP/s per GPU where that is what was published)."""
     gpus = case["hardware"]["num_gpus"]
