@@ -198,7 +198,8 @@ TITAN_FILES = ("torchtitan/config/configs.py", "torchtitan/config/configurable.p
                "torchtitan/models/common/config_utils.py", "torchtitan/models/common/decoder.py",
                "torchtitan/models/common/embedding.py", "torchtitan/models/common/linear.py",
                "torchtitan/models/common/nn_modules.py", "torchtitan/models/common/rope.py",
-               "torchtitan/models/common/feed_forward.py", "torchtitan/models/common/attention.py")
+               "torchtitan/models/common/feed_forward.py", "torchtitan/models/common/attention.py",
+               "torchtitan/components/loss.py")
 
 
 def _class_fields(node: ast.ClassDef) -> dict[str, list | None]:

@@ -93,6 +93,11 @@ def default_batch(model: Any, given: int | None) -> int:
 
 
 
+def _frameworks() -> list[str]:
+    from autoplan.families.registry import FRAMEWORKS
+    return list(FRAMEWORKS)
+
+
 def _fixable() -> list[str]:
     """The search axes that have a flag pinning them (Knob.fix_help)."""
     return [f.name for f in KNOBS if f.metadata["knob"].fix_help is not None]
@@ -109,6 +114,9 @@ def space_options(fn: Callable) -> Callable:
                      help=f"Sequences (samples) per step. [default: {DEFAULT_GLOBAL_BATCH}; a DLRM's own batch]"),
         click.option("--space", default="default", show_default=True,
                      help="Search space name or .toml file (default: the model family's own, e.g. moe, cnn, dlrm)."),
+        click.option("--framework", type=click.Choice(_frameworks()), default=None,
+                     help="Keep only plans this framework launches as planned (docs/export.md) [default: the space's "
+                          "`framework` key, else any: every valid plan]."),
     ] + [_knob_option(name, knob_of(name), None, knob_of(name).fix_help, False) for name in _fixable()]
     for opt in reversed(opts):
         fn = opt(fn)
@@ -137,7 +145,10 @@ def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: i
     if space == "default":                      # a family may bring its own axes (CNNs: spatial, channel, filter)
         from autoplan.families.registry import family_of
         space = getattr(family_of(model), "default_space", None) or space
-    loaded = load_space(space, {k: v for k, v in fixed.items() if k in _fixable()})
+    loaded = load_space(space, {k: v for k, v in fixed.items() if k in _fixable()}, fixed.get("framework"))
+    if loaded.framework != "any":
+        from autoplan.families.registry import launcher
+        launcher(model, loaded.framework)               # a CNN or DLRM: one line naming the formats it has
     from autoplan.hardware.support import unsupported_precisions
 
     refused = unsupported_precisions(spec, loaded.axes["precision"])

@@ -150,7 +150,7 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
                    f"leaderboard in {folder.path} (`autoplan report {folder.path}` draws it); continue with "
                    f"--resume {folder.path}", err=True)
         sys.exit(130)
-    table = rows(result.leaderboard)
+    table = rows(result.leaderboard, model)
     if as_json:
         click.echo(json.dumps({"run": str(folder.path), "leaderboard": table}, indent=2))
         sys.exit(0 if table else 1)
@@ -220,12 +220,15 @@ def _resume_inputs(folder: Any, ctx: click.Context) -> tuple[Any, Any, Any, dict
         elif k == "cluster":
             ok, theirs = load_cluster(v).name == spec.name, spec.name
         elif k == "space":
-            axes = load_space(v, {a: given.get(a) for a in fixable}).axes
+            axes = load_space(v, {a: given.get(a) for a in fixable}, given.get("framework")).axes
             ok, theirs = {a: list(x) for a, x in axes.items()} == recorded["space"], "its recorded axes"
         elif k == "sampler":
             ok, theirs = v in ("auto", recorded["sampler"]), recorded["sampler"]
         elif k in fixable:
             ok, theirs = recorded["space"].get(k) == [v], recorded["space"].get(k)
+        elif k == "framework":
+            theirs = recorded["space"].get(k, ["any"])[0]
+            ok = theirs == v
         else:
             theirs = recorded.get(k, _SYMBOLIC_DEFAULTS.get(k))
             ok = theirs == v

@@ -11,7 +11,7 @@ from autoplan.families.costs import CommNeed, StepCosts
 from importlib import import_module
 
 from autoplan.families import PACKAGES
-from autoplan.families.base import ModelFamily
+from autoplan.families.base import Launcher, ModelFamily
 from autoplan.families.costs import StageMemory
 from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec
@@ -40,6 +40,38 @@ def family_of(model: ModelSpec) -> ModelFamily:
 for _package in PACKAGES:
     for _family in import_module(f"autoplan.families.{_package}.family").FAMILIES:
         register(_family)
+
+
+FRAMEWORKS: tuple[str, ...] = ("any", *dict.fromkeys(
+    launcher.name for family in FAMILIES.values() for launcher in getattr(family, "launchers", ()) if launcher.framework))
+"""``search --framework`` values: ``any`` (every valid plan), then each framework some family launches with."""
+
+
+def launchers(model: ModelSpec) -> tuple[Launcher, ...]:
+    """The frameworks that launch ``model``'s plans, its default export format first."""
+    return tuple(getattr(family_of(model), "launchers", ()))
+
+
+def launcher(model: ModelSpec, name: str) -> Launcher:
+    """The launcher ``name`` of ``model``'s family; SpecError naming the ones it has."""
+    found = {x.name: x for x in launchers(model)}
+    if name not in found:
+        kind = {"dense": "transformer", "moe": "mixture-of-experts transformer"}.get(model.family, model.family)
+        have = ", ".join(found) or "none"
+        raise SpecError(f"{model.name} is a {kind} model: {name} does not launch it (its launch formats: {have})")
+    return found[name]
+
+
+def framework_violations(model: ModelSpec, s: Strategy, framework: str) -> list[str]:
+    """Why framework ``framework`` cannot launch valid plan ``s`` as planned ([] for ``any``)."""
+    if framework == "any":
+        return []
+    return launcher(model, framework).violations(model, s)
+
+
+def launch_with(model: ModelSpec, s: Strategy) -> list[str]:
+    """The frameworks (or, for a family with one launch, its format) that launch valid plan ``s`` as planned."""
+    return [x.name for x in launchers(model) if not x.violations(model, s)]
 
 
 def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:

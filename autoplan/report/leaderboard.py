@@ -15,8 +15,14 @@ COLUMNS = ("rank", "plan", "step_s", "tokens_per_s", "mfu_pct", "bubble_pct", "e
            "capacity_gib")
 
 
-def rows(board: list[Any]) -> list[dict]:
-    """One flat row per ranked plan."""
+def launch_cell(model: Any, s: Any) -> str:
+    """The frameworks that launch plan ``s`` of ``model`` as planned (families/registry.launch_with), or "—"."""
+    from autoplan.families.registry import launch_with
+    return ", ".join(launch_with(model, s)) or "—"
+
+
+def rows(board: list[Any], model: Any = None) -> list[dict]:
+    """One flat row per ranked plan (with ``model``, also the frameworks that launch it: ``launch_with``)."""
     out = []
     for rank, e in enumerate(board, 1):
         m = e.metrics
@@ -25,12 +31,16 @@ def rows(board: list[Any]) -> list[dict]:
                     "bubble_pct": round(100 * m.fraction("bubble"), 2),
                     "exposed_comm_pct": round(100 * m.exposed_comm_fraction, 2),
                     "peak_gib": round(m.peak_memory / GIB, 1), "capacity_gib": round(m.memory_capacity / GIB, 1)})
+        if model is not None:
+            out[-1]["launch_with"] = launch_cell(model, e.strategy)
     return out
 
 
-def leaderboard_files(inputs: dict, result: Any) -> dict[str, str]:
-    """leaderboard.json, .csv and .md of a search ``result`` (file name to text)."""
-    table = rows(result.leaderboard)
+def leaderboard_files(inputs: dict, result: Any, model: Any = None) -> dict[str, str]:
+    """leaderboard.json, .csv and .md of a search ``result`` (file name to text; with ``model``, the csv and md
+    name the frameworks that launch each plan)."""
+    table = rows(result.leaderboard, model)
+    columns = COLUMNS + (("launch_with",) if model is not None else ())
     summary = {"raw": result.raw, "valid": result.valid, "equivalent": result.equivalent,
                "out_of_memory": result.out_of_memory,
                "simulated": len(result.evaluations), "pruned_by_bound": result.pruned,
@@ -38,13 +48,13 @@ def leaderboard_files(inputs: dict, result: Any) -> dict[str, str]:
     as_json = json.dumps({"inputs": inputs, "summary": summary,
                           "leaderboard": [evaluation_dict(e) for e in result.leaderboard]}, indent=2)
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS)
+    writer = csv.DictWriter(buf, fieldnames=columns)
     writer.writeheader()
     writer.writerows(table)
     md = [f"# {inputs['model']} on {inputs['gpus']} × {inputs['gpu']} ({inputs['cluster']}), "
           f"global batch {inputs['global_batch']}", "",
           f"{result.valid} valid plans, {result.out_of_memory} do not fit, {len(result.evaluations)} simulated, "
           f"{result.pruned} pruned by bound, in {result.seconds:.1f} s.", "",
-          "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    md += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in table]
+          "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    md += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in table]
     return {LEADERBOARD[0]: as_json, LEADERBOARD[1]: buf.getvalue(), LEADERBOARD[2]: "\n".join(md) + "\n"}

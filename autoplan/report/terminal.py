@@ -131,10 +131,14 @@ def leaderboard_table(rows: list[dict], title: str, throughput: str = "tokens/s"
                        ("mfu_pct", "MFU %"), ("bubble_pct", "bubble %"), ("exposed_comm_pct", "exposed comm %"),
                        ("peak_gib", "peak GiB")):
         t.add_column(label, justify="left" if col == "plan" else "right")
+    launch = bool(rows) and "launch_with" in rows[0]
+    if launch:
+        t.add_column("launch with")
     for r in rows:
         step = f"{r['step_s']:.3f}" if r["step_s"] >= 0.1 else f"{r['step_s']:.4f}"    # CNN steps last milliseconds
         t.add_row(str(r["rank"]), r["plan"], step, f"{r['tokens_per_s']:,}", f"{r['mfu_pct']:.1f}",
-                  f"{r['bubble_pct']:.1f}", f"{r['exposed_comm_pct']:.1f}", f"{r['peak_gib']:.1f}/{r['capacity_gib']:.0f}")
+                  f"{r['bubble_pct']:.1f}", f"{r['exposed_comm_pct']:.1f}", f"{r['peak_gib']:.1f}/{r['capacity_gib']:.0f}",
+                  *([r["launch_with"]] if launch else []))
     return t
 
 

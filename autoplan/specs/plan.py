@@ -130,7 +130,7 @@ class Plan(PlanPart):
     overlap_grad_reduce: bool = knob(True, choices=_BOOL, axis=True, megatron={True: ("--overlap-grad-reduce",)})
     """Reduce gradient buckets during the backward pass instead of after it."""
     overlap_param_gather: bool = knob(True, choices=_BOOL, axis=True, megatron={True: ("--overlap-param-gather",)},
-                                      megatron_when=lambda s: s.zero == 1)
+                                      megatron_when=lambda s: s.zero >= 1)
     """Gather sharded parameters while the next step's forward runs (ZeRO ≥ 1)."""
     overlap_p2p_comm: bool = knob(True, choices=_BOOL,
                                   help="Overlap PP sends with compute (interleaved schedule only; 1F1B's are "
