@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from autoplan.hardware.compute import Op
 from autoplan.families.costs import CommNeed, StepCosts
+from dataclasses import replace
 from importlib import import_module
 
 from autoplan.families import PACKAGES
@@ -38,8 +39,10 @@ def family_of(model: ModelSpec) -> ModelFamily:
 
 
 for _package in PACKAGES:
+    # each package's export.py declares the frameworks that launch its families' plans (LAUNCHERS by family name)
+    _launch = getattr(import_module(f"autoplan.families.{_package}.export"), "LAUNCHERS", {})
     for _family in import_module(f"autoplan.families.{_package}.family").FAMILIES:
-        register(_family)
+        register(replace(_family, launchers=_launch.get(_family.name, ())) if _family.name in _launch else _family)
 
 
 FRAMEWORKS: tuple[str, ...] = ("any", *dict.fromkeys(
@@ -56,9 +59,10 @@ def launcher(model: ModelSpec, name: str) -> Launcher:
     """The launcher ``name`` of ``model``'s family; SpecError naming the ones it has."""
     found = {x.name: x for x in launchers(model)}
     if name not in found:
-        kind = {"dense": "transformer", "moe": "mixture-of-experts transformer"}.get(model.family, model.family)
-        have = ", ".join(found) or "none"
-        raise SpecError(f"{model.name} is a {kind} model: {name} does not launch it (its launch formats: {have})")
+        kind = {"dense": "transformer", "moe": "mixture-of-experts transformer", "cnn": "CNN",
+                "dlrm": "DLRM"}.get(model.family, f"{model.family} model")
+        have = " or ".join(f"--format {x}" for x in found) or "no format"
+        raise SpecError(f"{model.name} is a {kind}: {name} does not launch it; it exports only as {have}")
     return found[name]
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from autoplan.errors import SpecError
 from autoplan.families.registry import launch_with, launcher, launchers
 from autoplan.families.strategy import Strategy
-from autoplan.families.transformer.export import LAUNCHERS as TRANSFORMER
+from autoplan.families.transformer.export import TRANSFORMER_LAUNCHERS as TRANSFORMER
 from autoplan.families.transformer.export import megatron_args, megatron_notes, megatron_text
 from autoplan.report.serialize import metrics_dict
 from autoplan.specs.cluster import ClusterSpec

@@ -28,7 +28,7 @@ from functools import lru_cache
 from autoplan.hardware import network
 from autoplan.hardware.compute import Op, gemm_time, memory_time
 from autoplan.families.costs import CommNeed, PassCost, StepCosts, pass_cost
-from autoplan.families.base import Launcher, family_of_functions, no_violations
+from autoplan.families.base import family_of_functions
 from autoplan.families.costs import StageMemory
 from autoplan.specs.layout import inflight_layer_chunks
 from autoplan.specs.cluster import ClusterSpec
@@ -491,16 +491,7 @@ def _other_family_knobs(s: Plan) -> list[str]:
     return out
 
 
-def _pytorch(s: Plan, model: ModelSpec | None, cluster: ClusterSpec | None, header: str) -> str:
-    from autoplan.families.cnn.export import pytorch_text
-    return pytorch_text(s, model, header)
-
-
-LAUNCHERS = (Launcher("pytorch", "PyTorch DDP", no_violations, _pytorch, framework=False),)
-"""A CNN launches as a torchrun DDP hint (Megatron-LM and torchtitan train transformers)."""
-
-CNN = family_of_functions(globals(), "cnn", ("dp", "pp", "spatial", "channel", "filter"), default_space="cnn",
-                          launchers=LAUNCHERS)
+CNN = family_of_functions(globals(), "cnn", ("dp", "pp", "spatial", "channel", "filter"), default_space="cnn")
 """The CNN family: costs and validity from this module."""
 
 FAMILIES = (CNN,)

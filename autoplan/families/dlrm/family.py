@@ -13,7 +13,7 @@ from __future__ import annotations
 from autoplan.hardware import network, policy
 from autoplan.hardware.compute import Op, gemm_time
 from autoplan.families.costs import CommNeed, StepCosts, pass_cost
-from autoplan.families.base import Launcher, family_of_functions, no_violations
+from autoplan.families.base import family_of_functions
 from autoplan.families.costs import StageMemory
 from autoplan.families.dlrm.sharding import DENSE_STATE_BYTES, GRAD_BYTES, context, symbolic_cost
 from autoplan.families.dlrm.sharding_search import ShardingPlan
@@ -182,18 +182,7 @@ def symbolic(model: ModelSpec, cluster: ClusterSpec, unit: ClusterSpec, s: Plan,
                                            *latency)
 
 
-def _torchrec(s: Plan, model: ModelSpec | None, cluster: ClusterSpec | None, header: str) -> str:
-    from autoplan.errors import SpecError
-    from autoplan.families.dlrm.export import torchrec_text
-    if model is None or cluster is None:
-        raise SpecError("a TorchRec sharding plan needs the run's model and cluster (they could not be rebuilt)")
-    return torchrec_text(model, cluster, s, header)
-
-
-LAUNCHERS = (Launcher("torchrec", "TorchRec", no_violations, _torchrec, framework=False),)
-"""A DLRM launches as TorchRec sharding constraints and its sharding plan."""
-
-DLRM = family_of_functions(globals(), "dlrm", ("dp",), default_space="dlrm", launchers=LAUNCHERS)
+DLRM = family_of_functions(globals(), "dlrm", ("dp",), default_space="dlrm")
 """The DLRM family: costs from ``families/dlrm/sharding.py`` and ``families/dlrm/embedding.py`` under the planner's sharding."""
 
 FAMILIES = (DLRM,)

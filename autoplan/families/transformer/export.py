@@ -215,7 +215,9 @@ def _deepspeed(s: Plan, model: ModelSpec | None, cluster: ClusterSpec | None, he
     return deepspeed_text(s, model, header, cluster.gpus_per_node if cluster is not None else None)
 
 
-LAUNCHERS = (Launcher("megatron", "Megatron-LM", megatron_violations, _megatron),
-             Launcher("torchtitan", "torchtitan", torchtitan_violations, _torchtitan),
-             Launcher("deepspeed", "DeepSpeed", deepspeed_violations, _deepspeed))
+TRANSFORMER_LAUNCHERS = (Launcher("megatron", "Megatron-LM", megatron_violations, _megatron),
+                         Launcher("torchtitan", "torchtitan", torchtitan_violations, _torchtitan),
+                         Launcher("deepspeed", "DeepSpeed", deepspeed_violations, _deepspeed))
 """The frameworks that launch transformer plans, first the default export format."""
+LAUNCHERS = {"dense": TRANSFORMER_LAUNCHERS, "moe": TRANSFORMER_LAUNCHERS}
+"""This package's families and the frameworks that launch their plans (read by the registry)."""
