@@ -33,8 +33,7 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
         click.echo(json.dumps(c, indent=2))
     else:
         from autoplan.report.terminal import space_view
-        _console().print(space_view(c, f"{model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
-                                       f"global batch {global_batch}, space {space!r}"))
+        _console().print(space_view(c, f"{_heading(model, spec, gpus, sp, global_batch)}, space {space!r}"))
     sys.exit(0 if c["fit"] else 1)
 
 
@@ -156,8 +155,8 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
         sys.exit(0 if table else 1)
     from autoplan.report.terminal import leaderboard_table
     con = _console()
-    con.print(leaderboard_table(table, f"Best plans: {model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
-                                       f"global batch {inputs['global_batch']}", throughput_unit(model)))
+    con.print(leaderboard_table(table, f"Best plans: {_heading(model, spec, gpus, sp, inputs['global_batch'])}",
+                                throughput_unit(model)))
     if not result.leaderboard:
         from rich.markup import escape
 
@@ -180,6 +179,15 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
               f"run folder: {folder.path}")
     if not result.leaderboard:
         sys.exit(1)
+
+
+def _heading(model: Any, spec: Any, gpus: int, sp: Any, global_batch: int) -> str:
+    """Model, GPUs, sequence length, global batch(es) and tokens per step (specs/batch.heading)."""
+    from autoplan.search.space import BATCH
+    from autoplan.specs.batch import heading
+
+    batches = sp.axes.get(BATCH, (global_batch,))
+    return heading(model.name, gpus, spec.gpu.name, spec.name, model.seq_len, batches, model.structure is not None)
 
 
 _SYMBOLIC_DEFAULTS = {"cost": "sim", "prefilter": None, "symbolic_weights": "balance"}
@@ -226,6 +234,12 @@ def _resume_inputs(folder: Any, ctx: click.Context) -> tuple[Any, Any, Any, dict
             ok, theirs = v in ("auto", recorded["sampler"]), recorded["sampler"]
         elif k in fixable:
             ok, theirs = recorded["space"].get(k) == [v], recorded["space"].get(k)
+        elif k == "seq_len":
+            ok, theirs = model.seq_len == v, model.seq_len
+        elif k == "global_batch":
+            theirs = recorded["global_batch"]
+            v = int(v) if str(v).strip().isdigit() else v
+            ok = v == theirs or (recorded["space"].get("global_batch") is not None and "-" in str(v))
         elif k == "framework":
             theirs = recorded["space"].get(k, ["any"])[0]
             ok = theirs == v

@@ -51,8 +51,12 @@ def leaderboard_files(inputs: dict, result: Any, model: Any = None) -> dict[str,
     writer = csv.DictWriter(buf, fieldnames=columns)
     writer.writeheader()
     writer.writerows(table)
-    md = [f"# {inputs['model']} on {inputs['gpus']} × {inputs['gpu']} ({inputs['cluster']}), "
-          f"global batch {inputs['global_batch']}", "",
+    from autoplan.specs.batch import heading
+
+    batches = tuple(inputs.get("space", {}).get("global_batch", ())) or (inputs["global_batch"],)
+    seq = model.seq_len if model is not None else None
+    samples = model is not None and model.structure is not None
+    md = [f"# {heading(inputs['model'], inputs['gpus'], inputs['gpu'], inputs['cluster'], seq, batches, samples)}", "",
           f"{result.valid} valid plans, {result.out_of_memory} do not fit, {len(result.evaluations)} simulated, "
           f"{result.pruned} pruned by bound, in {result.seconds:.1f} s.", "",
           "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]

@@ -85,8 +85,10 @@ def simulation_view(title: str, m: Any, gpus: int) -> Group:
 
 def check_view(report: dict, model: Any, cluster: Any, s: Any) -> Group:
     """The `autoplan check` screen."""
-    head = Text(f"{model.name} on {cluster.gpus} × {cluster.gpu.name} ({cluster.name}): {s.short()}, "
-                f"global batch {s.global_batch}", style="bold")
+    from autoplan.specs.batch import heading
+
+    head = Text(f"{heading(model.name, cluster.gpus, cluster.gpu.name, cluster.name, model.seq_len, s.global_batch, model.structure is not None)}: "
+                f"{s.short()}", style="bold")
     if not report["valid"] and "memory_gib" not in report:
         reasons = Text("invalid plan:\n", style="bold red")
         for r in report["violations"]:

@@ -24,6 +24,8 @@ _INNER = tuple(a for a in AXES if a not in ("tp", "pp", "cp", "virtual_stages"))
 """Axes enumerated for each (tp, pp, cp), in order; virtual stages only for the interleaved schedule."""
 
 
+BATCH = "global_batch"
+"""The space key holding the global batches a search ranks (``--global-batch LOW-HIGH``); absent for one batch."""
 FRAMEWORK = "framework"
 """The space key naming the framework its plans must launch with (``any``: every valid plan; kept among the axes as
 a one-value entry so that every derived space carries it, and left out for ``any``)."""
@@ -108,11 +110,14 @@ def _framework(value: object, where: str) -> str:
 
 def space_from_axes(axes: dict[str, list], where: str) -> Space:
     """The space whose axes a run folder's inputs.json recorded (checked like a space file's)."""
-    unknown = sorted(set(axes) - set(AXES) - {FRAMEWORK})
+    unknown = sorted(set(axes) - set(AXES) - {FRAMEWORK, BATCH})
     if unknown:
         raise SpecError(f"{where}: unknown axis {', '.join(unknown)}; axes are {', '.join(AXES)}")
     defaults = Strategy.defaults()
     out: dict[str, tuple] = {}
+    if BATCH in axes:
+        _check_values(BATCH, axes[BATCH] if isinstance(axes[BATCH], list) else [axes[BATCH]], f"{where}: {BATCH}")
+        out[BATCH] = tuple(axes[BATCH])
     if FRAMEWORK in axes:
         given = axes[FRAMEWORK]
         out[FRAMEWORK] = (_framework(given[0] if isinstance(given, list) and len(given) == 1 else given,
@@ -155,7 +160,18 @@ def reason_key(reason: str) -> str:
 def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int,
                     limit: int | None = None) -> tuple[list[Strategy], Counter]:
     """Every valid plan of ``space`` (deterministic order) and the count of each rejection reason; with ``limit``,
-    stop after that many valid plans."""
+    stop after that many valid plans. A space with several global batches (``BATCH``) holds the plans of each."""
+    if BATCH in space.axes:
+        plans: list[Strategy] = []
+        rejected: Counter = Counter()
+        one = Space({k: v for k, v in space.axes.items() if k != BATCH})
+        for batch in space.axes[BATCH]:
+            found, why = enumerate_plans(model, gpus, one, batch, None if limit is None else limit - len(plans))
+            plans += found
+            rejected.update(why)
+            if limit is not None and len(plans) >= limit:
+                break
+        return plans, rejected
     a = space.axes
     framework = space.framework
     plans: list[Strategy] = []
@@ -300,11 +316,13 @@ def _batch_quanta(model: ModelSpec, gpus: int, space: Space) -> set[int]:
 
 
 def _nearest_batch(model: ModelSpec, gpus: int, space: Space, global_batch: int) -> int | None:
-    candidates = set()
-    for q in _batch_quanta(model, gpus, space):
-        below = global_batch // q * q
-        candidates.update(c for c in (below, below + q) if 0 < c <= MAX_SIZE)
-    return min(candidates, key=lambda c: (abs(c - global_batch), c), default=None)
+    """The round batch (``specs/batch.is_round``: c·2^k, never 1539) nearest ``global_batch`` that admits plans."""
+    from autoplan.specs.batch import round_batches
+
+    quanta = _batch_quanta(model, gpus, space)
+    candidates = [b for b in round_batches(max(1, global_batch // 8), min(MAX_SIZE, global_batch * 8), gpus)
+                  if any(b % q == 0 for q in quanta)]
+    return min(candidates, key=lambda c: (abs(math.log(c / global_batch)), c), default=None)
 
 
 def relaxations(model: ModelSpec, gpus: int, space: Space, global_batch: int,
@@ -312,6 +330,7 @@ def relaxations(model: ModelSpec, gpus: int, space: Space, global_batch: int,
     """The ``keep`` smallest single changes that give an empty space valid plans: one value of one axis, the
     global batch, or the GPU count in whole nodes; nearest first (log ratio of the values; 1 for a category),
     then most plans."""
+    space = Space({k: v for k, v in space.axes.items() if k != BATCH})    # a range: hints for its largest batch
     found: list[tuple[float, str, int, Space, int]] = []     # distance, flags, gpus, space, global batch
     done: set[str] = set()
     for dist, change in _axis_changes(model, gpus, space, global_batch):
