@@ -34,7 +34,7 @@ def show_cmd(run: str, top: int | None, as_json: bool) -> None:
     from autoplan.search.analysis import load_run
 
     r = load_run(run)
-    table = rows(r.ranked[:top or r.top_k], r.model)
+    table = rows(r.ranked[:top or r.top_k], r.model, "global_batch" in r.inputs.get("space", {}))
     if as_json:
         click.echo(json.dumps({"run": str(r.folder), "leaderboard": table}, indent=2))
         return

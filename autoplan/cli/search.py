@@ -94,6 +94,12 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
     if prefilter is not None and cost == "symbolic":
         raise SpecError(f"--prefilter {prefilter:g} filters plans for the simulator; with --cost symbolic "
                         "nothing is searched by simulation (give one of them)")
+    if "global_batch" in sp.axes and sampler != "exhaustive":
+        # several batches are ranked by throughput (exhaustive.rank_key); the samplers minimise the step time
+        if sampler != "auto":
+            raise SpecError(f"--sampler {sampler} minimises the step time, which favours the smallest batch of a "
+                            "--global-batch range: use --sampler exhaustive (or auto)")
+        sampler = "exhaustive"
     chosen = "symbolic" if cost == "symbolic" else choose_sampler(sampler, len(plans), budget)
     inputs = {"model": model.name, "cluster": spec.name, "gpu": spec.gpu.name, "gpus": gpus,
               "global_batch": global_batch, "space": {k: list(v) for k, v in sp.axes.items()}, "top": top,
@@ -149,7 +155,7 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
                    f"leaderboard in {folder.path} (`autoplan report {folder.path}` draws it); continue with "
                    f"--resume {folder.path}", err=True)
         sys.exit(130)
-    table = rows(result.leaderboard, model)
+    table = rows(result.leaderboard, model, "global_batch" in inputs["space"])
     if as_json:
         click.echo(json.dumps({"run": str(folder.path), "leaderboard": table}, indent=2))
         sys.exit(0 if table else 1)

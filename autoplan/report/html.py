@@ -222,7 +222,7 @@ def top_table(run: Run) -> str:
     head = ("#", "plan", "step s", "tokens/s", "vs best", "MFU %", "bubble %", "exposed comm %", "peak GiB",
             "launch with")
     body = []
-    for r, e in zip(rows(run.leaderboard, run.model), run.leaderboard):
+    for r, e in zip(rows(run.leaderboard, run.model, "global_batch" in run.inputs.get("space", {})), run.leaderboard):
         cells = (r["rank"], r["plan"], f"{r['step_s']:.3f}", f"{r['tokens_per_s']:,}",
                  f"{100 * (e.metrics.tokens_per_s / ref - 1):+.1f} %", f"{r['mfu_pct']:.1f}", f"{r['bubble_pct']:.1f}",
                  f"{r['exposed_comm_pct']:.1f}", f"{r['peak_gib']:.1f} / {r['capacity_gib']:.0f}",

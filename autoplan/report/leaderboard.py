@@ -21,12 +21,14 @@ def launch_cell(model: Any, s: Any) -> str:
     return ", ".join(launch_with(model, s)) or "—"
 
 
-def rows(board: list[Any], model: Any = None) -> list[dict]:
-    """One flat row per ranked plan (with ``model``, also the frameworks that launch it: ``launch_with``)."""
+def rows(board: list[Any], model: Any = None, batches: bool = False) -> list[dict]:
+    """One flat row per ranked plan (with ``model``, also the frameworks that launch it: ``launch_with``; with
+    ``batches``, a search over several global batches, each label ends with its batch: ``gb2048``)."""
     out = []
     for rank, e in enumerate(board, 1):
         m = e.metrics
-        out.append({"rank": rank, "plan": e.strategy.short(), "step_s": round(m.step_time, 4),
+        label = e.strategy.short() + (f" gb{e.strategy.global_batch}" if batches else "")
+        out.append({"rank": rank, "plan": label, "step_s": round(m.step_time, 4),
                     "tokens_per_s": round(m.tokens_per_s), "mfu_pct": round(100 * m.mfu, 2),
                     "bubble_pct": round(100 * m.fraction("bubble"), 2),
                     "exposed_comm_pct": round(100 * m.exposed_comm_fraction, 2),
@@ -39,7 +41,7 @@ def rows(board: list[Any], model: Any = None) -> list[dict]:
 def leaderboard_files(inputs: dict, result: Any, model: Any = None) -> dict[str, str]:
     """leaderboard.json, .csv and .md of a search ``result`` (file name to text; with ``model``, the csv and md
     name the frameworks that launch each plan)."""
-    table = rows(result.leaderboard, model)
+    table = rows(result.leaderboard, model, "global_batch" in inputs.get("space", {}))
     columns = COLUMNS + (("launch_with",) if model is not None else ())
     summary = {"raw": result.raw, "valid": result.valid, "equivalent": result.equivalent,
                "out_of_memory": result.out_of_memory,
