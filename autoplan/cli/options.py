@@ -153,6 +153,14 @@ def choose_batches(model: Any, gpus: int, global_batch: Any, tokens_per_step: st
     return tuple(found)
 
 
+def legend_text() -> str:
+    """The plan labels' legend for --help (click keeps a paragraph opened with \\b as it is)."""
+    from autoplan.families.strategy import Strategy
+
+    rows = [f"  {label:<14} {meaning}" for label, meaning in Strategy.legend()]
+    return "\b\nPlan labels (e.g. tp4 pp8 dp32 mb2 int12 sp z1):\n" + "\n".join(rows)
+
+
 def _frameworks() -> list[str]:
     from autoplan.families.registry import FRAMEWORKS
     return list(FRAMEWORKS)

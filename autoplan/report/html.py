@@ -229,7 +229,16 @@ def top_table(run: Run) -> str:
                  r.get("launch_with", "?"))
         body.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     return ("<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
-            + "".join(body) + "</tbody></table>")
+            + "".join(body) + "</tbody></table>" + legend_html())
+
+
+def legend_html() -> str:
+    """What each part of a plan's label means (Strategy.legend, from the knobs' definitions)."""
+    from autoplan.families.strategy import Strategy
+
+    items = "".join(f"<tr><th>{html.escape(a)}</th><td>{html.escape(b)}</td></tr>" for a, b in Strategy.legend())
+    return f'<details id="legend"><summary>Plan labels</summary><table class="kv">{items}</table></details>'
+
 
 
 def inputs_table(run: Run) -> str:

@@ -269,6 +269,30 @@ class Plan(PlanPart):
         return " ".join(p for p in parts if p)
 
     @classmethod
+    def legend(cls) -> list[tuple[str, str]]:
+        """(label part, meaning) of every part ``short()`` can show, from the knobs' labels and help texts."""
+        out = [("tpN ppN dpN", "tensor-, pipeline- and data-parallel degrees"), ("cpN", "context-parallel degree")]
+        for name, label in cls.LABELS:
+            knob = cls.KNOB_OF[name]
+            what = knob.help.split(" [default")[0].rstrip(".") or name.replace("_", " ")
+            if name == "schedule":
+                out.append(("intV", "interleaved 1F1B schedule, V model chunks per pipeline rank"))
+                out += [(v, f"pipeline schedule {v}") for v in knob.choices if v != "interleaved"]
+            elif name == "first_stage_layers":
+                out.append(("LF/L", "uneven pipeline: F layers on the first stage, L on the last (-: an even share)"))
+            elif not knob.choices:
+                shown = label(2)                    # a count: its label for 2, the number as N
+                if shown:
+                    out.append((shown[:-1] + "N", what))
+            else:
+                for value in knob.choices:
+                    shown = label(value)
+                    if shown:
+                        out.append((shown, what if isinstance(value, bool) else
+                                    f"{name.replace('_', ' ')} {value} ({what.split(':')[0]})"))
+        return out
+
+    @classmethod
     def knob_of(cls, name: str) -> Knob:
         """The Knob of field ``name``."""
         return cls.KNOB_OF[name]

@@ -93,3 +93,25 @@ def test_the_report_launch_section_shows_only_what_launches(model, fmt, tmp_path
     launch = page.split('<section id="launch">', 1)[1].split("</section>", 1)[0]
     assert "--seq-length" not in launch and "pretrain_gpt" not in launch
     assert {"pytorch": "torchrun", "torchrec": "ParameterConstraints"}[fmt] in launch
+
+
+def test_models_lists_each_family_with_its_own_columns():
+    r = run("models")
+    assert r.exit_code == 0
+    cnn = r.output.split("CNNs", 1)[1].split("DLRMs", 1)[0]
+    assert "input" in cnn and "3×224×224" in cnn and "heads" not in cnn and "mlp" not in cnn
+    dlrm = r.output.split("DLRMs", 1)[1]
+    assert "tables" in dlrm and "bottom MLP" in dlrm and "seq" not in dlrm.split("\n", 3)[2]
+    assert "experts" in r.output.split("Mixtures of experts", 1)[1].split("CNNs", 1)[0]
+    rows = json.loads(run("models", "--json").output)
+    assert {row["family"] for row in rows} == {"transformer", "moe", "cnn", "dlrm"}
+
+
+def test_plan_labels_have_a_legend_in_help():
+    from autoplan.families.strategy import Strategy
+
+    text = run("search", "--help").output + run("--help").output
+    for label in ("int", "z2", "rmod", "epo", "LF/L", "a8", "sp", "tpo", "fp8pg", "sdN"):
+        assert label in text, label
+    labels = {a for a, _ in Strategy.legend()}
+    assert {"z1", "z2", "z3", "sel", "full", "rmod", "epo", "a8", "sp", "tpo", "intV", "LF/L", "mbN"} <= labels
