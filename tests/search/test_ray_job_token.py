@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -41,20 +42,43 @@ def _readme_job() -> list[str]:
     return [found.group(1), found.group(2)]
 
 
+def _wait_for(port: int, seconds: float = 120.0) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise TimeoutError(f"nothing listens on port {port} after {seconds:.0f} s")
+
+
 @pytest.fixture(scope="module")
 def token_head(tmp_path_factory):
+    """`ray start --head --block` in its own process group (ended by that group only, never `ray stop`, which
+    would end every Ray on the machine)."""
     home = tmp_path_factory.mktemp("rayhome")
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | {"HOME": str(home)}
     subprocess.run([RAY, "get-auth-token", "--generate"], env=env, check=True, capture_output=True, timeout=60)
     port, dash = _free_port(), _free_port()
-    start = subprocess.run([RAY, "start", "--head", "--num-cpus", "2", "--port", str(port), "--dashboard-host",
-                            "127.0.0.1", "--dashboard-port", str(dash), "--include-dashboard", "true",
-                            "--disable-usage-stats"], env=env, capture_output=True, text=True, timeout=180)
-    assert start.returncode == 0, start.stdout[-2000:] + start.stderr[-2000:]
+    head = subprocess.Popen([RAY, "start", "--head", "--block", "--num-cpus", "2", "--port", str(port),
+                             "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash), "--include-dashboard",
+                             "true", "--disable-usage-stats"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     try:
+        _wait_for(port)
+        _wait_for(dash)
         yield env, f"127.0.0.1:{port}", f"http://127.0.0.1:{dash}"
     finally:
-        subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True, timeout=120)
+        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(head.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                head.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
 
 
 def test_readme_ray_job_runs_as_written_with_token_auth(token_head, tmp_path):
