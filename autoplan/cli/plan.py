@@ -83,7 +83,9 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
         click.echo(json.dumps(evaluation_dict(e) | extra, indent=2))
         return
     from autoplan.report.terminal import simulation_view
-    title = f"{model.name} on {gpus} × {spec.gpu.name} ({spec.name}): {s.short()}, global batch {s.global_batch}"
+    from autoplan.specs.batch import heading
+    title = (f"{heading(model.name, gpus, spec.gpu.name, spec.name, model.seq_len, s.global_batch, model.structure is not None)}"
+             f": {s.short()}")
     _console().print(simulation_view(title, e.metrics, gpus))
     if costing is not None:
         from autoplan.report.terminal import totals_view

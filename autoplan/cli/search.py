@@ -33,8 +33,7 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
         click.echo(json.dumps(c, indent=2))
     else:
         from autoplan.report.terminal import space_view
-        _console().print(space_view(c, f"{model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
-                                       f"global batch {global_batch}, space {space!r}"))
+        _console().print(space_view(c, f"{_heading(model, spec, gpus, sp, global_batch)}, space {space!r}"))
     sys.exit(0 if c["fit"] else 1)
 
 
@@ -98,6 +97,12 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
     if prefilter is not None and cost == "symbolic":
         raise SpecError(f"--prefilter {prefilter:g} filters plans for the simulator; with --cost symbolic "
                         "nothing is searched by simulation (give one of them)")
+    if "global_batch" in sp.axes and sampler != "exhaustive":
+        # several batches are ranked by throughput (exhaustive.rank_key); the samplers minimise the step time
+        if sampler != "auto":
+            raise SpecError(f"--sampler {sampler} minimises the step time, which favours the smallest batch of a "
+                            "--global-batch range: use --sampler exhaustive (or auto)")
+        sampler = "exhaustive"
     chosen = "symbolic" if cost == "symbolic" else choose_sampler(sampler, len(plans), budget)
     inputs = {"model": model.name, "cluster": spec.name, "gpu": spec.gpu.name, "gpus": gpus,
               "global_batch": global_batch, "space": {k: list(v) for k, v in sp.axes.items()}, "top": top,
@@ -159,15 +164,15 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
                    f"--resume {folder.path}", err=True)
         sys.exit(130)
     costing = costing_of(inputs, model, spec)
-    table = rows(result.leaderboard, costing)
+    table = rows(result.leaderboard, costing, model, "global_batch" in inputs["space"])
     if as_json:
         extra = {"run_budget": costing.describe()} if costing is not None else {}
         click.echo(json.dumps({"run": str(folder.path), **extra, "leaderboard": table}, indent=2))
         sys.exit(0 if table else 1)
     from autoplan.report.terminal import leaderboard_table
     con = _console()
-    con.print(leaderboard_table(table, f"Best plans: {model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
-                                       f"global batch {inputs['global_batch']}", throughput_unit(model)))
+    con.print(leaderboard_table(table, f"Best plans: {_heading(model, spec, gpus, sp, inputs['global_batch'])}",
+                                throughput_unit(model)))
     if costing is not None:
         from rich.markup import escape
         con.print(f"whole run: {escape(costing.describe())}")
@@ -193,6 +198,15 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
               f"run folder: {folder.path}")
     if not result.leaderboard:
         sys.exit(1)
+
+
+def _heading(model: Any, spec: Any, gpus: int, sp: Any, global_batch: int) -> str:
+    """Model, GPUs, sequence length, global batch(es) and tokens per step (specs/batch.heading)."""
+    from autoplan.search.space import BATCH
+    from autoplan.specs.batch import heading
+
+    batches = sp.axes.get(BATCH, (global_batch,))
+    return heading(model.name, gpus, spec.gpu.name, spec.name, model.seq_len, batches, model.structure is not None)
 
 
 _SYMBOLIC_DEFAULTS = {"cost": "sim", "prefilter": None, "symbolic_weights": "balance"}
@@ -233,12 +247,21 @@ def _resume_inputs(folder: Any, ctx: click.Context) -> tuple[Any, Any, Any, dict
         elif k == "cluster":
             ok, theirs = load_cluster(v).name == spec.name, spec.name
         elif k == "space":
-            axes = load_space(v, {a: given.get(a) for a in fixable}).axes
+            axes = load_space(v, {a: given.get(a) for a in fixable}, given.get("framework")).axes
             ok, theirs = {a: list(x) for a, x in axes.items()} == recorded["space"], "its recorded axes"
         elif k == "sampler":
             ok, theirs = v in ("auto", recorded["sampler"]), recorded["sampler"]
         elif k in fixable:
             ok, theirs = recorded["space"].get(k) == [v], recorded["space"].get(k)
+        elif k == "seq_len":
+            ok, theirs = model.seq_len == v, model.seq_len
+        elif k == "global_batch":
+            theirs = recorded["global_batch"]
+            v = int(v) if str(v).strip().isdigit() else v
+            ok = v == theirs or (recorded["space"].get("global_batch") is not None and "-" in str(v))
+        elif k == "framework":
+            theirs = recorded["space"].get(k, ["any"])[0]
+            ok = theirs == v
         else:
             theirs = recorded.get(k, _SYMBOLIC_DEFAULTS.get(k))
             ok = theirs == v

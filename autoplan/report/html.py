@@ -13,7 +13,7 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from autoplan.errors import SpecError
-from autoplan.report.export import megatron_text
+from autoplan.report.export import launch_section
 from autoplan.report.leaderboard import rows
 from autoplan.search.analysis import Analysis, Neighbour, Run
 from autoplan.search.folder import trace_name
@@ -224,16 +224,26 @@ def top_table(run: Run) -> str:
     ref = run.leaderboard[0].metrics.tokens_per_s
     costing = _costing(run)
     head = ("#", "plan", "step s", "tokens/s", "vs best", "MFU %", "bubble %", "exposed comm %", "peak GiB") + (
-        tuple(label for _, label in TOTAL_LABELS) if costing is not None else ())
+        tuple(label for _, label in TOTAL_LABELS) if costing is not None else ()) + ("launch with",)
     body = []
-    for r, e in zip(rows(run.leaderboard, costing), run.leaderboard):
+    batches = "global_batch" in run.inputs.get("space", {})
+    for r, e in zip(rows(run.leaderboard, costing, run.model, batches), run.leaderboard):
         cells = (r["rank"], r["plan"], f"{r['step_s']:.3f}", f"{r['tokens_per_s']:,}",
                  f"{100 * (e.metrics.tokens_per_s / ref - 1):+.1f} %", f"{r['mfu_pct']:.1f}", f"{r['bubble_pct']:.1f}",
                  f"{r['exposed_comm_pct']:.1f}", f"{r['peak_gib']:.1f} / {r['capacity_gib']:.0f}") + (
-            total_texts(r) if costing is not None else ())
+            total_texts(r) if costing is not None else ()) + (r.get("launch_with", "?"),)
         body.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     return ("<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
-            + "".join(body) + "</tbody></table>")
+            + "".join(body) + "</tbody></table>" + legend_html())
+
+
+def legend_html() -> str:
+    """What each part of a plan's label means (Strategy.legend, from the knobs' definitions)."""
+    from autoplan.families.strategy import Strategy
+
+    items = "".join(f"<tr><th>{html.escape(a)}</th><td>{html.escape(b)}</td></tr>" for a, b in Strategy.legend())
+    return f'<details id="legend"><summary>Plan labels</summary><table class="kv">{items}</table></details>'
+
 
 
 def _costing(run: Run) -> object | None:
@@ -325,7 +335,7 @@ and memory. The dashed line is the GPU's memory.</p></section>
 (dp = GPUs / (tp·pp·cp)); green beats it, × did not run (hover for why); the dotted line is the best plan's
 throughput.</p></section>
 <section id="importance"><h2>Parameter importances</h2>$importance</section>
-<section id="launch"><h2>Launch the best plan (Megatron-LM)</h2>$launch</section>
+<section id="launch"><h2>Launch the best plan$launch_title</h2>$launch</section>
 <section id="inputs"><h2>Inputs</h2>$inputs</section>
 </body>
 </html>
@@ -369,29 +379,31 @@ def _importance_html(values: dict[str, float], note: str) -> str:
     return (_div(importance_figure(values), "fig-importance") if values else "") + _note(note)
 
 
-def _launch_html(run: Run) -> str:
+def _launch_html(run: Run) -> tuple[str, str]:
+    """The section's title suffix and body: the best plan's launch by the first framework that runs it as planned
+    (report/export.py, the code ``autoplan export`` prints), or why none does."""
     if not run.leaderboard:
-        return _note("No plan fits in memory.")
-    flash = run.cluster.flash_attention if run.cluster else True
+        return "", _note("No plan fits in memory.")
     try:
-        text = megatron_text(run.leaderboard[0].strategy, run.model, flash)
+        title, text = launch_section(run.leaderboard[0].strategy, run.model, run.cluster)
     except SpecError as err:
-        return _note(str(err))
-    return (f"<pre>{html.escape(text)}</pre>" + _note(f"autoplan export {run.folder} --rank 1 --format megatron "
-                                                     "(or --format torchtitan) prints these for any rank."))
+        return "", _note(str(err))
+    return (f" ({html.escape(title)})", f"<pre>{html.escape(text)}</pre>"
+            + _note(f"autoplan export {run.folder} --rank N --format FORMAT prints any rank's launch."))
 
 
 def page(run: Run, analysis: Analysis) -> str:
     """The whole report page: ``run`` and what ``analysis`` derived from it."""
     board = run.leaderboard
     sim = analysis.sims[0] if analysis.sims else None
+    launch = _launch_html(run)
     return PAGE.substitute(
         title=html.escape(run.title), subtitle=html.escape(_subtitle(run)), plotlyjs=get_plotlyjs(),
         table=top_table(run), pareto=_div(pareto_figure(run, analysis.pareto), "fig-pareto"),
         breakdown=_div(breakdown_figure(board), "fig-breakdown") if board else _note("No plan fits in memory."),
         timeline=_timeline_html(run, sim), sensitivity=_sensitivity_html(run, analysis.neighbours),
         importance=_importance_html(analysis.importances, analysis.importance_note),
-        launch=_launch_html(run), inputs=inputs_table(run))
+        launch=launch[1], launch_title=launch[0], inputs=inputs_table(run))
 
 
 # ------------------------------------------------------------------------------------------------ sweep reports

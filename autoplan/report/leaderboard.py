@@ -17,9 +17,10 @@ TOTAL_COLUMNS = ("days", "gpu_hours", "energy_mwh", "cost_usd")
 """Whole-run columns, present when the run has a budget (``--tokens``/``--steps``; ``search/totals.py``)."""
 
 
-def columns(costing: Any = None) -> tuple[str, ...]:
-    """The leaderboard's columns: the step's, then the whole run's when there is a budget."""
-    return COLUMNS + (TOTAL_COLUMNS if costing is not None else ())
+def columns(costing: Any = None, model: Any = None) -> tuple[str, ...]:
+    """The leaderboard's columns: the step's, the frameworks that launch each plan (with ``model``), then the whole
+    run's (when there is a budget)."""
+    return COLUMNS + (("launch_with",) if model is not None else ()) + (TOTAL_COLUMNS if costing is not None else ())
 
 
 def total_cells(t: Any) -> dict:
@@ -30,17 +31,27 @@ def total_cells(t: Any) -> dict:
     return {"days": d["days"], "gpu_hours": d["gpu_hours"], "energy_mwh": d["energy_mwh"], "cost_usd": d["cost_usd"]}
 
 
-def rows(board: list[Any], costing: Any = None) -> list[dict]:
-    """One flat row per ranked plan (with the whole run's days, GPU-hours, energy and cost if ``costing``, a
-    ``search.totals.Costing``, is given)."""
+def launch_cell(model: Any, s: Any) -> str:
+    """The frameworks that launch plan ``s`` of ``model`` as planned (families/registry.launch_with), or "—"."""
+    from autoplan.families.registry import launch_with
+    return ", ".join(launch_with(model, s)) or "—"
+
+
+def rows(board: list[Any], costing: Any = None, model: Any = None, batches: bool = False) -> list[dict]:
+    """One flat row per ranked plan: with ``model``, also the frameworks that launch it (``launch_with``); with
+    ``costing`` (a ``search.totals.Costing``), the whole run's days, GPU-hours, energy and cost; with ``batches``,
+    a search over several global batches, each label ends with its batch (``gb2048``)."""
     out = []
     for rank, e in enumerate(board, 1):
         m = e.metrics
-        out.append({"rank": rank, "plan": e.strategy.short(), "step_s": round(m.step_time, 4),
+        label = e.strategy.short() + (f" gb{e.strategy.global_batch}" if batches else "")
+        out.append({"rank": rank, "plan": label, "step_s": round(m.step_time, 4),
                     "tokens_per_s": round(m.tokens_per_s), "mfu_pct": round(100 * m.mfu, 2),
                     "bubble_pct": round(100 * m.fraction("bubble"), 2),
                     "exposed_comm_pct": round(100 * m.exposed_comm_fraction, 2),
                     "peak_gib": round(m.peak_memory / GIB, 1), "capacity_gib": round(m.memory_capacity / GIB, 1)})
+        if model is not None:
+            out[-1]["launch_with"] = launch_cell(model, e.strategy)
         if costing is not None:
             out[-1].update(total_cells(costing(e)))
     return out
@@ -52,11 +63,11 @@ def _totals_entry(costing: Any, e: Any) -> dict:
     return {"run_totals": t.to_dict()} if t is not None else {"run_totals": None, "why": costing.why[e.strategy]}
 
 
-def leaderboard_files(inputs: dict, result: Any, costing: Any = None) -> dict[str, str]:
+def leaderboard_files(inputs: dict, result: Any, costing: Any = None, model: Any = None) -> dict[str, str]:
     """leaderboard.json, .csv and .md of a search ``result`` (file name to text), with the whole run's totals when
-    ``costing`` is given."""
-    table = rows(result.leaderboard, costing)
-    cols = columns(costing)
+    ``costing`` is given and the frameworks that launch each plan with ``model``."""
+    table = rows(result.leaderboard, costing, model, "global_batch" in inputs.get("space", {}))
+    cols = columns(costing, model)
     summary = {"raw": result.raw, "valid": result.valid, "equivalent": result.equivalent,
                "out_of_memory": result.out_of_memory,
                "simulated": len(result.evaluations), "pruned_by_bound": result.pruned,
@@ -69,8 +80,12 @@ def leaderboard_files(inputs: dict, result: Any, costing: Any = None) -> dict[st
     writer = csv.DictWriter(buf, fieldnames=cols)
     writer.writeheader()
     writer.writerows(table)
-    md = [f"# {inputs['model']} on {inputs['gpus']} × {inputs['gpu']} ({inputs['cluster']}), "
-          f"global batch {inputs['global_batch']}", "",
+    from autoplan.specs.batch import heading
+
+    batches = tuple(inputs.get("space", {}).get("global_batch", ())) or (inputs["global_batch"],)
+    seq = model.seq_len if model is not None else None
+    samples = model is not None and model.structure is not None
+    md = [f"# {heading(inputs['model'], inputs['gpus'], inputs['gpu'], inputs['cluster'], seq, batches, samples)}", "",
           f"{result.valid} valid plans, {result.out_of_memory} do not fit, {len(result.evaluations)} simulated, "
           f"{result.pruned} pruned by bound, in {result.seconds:.1f} s.", ""]
     if costing is not None:

@@ -105,8 +105,10 @@ def simulation_view(title: str, m: Any, gpus: int) -> Group:
 
 def check_view(report: dict, model: Any, cluster: Any, s: Any) -> Group:
     """The `autoplan check` screen."""
-    head = Text(f"{model.name} on {cluster.gpus} × {cluster.gpu.name} ({cluster.name}): {s.short()}, "
-                f"global batch {s.global_batch}", style="bold")
+    from autoplan.specs.batch import heading
+
+    head = Text(f"{heading(model.name, cluster.gpus, cluster.gpu.name, cluster.name, model.seq_len, s.global_batch, model.structure is not None)}: "
+                f"{s.short()}", style="bold")
     if not report["valid"] and "memory_gib" not in report:
         reasons = Text("invalid plan:\n", style="bold red")
         for r in report["violations"]:
@@ -153,11 +155,15 @@ def leaderboard_table(rows: list[dict], title: str, throughput: str = "tokens/s"
                        ("mfu_pct", "MFU %"), ("bubble_pct", "bubble %"), ("exposed_comm_pct", "exposed comm %"),
                        ("peak_gib", "peak GiB")) + (TOTAL_LABELS if totals else ()):
         t.add_column(label, justify="left" if col == "plan" else "right")
+    launch = bool(rows) and "launch_with" in rows[0]
+    if launch:
+        t.add_column("launch with")
     for r in rows:
         step = f"{r['step_s']:.3f}" if r["step_s"] >= 0.1 else f"{r['step_s']:.4f}"    # CNN steps last milliseconds
         t.add_row(str(r["rank"]), r["plan"], step, f"{r['tokens_per_s']:,}", f"{r['mfu_pct']:.1f}",
                   f"{r['bubble_pct']:.1f}", f"{r['exposed_comm_pct']:.1f}",
-                  f"{r['peak_gib']:.1f}/{r['capacity_gib']:.0f}", *(total_texts(r) if totals else ()))
+                  f"{r['peak_gib']:.1f}/{r['capacity_gib']:.0f}", *(total_texts(r) if totals else ()),
+                  *([r["launch_with"]] if launch else []))
     return t
 
 

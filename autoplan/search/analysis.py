@@ -56,10 +56,15 @@ class Run:
 
     @property
     def title(self) -> str:
-        """``gpt3-175b on 1024 × H100-SXM5-80GB (dgx-h100-80g), global batch 1536``."""
+        """``gpt3-175b on 1024 × H100-SXM5-80GB (dgx-h100-80g), sequences of 2,048 tokens, global batch 1,536
+        (3.15M tokens per step)``."""
+        from autoplan.specs.batch import heading
+
         i = self.inputs
-        return (f"{i.get('model', '?')} on {i.get('gpus', '?')} × {i.get('gpu', '?')} ({i.get('cluster', '?')}), "
-                f"global batch {i.get('global_batch', '?')}")
+        batches = tuple(i.get("space", {}).get("global_batch", ())) or (i.get("global_batch", "?"),)
+        seq = self.model.seq_len if self.model is not None else None
+        return heading(i.get("model", "?"), i.get("gpus", "?"), i.get("gpu", "?"), i.get("cluster", "?"), seq, batches,
+                       self.model is not None and self.model.structure is not None)
 
     def plan(self, rank: int) -> Evaluation:
         """The plan at ``rank`` (1 = best)."""

@@ -60,8 +60,9 @@ def _may_fit(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> bool:
 
 
 def rank_key(e: Evaluation) -> tuple:
-    """Fastest first; equal times ordered by the plan's label (deterministic)."""
-    return (e.metrics.step_time, e.strategy.short())
+    """Highest throughput first: step time per sequence (plans of one global batch: fastest first; of a range of
+    batches, the batch is part of the plan); equal times ordered by the plan's label (deterministic)."""
+    return (e.metrics.step_time / e.strategy.global_batch, e.strategy.short())
 
 
 def distinct_plans(cluster: ClusterSpec, plans: list[Strategy]) -> list[Strategy]:
@@ -90,13 +91,15 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
     valid = len(plans)
     plans = distinct_plans(cluster, plans)
     fitting = [s for s in plans if _may_fit(model, cluster, s)]
-    order = sorted(((_bound_or_zero(model, cluster, s), s.short(), s) for s in fitting), key=lambda x: (x[0], x[1]))
+    # bounds per sequence, as rank_key ranks (one batch: the order of the bounds themselves)
+    order = sorted(((_bound_or_zero(model, cluster, s) / s.global_batch, s.short(), s) for s in fitting),
+                   key=lambda x: (x[0], x[1]))
     board: list[Evaluation] = sorted((e for e in known.values() if e.feasible), key=rank_key)[:top_k]
     evaluations: list[Evaluation] = []
     state = {"next": 0, "reused": 0}
 
     def kth_best() -> float:
-        return board[top_k - 1].metrics.step_time if len(board) >= top_k else float("inf")
+        return rank_key(board[top_k - 1])[0] if len(board) >= top_k else float("inf")
 
     def batches() -> Iterator[Sequence[Strategy]]:
         while state["next"] < len(order):

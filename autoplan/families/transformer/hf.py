@@ -107,7 +107,17 @@ def _seq_len(c: _Config, *keys: str) -> int:
     scaling = c.data.get("rope_scaling")
     if isinstance(scaling, dict) and scaling.get("original_max_position_embeddings") is not None:
         return _Config(scaling, c.path).count("original_max_position_embeddings")
-    return c.count(*keys)
+    context = c.count(*keys)
+    return context if context <= LONG_CONTEXT else PRETRAIN_SEQ
+
+
+LONG_CONTEXT = 32768
+"""The longest context taken as a config's pre-training length (Mixtral pre-trains at 32K, Jiang et al. 2024 §2)."""
+PRETRAIN_SEQ = 8192
+"""The sequence length planned for a longer context without rope_scaling: models pre-train at 4K-8K tokens and reach
+a long context in a short last stage with context parallelism (Llama 3: 8,192, then 128K over the last 800B tokens,
+Dubey et al. 2024 §3.4; Qwen2.5: 4,096, then 32,768, Qwen Team 2024 §4), so a 131,072-token
+max_position_embeddings says nothing of the pre-training length. ``--seq-len`` sets any length."""
 
 
 def _activation(c: _Config, kind: str) -> str:
@@ -197,7 +207,12 @@ def load_hf_model(path: Path | str) -> ModelSpec:
     kw = config_fields(data, path)
     arch = data.get("architectures")
     arch = arch[0] if isinstance(arch, list) and arch and isinstance(arch[0], str) else data["model_type"]
+    source = f"HF config.json {str(path)!r} ({arch})"
+    given = data.get("max_position_embeddings")
+    if isinstance(given, int) and given > kw["seq_len"] and not isinstance(data.get("rope_scaling"), dict):
+        source += (f"; seq {kw['seq_len']:,} of its {given:,}-token context (pre-training length, "
+                   "autoplan/families/transformer/hf.py PRETRAIN_SEQ; --seq-len to change)")
     try:
-        return ModelSpec(name=_name(path), source=f"HF config.json {str(path)!r} ({arch})", **kw)
+        return ModelSpec(name=_name(path), source=source, **kw)
     except SpecError as err:
         raise SpecError(f"HF config {str(path)!r}: {err}") from None

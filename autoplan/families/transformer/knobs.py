@@ -40,6 +40,8 @@ class TransformerPlan(PlanPart):
     ``_checkpointed_forward``); 0: every layer (``--recompute-method uniform --recompute-num-layers 1``)."""
 
     sequence_parallel: bool = knob(False, after="virtual_stages", choices=_BOOL, axis=True, fix_help="", label=lambda v: "sp" if v else "",
+                                   help="Sequence parallelism: norms and dropout split along the sequence over the TP "
+                                        "group (needs tp > 1).",
                                    megatron={True: ("--sequence-parallel",)})
     """Shard norms and dropout along the sequence across the TP group (Korthikanti et al. 2022)."""
     zero3_per_tensor: bool = knob(False, after="gradient_accumulation_fusion", choices=_BOOL,
