@@ -135,8 +135,8 @@ def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: i
     model = get_model(model_name)
     spec = load_cluster(cluster, gpus)
     if space == "default":                      # a family may bring its own axes (CNNs: spatial, channel, filter)
-        from autoplan.families.registry import family_of
-        space = getattr(family_of(model), "default_space", None) or space
+        from autoplan.families.registry import default_space
+        space = default_space(model)
     loaded = load_space(space, {k: v for k, v in fixed.items() if k in _fixable()})
     from autoplan.hardware.support import unsupported_precisions
 
