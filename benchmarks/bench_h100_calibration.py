@@ -5,11 +5,12 @@ runs it (`ub_tp_comm_overlap: true`: dgxc-benchmarking nemo_megatron/gpt3_175b_h
 Launcher llama3_1_70b.yaml for Llama 3.1 70B; public.yaml lists both under the rows' repo_files). Prints each H100
 case's signed error and the counted mean/max |error| of all `validate` runs (known gaps left out).
 
-Run: python benchmarks/bench_h100_calibration.py
+Run: python benchmarks/bench_h100_calibration.py [--quick]     (--quick: the cases on at most 64 GPUs only)
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
 from dataclasses import replace
 from statistics import mean
@@ -23,6 +24,8 @@ SOURCED = 0.92
 """clock_ratio from the sustained/burst matmul ratio on the GH100 die (dgx-h100-80g.toml comment)."""
 OVERLAP_RECIPES = ("gpt3-175b", "llama31-70b")
 """Ids of the dense H100 recipes whose config files set ub_tp_comm_overlap: true."""
+QUICK_GPUS = 64
+"""--quick keeps the cases on at most this many GPUs (H100 BF16 and FP8 rows, an overlap recipe, A100 rows)."""
 
 
 def _loader(clock: float):
@@ -36,10 +39,10 @@ def _loader(clock: float):
     return load
 
 
-def _errors(clock: float, overlap: bool) -> tuple[dict[str, float], float, float]:
+def _errors(clock: float, overlap: bool, cases: list[dict]) -> tuple[dict[str, float], float, float]:
     errors, counted = {}, []
     with mock.patch.object(validate, "load_cluster", _loader(clock)):
-        for case in validate.load()["cases"]:
+        for case in cases:
             case = copy.deepcopy(case)
             h100 = "H100" in str(case["hardware"].get("gpu"))
             if overlap and h100 and any(k in case["id"] for k in OVERLAP_RECIPES):
@@ -54,8 +57,15 @@ def _errors(clock: float, overlap: bool) -> tuple[dict[str, float], float, float
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help=f"only the cases on at most {QUICK_GPUS} GPUs")
+    quick = ap.parse_args().quick
+    cases = validate.load()["cases"]
+    if quick:
+        cases = [c for c in cases if c["hardware"]["num_gpus"] <= QUICK_GPUS]
+        print(f"--quick: {len(cases)} cases on at most {QUICK_GPUS} GPUs ('all counted runs' means these)")
     runs = [(FITTED, False), (FITTED, True), (SOURCED, False), (SOURCED, True)]
-    results = [_errors(clock, overlap) for clock, overlap in runs]
+    results = [_errors(clock, overlap, cases) for clock, overlap in runs]
     heads = [f"{clock:.2f} {'on' if overlap else 'off'}" for clock, overlap in runs]
     print(f"{'case (clock_ratio, TP overlap)':36s}" + "".join(f"{h:>10s}" for h in heads))
     for case_id in results[0][0]:
