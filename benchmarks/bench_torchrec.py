@@ -75,8 +75,8 @@ class TorchRec:
             from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
             from torchrec.distributed.planner import storage_reservations
         except ImportError as err:
-            print(f"bench_torchrec: skipped, the TorchRec comparison needs the optional extra 'torchrec' ({err}); "
-                  "install it in a separate environment (pyproject.toml, [project.optional-dependencies])")
+            print(f"bench_torchrec: skipped, torchrec is not importable ({err}): the TorchRec comparison needs the "
+                  "optional extra 'torchrec', in a separate environment (pyproject.toml, optional-dependencies)")
             return None
         planner.storage_reservations = storage_reservations
         # exact row-wise Adagrad fused into the backward: one fp32 state per row, as autoplan's ROW_STATE_BYTES
