@@ -219,8 +219,8 @@ def load_search_inputs(model_name: str, gpus: int, cluster: str, global_batch: A
     spec = load_cluster(cluster, gpus)
     batches = choose_batches(model, gpus, global_batch, fixed.get("tokens_per_step"))
     if space == "default":                      # a family may bring its own axes (CNNs: spatial, channel, filter)
-        from autoplan.families.registry import family_of
-        space = getattr(family_of(model), "default_space", None) or space
+        from autoplan.families.registry import default_space
+        space = default_space(model)
     loaded = load_space(space, {k: v for k, v in fixed.items() if k in _fixable()}, fixed.get("framework"))
     if loaded.framework != "any":
         from autoplan.families.registry import launcher

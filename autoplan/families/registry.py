@@ -38,6 +38,12 @@ def family_of(model: ModelSpec) -> ModelFamily:
                         f"{', '.join(sorted(FAMILIES))}") from None
 
 
+def default_space(model: ModelSpec) -> str:
+    """The search space ``autoplan search`` uses for ``model`` unless ``--space`` names another: its family's own
+    (``Family.default_space``; CNNs and DLRMs bring their axes), else ``default``."""
+    return getattr(family_of(model), "default_space", None) or "default"
+
+
 _OWN_KNOBS: dict[str, frozenset[str]] = {}
 """Family name → the knobs its package declares (its part of the plan)."""
 for _package in PACKAGES:
