@@ -83,6 +83,47 @@ def simulation_view(title: str, m: Any, gpus: int) -> Group:
                  breakdown_table(m.breakdown), memory_table(m.memory, m.memory_capacity))
 
 
+def _ms(x: float) -> str:
+    return f"{x * 1e3:,.2f}"
+
+
+def critical_path_view(path: dict, rows: int = 12) -> Group:
+    """The chain of tasks that sets the step (``sim.critical.path_dict``), by segment, and the other streams'
+    slack; a long chain shows its first and last segments and its longest ones."""
+    segs = path["segments"]
+    t = Table(title="Critical path: the chain of tasks that sets the step", title_justify="left")
+    for col in ("stage", "stream", "tasks", "kind", "ms", "share"):
+        t.add_column(col, justify="left" if col in ("stream", "tasks", "kind") else "right")
+    keep = set(range(len(segs))) if len(segs) <= rows else (
+        {0, 1, len(segs) - 2, len(segs) - 1}
+        | set(sorted(range(len(segs)), key=lambda i: -segs[i]["seconds"])[:rows - 4]))
+    skipped = 0
+    for i, seg in enumerate(segs):
+        if i not in keep:
+            skipped += 1
+            continue
+        if skipped:
+            t.add_row("", Text(f"… {skipped} more", style="dim"), "", "", "", "")
+            skipped = 0
+        what = seg["first"] if seg["first"] == seg["last"] else f"{seg['first']} .. {seg['last']}"
+        t.add_row(str(seg["stage"]), seg["stream"], f"{what} ({seg['tasks']})", seg["kind"], _ms(seg["seconds"]),
+                  f"{100 * seg['share']:.1f} %")
+    step = path["step_time_s"] or 1.0
+    kinds = ", ".join(f"{LABELS.get(k, k).replace('exposed ', '')} {100 * x / step:.1f} %"
+                      for k, x in sorted(path["by_kind_s"].items(), key=lambda kv: -kv[1]))
+    idle = [x for x in path["streams"] if not x["critical"]]
+    slack = Table()
+    for col in ("stage", "stream", "busy ms", "slack ms"):
+        slack.add_column(col, justify="left" if col == "stream" else "right")
+    for x in sorted(idle, key=lambda x: x["slack_s"])[:rows]:
+        slack.add_row(str(x["stage"]), x["stream"], _ms(x["busy_s"]), _ms(x["slack_s"]))
+    parts: list[Any] = [t, Text(f"on the chain: {kinds}")]
+    if idle:
+        parts += [Text("Slack of the other streams: how much later their work could end without moving the step",
+                       style="italic"), slack]
+    return Group(*parts)
+
+
 def check_view(report: dict, model: Any, cluster: Any, s: Any) -> Group:
     """The `autoplan check` screen."""
     head = Text(f"{model.name} on {cluster.gpus} × {cluster.gpu.name} ({cluster.name}): {s.short()}, "

@@ -50,6 +50,10 @@ class Lowered:
                                      for j, st in steps.items()))
         return self._meta
 
+    def slot_key(self, i: int) -> object:
+        """What task ``i``'s seconds are: its slot's key, (stage, forward, chunk) for a pass or a collective's name."""
+        return self._graph.keys[self._graph.tasks.duration[i]]
+
     @property
     def compute_tasks(self) -> tuple[tuple[int, ...], ...]:
         """Per stage, the tasks of its compute stream (passes, then the optimizer step) in stream order."""
