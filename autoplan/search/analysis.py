@@ -13,7 +13,7 @@ from typing import Any
 from autoplan.errors import SpecError
 from autoplan.search.exhaustive import rank_key
 from autoplan.search.folder import JOURNAL, RunFolder
-from autoplan.sim.simulate import Evaluation, Simulation, evaluate, simulate_step
+from autoplan.sim.simulate import CriticalPath, Evaluation, Simulation, critical_path, evaluate, simulate_step
 from autoplan.specs import ClusterSpec, ModelSpec, load_cluster
 from autoplan.families.strategy import Strategy
 from autoplan.families.catalog import get_model
@@ -106,10 +106,11 @@ def pareto_front(evaluations: list[Evaluation]) -> list[Evaluation]:
 
 
 def simulate_top(run: Run, n: int = TRACES) -> list[Simulation]:
-    """Simulated steps of the ``n`` best plans (every micro-batch), for traces and the timeline."""
+    """Simulated steps of the ``n`` best plans (every micro-batch, with what set each task's start), for traces,
+    the timeline and the critical path."""
     if run.model is None or run.cluster is None:
         return []
-    return [simulate_step(run.model, run.cluster, e.strategy) for e in run.ranked[:n]]
+    return [simulate_step(run.model, run.cluster, e.strategy, why=True) for e in run.ranked[:n]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,11 +208,14 @@ class Analysis:
     neighbours: dict[str, list[Neighbour]]
     importances: dict[str, float]
     importance_note: str
+    critical: CriticalPath | None = None
+    """The chain of tasks that sets the best plan's step, and the other streams' slack."""
 
 
 def analyse(run: Run, traces: int = TRACES) -> Analysis:
     """The analysis of ``run`` that its report draws."""
     values, note = importances(run)
-    return Analysis(pareto=pareto_front(list(run.evaluations)), sims=simulate_top(run, traces),
+    sims = simulate_top(run, traces)
+    return Analysis(pareto=pareto_front(list(run.evaluations)), sims=sims,
                     neighbours=neighbours(run, run.leaderboard[0]) if run.leaderboard else {},
-                    importances=values, importance_note=note)
+                    importances=values, importance_note=note, critical=critical_path(sims[0]) if sims else None)
