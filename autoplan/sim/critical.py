@@ -101,10 +101,13 @@ def analyse_path(lowered: Lowered, timeline: Timeline) -> CriticalPath:
 
 
 def _kinds(lowered: Lowered, chain: list[int]) -> dict[str, float]:
-    parts = lowered.parts
+    parts, tasks = lowered.parts, lowered.tasks
     out: dict[str, float] = {}
     for i in chain:
-        for k, sec in parts.get(i, ((lowered.tasks.kind[i], lowered.tasks.duration[i]),)):
+        own = parts.get(i, ())
+        # a transfer's seconds (with what sharing its links added) count as its kind (pp, dp)
+        rest = tasks.duration[i] - sum(sec for _, sec in own)
+        for k, sec in own + (((tasks.kind[i], rest),) if rest > 1e-15 * max(1.0, tasks.duration[i]) else ()):
             if sec > 0:
                 out[k] = out.get(k, 0.0) + sec
     return out
