@@ -62,7 +62,7 @@ def _check_network(cluster: ClusterSpec) -> None:
 
 def build_graph(cluster: ClusterSpec) -> nx.Graph:
     """The cluster's network: GPUs, NVSwitch fabrics (one per NVLink domain), NICs, rail leaves and spines, with
-    ``bandwidth`` and ``tier``."""
+    ``bandwidth`` and ``tier`` (a leaf's uplink carries its nodes' bandwidth over the spine's oversubscription)."""
     _check_network(cluster)
     g, nodes, tiers = cluster.domain_gpus, cluster.domains, cluster.tiers
     per_su = _nodes_per_su(cluster)
@@ -83,7 +83,7 @@ def build_graph(cluster: ClusterSpec) -> nx.Graph:
         for su in range(sus):
             members = min(per_su, nodes - su * per_su)
             graph.add_edges_from(((("leaf", su, rail), ("spine", rail)) for rail in range(g)),
-                                 bandwidth=spine.bandwidth * members, tier=spine.name)
+                                 bandwidth=spine.bandwidth * members / spine.oversubscription, tier=spine.name)
     return graph
 
 
@@ -407,3 +407,21 @@ def _sharing(cluster: ClusterSpec, s: _Degrees, classes: tuple[FlowClass, ...]) 
         if len(pairs) > 1 or pairs[0][1] > 1.0:
             rows.append(pairs)
     return tuple(sorted(rows))
+
+
+def link_sharing_on_graph(graph: nx.Graph, cluster: ClusterSpec, s: Plan,
+                          classes: tuple[FlowClass, ...]) -> tuple[tuple[tuple[int, float], ...], ...]:
+    """``link_sharing`` by routing every flow over ``graph`` (``build_graph(cluster)``) edge by edge, each
+    direction of an edge a link of its ``bandwidth``: the reference the fast routing is tested against."""
+    g, per_su = graph.graph["gpus_per_node"], graph.graph["nodes_per_su"]
+    load: dict[tuple, dict[int, float]] = {}
+    for k, flow in enumerate(classes):
+        for a, b, rate in zip(*(x.tolist() for x in class_flows(cluster, s, flow))):
+            path = _route(a, b, g, per_su)
+            for edge in zip(path, path[1:]):
+                if not graph.has_edge(*edge):
+                    raise SpecError(f"graph of {cluster.name!r} has no link {edge}")
+                share = load.setdefault(edge, {})
+                share[k] = share.get(k, 0.0) + rate / graph.edges[edge]["bandwidth"]
+    rows = {tuple((k, round(u, 12)) for k, u in sorted(x.items())) for x in load.values()}
+    return tuple(sorted(r for r in rows if len(r) > 1 or r[0][1] > 1.0))

@@ -18,7 +18,7 @@ import numpy as np
 
 from autoplan.hardware.topology import placement_sharing
 from autoplan.sim.engine import Timeline, run
-from autoplan.sim.fluid import Groups, Sharing, groups, slowdowns
+from autoplan.sim.fluid import Groups, Sharing, contended, groups, slowdowns
 from autoplan.sim.workload import Lowered
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.plan import Plan
@@ -85,7 +85,8 @@ def applies(cluster: ClusterSpec, s: Plan) -> bool:
             and (len(cluster.tiers) > 1 or cluster.domains == 1))
 
 
-def contend(lowered: Lowered, cluster: ClusterSpec, s: Plan, timeline: Timeline, why: bool = False) -> Timeline:
+def contend(lowered: Lowered, cluster: ClusterSpec, s: Plan, timeline: Timeline, why: bool = False,
+            exact: bool = False) -> Timeline:
     """``timeline`` with the transfers slowed where they share links (to first order, ``fluid.slowdowns``);
     ``lowered`` then carries the slowed tasks (``lowered.tasks``) and each stream's extra seconds
     (``lowered.stretched``)."""
@@ -94,10 +95,18 @@ def contend(lowered: Lowered, cluster: ClusterSpec, s: Plan, timeline: Timeline,
     cls, classes, grouped = _of_graph(lowered)
     if not classes:
         return timeline
-    ids, more = slowdowns(timeline, grouped, sharing_of(cluster, s, classes))
+    tasks = lowered.tasks
+    sharing = sharing_of(cluster, s, classes)
+    if exact:                                           # the event-driven reference (tests, benchmarks)
+        out = contended(tasks, lowered.plan, timeline, cls, sharing, why, exact=True)
+        if out is not timeline:
+            lowered.tasks = out.tasks
+            lowered.stretched = np.bincount(tasks.resource, np.subtract(out.tasks.duration, tasks.duration),
+                                            len(tasks.resources)).tolist()
+        return out
+    ids, more = slowdowns(timeline, grouped, sharing)
     if not len(ids):
         return timeline                                 # nothing shares a link at once: exact as it is
-    tasks = lowered.tasks
     duration = np.asarray(tasks.duration)
     duration[ids] += more
     lowered.tasks = tasks.with_durations(duration.tolist())
