@@ -5,6 +5,6 @@ the commands that need them, so that ``autoplan --help`` stays fast.
 """
 
 from autoplan.cli.app import main
-from autoplan.cli import catalog, collective, plan, runs, search, validate  # noqa: F401  (they register commands)
+from autoplan.cli import catalog, collective, plan, runs, search, validate, whatif  # noqa: F401  (they register commands)
 
 __all__ = ["main"]

@@ -210,6 +210,41 @@ class Analysis:
     importance_note: str
     critical: CriticalPath | None = None
     """The chain of tasks that sets the best plan's step, and the other streams' slack."""
+    elasticity: list[dict] = field(default_factory=list)
+    """Elasticity of the best plan's step time to each hardware parameter (``search.whatif``)."""
+    whatifs: dict | None = None
+    """What ``autoplan whatif RUN`` left in the folder (whatif.json), if anything."""
+
+
+def hardware_elasticity(run: Run) -> list[dict]:
+    """The best plan's elasticities (``search.whatif.elasticities``), with the run's space for HBM capacity."""
+    from autoplan.search.whatif import elasticities, elasticity_dicts
+    from autoplan.search.space import enumerate_plans, space_from_axes
+
+    if run.model is None or run.cluster is None or not run.leaderboard:
+        return []
+    best = evaluate(run.model, run.cluster, run.leaderboard[0].strategy)
+    if not best.feasible:
+        return []
+    try:
+        space = space_from_axes(run.inputs.get("space", {}), "inputs.json space")
+        plans = enumerate_plans(run.model, run.cluster.gpus, space, best.strategy.global_batch)[0]
+    except SpecError:
+        plans = []
+    return elasticity_dicts(elasticities(run.model, run.cluster, best, plans))
+
+
+def saved_whatifs(run: Run) -> dict | None:
+    """whatif.json of the run folder, if ``autoplan whatif`` left one and it is readable."""
+    import json
+
+    from autoplan.search.whatif import WHATIF
+
+    path = run.folder / WHATIF
+    try:
+        return json.loads(path.read_text()) if path.exists() else None
+    except (OSError, ValueError):
+        return None
 
 
 def analyse(run: Run, traces: int = TRACES) -> Analysis:
@@ -218,4 +253,5 @@ def analyse(run: Run, traces: int = TRACES) -> Analysis:
     sims = simulate_top(run, traces)
     return Analysis(pareto=pareto_front(list(run.evaluations)), sims=sims,
                     neighbours=neighbours(run, run.leaderboard[0]) if run.leaderboard else {},
-                    importances=values, importance_note=note, critical=critical_path(sims[0]) if sims else None)
+                    importances=values, importance_note=note, critical=critical_path(sims[0]) if sims else None,
+                    elasticity=hardware_elasticity(run), whatifs=saved_whatifs(run))

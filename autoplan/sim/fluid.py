@@ -23,8 +23,9 @@ and ``benchmarks/bench_contention.py`` hold the first order to, and ``contended(
 from __future__ import annotations
 
 import heapq
+import operator
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -147,17 +148,32 @@ def contended(tasks: Tasks, plan: Plan, timeline: Timeline, cls: Sequence[int], 
     return first_order(tasks, plan, timeline, groups(tasks, cls), sharing, why)
 
 
-Groups = tuple[tuple[int, np.ndarray], ...]
-"""The shared tasks as (class, task ids) per class and stream, in stream order: a group's spans never overlap."""
+@dataclass(frozen=True)
+class Groups:
+    """The shared tasks of a graph by class and stream, each group in stream order (its spans never overlap):
+    group g holds ``ids[bounds[g]:bounds[g + 1]]``, of class ``classes[g]``. Depends on the structure only."""
+
+    classes: tuple[int, ...]
+    ids: np.ndarray
+    bounds: np.ndarray
+    pick: Callable[[Sequence[float]], tuple]
+    """Picks the grouped tasks' values out of a per-task list (a start or end list), in ``ids`` order."""
+
+    def __len__(self) -> int:
+        return len(self.classes)
 
 
 def groups(tasks: Tasks, cls: Sequence[int]) -> Groups:
-    """``Groups`` of ``tasks`` (depends on the structure only: cache it)."""
+    """``Groups`` of ``tasks`` (cache it with the graph)."""
     by: dict[tuple[int, int], list[int]] = {}
     for i, k in enumerate(cls):
         if k >= 0:
             by.setdefault((k, tasks.resource[i]), []).append(i)
-    return tuple((k, np.array(ids)) for (k, _), ids in sorted(by.items()))
+    keys = sorted(by)
+    ids = [i for key in keys for i in by[key]]
+    bounds = np.cumsum([0] + [len(by[key]) for key in keys])
+    pick = operator.itemgetter(*ids) if len(ids) > 1 else (lambda xs: tuple(xs[i] for i in ids))
+    return Groups(tuple(k for k, _ in keys), np.array(ids, dtype=np.int64), bounds, pick)
 
 
 def first_order(tasks: Tasks, plan: Plan, timeline: Timeline, grouped: Groups, sharing: Sharing,
@@ -172,53 +188,67 @@ def first_order(tasks: Tasks, plan: Plan, timeline: Timeline, grouped: Groups, s
     return run(tasks.with_durations(duration.tolist()), plan, why)
 
 
-def slowdowns(timeline: Timeline, grouped: Groups, sharing: Sharing) -> tuple[np.ndarray, np.ndarray]:
-    """The slowed transfers and their extra seconds, to first order: a transfer of class a running alone at rate
-    ``r = min(1, 1/weight)`` takes d/r; for the o seconds it overlaps transfers of class b on the engine's
-    timeline it runs at the pair's share s_ab instead, o·(1/s_ab − 1/r) longer (summed over b). Exact for a
-    class alone on an overloaded link, and for equal transfers that overlap wholly (k of them: k times as long)."""
-    none = (np.zeros(0, dtype=int), np.zeros(0))
-    if not grouped:
-        return none
+def _pairs(grouped: Groups, sharing: Sharing) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(g, h, factor) for every two groups whose classes share a link: while a task of g overlaps one of h it is
+    ``factor`` seconds longer per second (1/s_gh − 1/r_g, r_g its rate alone)."""
     weight, conflicts = sharing.weight, sharing.conflicts
-    start, end = np.asarray(timeline.start), np.asarray(timeline.end)
-    spans = [(start[ids], end[ids]) for _, ids in grouped]
     of_class: dict[int, list[int]] = {}
-    for g, (k, _) in enumerate(grouped):
-        of_class.setdefault(k, []).append(g)
-    found_ids, found = [], []
-    for g, (k, ids) in enumerate(grouped):
-        s0, e0 = spans[g]
-        extra = (e0 - s0) * (weight[k] - 1.0) if weight[k] > 1.0 else np.zeros(len(ids))  # overloaded alone
+    for h, k in enumerate(grouped.classes):
+        of_class.setdefault(k, []).append(h)
+    gs, hs, fs = [], [], []
+    for g, k in enumerate(grouped.classes):
         alone = min(1.0, 1.0 / weight[k]) if weight[k] > 0 else 1.0
-        edges, slopes = [], []
         for c in conflicts[k]:
             factor = 1.0 / sharing.share_of((k, c) if k <= c else (c, k))[k] - 1.0 / alone
             if factor > 0:
                 for h in of_class.get(c, ()):
                     if h != g:
-                        edges += [spans[h][0], spans[h][1]]
-                        slopes += [np.full(len(spans[h][0]), factor), np.full(len(spans[h][0]), -factor)]
-        if edges:
-            # the others' spans, each weighted by its factor, as one piecewise-linear running total
-            x = np.concatenate(edges)
-            order = np.argsort(x, kind="stable")
-            x, slope = x[order], np.cumsum(np.concatenate(slopes)[order])
-            total = np.concatenate([[0.0], np.cumsum(slope[:-1] * np.diff(x))])
-            extra = extra + _integral(x, slope, total, e0) - _integral(x, slope, total, s0)
-        hit = extra > 1e-15 * np.maximum(e0, 1.0)
-        if hit.any():
-            found_ids.append(ids[hit])
-            found.append(extra[hit])
-    return (np.concatenate(found_ids), np.concatenate(found)) if found else none
+                        gs.append(g)
+                        hs.append(h)
+                        fs.append(factor)
+    return np.array(gs, dtype=np.int64), np.array(hs, dtype=np.int64), np.array(fs)
 
 
-def _integral(x: np.ndarray, slope: np.ndarray, total: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """The running total at each time of ``at``: ``total[k]`` at breakpoint ``x[k]``, then ``slope[k]`` per
-    second until the next."""
-    k = np.searchsorted(x, at, side="right") - 1
-    inside = np.maximum(k, 0)
-    return np.where(k >= 0, total[inside] + slope[inside] * (at - x[inside]), 0.0)
+def slowdowns(timeline: Timeline, grouped: Groups, sharing: Sharing) -> tuple[np.ndarray, np.ndarray]:
+    """The slowed transfers and their extra seconds, to first order: a transfer of class a running alone at rate
+    ``r = min(1, 1/weight)`` takes d/r; for the o seconds it overlaps transfers of class b on the engine's
+    timeline it runs at the pair's share s_ab instead, o·(1/s_ab − 1/r) longer (summed over b). Exact for a
+    class alone on an overloaded link, and for equal transfers that overlap wholly (k of them: k times as long).
+
+    Vectorised over every pair of groups at once: each group's spans are shifted to a block of their own on one
+    time axis (group h from h·span on), so that one search finds, for every task and every group it shares a
+    link with, how much of that group's running time lies before the task's start and before its end."""
+    none = (np.zeros(0, dtype=np.int64), np.zeros(0))
+    if not len(grouped):
+        return none
+    start = np.array(grouped.pick(timeline.start), dtype=float)
+    end = np.array(grouped.pick(timeline.end), dtype=float)
+    bounds, n = grouped.bounds, len(start)
+    group_of = np.repeat(np.arange(len(grouped)), np.diff(bounds))
+    weight = np.array(sharing.weight)[np.array(grouped.classes)]
+    extra = np.where(weight[group_of] > 1.0, (end - start) * (weight[group_of] - 1.0), 0.0)  # overloaded alone
+    g, h, factor = _pairs(grouped, sharing)
+    if len(g):
+        span = 2.0 * float(end.max()) + 1.0
+        s_axis, e_axis = start + group_of * span, end + group_of * span
+        before = np.concatenate([[0.0], np.cumsum(e_axis - s_axis)])     # running time before each span
+        sizes = bounds[g + 1] - bounds[g]
+        pair = np.repeat(np.arange(len(g)), sizes)                       # each (task of g, group h) query
+        task = np.arange(len(pair)) - np.repeat(np.cumsum(sizes) - sizes, sizes) + np.repeat(bounds[g], sizes)
+        shift = h[pair] * span
+        o = (_running(s_axis, e_axis, before, end[task] + shift)
+             - _running(s_axis, e_axis, before, start[task] + shift))
+        extra += np.bincount(task, o * factor[pair], minlength=n)
+    hit = extra > 1e-15 * np.maximum(end, 1.0)
+    return (grouped.ids[hit], extra[hit]) if hit.any() else none
+
+
+def _running(starts: np.ndarray, ends: np.ndarray, before: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Seconds of the disjoint, sorted spans (``starts``, ``ends``; ``before[k]``: the length of the first k)
+    before each time of ``at`` (a block's offset cancels: the difference of two times in one block counts)."""
+    k = np.searchsorted(ends, at, side="right")         # spans wholly before each time
+    inside = np.minimum(k, len(starts) - 1)
+    return before[k] + np.where((k < len(starts)) & (starts[inside] < at), at - starts[inside], 0.0)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ from autoplan.families.strategy import Strategy
 from autoplan.families.catalog import get_model
 from autoplan.specs import load_cluster
 
-SECTIONS = ("top-plans", "pareto", "breakdown", "timeline", "critical", "sensitivity", "importance", "launch", "inputs")
+SECTIONS = ("top-plans", "pareto", "breakdown", "timeline", "critical", "whatif", "sensitivity", "importance", "launch",
+            "inputs")
 PLOTS = ("fig-pareto", "fig-breakdown", "fig-timeline", "fig-sensitivity", "fig-importance")
 
 
