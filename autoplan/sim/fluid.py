@@ -14,10 +14,12 @@ large one keeps its whole rate while the large one takes the rest.
 time and no class overloads a link alone, the engine's timeline is returned as it is (the exact fast path).
 Otherwise, by default, to first order: each transfer's overlap with every other class it shares a link with is
 measured on the engine's timeline (every transfer at its alone rate), it is slowed by the pair's max-min share
-for that long, and the engine runs again with the slowed durations (``first_order``: as fast as two engine runs;
-within 0.4 % of the exact step time on the benchmark's plans, where contention adds 0.1–5 %). ``simulate`` is the
-exact event-driven fluid simulation (rates change whenever a transfer starts or ends), the reference the tests
-and ``benchmarks/bench_contention.py`` hold the first order to, and ``contended(..., exact=True)``'s answer.
+for that long, and the engine runs again with the slowed durations (``first_order``: about two engine runs; on the
+headline search's best plans, where contention adds 0.1–5 %, within 0.4 % of the exact step time for most and
+2.5 % short at worst, where slowed transfers queue behind each other on a nearly saturated stream). ``simulate``
+is the exact event-driven fluid simulation (rates change whenever a transfer starts or ends; 5–15 times the
+engine's cost), the reference the tests and ``benchmarks/bench_contention.py`` hold the first order to, and
+``contended(..., exact=True)``'s answer.
 """
 
 from __future__ import annotations
@@ -31,8 +33,6 @@ import numpy as np
 
 from autoplan.sim.engine import Plan, Tasks, Timeline, run
 
-EPS = 1e-12
-"""Relative tolerance of a fluid end (seconds of work left below it count as done)."""
 
 
 class Sharing:
