@@ -12,6 +12,7 @@ of their own) neither slows nor is slowed by the streams' transfers.
 from __future__ import annotations
 
 import functools
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -23,9 +24,13 @@ from autoplan.sim.workload import Lowered
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.plan import Plan
 
-_CACHED = 64
+CACHED_TASKS = 1_000_000
+"""Tasks of the graphs whose flow classes are kept (an entry holds its graph, ~250 bytes a task, so that its id is
+not reused: at most ~250 MB beyond the workload's own cache)."""
 _classes_cache: OrderedDict[int, tuple[object, list[int], tuple, Groups]] = OrderedDict()
-"""Per task graph (by identity; the entry holds the graph, so its id is not reused): each task's flow class."""
+"""Per task graph (by identity): each task's flow class, the classes, the shared tasks' groups."""
+_cache_lock = threading.Lock()
+_cached = [0]
 
 
 def flow_classes(lowered: Lowered) -> tuple[list[int], tuple]:
@@ -38,10 +43,11 @@ def flow_classes(lowered: Lowered) -> tuple[list[int], tuple]:
 def _of_graph(lowered: Lowered) -> tuple[list[int], tuple, Groups]:
     """Flow classes and the fluid simulation's view of ``lowered``'s graph, computed once per graph."""
     graph = lowered._graph
-    hit = _classes_cache.get(id(graph))
-    if hit is not None and hit[0] is graph:
-        _classes_cache.move_to_end(id(graph))
-        return hit[1:]
+    with _cache_lock:
+        hit = _classes_cache.get(id(graph))
+        if hit is not None and hit[0] is graph:
+            _classes_cache.move_to_end(id(graph))
+            return hit[1:]
     tasks = lowered.tasks
     stage_of = [int(name.split(".", 1)[0].removeprefix("stage")) for name in tasks.resources]
     kind = tasks.kind
@@ -61,9 +67,12 @@ def _of_graph(lowered: Lowered) -> tuple[list[int], tuple, Groups]:
             continue
         cls[i] = names.setdefault(name, len(names))
     out = (cls, tuple(names), groups(tasks, cls))
-    _classes_cache[id(graph)] = (graph, *out)
-    if len(_classes_cache) > _CACHED:
-        _classes_cache.popitem(last=False)
+    with _cache_lock:
+        if id(graph) not in _classes_cache:
+            _classes_cache[id(graph)] = (graph, *out)
+            _cached[0] += len(tasks)
+        while _cached[0] > CACHED_TASKS and len(_classes_cache) > 1:
+            _cached[0] -= len(_classes_cache.popitem(last=False)[1][1])
     return out
 
 
