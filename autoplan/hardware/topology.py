@@ -1,4 +1,5 @@
-"""Where a plan's GPUs sit on the network: the cluster graph, Megatron rank placement and per-link ring load.
+"""Where a plan's GPUs sit on the network: the cluster graph, Megatron rank placement, per-link ring load, and the
+links the simulator's transfer classes share (``link_sharing``, for ``sim/contention.py``).
 
 The graph is a rail-optimised fat tree (DGX SuperPOD reference architecture): GPU ``i`` of an NVLink domain (one node,
 or a multi-node NVLink domain such as an NVL72 rack of 18 trays) talks through the domain's NVSwitch fabric and through
