@@ -70,6 +70,8 @@ def render(fit: Fit, name: str, inputs: list[dict], command: str, version: str) 
     # the whole-run keys (energy and price) as the base spec gives them
     out += [f"{k} = {_n(v)}" for k, v in (("node_overhead_w", c.node_overhead_w), ("pue", c.pue),
                                           ("gpu_hour_usd", c.gpu_hour_usd)) if v and not (k == "pue" and v == 1.0)]
+    if not c.contention:
+        out.append("contention = false")
 
     def line(table: str, key: str, value: object) -> str:
         text = f"{key} = {_value(value)}"
@@ -88,6 +90,8 @@ def render(fit: Fit, name: str, inputs: list[dict], command: str, version: str) 
                 f"half_bandwidth_mib = {_n(t.half_bandwidth_bytes / 2**20)}"]
         if t.allreduce_busbw:
             out.append(f"allreduce_busbw_gb_per_s = {_n(t.allreduce_busbw / 1e9)}")
+        if t.oversubscription != 1.0:
+            out.append(f"oversubscription = {_n(t.oversubscription)}")
     for d in c.dimensions:
         out += ["", "[[dimensions]]", f"name = {_s(d.name)}", f"size = {d.size}", f"topology = {_s(d.topology)}",
                 f"bandwidth_gb_per_s = {_n(d.bandwidth / 1e9)}", f"efficiency = {_n(d.efficiency)}",

@@ -5,7 +5,7 @@ the commands that need them, so that ``autoplan --help`` stays fast.
 """
 
 from autoplan.cli.app import main
-from autoplan.cli import calibrate, catalog, collective, plan, runs, search, sweep, validate  # noqa: F401  (register commands)
+from autoplan.cli import calibrate, catalog, collective, plan, runs, search, sweep, validate, whatif  # noqa: F401  (register commands)
 from autoplan.cli.options import legend_text
 
 main.epilog = legend_text()

@@ -53,6 +53,7 @@ def main() -> None:
     autoplan show     results/RUN                  a run's leaderboard; `report` rebuilds report.html
     autoplan export   results/RUN --rank 1 --format megatron
     autoplan validate                              predictions against published training runs
+    autoplan whatif   results/RUN --vary nic_bw=2x,oversubscription=4   best plan under hardware changes
     """
 
 

@@ -49,7 +49,8 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
     from autoplan.report.serialize import evaluation_dict
     from dataclasses import replace
 
-    from autoplan.sim.simulate import evaluate, score, simulate_step
+    from autoplan.sim.critical import path_dict
+    from autoplan.sim.simulate import critical_path, evaluate, score, simulate_step
     from autoplan.families.registry import violations
     from autoplan.hardware.support import hardware_violations
 
@@ -62,11 +63,12 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
     if e.metrics is None:
         # out of memory: simulate anyway, so the memory table shows by how much (the verdict says it does not fit)
         e = replace(e, metrics=score(model, spec, s))
+    sim = simulate_step(model, spec, s, why=True)
+    path = path_dict(critical_path(sim))
     if trace:
         from pathlib import Path
         from autoplan.sim.trace import write_trace
         from autoplan.specs.layout import layout_chunks
-        sim = simulate_step(model, spec, s)
         try:
             write_trace(Path(trace), sim.lowered, sim.timeline, 0 if s.uneven else model.layers // (s.pp * layout_chunks(s)))
         except OSError as err:
@@ -80,13 +82,14 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
             raise SpecError(costing.why[e.strategy])
     if as_json:
         extra = {"run_totals": totals.to_dict(), "run_budget": costing.describe()} if costing else {}
-        click.echo(json.dumps(evaluation_dict(e) | extra, indent=2))
+        click.echo(json.dumps(evaluation_dict(e) | {"critical_path": path} | extra, indent=2))
         return
-    from autoplan.report.terminal import simulation_view
+    from autoplan.report.terminal import critical_path_view, simulation_view
     from autoplan.specs.batch import heading
     title = (f"{heading(model.name, gpus, spec.gpu.name, spec.name, model.seq_len, s.global_batch, model.structure is not None)}"
              f": {s.short()}")
     _console().print(simulation_view(title, e.metrics, gpus))
+    _console().print(critical_path_view(path))
     if costing is not None:
         from autoplan.report.terminal import totals_view
         _console().print(totals_view(totals, costing.describe()))

@@ -19,7 +19,7 @@ from autoplan.search.analysis import Analysis, Neighbour, Run
 from autoplan.search.folder import trace_name
 from autoplan.search.totals import costing_of
 from autoplan.sim.metrics import BREAKDOWN_KINDS
-from autoplan.sim.simulate import Evaluation, Simulation
+from autoplan.sim.simulate import CriticalPath, Evaluation, Simulation
 
 GIB = 1024**3
 MAX_BARS = 3000
@@ -254,6 +254,71 @@ def _costing(run: Run) -> object | None:
         return None
 
 
+def _cells(row: tuple, tag: str = "td") -> str:
+    return "<tr>" + "".join(f"<{tag}>{html.escape(str(c))}</{tag}>" for c in row) + "</tr>"
+
+
+def critical_table(path: CriticalPath | None, rows: int = 14) -> str:
+    """The chain of tasks that sets the best plan's step, by segment, and the other streams' slack."""
+    if path is None:
+        return _note("No plan fits in memory, so there is no step to explain.")
+    segs = path.segments
+    keep = set(range(len(segs))) if len(segs) <= rows else (
+        {0, 1, len(segs) - 2, len(segs) - 1} | set(sorted(range(len(segs)), key=lambda i: -segs[i].seconds)[:rows - 4]))
+    body, skipped = [], 0
+    for i, seg in enumerate(segs):
+        if i not in keep:
+            skipped += 1
+            continue
+        if skipped:
+            body.append(_cells(("", f"… {skipped} more segments", "", "", "", "")))
+            skipped = 0
+        what = seg.first if seg.first == seg.last else f"{seg.first} .. {seg.last}"
+        body.append(_cells((seg.stage, seg.stream, f"{what} ({seg.tasks} tasks)", seg.kind, f"{seg.seconds * 1e3:,.2f}",
+                            f"{100 * seg.share:.1f} %")))
+    head = _cells(("stage", "stream", "tasks", "kind", "ms", "share of the step"), "th")
+    kinds = ", ".join(f"{KIND_LABELS.get(k, k).replace('exposed ', '')} {100 * x / path.step:.1f} %"
+                      for k, x in sorted(path.kinds.items(), key=lambda kv: -kv[1]))
+    idle = sorted((x for x in path.streams if not x.critical), key=lambda x: x.slack)[:rows]
+    slack = ("<table><thead>" + _cells(("stage", "stream", "busy ms", "slack ms"), "th") + "</thead><tbody>"
+             + "".join(_cells((x.stage, x.stream, f"{x.busy * 1e3:,.2f}", f"{x.slack * 1e3:,.2f}")) for x in idle)
+             + "</tbody></table>") if idle else ""
+    return ("<table><thead>" + head + "</thead><tbody>" + "".join(body) + "</tbody></table>"
+            + _note(f"On the chain: {kinds}. The trace (trace_rank1.json.gz) draws it as its own track.")
+            + (_note("Slack: how much later each other stream's work could end without moving the step.") + slack
+               if slack else ""))
+
+
+def whatif_html(elasticity: list[dict], whatifs: dict | None, folder: object) -> str:
+    """The best plan's elasticity to each hardware parameter, and the what-ifs ``autoplan whatif`` answered."""
+    if not elasticity and not whatifs:
+        return _note("No plan fits in memory, or the run's model or cluster cannot be rebuilt.")
+    out = ""
+    if elasticity:
+        rows = "".join(_cells((x["parameter"], x["meaning"], f"{x['elasticity']:+.3f}",
+                               f"{x['step_time_higher_s']:.3f}" + (f" ({x['plan']})" if x["plan"] else "")))
+                       for x in elasticity)
+        out += ("<table><thead>" + _cells(("parameter", "what", "elasticity", "step s with 10 % more"), "th")
+                + "</thead><tbody>" + rows + "</tbody></table>"
+                + _note("Elasticity: d ln(step time) / d ln(parameter) of the best plan, from ±10 % (−1: the step "
+                        "scales with it; 0: it does not matter). HBM capacity: the best plan that only fits with 10 % "
+                        "more memory."))
+    if whatifs:
+        step = whatifs["baseline"]["step_time_s"]
+        rows = ""
+        for w in whatifs["whatifs"]:
+            same, best = w["baseline_plan"], w["best"]
+            same_s = same["step_time_s"] if same and same["feasible"] else None
+            rows += _cells((w["change"], f"{same_s:.3f}" if same_s else "—",
+                            best["plan"] if best else "no plan fits",
+                            f"{best['step_time_s']:.3f} ({100 * (best['step_time_s'] / step - 1):+.1f} %)" if best else ""))
+        out += ("<table><thead>" + _cells(("change", "best plan's step s", "best plan under the change", "its step s"),
+                                          "th") + "</thead><tbody>" + rows + "</tbody></table>"
+                + _note(f"autoplan whatif {folder} --vary … answered these ({whatifs['baseline']['plan']}, "
+                        f"{step:.3f} s/step, as the baseline)."))
+    return out
+
+
 def inputs_table(run: Run) -> str:
     """The run's inputs, its search counts and the model's shape."""
     i = run.inputs
@@ -320,7 +385,7 @@ pre { background: #f6f6f6; padding: 10px; overflow-x: auto; font-size: 12.5px; }
 <h1>$title</h1>
 <p class="sub">$subtitle</p>
 <nav><a href="#top-plans">top plans</a><a href="#pareto">throughput vs memory</a><a href="#breakdown">time breakdown</a>
-<a href="#timeline">timeline</a><a href="#sensitivity">around the best plan</a><a href="#importance">importances</a>
+<a href="#timeline">timeline</a><a href="#critical">critical path</a><a href="#whatif">what-ifs</a><a href="#sensitivity">around the best plan</a><a href="#importance">importances</a>
 <a href="#launch">launch</a><a href="#inputs">inputs</a></nav>
 <section id="top-plans"><h2>Top plans</h2>$table</section>
 <div class="grid">
@@ -330,6 +395,8 @@ and memory. The dashed line is the GPU's memory.</p></section>
 <section id="breakdown"><h2>Where the step goes (top plans)</h2>$breakdown</section>
 </div>
 <section id="timeline"><h2>Timeline of the best plan</h2>$timeline</section>
+<section id="critical"><h2>Why this step time: the critical path of the best plan</h2>$critical</section>
+<section id="whatif"><h2>What would change it: hardware elasticities and what-ifs</h2>$whatif</section>
 <section id="sensitivity"><h2>Around the best plan: one axis at a time</h2>$sensitivity
 <p class="note">The best plan (red) with one axis changed to each other value of the run's space
 (dp = GPUs / (tp·pp·cp)); green beats it, × did not run (hover for why); the dotted line is the best plan's
@@ -401,7 +468,8 @@ def page(run: Run, analysis: Analysis) -> str:
         title=html.escape(run.title), subtitle=html.escape(_subtitle(run)), plotlyjs=get_plotlyjs(),
         table=top_table(run), pareto=_div(pareto_figure(run, analysis.pareto), "fig-pareto"),
         breakdown=_div(breakdown_figure(board), "fig-breakdown") if board else _note("No plan fits in memory."),
-        timeline=_timeline_html(run, sim), sensitivity=_sensitivity_html(run, analysis.neighbours),
+        timeline=_timeline_html(run, sim), critical=critical_table(analysis.critical),
+        whatif=whatif_html(analysis.elasticity, analysis.whatifs, run.folder), sensitivity=_sensitivity_html(run, analysis.neighbours),
         importance=_importance_html(analysis.importances, analysis.importance_note),
         launch=launch[1], launch_title=launch[0], inputs=inputs_table(run))
 

@@ -103,6 +103,47 @@ def simulation_view(title: str, m: Any, gpus: int) -> Group:
                  breakdown_table(m.breakdown), memory_table(m.memory, m.memory_capacity))
 
 
+def _ms(x: float) -> str:
+    return f"{x * 1e3:,.2f}"
+
+
+def critical_path_view(path: dict, rows: int = 12) -> Group:
+    """The chain of tasks that sets the step (``sim.critical.path_dict``), by segment, and the other streams'
+    slack; a long chain shows its first and last segments and its longest ones."""
+    segs = path["segments"]
+    t = Table(title="Critical path: the chain of tasks that sets the step", title_justify="left")
+    for col in ("stage", "stream", "tasks", "kind", "ms", "share"):
+        t.add_column(col, justify="left" if col in ("stream", "tasks", "kind") else "right")
+    keep = set(range(len(segs))) if len(segs) <= rows else (
+        {0, 1, len(segs) - 2, len(segs) - 1}
+        | set(sorted(range(len(segs)), key=lambda i: -segs[i]["seconds"])[:rows - 4]))
+    skipped = 0
+    for i, seg in enumerate(segs):
+        if i not in keep:
+            skipped += 1
+            continue
+        if skipped:
+            t.add_row("", Text(f"… {skipped} more", style="dim"), "", "", "", "")
+            skipped = 0
+        what = seg["first"] if seg["first"] == seg["last"] else f"{seg['first']} .. {seg['last']}"
+        t.add_row(str(seg["stage"]), seg["stream"], f"{what} ({seg['tasks']})", seg["kind"], _ms(seg["seconds"]),
+                  f"{100 * seg['share']:.1f} %")
+    step = path["step_time_s"] or 1.0
+    kinds = ", ".join(f"{LABELS.get(k, k).replace('exposed ', '')} {100 * x / step:.1f} %"
+                      for k, x in sorted(path["by_kind_s"].items(), key=lambda kv: -kv[1]))
+    idle = [x for x in path["streams"] if not x["critical"]]
+    slack = Table()
+    for col in ("stage", "stream", "busy ms", "slack ms"):
+        slack.add_column(col, justify="left" if col == "stream" else "right")
+    for x in sorted(idle, key=lambda x: x["slack_s"])[:rows]:
+        slack.add_row(str(x["stage"]), x["stream"], _ms(x["busy_s"]), _ms(x["slack_s"]))
+    parts: list[Any] = [t, Text(f"on the chain: {kinds}")]
+    if idle:
+        parts += [Text("Slack of the other streams: how much later their work could end without moving the step",
+                       style="italic"), slack]
+    return Group(*parts)
+
+
 def check_view(report: dict, model: Any, cluster: Any, s: Any) -> Group:
     """The `autoplan check` screen."""
     from autoplan.specs.batch import heading
@@ -214,3 +255,43 @@ def space_view(c: dict, title: str) -> Group:
     for reason, n in c["reasons"].items():
         reasons.add_row(f"{n:,}", reason)
     return Group(Text(title, style="bold"), axes, Text(), funnel, Text(), reasons)
+
+
+def _delta(x: float | None, ref: float) -> str:
+    return "" if x is None or not ref else f"{100 * (x / ref - 1):+.1f} %"
+
+
+def whatif_view(out: dict) -> Group:
+    """The `autoplan whatif` screen: each change's step time for the baseline plan and its best plan, then the
+    elasticities (``search.whatif.answer``'s JSON)."""
+    base = out["baseline"]
+    step = base["step_time_s"]
+    head = Text(f"What if: {out['title']}\nbaseline: {base['plan']}, {step:.3f} s/step ({out['source']})",
+                style="bold")
+    t = Table(title="Under each change", title_justify="left")
+    for col in ("change", "this plan s", "Δ", "best plan under the change", "step s", "Δ ", "simulated"):
+        t.add_column(col, justify="left" if col in ("change", "best plan under the change") else "right")
+    for row in out["whatifs"]:
+        same, best = row["baseline_plan"], row["best"]
+        same_s = same["step_time_s"] if same and same["feasible"] else None
+        best_s = best["step_time_s"] if best else None
+        plan = best["plan"] if best else Text("no plan fits", style="red")
+        if best and best["plan"] == base["plan"]:
+            plan = Text(best["plan"] + " (same)", style="dim")
+        t.add_row(row["change"], f"{same_s:.3f}" if same_s else Text("—" if same is None else "cannot run",
+                                                                    style="dim"),
+                  _delta(same_s, step), plan, f"{best_s:.3f}" if best_s else "", _delta(best_s, step),
+                  str(row["simulated"]))
+    parts: list[Any] = [head, t]
+    if "elasticity" in out:
+        e = Table(title="Elasticity of the best plan's step time (d ln t / d ln x, from ±10 %)", title_justify="left")
+        notes = any(x["plan"] for x in out["elasticity"])
+        for col in ("parameter", "what", "elasticity", "10 % less", "10 % more") + (("plan",) if notes else ()):
+            e.add_column(col, justify="left" if col in ("parameter", "what", "plan") else "right")
+        for x in out["elasticity"]:
+            less = "" if x["parameter"] == "memory" else _delta(x["step_time_lower_s"], step)
+            e.add_row(x["parameter"], x["meaning"], f"{x['elasticity']:+.3f}", less,
+                      _delta(x["step_time_higher_s"], step), *((x["plan"],) if notes else ()))
+        parts += [e, Text("−1: the step scales with it (it is the bottleneck); 0: it does not matter here.",
+                          style="italic")]
+    return Group(*parts)

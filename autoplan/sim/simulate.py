@@ -7,6 +7,8 @@ from dataclasses import dataclass, replace
 from autoplan.families.registry import memory_per_stage, violations
 from autoplan.families.costs import StageMemory
 from autoplan.sim import metrics as met
+from autoplan.sim.contention import contend
+from autoplan.sim.critical import CriticalPath, analyse_path
 from autoplan.sim.engine import Timeline, run
 from autoplan.sim.workload import Lowered, lower
 from autoplan.specs.cluster import ClusterSpec
@@ -41,10 +43,18 @@ class Simulation:
     micro_batches: int
 
 
-def simulate_step(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Simulation:
-    """Every event of one step of plan ``s`` (all micro-batches; for traces and tests)."""
+def simulate_step(model: ModelSpec, cluster: ClusterSpec, s: Strategy, why: bool = False) -> Simulation:
+    """Every event of one step of plan ``s`` (all micro-batches; for traces and tests), transfers slowed where
+    they share links (``sim/contention.py``); with ``why`` the timeline records what set each task's start (for
+    ``critical_path``)."""
     lowered = lower(model, cluster, s)
-    return Simulation(lowered, run(lowered.tasks, lowered.plan), s.micro_batches)
+    timeline = contend(lowered, cluster, s, run(lowered.tasks, lowered.plan, why), why)
+    return Simulation(lowered, timeline, s.micro_batches)
+
+
+def critical_path(sim: Simulation) -> CriticalPath:
+    """The chain of tasks that sets ``sim``'s step and every stream's slack (``simulate_step(..., why=True)``)."""
+    return analyse_path(sim.lowered, sim.timeline)
 
 
 def _steady_state_points(s: Strategy) -> tuple[int, int, int] | None:

@@ -89,6 +89,9 @@ class NetworkTier:
     """Bus bandwidth (B/s) of an in-switch all-reduce (NVLink SHARP) when the group spans the tier; 0 if none."""
     half_bandwidth_bytes: float = 0.0
     """Message size at which a collective reaches half its large-message bandwidth (NCCL pipelining); 0: none."""
+    oversubscription: float = 1.0
+    """Bandwidth into the switches below this tier over their uplinks into it (for the spine tier: what a leaf's
+    nodes can send over what its uplinks carry); 1: non-blocking. Read by the link-sharing (contention) model."""
 
 
 DIMENSION_TOPOLOGIES = ("ring", "switch", "fully_connected")
@@ -138,6 +141,9 @@ class ClusterSpec:
     """Power usage effectiveness of the data centre: facility power over IT power (cooling, power delivery)."""
     gpu_hour_usd: float = 0.0
     """Price of one GPU-hour in US dollars; 0: unknown (cost only with --gpu-hour-price)."""
+    contention: bool = True
+    """Transfers that overlap in time on a link share its bandwidth (``sim/contention.py``); False: each runs at
+    its calibrated rate as if alone."""
 
     @property
     def gpus(self) -> int:
@@ -166,6 +172,56 @@ class ClusterSpec:
             raise SpecError(f"--gpus {gpus} does not fill whole {self.name} nodes of {self.gpus_per_node} GPUs; "
                             f"use a multiple of {self.gpus_per_node} (e.g. {' or '.join(options)})")
         return replace(self, nodes=gpus // self.gpus_per_node)
+
+    def scaled(self, *, compute: float = 1.0, hbm_bandwidth: float = 1.0, memory: float = 1.0, nvlink: float = 1.0,
+               network: float = 1.0, latency: float = 1.0, nvlink_domain: int | None = None,
+               oversubscription: float | None = None, gpus: int | None = None,
+               contention: bool | None = None) -> "ClusterSpec":
+        """This cluster with its hardware changed (a what-if), checked as a cluster file is: factors scale the
+        GPU's peak FLOP/s (``compute``), HBM bandwidth and capacity (``memory``), the NVLink tier's bandwidth, the
+        bandwidth of every tier beyond it (``network``: NICs, leaves, spine) and every tier's latency;
+        ``nvlink_domain`` sets the GPUs of one NVLink domain, ``oversubscription`` the spine's, ``gpus`` the
+        GPU count. SpecError names a value that leaves the plausible ranges."""
+        for name, x in (("compute", compute), ("hbm_bandwidth", hbm_bandwidth), ("memory", memory),
+                        ("nvlink", nvlink), ("network", network), ("latency", latency)):
+            if not (isinstance(x, (int, float)) and math.isfinite(x) and x > 0):
+                raise SpecError(f"a what-if factor must be a positive number, got {name}={x!r}")
+        g = self.gpu
+        gpu = replace(g, peak_flops=g.peak_flops * compute, fp8_peak_flops=g.fp8_peak_flops * compute,
+                      hbm_bandwidth=g.hbm_bandwidth * hbm_bandwidth, hbm_bytes=g.hbm_bytes * memory)
+        tiers = [replace(t, bandwidth=t.bandwidth * (nvlink if i == 0 else network),
+                         allreduce_busbw=t.allreduce_busbw * (nvlink if i == 0 else network),
+                         latency=t.latency * latency) for i, t in enumerate(self.tiers)]
+        dims = tuple(replace(d, bandwidth=d.bandwidth * (nvlink if k < self._inner_dimensions() else network),
+                             latency=d.latency * latency) for k, d in enumerate(self.dimensions))
+        domain = self.nvlink_domain_gpus
+        if nvlink_domain is not None:
+            if dims:
+                raise SpecError(f"cluster {self.name!r} lists explicit [[dimensions]]; change its NVLink domain in "
+                                "the file")
+            domain = nvlink_domain
+            tiers[0] = replace(tiers[0], gpus=nvlink_domain)
+            if len(tiers) > 1 and 0 < tiers[1].gpus < nvlink_domain:
+                tiers[1] = replace(tiers[1], gpus=nvlink_domain)   # a leaf reaches at least one domain
+        if oversubscription is not None:
+            if len(tiers) < 3:
+                raise SpecError(f"cluster {self.name!r} has no spine tier (tiers: "
+                                f"{', '.join(t.name for t in tiers)}) to oversubscribe")
+            tiers[-1] = replace(tiers[-1], oversubscription=float(oversubscription))
+        out = replace(self, gpu=gpu, tiers=tuple(tiers), dimensions=dims,
+                      nvlink_domain_gpus=0 if domain in (0, self.gpus_per_node) else domain,
+                      contention=self.contention if contention is None else contention)
+        check_cluster(out)
+        return out.with_gpus(gpus) if gpus is not None else out
+
+    def _inner_dimensions(self) -> int:
+        """How many of the explicit dimensions tile the NVLink domain (the rest are the scale-out network)."""
+        size = 1
+        for k, d in enumerate(self.dimensions):
+            if size >= self.domain_gpus:
+                return k
+            size *= d.size or 1
+        return len(self.dimensions)
 
     def tier_spanning(self, gpus: int) -> NetworkTier:
         """The innermost tier whose reach covers ``gpus`` consecutive GPUs."""
@@ -216,6 +272,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "host_link_gb_per_s": (0.1, 1e5, True), "host_adam_params_per_s": (1e6, 1e13, True),
     "bandwidth_gb_per_s": (0.01, 1e6, False), "efficiency": (0.01, 1.0, False), "latency_us": (0.0, 1e6, False),
     "allreduce_busbw_gb_per_s": (0.01, 1e6, True), "half_bandwidth_mib": (0.0, 1e6, False),
+    "oversubscription": (1.0, 64.0, False),
     "l2_cache_mib": (0.0, 1e6, True), "l2_bandwidth_gb_per_s": (1.0, 1e7, True),
 }
 TOP_RANGES: dict[str, tuple[float, float, bool]] = {
@@ -224,12 +281,14 @@ TOP_RANGES: dict[str, tuple[float, float, bool]] = {
 """The same for the top level's numbers: a node's other power, the data centre's PUE, the price of a GPU-hour."""
 OPTIONAL: dict[str, dict[str, object]] = {
     "top": {"name": None, "description": "", "source": "", "nodes": 1, "flash_attention": True,
-            "nvlink_domain_gpus": 0, "node_overhead_w": 0.0, "pue": 1.0, "gpu_hour_usd": 0.0},
+            "nvlink_domain_gpus": 0, "node_overhead_w": 0.0, "pue": 1.0, "gpu_hour_usd": 0.0, "contention": True},
     "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0, "clock_ratio": 1.0,
             "fp8_peak_tflops": 0.0, "fp8_gemm_efficiency": 0.0, "mxfp8": False, "l2_cache_mib": 0.0,
             "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0, "tdp_w": 0.0, "idle_w": 0.0,
             "host_link_gb_per_s": 0.0, "host_adam_params_per_s": 0.0},
-    "tier": {"gpus": 0, "allreduce_busbw_gb_per_s": 0.0, "half_bandwidth_mib": 0.0},
+    # oversubscription 1: a non-blocking fat tree, as NVIDIA's DGX SuperPOD reference architectures build the compute
+    # fabric (DGX A100 and H100 SuperPOD RA: "full fat-tree", every leaf's uplinks carry all of its nodes' NICs)
+    "tier": {"gpus": 0, "allreduce_busbw_gb_per_s": 0.0, "half_bandwidth_mib": 0.0, "oversubscription": 1.0},
     "dimension": {"name": "", "efficiency": 1.0},
 }
 """Keys a cluster file may leave out, per table, with their defaults (the top level's name: the file's stem)."""
@@ -293,7 +352,8 @@ class _Table:
 
 
 _CLUSTER_KEYS = {"name", "description", "source", "gpus_per_node", "nodes", "flash_attention", "gpu", "tiers",
-                 "nvlink_domain_gpus", "dimensions", "calibration", "node_overhead_w", "pue", "gpu_hour_usd"}
+                 "nvlink_domain_gpus", "dimensions", "calibration", "node_overhead_w", "pue", "gpu_hour_usd",
+                 "contention"}
 """Top-level keys; ``calibration`` is the provenance table ``autoplan calibrate`` writes (read by no model)."""
 _DIMENSION_KEYS = {"name", "size", "topology", "bandwidth_gb_per_s", "efficiency", "latency_us"}
 _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
@@ -302,7 +362,7 @@ _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_cou
              "mxfp8", "l2_cache_mib", "l2_bandwidth_gb_per_s", "host_launch_us", "tdp_w", "idle_w",
              "host_link_gb_per_s", "host_adam_params_per_s"}
 _TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", "allreduce_busbw_gb_per_s",
-              "half_bandwidth_mib"}
+              "half_bandwidth_mib", "oversubscription"}
 
 
 def _check_keys(t: _Table, allowed: set[str]) -> None:
@@ -345,7 +405,8 @@ def _tier(t: _Table) -> NetworkTier:
         name=t.text("name"), gpus=t.integer("gpus", d["gpus"], low=0), bandwidth=t.number("bandwidth_gb_per_s") * 1e9,
         efficiency=t.number("efficiency"), latency=t.number("latency_us") * 1e-6,
         allreduce_busbw=t.number("allreduce_busbw_gb_per_s", d["allreduce_busbw_gb_per_s"]) * 1e9,
-        half_bandwidth_bytes=t.number("half_bandwidth_mib", d["half_bandwidth_mib"]) * 2**20)
+        half_bandwidth_bytes=t.number("half_bandwidth_mib", d["half_bandwidth_mib"]) * 2**20,
+        oversubscription=t.number("oversubscription", d["oversubscription"]))
 
 
 def _dimension(t: _Table, index: int) -> NetworkDimension:
@@ -412,4 +473,42 @@ def _parse(path: Path) -> ClusterSpec:
                        source=top.text("source", d["source"]),
                        nvlink_domain_gpus=0 if domain == per_node else domain, dimensions=dims,
                        node_overhead_w=top.number("node_overhead_w", d["node_overhead_w"]),
-                       pue=top.number("pue", d["pue"]), gpu_hour_usd=top.number("gpu_hour_usd", d["gpu_hour_usd"]))
+                       pue=top.number("pue", d["pue"]), gpu_hour_usd=top.number("gpu_hour_usd", d["gpu_hour_usd"]),
+                       contention=top.flag("contention", d["contention"]))
+
+
+_GPU_RANGES = {"peak_flops": ("peak_tflops", 1e-12), "hbm_bytes": ("hbm_gib", 1 / GIB),
+               "hbm_bandwidth": ("hbm_bandwidth_gb_per_s", 1e-9), "fp8_peak_flops": ("fp8_peak_tflops", 1e-12)}
+_TIER_RANGES = {"bandwidth": ("bandwidth_gb_per_s", 1e-9), "latency": ("latency_us", 1e6),
+                "allreduce_busbw": ("allreduce_busbw_gb_per_s", 1e-9), "oversubscription": ("oversubscription", 1.0)}
+_DIMENSION_RANGES = {"bandwidth": ("bandwidth_gb_per_s", 1e-9), "latency": ("latency_us", 1e6)}
+
+
+def _in_range(value: float, key: str, where: str) -> None:
+    low, high, zero_ok = RANGES[key]
+    if not (low <= value <= high or (zero_ok and value == 0)):
+        raise SpecError(f"{key} of {where} would be {value:g}, outside the plausible [{low:g}, {high:g}]")
+
+
+def check_cluster(spec: ClusterSpec) -> None:
+    """The checks a cluster file's values pass, on a spec built in code (``ClusterSpec.scaled``): plausible
+    ranges (``RANGES``), an NVLink domain of whole nodes that the first tier joins, memory left after the reserve."""
+    g = spec.gpu
+    for attr, (key, unit) in _GPU_RANGES.items():
+        _in_range(getattr(g, attr) * unit, key, f"GPU {g.name}")
+    if g.memory_reserve_bytes >= g.hbm_bytes:
+        raise SpecError(f"memory_reserve_gib {g.memory_reserve_bytes / GIB:g} leaves nothing of hbm_gib "
+                        f"{g.hbm_bytes / GIB:g} for training")
+    for t in spec.tiers:
+        for attr, (key, unit) in _TIER_RANGES.items():
+            _in_range(getattr(t, attr) * unit, key, f"tier {t.name!r}")
+    for d in spec.dimensions:
+        for attr, (key, unit) in _DIMENSION_RANGES.items():
+            _in_range(getattr(d, attr) * unit, key, f"dimension {d.name!r}")
+    domain = spec.domain_gpus
+    if not isinstance(domain, int) or domain < 1 or domain > MAX_GPUS or domain % spec.gpus_per_node:
+        raise SpecError(f"an NVLink domain of {domain!r} GPUs is not a whole number of {spec.name} nodes of "
+                        f"{spec.gpus_per_node} GPUs")
+    if spec.tiers[0].gpus not in (0, domain) and len(spec.tiers) > 1:
+        raise SpecError(f"the first tier {spec.tiers[0].name!r} joins {spec.tiers[0].gpus} GPUs but the NVLink "
+                        f"domain has {domain}")

@@ -44,6 +44,11 @@ def test_simulate_json_and_trace(tmp_path):
     assert {"compute", "pp_send_fwd", "pp_send_bwd", "dp"} <= names
     spans = [e for e in events if e["ph"] == "X"]
     assert spans and all(e["dur"] > 0 and e["ts"] >= 0 for e in spans)
+    path = out["critical_path"]                     # the chain that sets the step, also marked in the trace
+    assert path["step_time_s"] == pytest.approx(out["metrics"]["step_time_s"], rel=1e-9)
+    assert sum(x["share"] for x in path["segments"]) == pytest.approx(1.0)
+    assert len([e for e in spans if e["cat"] == "critical"]) == len(path["segments"])
+    assert any(e["args"].get("critical") for e in spans if e["cat"] != "critical")
 
 
 def test_search_writes_a_run_folder(tmp_path):

@@ -8,6 +8,8 @@ import json
 import re
 import shutil
 
+import pytest
+
 from autoplan.report.html import MAX_BARS, timeline_figure
 from autoplan.report.write import write_report
 from autoplan.search.analysis import load_run
@@ -16,7 +18,8 @@ from autoplan.families.strategy import Strategy
 from autoplan.families.catalog import get_model
 from autoplan.specs import load_cluster
 
-SECTIONS = ("top-plans", "pareto", "breakdown", "timeline", "sensitivity", "importance", "launch", "inputs")
+SECTIONS = ("top-plans", "pareto", "breakdown", "timeline", "critical", "whatif", "sensitivity", "importance", "launch",
+            "inputs")
 PLOTS = ("fig-pareto", "fig-breakdown", "fig-timeline", "fig-sensitivity", "fig-importance")
 
 
@@ -60,8 +63,11 @@ def test_traces_are_chrome_trace_json(small_run):
         events = json.loads(gzip.decompress((small_run / f"trace_rank{rank}.json.gz").read_bytes()))["traceEvents"]
         spans = [e for e in events if e["ph"] == "X"]
         assert spans and all(e["dur"] > 0 for e in spans)
-        stages = {e["pid"] for e in spans}
+        stages = {e["pid"] for e in spans if e["cat"] != "critical"}
         assert len(stages) == run.ranked[rank - 1].strategy.pp
+        chain = [e for e in spans if e["cat"] == "critical"]        # the critical path's own track, below the stages
+        assert chain and {e["pid"] for e in chain} == {len(stages)}
+        assert sum(e["args"]["share_of_step"] for e in chain) == pytest.approx(1.0, abs=1e-4)
 
 
 def test_report_regenerates(small_run, tmp_path):
