@@ -8,7 +8,7 @@ Errors are of step time (a TFLOP/s run's published rate converted to seconds as 
 Each run keeps the plan the base spec finds fastest among those its source leaves open. Known gaps are left out, as
 `autoplan validate` leaves them out of its means.
 
-Run: python benchmarks/bench_calibrate.py [--quick]      (--quick: 3 pairs per group)
+Run: python benchmarks/bench_calibrate.py [--quick]      (--quick: 1 pair per group)
 """
 
 from __future__ import annotations
@@ -27,14 +27,20 @@ from autoplan.calibrate.read_steps import parse
 
 BASES = ("dgx-a100-80g", "dgx-h100-80g", "abci-v100")
 """The clusters of the public set's counted runs (transformer runs by GPU; CNN and DLRM runs by their cluster)."""
-SOURCED = {"dgx-h100-80g": "clock_ratio 0.85 (fitted on one run; matmul sources give 0.92-0.95), gemm_efficiency 0.75",
-           "dgx-a100-80g": "clock_ratio 1.0 (sustains its boost clock at 400 W), gemm_efficiency 0.80"}
+
+
+def sourced(name: str) -> str:
+    """The spec's own clock and GEMM efficiency (microbenchmark sources cited in the cluster file)."""
+    g = load_cluster(name).gpu
+    return f"clock_ratio {g.clock_ratio:g}, gemm_efficiency {g.gemm_efficiency:g} (cluster_specs/{name}.toml)"
 
 
 def spread(items: list, k: int) -> list:
     """At most ``k`` of ``items``, evenly spaced, first and last included."""
     if len(items) <= k:
         return items
+    if k == 1:
+        return items[:1]
     return [items[round(i * (len(items) - 1) / (k - 1))] for i in range(k)]
 
 
@@ -92,18 +98,20 @@ def run(pairs_per_group: int, prior: float | None) -> None:
               f"(spec {fit.base_values[0]:g}); large GEMMs at {g.gemm_efficiency * g.clock_ratio:.3f} of the BF16 "
               f"peak ({g.gemm_efficiency * g.clock_ratio * g.peak_flops / 1e12:.0f} TFLOP/s; spec "
               f"{base.gpu.gemm_efficiency * base.gpu.clock_ratio:.3f}); rms error {fit.rms_pct:.2f} %")
-        print(f"  spec's sourced values: {SOURCED[name]}")
+        print(f"  spec's sourced values: {sourced(name)}")
     print(f"\n{time.time() - t0:.0f} s")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="3 pairs per group instead of 10")
+    ap.add_argument("--quick", action="store_true", help="1 pair per group instead of 10")
     ap.add_argument("--prior", type=float, default=None, help="relative sd of calibrate's prior (e.g. 0.05); "
                     "default: plain least squares")
     args = ap.parse_args()
     print(f"pair fits: {'plain bounded least squares' if not args.prior else f'prior {args.prior:g} (calibrate --prior)'}")
-    run(3 if args.quick else 10, args.prior)
+    if args.quick:
+        print("--quick: 1 pair per group (its first two runs), not the figures of a full run")
+    run(1 if args.quick else 10, args.prior)
 
 
 if __name__ == "__main__":
