@@ -14,7 +14,7 @@ from pathlib import Path
 from statistics import mean
 from typing import Callable, TypeVar
 
-import yaml
+from autoplan.specs.files import excerpt, read_yaml
 
 from autoplan.hardware import network
 from autoplan.families.registry import violations as family_violations
@@ -115,18 +115,7 @@ def load(path: Path | None = None) -> dict:
     """Read a validation file of public.yaml's schema (its cases checked: ``check_cases``)."""
     path = Path(path) if path else default_file()
     where = f"validation file {str(path)!r}"
-    try:
-        data = yaml.safe_load(path.read_bytes().decode())
-    except FileNotFoundError:
-        raise SpecError(f"{where} does not exist") from None
-    except UnicodeDecodeError as err:
-        raise SpecError(f"{where} is not UTF-8 text (byte {err.start}); YAML is text") from None
-    except OSError as err:
-        raise SpecError(f"cannot read {where}: {err.strerror or err}") from None
-    except yaml.YAMLError as err:
-        raise SpecError(f"{where} is not valid YAML: {' '.join(str(err).split())}") from None
-    except RecursionError:
-        raise SpecError(f"{where} nests too deeply") from None
+    data = read_yaml(path, "validation")
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
         raise SpecError(f"{where} has no 'cases' list")
     check_cases(data, where)
@@ -142,7 +131,7 @@ def _positive(value: object, what: str, *, integer: bool = True, optional: bool 
     kinds = (int,) if integer else (int, float)
     if not isinstance(value, kinds) or isinstance(value, bool) or not 0 < value < float("inf"):
         kind = "a positive integer" if integer else "a positive number"
-        raise SpecError(f"{what} must be {kind}, got {value!r}")
+        raise SpecError(f"{what} must be {kind}, got {excerpt(value)}")
 
 
 def _table(parent: dict, key: str, where: str) -> dict:
@@ -247,7 +236,7 @@ def cluster_of(hw: dict, gpus: int) -> ClusterSpec:
     for key, name in _GPU_CLUSTERS.items():
         if key in str(hw.get("gpu", "")):
             return load_cluster(name, gpus)
-    raise SpecError(f"no cluster spec for GPU {hw.get('gpu')!r}")
+    raise SpecError(f"no cluster spec for GPU {excerpt(hw.get('gpu'))}")
 
 
 def _known(value: object) -> bool:

@@ -11,7 +11,9 @@ import click
 from autoplan.cli.app import (_console, _FinitePercent, _UsablePath, friendly,
                               main, throughput_unit)
 from autoplan.errors import SpecError
+from autoplan.specs.files import shown
 from autoplan.cli.options import _fixable, load_search_inputs, space_options
+from autoplan.search.checks import MAX_BUDGET
 
 
 @main.command()
@@ -45,8 +47,9 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
               help="Folder for run folders.")
 @click.option("--sampler", type=click.Choice(["auto", "exhaustive", "tpe", "nsga2", "random"]), default="auto",
               show_default=True, help="auto: exhaustive when the plans fit in --budget, else TPE.")
-@click.option("--budget", type=click.IntRange(1), default=20000, show_default=True,
-              help="Most distinct plans to evaluate.")
+@click.option("--budget", type=click.IntRange(1, MAX_BUDGET), default=20000, show_default=True,
+              help="Most distinct plans to evaluate (a budget that covers every distinct plan searches them "
+                   "exhaustively).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sampler.")
 @click.option("--workers", type=click.IntRange(0), default=None,
               help="0: in this process; N: N workers on an embedded Ray. [default: the CPU count, on Ray only "
@@ -76,7 +79,8 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
     import time
     from pathlib import Path
 
-    from autoplan.search.folder import RECORD, RunFolder
+    from autoplan.search.exhaustive import distinct_plans
+    from autoplan.search.folder import RECORD, RunFolder, folder_name
     from autoplan.search.run import choose_sampler
     from autoplan.search.space import enumerate_plans
 
@@ -86,6 +90,7 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
         gpus, global_batch, top, sampler, budget, seed = (settings[k] for k in (
             "gpus", "global_batch", "top", "sampler", "budget", "seed"))
         cost, prefilter, symbolic_weights = (folder.read_inputs().get(k, v) for k, v in _SYMBOLIC_DEFAULTS.items())
+        study = folder.read_inputs().get("study") or _study_name(folder.name)   # (a run from before names were unique)
     else:
         model, spec, sp, global_batch = load_search_inputs(model_name, gpus, cluster, global_batch, space, fixed)
     plans, rejected = enumerate_plans(model, gpus, sp, global_batch)
@@ -95,7 +100,11 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
     if prefilter is not None and cost == "symbolic":
         raise SpecError(f"--prefilter {prefilter:g} filters plans for the simulator; with --cost symbolic "
                         "nothing is searched by simulation (give one of them)")
-    chosen = "symbolic" if cost == "symbolic" else choose_sampler(sampler, len(plans), budget)
+    distinct = len(distinct_plans(spec, plans))
+    chosen = "symbolic" if cost == "symbolic" else choose_sampler(sampler, distinct, budget)
+    if chosen == "exhaustive" and sampler in ("tpe", "nsga2", "random") and resume is None:
+        click.echo(f"autoplan: --budget {budget:,} covers all {distinct:,} distinct valid plans: searching them "
+                   f"exhaustively (an exact top {top}) instead of sampling with {sampler}", err=True)
     inputs = {"model": model.name, "cluster": spec.name, "gpu": spec.gpu.name, "gpus": gpus,
               "global_batch": global_batch, "space": {k: list(v) for k, v in sp.axes.items()}, "top": top,
               "sampler": chosen, "budget": budget, "seed": seed}
@@ -103,15 +112,19 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
     inputs |= {k: v for k, v in symbolic.items() if v != _SYMBOLIC_DEFAULTS[k]}   # recorded only when used
     fresh = resume is None
     if fresh:
-        run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{model.name}-{gpus}gpu"
+        run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{folder_name(model.name)}-{gpus}gpu"
         try:
             folder = RunFolder.create(Path(out).resolve(), run_id)
-        except OSError as err:
-            raise SpecError(f"--out {out!r}: cannot create a run folder there ({err.strerror or err})") from None
+        except (OSError, RuntimeError) as err:            # RuntimeError: a link loop (Python ≤ 3.12)
+            why = getattr(err, "strerror", None) or err
+            raise SpecError(f"--out {shown(out)}: cannot create a run folder there ({why})") from None
+        study = _study_name(folder.name)
+    inputs["study"] = study
     try:
         with folder.lock():
+            if fresh or folder.read_inputs().get("study") != study:
+                folder.write_inputs(inputs if fresh else folder.read_inputs() | {"study": study})
             if fresh:
-                folder.write_inputs(inputs)
                 folder.save_specs(model, spec)
             _search_in(folder, model, spec, sp, plans, rejected, inputs, sampler, workers, ray_address, storage,
                        as_json)
@@ -138,7 +151,7 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
         try:
             result = run_search(model, spec, plans, folder, sampler=sampler, budget=inputs["budget"],
                                 seed=inputs["seed"], top_k=top, workers=workers, ray_address=ray_address,
-                                storage=storage, progress=progress,
+                                storage=storage, progress=progress, study_name=inputs["study"],
                                 **{k.replace("symbolic_", ""): inputs.get(k, v) for k, v in _SYMBOLIC_DEFAULTS.items()})
         except SearchInterrupted as stop:
             result, interrupted = stop.partial, True
@@ -159,11 +172,11 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
     con.print(leaderboard_table(table, f"Best plans: {model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
                                        f"global batch {inputs['global_batch']}", throughput_unit(model)))
     if not result.leaderboard:
-        from rich.markup import escape
+        from rich.text import Text
 
         from autoplan.search.space import explain_no_fit
         hint = explain_no_fit(model, gpus, spec, sp, inputs["global_batch"])
-        con.print(f"[bold red]{escape(hint)}[/]")
+        con.print(Text(hint, style="bold red"))
     same = f" ({result.equivalent} same as another plan here)" if result.equivalent else ""
     skipped = (f"{result.pruned} skipped by bound (cannot enter the top {top})" if result.sampler == "exhaustive"
                else f"{result.pruned} ranked by symbolic cost only" if result.sampler == "symbolic"
@@ -180,6 +193,14 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
               f"run folder: {folder.path}")
     if not result.leaderboard:
         sys.exit(1)
+
+
+def _study_name(folder: str) -> str:
+    """The run's Optuna study name: the folder's name and a random suffix, unique even among runs of one model on
+    one GPU count started in the same second that share a ``--storage``."""
+    import secrets
+
+    return f"{folder}-{secrets.token_hex(4)}"
 
 
 _SYMBOLIC_DEFAULTS = {"cost": "sim", "prefilter": None, "symbolic_weights": "balance"}

@@ -50,14 +50,15 @@ def validation_view(report: Any) -> Group:
     """Every table, then the overall summary."""
     parts: list = []
     for group, rows in report.groups().items():
-        t = Table(title=f"{group}: {_group_summary(report, rows)}", title_justify="left")
+        t = Table(title=Text(f"{group}: {_group_summary(report, rows)}"), title_justify="left")
         for col in ("case", "metric", "measured", "predicted", "error", "plan simulated", "searched (unpublished)"):
             t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
         for c in rows:
-            t.add_row(c.id, "s/iter" if c.metric == "iteration_time_s" else "TFLOP/s/GPU (eq. 3)", f"{c.measured:g}",
+            t.add_row(Text(str(c.id)), "s/iter" if c.metric == "iteration_time_s" else "TFLOP/s/GPU (eq. 3)",
+                      f"{c.measured:g}",
                       f"{c.predicted:.2f}" if c.predicted is not None else "—",
                       _err(c.error_pct) + Text(" gap", style="dim") if c.known_gap else _err(c.error_pct),
-                      plan_label(c.plan) if c.plan else c.note, ", ".join(c.searched) or "—")
+                      Text(plan_label(c.plan) if c.plan else str(c.note)), Text(", ".join(c.searched) or "—"))
         parts.append(t)
     for title, rows in (("Memory per GPU (arXiv 2205.05198 Figs. 1/7)", report.memory),
                         ("NCCL bus bandwidth (nccl-tests)", report.bandwidth)):
@@ -69,8 +70,9 @@ def validation_view(report: Any) -> Group:
         for col in ("case", "quantity", "reference", "predicted", "error", "note"):
             t.add_column(col, justify="right" if col in ("reference", "predicted", "error") else "left")
         for r in rows:
-            t.add_row(r.id, r.quantity, f"{r.reference:g} {r.unit}",
-                      f"{r.predicted:.2f} {r.unit}" if r.predicted is not None else "—", _err(r.error_pct), r.note)
+            t.add_row(Text(str(r.id)), Text(str(r.quantity)), Text(f"{r.reference:g} {r.unit}"),
+                      Text(f"{r.predicted:.2f} {r.unit}" if r.predicted is not None else "—"), _err(r.error_pct),
+                      Text(str(r.note)))
         parts.append(t)
     if report.cnn:
         t = Table(title=f"CNN runs (Kahira et al. 2021 oracle, ABCI V100): {_group_summary(report, report.cnn)}",
@@ -78,11 +80,11 @@ def validation_view(report: Any) -> Group:
         for col in ("case", "metric", "measured", "predicted", "error", "plan simulated", "note"):
             t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
         for c in report.cnn:
-            t.add_row(c.id, "s/iter" if c.metric == "iteration_time_s" else "s/sample", f"{c.measured:g}",
+            t.add_row(Text(str(c.id)), "s/iter" if c.metric == "iteration_time_s" else "s/sample", f"{c.measured:g}",
                       f"{c.predicted:.4g}" if c.predicted is not None else "—",
                       _err(c.error_pct) + Text(" gap", style="dim") if c.known_gap else _err(c.error_pct),
                       c.plan.short() if c.plan else "—",
-                      "; ".join(x for x in (c.note, c.known_gap.split(". ")[0]) if x))   # the gap's first sentence
+                      Text("; ".join(x for x in (c.note, c.known_gap.split(". ")[0]) if x)))  # the gap's first sentence
         parts.append(t)
     if report.dlrm:
         s = report.summary(report.dlrm)
@@ -93,8 +95,8 @@ def validation_view(report: Any) -> Group:
             t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
         for c in report.dlrm:
             predicted = f"{c.predicted:,.0f}" if c.predicted is not None else "—"
-            t.add_row(c.id, "samples/s", f"{c.measured:,.0f}", predicted, _err(c.error_pct),
-                      c.plan.short() if c.plan else "—", c.note)
+            t.add_row(Text(str(c.id)), "samples/s", f"{c.measured:,.0f}", predicted, _err(c.error_pct),
+                      c.plan.short() if c.plan else "—", Text(str(c.note)))
         parts.append(t)
     s = report.summary(report.cases)
     gaps = [c for c in report.cases if c.known_gap]

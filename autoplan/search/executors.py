@@ -189,11 +189,15 @@ def _check_reachable(address: str, timeout: float = 3.0) -> None:
     hostport = address.split("://", 1)[-1]
     host, _, port = hostport.rpartition(":")
     try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
-            return
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout) as conn:
+            # Ray's GCS (and Ray Client) is a gRPC server: HTTP/2, which answers a client preface with a SETTINGS
+            # frame (RFC 9113 §3.4). Anything else listening there would keep ray.init retrying for minutes.
+            conn.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+            if conn.recv(9)[3:4] != b"\x04":
+                raise ConnectionError("something listens there, but it is not a Ray cluster (no gRPC answer)")
     except (OSError, ValueError) as err:
-        raise SpecError(f"cannot reach the Ray cluster at {address!r} ({err}); start one with `ray start --head` "
-                        f"or leave --ray-address and RAY_ADDRESS unset to use an embedded Ray") from None
+        raise SpecError(f"cannot reach the Ray cluster at {address[:200]!r} ({err}); start one with `ray start "
+                        "--head` or leave --ray-address and RAY_ADDRESS unset to use an embedded Ray") from None
 
 
 def make_executor(workers: int | None, address: str | None = None) -> Executor:
