@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from typing import Any
@@ -128,10 +129,15 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
                 folder.save_specs(model, spec)
             _search_in(folder, model, spec, sp, plans, rejected, inputs, sampler, workers, ray_address, storage,
                        as_json)
-    except SpecError:
+    except (SpecError, OSError) as err:
         record = folder.file(RECORD)
-        if fresh and not (record.exists() and record.stat().st_size):
+        started = record.exists() and record.stat().st_size > 0
+        if fresh and not started:
             folder.remove()             # a search that could not start leaves no run folder
+        if isinstance(err, OSError):    # a full disk, a folder made read-only: what was recorded stays
+            keep = (f"; the {RECORD} so far is kept: make room (or make it writable) and continue with "
+                    f"`autoplan search --resume {folder.path}`" if started else "")
+            raise SpecError(f"cannot write the run folder {shown(folder.path)}: {err.strerror or err}{keep}") from None
         raise
 
 
@@ -147,7 +153,9 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
     top, chosen, gpus = inputs["top"], inputs["sampler"], inputs["gpus"]
     progress = Progress(progress_console(), len(plans), "plans" if chosen == "exhaustive" else "of budget")
     interrupted = False
-    with progress:
+    # Ray prints a dead worker's error to stdout from a thread of its own: during the search stdout is stderr, so
+    # that stdout holds only the leaderboard (the JSON of --json)
+    with progress, contextlib.redirect_stdout(sys.stderr):
         try:
             result = run_search(model, spec, plans, folder, sampler=sampler, budget=inputs["budget"],
                                 seed=inputs["seed"], top_k=top, workers=workers, ray_address=ray_address,

@@ -24,10 +24,11 @@ MAX_BYTES = 16 * 2**20
 """Largest spec file read (16 MiB): the largest built-in file is a few hundred KiB."""
 MAX_DEPTH = 64
 """Deepest nesting of lists and tables accepted in a spec file (the deepest real one nests 5 levels)."""
-MAX_VALUES = 2_000_000
-"""Most values (counted with repeats, as a YAML alias repeats them) in one file."""
-MAX_ALIASES = 100
-"""Most YAML aliases (``*name``) in one file: enough for hand-written files, too few for a "billion laughs"."""
+MAX_VALUES = 1_000_000
+"""Most values (counted with repeats, as a YAML alias repeats them) in one file: the validation file holds 3,223."""
+MAX_ALIASES = 32
+"""Most YAML aliases (``*name``) in one file: enough for hand-written files, too few for a "billion laughs" (whose
+expansion the value count bounds in any case)."""
 EXCERPT = 60
 """Characters of a refused value an error message quotes."""
 
