@@ -813,7 +813,7 @@ def _named_cluster(where: str, name: str) -> str:
     return _write(toml_text(data), "c.toml")
 
 
-@settings(max_examples=30, **SETTINGS)
+@settings(max_examples=20, **SETTINGS)
 @given(st.sampled_from(MARKUP), st.sampled_from(["model", "cluster", "gpu", "tier"]),
        st.sampled_from(["check", "simulate", "collective", "space"]))
 def test_markup_in_names_is_printed_as_text(name, where, command):
@@ -845,7 +845,7 @@ def test_markup_in_out_and_in_a_resumed_folder(tmp_path):
         assert r.exit_code == 0 and r.exception is None and "[bold]m[/]" in r.output, r.output
 
 
-@pytest.mark.parametrize("name", ["a/b", "../..", "..", "a b", ".hidden", "é"])
+@pytest.mark.parametrize("name", ["a/../b c", ".hidden/é", ".."])
 def test_model_names_never_make_odd_run_folders(tmp_path, name):
     model = _write(toml_text(TINY_MODEL | {"name": name}), "m.toml")
     out = tmp_path / "out"
@@ -890,8 +890,9 @@ def test_storage_studies_are_unique_and_a_resume_replaces_only_its_own(tmp_path)
     import optuna
 
     db = f"sqlite:///{tmp_path / 'studies.db'}"
-    args = ["search", "--model", "gpt-1.7b", "--gpus", "8", "--tp", "2", "--pp", "2", "--global-batch", "16",
-            "--workers", "0", "--top", "2", "--storage", db, "--out", str(tmp_path / "runs"), "--json"]
+    args = ["search", "--model", "gpt-1.7b", "--gpus", "8", "--tp", "2", "--pp", "2", "--cp", "1", "--global-batch",
+            "16", "--micro-batch", "1", "--recompute", "none", "--zero", "1", "--workers", "0", "--top", "2",
+            "--storage", db, "--out", str(tmp_path / "runs"), "--json"]
     first, second = invoke(args), invoke(args)                    # same model and GPUs, within a second or two
     assert first.exit_code == second.exit_code == 0, first.output + second.output
     folders = [Path(json.loads(r.stdout)["run"]) for r in (first, second)]
@@ -927,5 +928,5 @@ def test_an_address_where_no_ray_answers_is_one_line():
     r = invoke(args)
     server.close()
     assert_clean(r, args, codes={2})
-    assert "not a Ray cluster" in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    assert "no Ray cluster answers there" in r.output and len(r.output.strip().splitlines()) == 1, r.output
     assert time.monotonic() - t0 < 30
