@@ -4,6 +4,7 @@ model from TOML or a HuggingFace ``config.json``."""
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import fields
 from importlib import import_module
 from pathlib import Path
@@ -42,8 +43,8 @@ def get_model(name_or_path: str) -> ModelSpec:
     if name_or_path.endswith(".json") or (path.is_dir() and (path / "config.json").is_file()):
         from autoplan.families.transformer.hf import load_hf_model
         return load_hf_model(path)
-    if name_or_path.endswith(".toml") or Path(name_or_path).is_file():
-        return load_model(Path(name_or_path))
+    if name_or_path.endswith(".toml") or path.is_file() or ("/" in name_or_path and os.path.lexists(path)):
+        return load_model(path)                 # (a path that is no regular file: the reader says what it is)
     key = _ALIASES.get(name_or_path, _ALIASES.get(name_or_path.lower(), name_or_path.lower()))
     if key in _BY_NAME:
         return _BY_NAME[key]

@@ -26,7 +26,7 @@ from autoplan.sim.simulate import Evaluation
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.families.strategy import Strategy
-from autoplan.specs.files import parse_json, read_bytes, shown
+from autoplan.specs.files import MAX_BYTES, parse_json, read_bytes, shown
 
 INPUTS = "inputs.json"
 """What was searched: model, cluster, gpus, global batch, the space's axes, top k, sampler, budget, seed; and under
@@ -128,7 +128,7 @@ class RunFolder:
         data.pop(INPUT_SPECS, None)
         return data
 
-    def _json(self, name: str, limit: int = 16 * 2**20) -> object:
+    def _json(self, name: str, limit: int = MAX_BYTES) -> object:
         """The JSON document of the folder's file ``name``: a regular file, not a link, at most ``limit`` bytes."""
         path = self.path / name
         return parse_json(read_bytes(path, WHAT, limit, follow=False), f"{WHAT} file {shown(path)}")
@@ -271,7 +271,6 @@ class Recorder:
 
     def close(self) -> None:
         self._file.close()
-
 
 
 def _cut_torn_line(fd: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -177,7 +178,7 @@ def load_cluster(name_or_path: str, gpus: int | None = None) -> ClusterSpec:
     from autoplan.specs.files import check_path
 
     path = Path(check_path(name_or_path, "cluster name or file"))
-    if not (name_or_path.endswith(".toml") or path.is_file()):
+    if not (name_or_path.endswith(".toml") or path.is_file() or ("/" in name_or_path and os.path.lexists(path))):
         path = specs_dir() / f"{name_or_path}.toml"
         if "/" in name_or_path or not path.is_file():
             near = difflib.get_close_matches(name_or_path, list_clusters(), n=3, cutoff=0.4)
