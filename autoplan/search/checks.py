@@ -30,7 +30,7 @@ CHOICES = {"sampler": SAMPLERS, "cost": ("sim", "symbolic"), "symbolic_weights":
 def check_inputs(data: Any, where: str) -> dict:
     """``data`` (inputs.json) if every field it has is of the right type and in range; its space's axes are
     checked as a space file's. SpecError naming ``where`` and the field otherwise. Missing fields are left to the
-    caller (a resume needs all of ``REQUIRED``; ``show`` makes do with fewer)."""
+    caller (a resume needs all of the search settings; ``show`` makes do with fewer)."""
     from autoplan.search.space import space_from_axes
 
     if not isinstance(data, dict):
