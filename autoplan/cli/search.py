@@ -91,7 +91,7 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
         gpus, global_batch, top, sampler, budget, seed = (settings[k] for k in (
             "gpus", "global_batch", "top", "sampler", "budget", "seed"))
         cost, prefilter, symbolic_weights = (folder.read_inputs().get(k, v) for k, v in _SYMBOLIC_DEFAULTS.items())
-        study = folder.read_inputs().get("study") or _study_name(folder.name)   # (a run from before names were unique)
+        study = folder.read_inputs().get("study") or (_study_name(folder.name) if storage else None)
     else:
         model, spec, sp, global_batch = load_search_inputs(model_name, gpus, cluster, global_batch, space, fixed)
     plans, rejected = enumerate_plans(model, gpus, sp, global_batch)
@@ -119,14 +119,16 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
         except (OSError, RuntimeError) as err:            # RuntimeError: a link loop (Python ≤ 3.12)
             why = getattr(err, "strerror", None) or err
             raise SpecError(f"--out {shown(out)}: cannot create a run folder there ({why})") from None
-        study = _study_name(folder.name)
-    inputs["study"] = study
+        study = _study_name(folder.name) if storage else None
+    if study:                           # runs sharing a --storage never share a study: its name is the run's own
+        inputs["study"] = study
     try:
         with folder.lock():
-            if fresh or folder.read_inputs().get("study") != study:
-                folder.write_inputs(inputs if fresh else folder.read_inputs() | {"study": study})
             if fresh:
+                folder.write_inputs(inputs)
                 folder.save_specs(model, spec)
+            elif study and folder.read_inputs().get("study") != study:
+                folder.write_inputs(folder.read_inputs() | {"study": study})
             _search_in(folder, model, spec, sp, plans, rejected, inputs, sampler, workers, ray_address, storage,
                        as_json)
     except (SpecError, OSError) as err:
@@ -159,7 +161,7 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
         try:
             result = run_search(model, spec, plans, folder, sampler=sampler, budget=inputs["budget"],
                                 seed=inputs["seed"], top_k=top, workers=workers, ray_address=ray_address,
-                                storage=storage, progress=progress, study_name=inputs["study"],
+                                storage=storage, progress=progress, study_name=inputs.get("study"),
                                 **{k.replace("symbolic_", ""): inputs.get(k, v) for k, v in _SYMBOLIC_DEFAULTS.items()})
         except SearchInterrupted as stop:
             result, interrupted = stop.partial, True
@@ -204,8 +206,9 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
 
 
 def _study_name(folder: str) -> str:
-    """The run's Optuna study name: the folder's name and a random suffix, unique even among runs of one model on
-    one GPU count started in the same second that share a ``--storage``."""
+    """The run's Optuna study name in a ``--storage``: the folder's name and a random suffix, unique even among
+    runs of one model on one GPU count started in the same second (recorded in inputs.json; a run folder's own
+    journal holds one study, named as the folder)."""
     import secrets
 
     return f"{folder}-{secrets.token_hex(4)}"

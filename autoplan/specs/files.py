@@ -79,15 +79,15 @@ def read_bytes(path: Path | str, what: str, limit: int = MAX_BYTES, follow: bool
         raise SpecError(f"{where} does not exist") from None
     except OSError as err:
         if err.errno == errno.ELOOP:
-            raise SpecError(f"{where} is a symbolic link loop" if follow else
+            raise SpecError(f"cannot read {where}: it is a symbolic link loop" if follow else
                             f"{where} is a symbolic link; autoplan reads and writes only its own files there") from None
         raise SpecError(f"cannot read {where}: {err.strerror or err}") from None
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
-            raise SpecError(f"{where} is a folder, not a file")
+            raise SpecError(f"cannot read {where}: it is a folder, not a file")
         if not stat.S_ISREG(info.st_mode):
-            raise SpecError(f"{where} is not a regular file (a device, pipe or socket)")
+            raise SpecError(f"cannot read {where}: it is not a regular file (a device, pipe or socket)")
         if info.st_size > limit:
             raise SpecError(f"{where} is {_size(info.st_size)}, more than the {_size(limit)} a {what} file may be")
         os.set_blocking(fd, True)

@@ -726,17 +726,20 @@ def _edit_record(folder: Path, edit) -> None:
     path.write_text("".join(json.dumps(r, allow_nan=True) + "\n" for r in records))
 
 
-@pytest.mark.parametrize("value", [NAN, INF, -INF, -1.0, 0.0])
-def test_a_recorded_step_time_that_is_not_a_positive_number_is_refused(value):
-    """Not ranked first (a negative time), no OverflowError (an infinite one): the folder is refused, one line."""
+@pytest.mark.parametrize("field, value", [("step_time", NAN), ("step_time", INF), ("step_time", -INF),
+                                          ("step_time", -1.0), ("step_time", 0.0), ("tokens_per_s", INF),
+                                          ("tokens_per_s", NAN), ("peak_memory", -1.0), ("mfu", -INF)])
+def test_a_recorded_figure_that_is_not_finite_or_is_negative_is_refused(field, value):
+    """Not ranked first (a negative step time), no OverflowError (an infinite throughput): the folder is refused,
+    in one line naming the record and the field."""
     folder = _copy()
     best = min(range(len(_lines_of(folder))), key=lambda i: json.loads(_lines_of(folder)[i])["metrics"]["step_time"]
                if json.loads(_lines_of(folder)[i])["metrics"] else INF)
 
-    _edit_record(folder, lambda records: records[best]["metrics"].update(step_time=value))
+    _edit_record(folder, lambda records: records[best]["metrics"].update({field: value}))
     for command in (["show"], ["show", "--json"], ["export"], ["report"], ["search", "--workers", "0", "--resume"]):
         o = _clean([*command, str(folder)])
-        assert f"line {best + 1}" in o.stderr and "step_time" in o.stderr, o.stderr
+        assert f"line {best + 1}" in o.stderr and f"metrics.{field}" in o.stderr, o.stderr
 
 
 def _lines_of(folder: Path) -> list[str]:
