@@ -130,8 +130,10 @@ def test_kill_9_then_bare_resume_equals_an_uninterrupted_sampled_run(tmp_path, s
 
 # ------------------------------------------------------------------------------------------------ on Ray
 
-RAY_ARGS = [a if a != "0" else "2" for a in ARGS]
-"""The exhaustive search of ``ARGS`` on an embedded Ray with 2 workers."""
+RAY_ARGS = ["search", "--model", "gpt-7.5b", "--gpus", "64", "--cluster", "dgx-a100-80g", "--global-batch", "512",
+            "--sampler", "exhaustive", "--top", "200", "--workers", "2", "--json"]
+"""An exhaustive search of 441 plans (a few seconds) on an embedded Ray with 2 workers."""
+RAY_KILL_AFTER = 60
 
 
 def _descendants(pid: int) -> list[int]:
@@ -199,10 +201,10 @@ def test_kill_9_of_a_ray_search_then_bare_resume_completes_the_run(tmp_path, ray
     while time.monotonic() < deadline and p.poll() is None:
         ray_searches.watch()
         folders = list(out.glob("*/"))
-        if folders and len(_lines(folders[0])) >= KILL_AFTER:
+        if folders and len(_lines(folders[0])) >= RAY_KILL_AFTER:
             folder = folders[0]
             break
-        time.sleep(0.05)
+        time.sleep(0.02)
     ray_searches.watch()
     p.send_signal(signal.SIGKILL)
     p.communicate()
@@ -227,7 +229,7 @@ def test_a_killed_ray_worker_loses_nothing(tmp_path, ray_searches):
     deadline, victim = time.monotonic() + 240, None
     while time.monotonic() < deadline and p.poll() is None and victim is None:
         folders = list(out.glob("*/"))
-        if folders and len(_lines(folders[0])) >= KILL_AFTER // 2:
+        if folders and len(_lines(folders[0])) >= RAY_KILL_AFTER // 2:
             busy = [x for x in _descendants(p.pid) if "evaluate_batch" in _cmdline(x)]
             victim = busy[0] if busy else None
         time.sleep(0.02)
@@ -257,11 +259,15 @@ def _file_limit(size: int):
     return limit
 
 
+DISK_ARGS = [a if a != "2" else "0" for a in RAY_ARGS]
+"""The search of ``RAY_ARGS`` in this process: a few seconds, a record of about 1 MiB."""
+
+
 def test_a_full_disk_mid_search_is_one_line_and_the_folder_resumes(tmp_path):
     whole = tmp_path / "whole"
-    uninterrupted = autoplan(*ARGS, "--out", str(whole))
+    uninterrupted = autoplan(*DISK_ARGS, "--out", str(whole))
     out = tmp_path / "full"
-    p = autoplan(*ARGS, "--out", str(out), preexec_fn=_file_limit(256 * 1024))
+    p = autoplan(*DISK_ARGS, "--out", str(out), preexec_fn=_file_limit(64 * 1024))
     _, err = p.communicate(timeout=300)
     assert p.returncode == 2, err
     lines = [line for line in err.splitlines() if line.strip() and not line.startswith("autoplan: ")]
