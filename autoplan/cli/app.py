@@ -16,8 +16,19 @@ DEFAULT_GLOBAL_BATCH = 1536
 """GPT-3's batch of 1536 sequences (Brown et al. 2020, Table 2.1) when --global-batch is not given."""
 
 
+MESSAGE_MAX = 600
+"""Longest error message printed: one that quotes more of what it refuses is cut in the middle."""
+
+
+def one_line(message: str, limit: int = MESSAGE_MAX) -> str:
+    """``message`` on one line (line breaks from quoted user text become spaces), at most about ``limit``
+    characters: the head and the tail of a longer one."""
+    text = " ".join(str(message).split())
+    return text if len(text) <= limit else text[:limit - 150] + " … " + text[-140:]
+
+
 def _fail(message: str) -> None:
-    click.echo(f"autoplan: error: {message}", err=True)
+    click.echo(f"autoplan: error: {one_line(message)}", err=True)
     sys.exit(2)
 
 
@@ -85,8 +96,10 @@ class _UsablePath(click.Path):
 
 
 def _console() -> Any:
+    """The console of the tables on stdout. Markup and emoji codes are off: model, cluster and folder names are the
+    user's, and ``[/]`` or ``:x:`` in one is text, never a style (rich.errors.MarkupError)."""
     from rich.console import Console
-    return Console() if sys.stdout.isatty() else Console(width=132)
+    return Console(markup=False, emoji=False, **({} if sys.stdout.isatty() else {"width": 132}))
 
 
 

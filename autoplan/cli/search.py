@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from typing import Any
@@ -12,6 +13,8 @@ from autoplan.cli.app import (_console, _FinitePercent, _UsablePath, friendly,
                               main, throughput_unit)
 from autoplan.errors import SpecError
 from autoplan.cli.options import RUN_FLAGS, _fixable, load_budget, load_search_inputs, run_options, space_options
+from autoplan.specs.files import shown
+from autoplan.search.checks import MAX_BUDGET
 
 
 @main.command()
@@ -44,8 +47,9 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
               help="Folder for run folders.")
 @click.option("--sampler", type=click.Choice(["auto", "exhaustive", "tpe", "nsga2", "random"]), default="auto",
               show_default=True, help="auto: exhaustive when the plans fit in --budget, else TPE.")
-@click.option("--budget", type=click.IntRange(1), default=20000, show_default=True,
-              help="Most distinct plans to evaluate.")
+@click.option("--budget", type=click.IntRange(1, MAX_BUDGET), default=20000, show_default=True,
+              help="Most distinct plans to evaluate (a budget that covers every distinct plan searches them "
+                   "exhaustively).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sampler.")
 @click.option("--workers", type=click.IntRange(0), default=None,
               help="0: in this process; N: N workers on an embedded Ray. [default: the CPU count, on Ray only "
@@ -77,7 +81,8 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
     import time
     from pathlib import Path
 
-    from autoplan.search.folder import RECORD, RunFolder
+    from autoplan.search.exhaustive import distinct_plans
+    from autoplan.search.folder import RECORD, RunFolder, folder_name
     from autoplan.search.run import choose_sampler
     from autoplan.search.space import enumerate_plans
 
@@ -87,6 +92,7 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
         gpus, global_batch, top, sampler, budget, seed = (settings[k] for k in (
             "gpus", "global_batch", "top", "sampler", "budget", "seed"))
         cost, prefilter, symbolic_weights = (folder.read_inputs().get(k, v) for k, v in _SYMBOLIC_DEFAULTS.items())
+        study = folder.read_inputs().get("study") or (_study_name(folder.name) if storage else None)
     else:
         model, spec, sp, global_batch = load_search_inputs(model_name, gpus, cluster, global_batch, space, fixed)
     run_budget = load_budget(model, tokens, epochs, steps, gpu_hour_price, goodput, batch_ramp)
@@ -103,7 +109,11 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
             raise SpecError(f"--sampler {sampler} minimises the step time, which favours the smallest batch of a "
                             "--global-batch range: use --sampler exhaustive (or auto)")
         sampler = "exhaustive"
-    chosen = "symbolic" if cost == "symbolic" else choose_sampler(sampler, len(plans), budget)
+    distinct = len(distinct_plans(spec, plans))
+    chosen = "symbolic" if cost == "symbolic" else choose_sampler(sampler, distinct, budget)
+    if chosen == "exhaustive" and sampler in ("tpe", "nsga2", "random") and resume is None:
+        click.echo(f"autoplan: --budget {budget:,} covers all {distinct:,} distinct valid plans: searching them "
+                   f"exhaustively (an exact top {top}) instead of sampling with {sampler}", err=True)
     inputs = {"model": model.name, "cluster": spec.name, "gpu": spec.gpu.name, "gpus": gpus,
               "global_batch": global_batch, "space": {k: list(v) for k, v in sp.axes.items()}, "top": top,
               "sampler": chosen, "budget": budget, "seed": seed}
@@ -115,22 +125,33 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
         inputs["run_budget"] = folder.read_inputs()["run_budget"]          # the resumed run's own budget
     fresh = resume is None
     if fresh:
-        run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{model.name}-{gpus}gpu"
+        run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{folder_name(model.name)}-{gpus}gpu"
         try:
             folder = RunFolder.create(Path(out).resolve(), run_id)
-        except OSError as err:
-            raise SpecError(f"--out {out!r}: cannot create a run folder there ({err.strerror or err})") from None
+        except (OSError, RuntimeError) as err:            # RuntimeError: a link loop (Python ≤ 3.12)
+            why = getattr(err, "strerror", None) or err
+            raise SpecError(f"--out {shown(out)}: cannot create a run folder there ({why})") from None
+        study = _study_name(folder.name) if storage else None
+    if study:                           # runs sharing a --storage never share a study: its name is the run's own
+        inputs["study"] = study
     try:
         with folder.lock():
             if fresh:
                 folder.write_inputs(inputs)
                 folder.save_specs(model, spec)
+            elif study and folder.read_inputs().get("study") != study:
+                folder.write_inputs(folder.read_inputs() | {"study": study})
             _search_in(folder, model, spec, sp, plans, rejected, inputs, sampler, workers, ray_address, storage,
                        as_json)
-    except SpecError:
+    except (SpecError, OSError) as err:
         record = folder.file(RECORD)
-        if fresh and not (record.exists() and record.stat().st_size):
+        started = record.exists() and record.stat().st_size > 0
+        if fresh and not started:
             folder.remove()             # a search that could not start leaves no run folder
+        if isinstance(err, OSError):    # a full disk, a folder made read-only: what was recorded stays
+            keep = (f"; the {RECORD} so far is kept: make room (or make it writable) and continue with "
+                    f"`autoplan search --resume {folder.path}`" if started else "")
+            raise SpecError(f"cannot write the run folder {shown(folder.path)}: {err.strerror or err}{keep}") from None
         raise
 
 
@@ -147,11 +168,13 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
     top, chosen, gpus = inputs["top"], inputs["sampler"], inputs["gpus"]
     progress = Progress(progress_console(), len(plans), "plans" if chosen == "exhaustive" else "of budget")
     interrupted = False
-    with progress:
+    # Ray prints a dead worker's error to stdout from a thread of its own: during the search stdout is stderr, so
+    # that stdout holds only the leaderboard (the JSON of --json)
+    with progress, contextlib.redirect_stdout(sys.stderr):
         try:
             result = run_search(model, spec, plans, folder, sampler=sampler, budget=inputs["budget"],
                                 seed=inputs["seed"], top_k=top, workers=workers, ray_address=ray_address,
-                                storage=storage, progress=progress,
+                                storage=storage, progress=progress, study_name=inputs.get("study"),
                                 **{k.replace("symbolic_", ""): inputs.get(k, v) for k, v in _SYMBOLIC_DEFAULTS.items()})
         except SearchInterrupted as stop:
             result, interrupted = stop.partial, True
@@ -177,11 +200,11 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
         from rich.markup import escape
         con.print(f"whole run: {escape(costing.describe())}")
     if not result.leaderboard:
-        from rich.markup import escape
+        from rich.text import Text
 
         from autoplan.search.space import explain_no_fit
         hint = explain_no_fit(model, gpus, spec, sp, inputs["global_batch"])
-        con.print(f"[bold red]{escape(hint)}[/]")
+        con.print(Text(hint, style="bold red"))
     same = f" ({result.equivalent} same as another plan here)" if result.equivalent else ""
     skipped = (f"{result.pruned} skipped by bound (cannot enter the top {top})" if result.sampler == "exhaustive"
                else f"{result.pruned} ranked by symbolic cost only" if result.sampler == "symbolic"
@@ -207,6 +230,15 @@ def _heading(model: Any, spec: Any, gpus: int, sp: Any, global_batch: int) -> st
 
     batches = sp.axes.get(BATCH, (global_batch,))
     return heading(model.name, gpus, spec.gpu.name, spec.name, model.seq_len, batches, model.structure is not None)
+
+
+def _study_name(folder: str) -> str:
+    """The run's Optuna study name in a ``--storage``: the folder's name and a random suffix, unique even among
+    runs of one model on one GPU count started in the same second (recorded in inputs.json; a run folder's own
+    journal holds one study, named as the folder)."""
+    import secrets
+
+    return f"{folder}-{secrets.token_hex(4)}"
 
 
 _SYMBOLIC_DEFAULTS = {"cost": "sim", "prefilter": None, "symbolic_weights": "balance"}

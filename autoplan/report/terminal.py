@@ -17,6 +17,11 @@ LABELS = {"compute": "compute", "recompute": "recompute", "tp": "exposed TP comm
           "bubble": "bubble / idle"}
 
 
+def plain(value: Any) -> Text:
+    """``value`` as text that rich never parses for markup: names and labels that come from the user's files."""
+    return Text(str(value))
+
+
 def breakdown_bar(breakdown: dict[str, float], width: int = 60) -> Text:
     """A one-line stacked bar of where the step's time goes."""
     total = sum(breakdown.values()) or 1.0
@@ -172,14 +177,14 @@ def check_view(report: dict, model: Any, cluster: Any, s: Any) -> Group:
         layer.add_column(c, justify="right" if c not in ("pass", "op") else "left")
     for op in lay["ops"]:
         rate = op["gflop"] / op["us"] * 1e3 if op["us"] else 0.0
-        layer.add_row(op["pass"], op["op"], f"{op['gflop']:.1f}", f"{op['mb']:.1f}", f"{op['us']:.1f}",
+        layer.add_row(plain(op["pass"]), plain(op["op"]), f"{op['gflop']:.1f}", f"{op['mb']:.1f}", f"{op['us']:.1f}",
                       f"{rate:.0f}" if op["gflop"] else "")
     coll = Table(title="Collectives", title_justify="left")
     for c in ("group", "op", "members", "per node × nodes", "MB", "ms", "bus GB/s", "when"):
         coll.add_column(c, justify="right" if c in ("MB", "ms", "bus GB/s", "members") else "left")
     for c in report["collectives"]:
-        coll.add_row(c["group"], c["op"], str(c["size"]), f"{c['per_node']} × {c['nodes']}", f"{c['mb']:.1f}",
-                     f"{c['ms']:.3f}", f"{c['busbw_gb_per_s']:.0f}" if c["busbw_gb_per_s"] else "", c["when"])
+        coll.add_row(plain(c["group"]), plain(c["op"]), str(c["size"]), f"{c['per_node']} × {c['nodes']}", f"{c['mb']:.1f}",
+                     f"{c['ms']:.3f}", f"{c['busbw_gb_per_s']:.0f}" if c["busbw_gb_per_s"] else "", plain(c["when"]))
     sym = report["symbolic"]
     volumes = ", ".join([f"{sym['tflop']:,.1f} TFLOP"] + [f"{gb:,.2f} GB over {name}" for name, gb in sym["tier_gb"].items()])
     symbolic = Text(f"Symbolic, per GPU per step (the slowest stage; hardware-free): {volumes}; bubble "
@@ -190,7 +195,7 @@ def check_view(report: dict, model: Any, cluster: Any, s: Any) -> Group:
 def leaderboard_table(rows: list[dict], title: str, throughput: str = "tokens/s") -> Table:
     """The ranked plans (``throughput`` names the unit of the tokens_per_s column: samples/s for CNNs), with the
     whole run's days, GPU-hours, energy and cost when the rows have them."""
-    t = Table(title=title, title_justify="left")
+    t = Table(title=plain(title), title_justify="left")
     totals = bool(rows) and "days" in rows[0]
     for col, label in (("rank", "#"), ("plan", "plan"), ("step_s", "step s"), ("tokens_per_s", throughput),
                        ("mfu_pct", "MFU %"), ("bubble_pct", "bubble %"), ("exposed_comm_pct", "exposed comm %"),
@@ -201,10 +206,10 @@ def leaderboard_table(rows: list[dict], title: str, throughput: str = "tokens/s"
         t.add_column("launch with")
     for r in rows:
         step = f"{r['step_s']:.3f}" if r["step_s"] >= 0.1 else f"{r['step_s']:.4f}"    # CNN steps last milliseconds
-        t.add_row(str(r["rank"]), r["plan"], step, f"{r['tokens_per_s']:,}", f"{r['mfu_pct']:.1f}",
+        t.add_row(str(r["rank"]), plain(r["plan"]), step, f"{r['tokens_per_s']:,}", f"{r['mfu_pct']:.1f}",
                   f"{r['bubble_pct']:.1f}", f"{r['exposed_comm_pct']:.1f}",
                   f"{r['peak_gib']:.1f}/{r['capacity_gib']:.0f}", *(total_texts(r) if totals else ()),
-                  *([r["launch_with"]] if launch else []))
+                  *([plain(r["launch_with"])] if launch else []))
     return t
 
 
@@ -239,7 +244,7 @@ def space_view(c: dict, title: str) -> Group:
     axes.add_column(style="bold")
     axes.add_column()
     for name, values in c["axes"].items():
-        axes.add_row(name, ", ".join(str(v).lower() for v in values))
+        axes.add_row(plain(name), plain(", ".join(str(v).lower() for v in values)))
     funnel = Table(title="What reaches the simulator", title_justify="left")
     funnel.add_column("plans", justify="right")
     funnel.add_column("")
@@ -253,7 +258,7 @@ def space_view(c: dict, title: str) -> Group:
     reasons.add_column("plans", justify="right")
     reasons.add_column("reason (N stands for a number)")
     for reason, n in c["reasons"].items():
-        reasons.add_row(f"{n:,}", reason)
+        reasons.add_row(f"{n:,}", plain(reason))
     return Group(Text(title, style="bold"), axes, Text(), funnel, Text(), reasons)
 
 

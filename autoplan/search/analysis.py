@@ -77,10 +77,7 @@ class Run:
 
 
 def _specs(folder: RunFolder, inputs: dict) -> tuple[ModelSpec | None, ClusterSpec | None, str]:
-    try:
-        saved = folder.load_specs()
-    except SpecError as err:
-        return None, None, str(err)
+    saved = folder.load_specs()            # saved but refused (damaged, edited): the folder is refused, one line
     if saved is not None:
         return saved[0], saved[1], ""
     try:
@@ -200,7 +197,8 @@ def importances(run: Run) -> tuple[dict[str, float], str]:
     """The run's parameter importances (Optuna, in search/study.py), or a note saying why there are none."""
     from autoplan.search.study import importances as study_importances
 
-    return study_importances(run.folder / JOURNAL, run.folder.name, str(run.inputs.get("sampler", "?")))
+    return study_importances(run.folder / JOURNAL, run.inputs.get("study", run.folder.name),
+                             str(run.inputs.get("sampler", "?")))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -186,17 +186,35 @@ class AutoExecutor:
 
 
 def _check_reachable(address: str, timeout: float = 3.0) -> None:
-    """Fail in seconds, with a clear message, when nothing listens at a Ray address (ray.init would wait long)."""
+    """Fail in seconds, in one line, when no Ray cluster answers at an address: ray.init would retry for a minute
+    or more, printing Ray's warnings (22 lines) before its error."""
     import socket
 
     hostport = address.split("://", 1)[-1]
     host, _, port = hostport.rpartition(":")
     try:
         with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
-            return
+            pass
+        if "://" not in address:       # a GCS (ray:// is the Ray Client server, another service)
+            _ask_gcs(f"{host or '127.0.0.1'}:{port}", timeout)
     except (OSError, ValueError) as err:
-        raise SpecError(f"cannot reach the Ray cluster at {address!r} ({err}); start one with `ray start --head` "
-                        f"or leave --ray-address and RAY_ADDRESS unset to use an embedded Ray") from None
+        raise SpecError(f"cannot reach the Ray cluster at {address[:200]!r} ({err}); start one with `ray start "
+                        "--head` or leave --ray-address and RAY_ADDRESS unset to use an embedded Ray") from None
+
+
+def _ask_gcs(hostport: str, timeout: float) -> None:
+    """ConnectionError unless a Ray GCS answers there: its cluster ID (any answer from Ray, a refusal of
+    credentials included, passes; what ray.init makes of it is its own)."""
+    import grpc
+
+    with grpc.insecure_channel(hostport) as channel:
+        ask = channel.unary_unary("/ray.rpc.NodeInfoGcsService/GetClusterId",
+                                  request_serializer=lambda _: b"", response_deserializer=bytes)
+        try:
+            ask(None, timeout=timeout)
+        except grpc.RpcError as err:
+            if err.code() not in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                raise ConnectionError(f"no Ray cluster answers there: {err.code().name.lower()}") from None
 
 
 AUTH_MODE = "RAY_AUTH_MODE"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from autoplan.search import symbolic
-from autoplan.search.exhaustive import SearchResult, rank_key, search
+from autoplan.search.exhaustive import SearchResult, distinct_plans, rank_key, search
 from autoplan.search.executors import AutoExecutor, Executor
 from autoplan.search.folder import JOURNAL, RECORD, RunFolder
 from autoplan.sim.simulate import Evaluation
@@ -44,10 +44,12 @@ def resolve_executor(workers: int | None, ray_address: str | None) -> Executor:
 
 
 def choose_sampler(sampler: str, fitting: int, budget: int) -> str:
-    """``auto``: exhaustive when every plan fits in the budget, else TPE."""
-    if sampler != "auto":
-        return sampler
-    return "exhaustive" if fitting <= budget else "tpe"
+    """The search for ``sampler`` over ``fitting`` distinct valid plans: exhaustive whenever the budget covers them
+    all (a sampler asked for every plan of a small space only slows down: TPE's cost per trial grows with the
+    trials), else the sampler asked for (``auto``: TPE)."""
+    if sampler in ("auto", "tpe", "nsga2", "random") and fitting <= budget:
+        return "exhaustive"
+    return "tpe" if sampler == "auto" else sampler
 
 
 class StopBetweenBatches:
@@ -85,12 +87,16 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
                sampler: str = "auto", budget: int = 20000, seed: int = 0, top_k: int = 10,
                workers: int | None = None, ray_address: str | None = None, storage: str | None = None,
                progress: Callable[[int, int, list[Evaluation]], None] | None = None, cost: str = "sim",
-               prefilter: float | None = None, weights: str = "balance") -> SearchResult:
+               prefilter: float | None = None, weights: str = "balance",
+               study_name: str | None = None) -> SearchResult:
     """Search ``plans`` and record everything in ``folder``, resuming what it already holds: the resumed run
     replays the recorded evaluations (nothing is simulated twice) and ends as an uninterrupted run would.
 
     ``cost="symbolic"`` ranks the plans by their symbolic cost and simulates only the top k; ``prefilter=K``
     first keeps the symbolic best K % of the plans (at least ``top_k``) for the search (``search/symbolic.py``).
+
+    ``study_name`` names the run's Optuna study (unique per run, so that runs sharing a ``storage`` never share a
+    study; a resume replaces only this one); default: the folder's name.
 
     Raises SearchInterrupted, carrying the ranking so far, on Ctrl-C; SpecError before any evaluation if the
     storage or the Ray cluster cannot be reached.
@@ -109,9 +115,11 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
     folder = folder if isinstance(folder, RunFolder) else RunFolder(folder)
     resuming = folder.file(RECORD).exists()
     known = folder.load_evaluations()
-    chosen = "symbolic" if cost == "symbolic" else choose_sampler(sampler, len(plans), budget)
-    study = st.open_study(folder.file(JOURNAL), storage, folder.name, multi_objective=chosen == "nsga2",
-                          fresh=resuming)
+    folder.check_known(known, plans)
+    distinct = len(distinct_plans(cluster, plans))
+    chosen = "symbolic" if cost == "symbolic" else choose_sampler(sampler, distinct, budget)
+    study = st.open_study(folder.file(JOURNAL), storage, study_name or folder.name,
+                          multi_objective=chosen == "nsga2", fresh=resuming)
     executor = resolve_executor(workers, ray_address)
     recorder = folder.recorder()
     new: list[Evaluation] = []

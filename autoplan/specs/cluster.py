@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autoplan.errors import SpecError
+from autoplan.specs.files import excerpt, shown
 
 GIB = 1024**3
 
@@ -211,7 +213,7 @@ class ClusterSpec:
         out = replace(self, gpu=gpu, tiers=tuple(tiers), dimensions=dims,
                       nvlink_domain_gpus=0 if domain in (0, self.gpus_per_node) else domain,
                       contention=self.contention if contention is None else contention)
-        check_cluster(out)
+        check_cluster(out, f"cluster {self.name!r} under the what-if")
         return out.with_gpus(gpus) if gpus is not None else out
 
     def _inner_dimensions(self) -> int:
@@ -250,7 +252,7 @@ def load_cluster(name_or_path: str, gpus: int | None = None) -> ClusterSpec:
     from autoplan.specs.files import check_path
 
     path = Path(check_path(name_or_path, "cluster name or file"))
-    if not (name_or_path.endswith(".toml") or path.is_file()):
+    if not (name_or_path.endswith(".toml") or path.is_file() or ("/" in name_or_path and os.path.lexists(path))):
         path = specs_dir() / f"{name_or_path}.toml"
         if "/" in name_or_path or not path.is_file():
             near = difflib.get_close_matches(name_or_path, list_clusters(), n=3, cutoff=0.4)
@@ -297,14 +299,15 @@ OPTIONAL: dict[str, dict[str, object]] = {
 class _Table:
     """One TOML table of a cluster file: typed reads whose errors name the file, the table and the key."""
 
-    def __init__(self, data: object, where: str, path: Path) -> None:
+    def __init__(self, data: object, where: str, path: Path | str) -> None:
         self.where, self.path = where, path
         if not isinstance(data, dict):
-            self.fail(f"{where} must be a table, got {data!r}")
+            self.fail(f"{where} must be a table, got {excerpt(data)}")
         self.data: dict = data
 
     def fail(self, message: str) -> None:
-        raise SpecError(f"cluster file {str(self.path)!r}: {message}")
+        raise SpecError(f"{self.path}: {message}" if isinstance(self.path, str) else
+                        f"cluster file {shown(self.path)}: {message}")
 
     def _get(self, key: str, default: object) -> object:
         if key not in self.data:
@@ -320,7 +323,7 @@ class _Table:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         if not ok or not (low <= value <= high or (zero_ok and value == 0)):
             zero = "0 or " if zero_ok else ""
-            self.fail(f"{key} in {self.where} must be {zero}a number in [{low:g}, {high:g}], got {value!r}")
+            self.fail(f"{key} in {self.where} must be {zero}a number in [{low:g}, {high:g}], got {excerpt(value)}")
         return float(value)
 
     def integer(self, key: str, default: int | None = None, *, low: int = 1, high: int = MAX_GPUS) -> int:
@@ -328,26 +331,34 @@ class _Table:
         value = self._get(key, default)
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
             what = "a positive integer" if low == 1 else f"an integer ≥ {low}"
-            self.fail(f"{key} in {self.where} must be {what} (at most {high:,}), got {value!r}")
+            self.fail(f"{key} in {self.where} must be {what} (at most {high:,}), got {excerpt(value)}")
         return value
 
     def text(self, key: str, default: str | None = None) -> str:
         value = self._get(key, default)
         if not isinstance(value, str):
-            self.fail(f"{key} in {self.where} must be a string, got {value!r}")
+            self.fail(f"{key} in {self.where} must be a string, got {excerpt(value)}")
+        return value
+
+    def name(self, key: str, default: str | None = None) -> str:
+        """A name: a string of at most 200 printable characters (it becomes a table row, a title, a file name)."""
+        value = self.text(key, default)
+        if len(value) > 200 or not value.isprintable():
+            self.fail(f"{key} in {self.where} must be at most 200 printable characters (no line breaks or "
+                      f"control characters), got {excerpt(value)}")
         return value
 
     def flag(self, key: str, default: bool) -> bool:
         value = self._get(key, default)
         if not isinstance(value, bool):
-            self.fail(f"{key} in {self.where} must be true or false, got {value!r}")
+            self.fail(f"{key} in {self.where} must be true or false, got {excerpt(value)}")
         return value
 
     def pair(self, key: str, default: tuple[int, int]) -> tuple[int, int]:
         value = self._get(key, default)
         if (not isinstance(value, (list, tuple)) or len(value) != 2
                 or not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_GPUS for v in value)):
-            self.fail(f"{key} in {self.where} must be two positive integers, e.g. [128, 256], got {value!r}")
+            self.fail(f"{key} in {self.where} must be two positive integers, e.g. [128, 256], got {excerpt(value)}")
         return (value[0], value[1])
 
 
@@ -368,14 +379,15 @@ _TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", 
 def _check_keys(t: _Table, allowed: set[str]) -> None:
     unknown = sorted(set(t.data) - allowed)
     if unknown:
-        t.fail(f"unknown key(s) {', '.join(unknown)} in {t.where}; allowed: {', '.join(sorted(allowed))}")
+        t.fail(f"unknown key(s) {excerpt(', '.join(unknown))[1:-1]} in {t.where}; "
+               f"allowed: {', '.join(sorted(allowed))}")
 
 
 def _gpu(g: _Table) -> GPUSpec:
     _check_keys(g, _GPU_KEYS)
     d = OPTIONAL["gpu"]
     gpu = GPUSpec(
-        name=g.text("name"), peak_flops=g.number("peak_tflops") * 1e12, hbm_bytes=g.number("hbm_gib") * GIB,
+        name=g.name("name"), peak_flops=g.number("peak_tflops") * 1e12, hbm_bytes=g.number("hbm_gib") * GIB,
         hbm_bandwidth=g.number("hbm_bandwidth_gb_per_s") * 1e9, sm_count=g.integer("sm_count", high=10**5),
         gemm_efficiency=g.number("gemm_efficiency"), gemm_tile=g.pair("gemm_tile", d["gemm_tile"]),
         gemm_half_k=g.number("gemm_half_k", d["gemm_half_k"]),
@@ -402,7 +414,7 @@ def _tier(t: _Table) -> NetworkTier:
     _check_keys(t, _TIER_KEYS)
     d = OPTIONAL["tier"]
     return NetworkTier(
-        name=t.text("name"), gpus=t.integer("gpus", d["gpus"], low=0), bandwidth=t.number("bandwidth_gb_per_s") * 1e9,
+        name=t.name("name"), gpus=t.integer("gpus", d["gpus"], low=0), bandwidth=t.number("bandwidth_gb_per_s") * 1e9,
         efficiency=t.number("efficiency"), latency=t.number("latency_us") * 1e-6,
         allreduce_busbw=t.number("allreduce_busbw_gb_per_s", d["allreduce_busbw_gb_per_s"]) * 1e9,
         half_bandwidth_bytes=t.number("half_bandwidth_mib", d["half_bandwidth_mib"]) * 2**20,
@@ -413,20 +425,20 @@ def _dimension(t: _Table, index: int) -> NetworkDimension:
     _check_keys(t, _DIMENSION_KEYS)
     topology = t.text("topology")
     if topology not in DIMENSION_TOPOLOGIES:
-        t.fail(f"topology in {t.where} must be one of {', '.join(DIMENSION_TOPOLOGIES)}, got {topology!r}")
+        t.fail(f"topology in {t.where} must be one of {', '.join(DIMENSION_TOPOLOGIES)}, got {excerpt(topology)}")
     size = t.integer("size", low=0)
     if size == 1:
         t.fail(f"size in {t.where} must be ≥ 2 (or 0 in the last dimension: the rest of the cluster), got 1")
-    return NetworkDimension(name=t.text("name", f"dim {index + 1}") or f"dim {index + 1}", size=size,
+    return NetworkDimension(name=t.name("name", f"dim {index + 1}") or f"dim {index + 1}", size=size,
                             topology=topology, bandwidth=t.number("bandwidth_gb_per_s") * 1e9,
                             efficiency=t.number("efficiency", OPTIONAL["dimension"]["efficiency"]),
                             latency=t.number("latency_us") * 1e-6)
 
 
-def _dimensions(top: _Table, path: Path, domain: int) -> tuple[NetworkDimension, ...]:
+def _dimensions(top: _Table, path: Path | str, domain: int) -> tuple[NetworkDimension, ...]:
     raw = top.data.get("dimensions", [])
     if not isinstance(raw, list) or not raw:
-        top.fail(f"dimensions must be one or more [[dimensions]] tables (innermost first), got {raw!r}")
+        top.fail(f"dimensions must be one or more [[dimensions]] tables (innermost first), got {excerpt(raw)}")
     dims = tuple(_dimension(_Table(d, f"[[dimensions]] #{i + 1}", path), i) for i, d in enumerate(raw))
     if any(d.size == 0 for d in dims[:-1]):
         first = next(i for i, d in enumerate(dims) if d.size == 0)
@@ -446,14 +458,20 @@ def _dimensions(top: _Table, path: Path, domain: int) -> tuple[NetworkDimension,
 def _parse(path: Path) -> ClusterSpec:
     from autoplan.specs.files import read_toml
 
-    top = _Table(read_toml(path, "cluster"), "the top level", path)
+    return _from_tables(read_toml(path, "cluster"), path)
+
+
+def _from_tables(data: dict, path: Path | str) -> ClusterSpec:
+    """The ClusterSpec of a cluster file's tables (``path`` names it in errors, its stem is the default name; a
+    string is the whole of what errors say first)."""
+    top = _Table(data, "the top level", path)
     _check_keys(top, _CLUSTER_KEYS)
     if not isinstance(top.data.get("calibration", {}), dict):
         top.fail(f"calibration must be a table, got {top.data['calibration']!r}")
     gpu = _gpu(_Table(top._get("gpu", None), "[gpu]", path))
     raw_tiers = top._get("tiers", None)
     if not isinstance(raw_tiers, list) or not raw_tiers:
-        top.fail(f"tiers must be one or more [[tiers]] tables (innermost first), got {raw_tiers!r}")
+        top.fail(f"tiers must be one or more [[tiers]] tables (innermost first), got {excerpt(raw_tiers)}")
     tiers = tuple(_tier(_Table(t, f"[[tiers]] #{i + 1}", path)) for i, t in enumerate(raw_tiers))
     d = OPTIONAL["top"]
     per_node = top.integer("gpus_per_node", high=4096)
@@ -463,10 +481,10 @@ def _parse(path: Path) -> ClusterSpec:
         top.fail(f"nvlink_domain_gpus {domain} must be a whole number of nodes of gpus_per_node {per_node} "
                  f"(e.g. {' or '.join(map(str, near))})")
     if tiers[0].gpus not in (0, domain) and len(tiers) > 1:
-        top.fail(f"the first tier {tiers[0].name!r} joins {tiers[0].gpus} GPUs but the NVLink domain has {domain} "
+        top.fail(f"the first tier {excerpt(tiers[0].name)} joins {tiers[0].gpus} GPUs but the NVLink domain has {domain} "
                  f"(nvlink_domain_gpus, or gpus_per_node when unset); make them equal")
     dims = _dimensions(top, path, domain) if "dimensions" in top.data else ()
-    return ClusterSpec(name=top.text("name", path.stem), description=top.text("description", d["description"]),
+    return ClusterSpec(name=top.name("name", path.stem if isinstance(path, Path) else "cluster"), description=top.text("description", d["description"]),
                        gpu=gpu, gpus_per_node=per_node, tiers=tiers,
                        nodes=top.integer("nodes", d["nodes"]), flash_attention=top.flag("flash_attention",
                                                                                         d["flash_attention"]),
@@ -477,38 +495,49 @@ def _parse(path: Path) -> ClusterSpec:
                        contention=top.flag("contention", d["contention"]))
 
 
-_GPU_RANGES = {"peak_flops": ("peak_tflops", 1e-12), "hbm_bytes": ("hbm_gib", 1 / GIB),
-               "hbm_bandwidth": ("hbm_bandwidth_gb_per_s", 1e-9), "fp8_peak_flops": ("fp8_peak_tflops", 1e-12)}
-_TIER_RANGES = {"bandwidth": ("bandwidth_gb_per_s", 1e-9), "latency": ("latency_us", 1e6),
-                "allreduce_busbw": ("allreduce_busbw_gb_per_s", 1e-9), "oversubscription": ("oversubscription", 1.0)}
-_DIMENSION_RANGES = {"bandwidth": ("bandwidth_gb_per_s", 1e-9), "latency": ("latency_us", 1e6)}
+
+_UNITS = {"peak_tflops": 1e12, "hbm_gib": GIB, "hbm_bandwidth_gb_per_s": 1e9, "kernel_overhead_us": 1e-6,
+          "memory_reserve_gib": GIB, "fp8_peak_tflops": 1e12, "l2_cache_mib": 2**20, "l2_bandwidth_gb_per_s": 1e9,
+          "host_launch_us": 1e-6, "bandwidth_gb_per_s": 1e9, "latency_us": 1e-6, "allreduce_busbw_gb_per_s": 1e9,
+          "half_bandwidth_mib": 2**20, "host_link_gb_per_s": 1e9}
+"""What one unit of a file key is in SI units (a key not listed is a plain count or fraction)."""
+_GPU_FIELDS = {"peak_tflops": "peak_flops", "hbm_gib": "hbm_bytes", "hbm_bandwidth_gb_per_s": "hbm_bandwidth",
+               "kernel_overhead_us": "kernel_overhead", "memory_reserve_gib": "memory_reserve_bytes",
+               "fp8_peak_tflops": "fp8_peak_flops", "l2_cache_mib": "l2_cache_bytes",
+               "l2_bandwidth_gb_per_s": "l2_bandwidth", "host_launch_us": "host_launch", "host_link_gb_per_s": "host_link"}
+_TIER_FIELDS = {"bandwidth_gb_per_s": "bandwidth", "latency_us": "latency", "allreduce_busbw_gb_per_s":
+                "allreduce_busbw", "half_bandwidth_mib": "half_bandwidth_bytes"}
 
 
-def _in_range(value: float, key: str, where: str) -> None:
-    low, high, zero_ok = RANGES[key]
-    if not (low <= value <= high or (zero_ok and value == 0)):
-        raise SpecError(f"{key} of {where} would be {value:g}, outside the plausible [{low:g}, {high:g}]")
+def _table_of(obj: object, keys: set[str], fields: dict[str, str]) -> dict:
+    """The file keys of a GPU, tier or dimension spec, in the file's units."""
+    out = {}
+    for key in keys:
+        value = getattr(obj, fields.get(key, key), None)
+        if key in _UNITS and isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = value / _UNITS[key]
+        out[key] = list(value) if isinstance(value, tuple) else value
+    return out
 
 
-def check_cluster(spec: ClusterSpec) -> None:
-    """The checks a cluster file's values pass, on a spec built in code (``ClusterSpec.scaled``): plausible
-    ranges (``RANGES``), an NVLink domain of whole nodes that the first tier joins, memory left after the reserve."""
-    g = spec.gpu
-    for attr, (key, unit) in _GPU_RANGES.items():
-        _in_range(getattr(g, attr) * unit, key, f"GPU {g.name}")
-    if g.memory_reserve_bytes >= g.hbm_bytes:
-        raise SpecError(f"memory_reserve_gib {g.memory_reserve_bytes / GIB:g} leaves nothing of hbm_gib "
-                        f"{g.hbm_bytes / GIB:g} for training")
-    for t in spec.tiers:
-        for attr, (key, unit) in _TIER_RANGES.items():
-            _in_range(getattr(t, attr) * unit, key, f"tier {t.name!r}")
-    for d in spec.dimensions:
-        for attr, (key, unit) in _DIMENSION_RANGES.items():
-            _in_range(getattr(d, attr) * unit, key, f"dimension {d.name!r}")
-    domain = spec.domain_gpus
-    if not isinstance(domain, int) or domain < 1 or domain > MAX_GPUS or domain % spec.gpus_per_node:
-        raise SpecError(f"an NVLink domain of {domain!r} GPUs is not a whole number of {spec.name} nodes of "
-                        f"{spec.gpus_per_node} GPUs")
-    if spec.tiers[0].gpus not in (0, domain) and len(spec.tiers) > 1:
-        raise SpecError(f"the first tier {spec.tiers[0].name!r} joins {spec.tiers[0].gpus} GPUs but the NVLink "
-                        f"domain has {domain}")
+def cluster_tables(spec: ClusterSpec) -> dict:
+    """The tables of a cluster file that describes ``spec`` (the inverse of reading one)."""
+    dimension_fields = {"bandwidth_gb_per_s": "bandwidth", "latency_us": "latency"}
+    return {"name": spec.name, "description": spec.description, "source": spec.source,
+            "gpus_per_node": spec.gpus_per_node, "nodes": spec.nodes, "flash_attention": spec.flash_attention,
+            "nvlink_domain_gpus": spec.nvlink_domain_gpus, "node_overhead_w": spec.node_overhead_w, "pue": spec.pue,
+            "gpu_hour_usd": spec.gpu_hour_usd, "contention": spec.contention,
+            "gpu": _table_of(spec.gpu, _GPU_KEYS, _GPU_FIELDS),
+            "tiers": [_table_of(t, _TIER_KEYS, _TIER_FIELDS) for t in spec.tiers],
+            **({"dimensions": [_table_of(d, _DIMENSION_KEYS, dimension_fields) for d in spec.dimensions]}
+               if spec.dimensions else {})}
+
+
+def check_cluster(spec: ClusterSpec, where: str) -> ClusterSpec:
+    """``spec`` if it passes every check a cluster file passes (types, plausible ranges, a network tier, a whole
+    NVLink domain...); a cluster read back from elsewhere (a run folder's specs.json) is checked so. SpecError
+    starting with ``where`` and naming the file key otherwise."""
+    if not isinstance(spec.gpu, GPUSpec) or not isinstance(spec.tiers, tuple):
+        raise SpecError(f"{where}: the cluster has no GPU or tiers")
+    _from_tables(cluster_tables(spec), where)
+    return spec

@@ -5,9 +5,8 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from autoplan.errors import SpecError
+from autoplan.specs.files import excerpt, read_yaml
 
 CNN_METRICS = ("iteration_time_s", "seconds_per_sample")
 """What a CNN case may report: seconds per step, or training seconds per sample on one GPU."""
@@ -41,18 +40,7 @@ def load(path: Path | None = None) -> dict:
     """Read a validation file of public.yaml's schema (its cases checked: ``check_cases``)."""
     path = Path(path) if path else default_file()
     where = f"validation file {str(path)!r}"
-    try:
-        data = yaml.safe_load(path.read_bytes().decode())
-    except FileNotFoundError:
-        raise SpecError(f"{where} does not exist") from None
-    except UnicodeDecodeError as err:
-        raise SpecError(f"{where} is not UTF-8 text (byte {err.start}); YAML is text") from None
-    except OSError as err:
-        raise SpecError(f"cannot read {where}: {err.strerror or err}") from None
-    except yaml.YAMLError as err:
-        raise SpecError(f"{where} is not valid YAML: {' '.join(str(err).split())}") from None
-    except RecursionError:
-        raise SpecError(f"{where} nests too deeply") from None
+    data = read_yaml(path, "validation")
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
         raise SpecError(f"{where} has no 'cases' list")
     check_cases(data, where)
@@ -68,13 +56,13 @@ def _positive(value: object, what: str, *, integer: bool = True, optional: bool 
     kinds = (int,) if integer else (int, float)
     if not isinstance(value, kinds) or isinstance(value, bool) or not 0 < value < float("inf"):
         kind = "a positive integer" if integer else "a positive number"
-        raise SpecError(f"{what} must be {kind}, got {value!r}")
+        raise SpecError(f"{what} must be {kind}, got {excerpt(value)}")
 
 
 def _table(parent: dict, key: str, where: str) -> dict:
     value = parent.get(key)
     if not isinstance(value, dict):
-        raise SpecError(f"{where}: {key} must be a mapping, got {value!r}")
+        raise SpecError(f"{where}: {key} must be a mapping, got {excerpt(value)}")
     return value
 
 

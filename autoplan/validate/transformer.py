@@ -18,6 +18,7 @@ from autoplan.families.strategy import KNOBS, Strategy
 from autoplan.families.transformer.hf import config_fields, read_config
 from autoplan.sim.simulate import evaluate, score
 from autoplan.specs.cluster import ClusterSpec, load_cluster
+from autoplan.specs.files import excerpt
 from autoplan.specs.layout import V_SHAPE, balanced_layout, balanced_v_layout
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.plan import data_parallel
@@ -109,7 +110,7 @@ def cluster_of(hw: dict, gpus: int) -> ClusterSpec:
     name = hw.get("cluster_spec") or next((n for key, n in _GPU_CLUSTERS.items() if key in str(hw.get("gpu", ""))),
                                           None)
     if name is None:
-        raise SpecError(f"no cluster spec for GPU {hw.get('gpu')!r} (give hardware.cluster_spec)")
+        raise SpecError(f"no cluster spec for GPU {excerpt(hw.get('gpu'))} (give hardware.cluster_spec)")
     base = load_cluster(str(name))
     cluster = (base.with_gpus(gpus) if gpus >= base.gpus_per_node
                else replace(base, gpus_per_node=gpus, nodes=1))       # one node holding only the run's GPUs

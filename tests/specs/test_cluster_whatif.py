@@ -32,12 +32,12 @@ def test_structural_changes_keep_the_spec_consistent():
 
 
 @pytest.mark.parametrize("change, match", [
-    (dict(compute=1e9), "peak_tflops of GPU .* outside the plausible"),
+    (dict(compute=1e9), r"under the what-if: peak_tflops in \[gpu\] must be a number in \[0.1, 100000\], got 989000000000"),
     (dict(network=0), "what-if factor must be a positive number"),
     (dict(latency=float("nan")), "what-if factor must be a positive number"),
-    (dict(nvlink_domain=20), "NVLink domain of 20 GPUs is not a whole number of dgx-h100-80g nodes of 8"),
-    (dict(oversubscription=0.5), "oversubscription of tier 'ib-spine' would be 0.5"),
-    (dict(memory=0.01), "memory_reserve_gib 3 leaves nothing"),
+    (dict(nvlink_domain=20), "nvlink_domain_gpus 20 must be a whole number of nodes of gpus_per_node 8"),
+    (dict(oversubscription=0.5), r"oversubscription in \[\[tiers\]\] #3 must be a number in \[1, 64\], got 0.5"),
+    (dict(memory=0.01), "memory_reserve_gib 3 in .gpu. leaves nothing of hbm_gib 0.796"),
     (dict(gpus=1020), "does not fill whole"),
 ])
 def test_changes_outside_the_plausible_ranges_are_refused_with_the_numbers(change, match):
@@ -68,5 +68,5 @@ def test_files_may_set_oversubscription_and_turn_contention_off(tmp_path):
 def test_builtin_clusters_pass_the_checks_and_are_non_blocking():
     for name in list_clusters():
         c = load_cluster(name, 64)
-        check_cluster(c)
+        check_cluster(c, name)
         assert c.contention and all(t.oversubscription == 1.0 for t in c.tiers)

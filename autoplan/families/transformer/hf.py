@@ -13,7 +13,7 @@ details (groups, scoring, aux losses). DeepSeek-V3's multi-token-prediction dept
 
 from __future__ import annotations
 
-import json
+from autoplan.specs.files import excerpt, read_json
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ class _Config:
                 value = self.data[key]
                 if not isinstance(value, int) or isinstance(value, bool) or value < (0 if zero_ok else 1):
                     raise self.fail(f"{key} must be a {'non-negative' if zero_ok else 'positive'} integer, "
-                                    f"got {value!r}")
+                                    f"got {excerpt(value)}")
                 return value
         if default is None:
             raise self.fail(f"missing key {' or '.join(keys)}")
@@ -61,29 +61,19 @@ class _Config:
     def flag(self, key: str, default: bool) -> bool:
         value = self.data.get(key, default)
         if not isinstance(value, bool):
-            raise self.fail(f"{key} must be true or false, got {value!r}")
+            raise self.fail(f"{key} must be true or false, got {excerpt(value)}")
         return value
 
     def text(self, key: str, default: str) -> str:
         value = self.data.get(key, default)
         if not isinstance(value, str):
-            raise self.fail(f"{key} must be a string, got {value!r}")
+            raise self.fail(f"{key} must be a string, got {excerpt(value)}")
         return value
 
 
 def read_config(path: Path) -> dict:
     """The JSON object of a config.json; a missing, unreadable or malformed file is a one-line SpecError."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise SpecError(f"HF config {str(path)!r} does not exist") from None
-    except json.JSONDecodeError as err:
-        raise SpecError(f"HF config {str(path)!r} is not valid JSON: {err.msg} (line {err.lineno}, "
-                        f"column {err.colno})") from None
-    except UnicodeDecodeError as err:
-        raise SpecError(f"HF config {str(path)!r} is not UTF-8 text (byte {err.start})") from None
-    except OSError as err:
-        raise SpecError(f"cannot read HF config {str(path)!r}: {err.strerror or err}") from None
+    data = read_json(path, "HF config")
     if not isinstance(data, dict):
         raise SpecError(f"HF config {str(path)!r} must hold a JSON object, got {type(data).__name__}")
     return data
@@ -93,8 +83,9 @@ def _model_type(c: _Config) -> str:
     kind = c.text("model_type", "")
     if kind not in MODEL_TYPES:
         arch = c.data.get("architectures")
-        arch = f" ({arch[0]})" if isinstance(arch, list) and arch else ""
-        shown = f"model_type {kind!r}{arch} is not one autoplan reads" if kind else f"it gives no model_type{arch}"
+        arch = f" ({str(arch[0])[:60]})" if isinstance(arch, list) and arch else ""
+        shown = (f"model_type {excerpt(kind)}{arch} is not one autoplan reads" if kind
+                 else f"it gives no model_type{arch}")
         raise c.fail(f"{shown}; supported: {', '.join(MODEL_TYPES)}")
     return kind
 
@@ -126,7 +117,7 @@ def _activation(c: _Config, kind: str) -> str:
         return "swiglu"                  # Llama's MLP: down(silu(gate(x)) · up(x)) (Shazeer 2020, arXiv 2002.05202)
     if kind not in _LLAMA_LIKE and act in _GELU_ACTS:
         return "gelu"
-    raise c.fail(f"hidden_act {act!r} with model_type {kind!r} is not an MLP autoplan models "
+    raise c.fail(f"hidden_act {excerpt(act)} with model_type {excerpt(kind)} is not an MLP autoplan models "
                  f"({'silu' if kind in _LLAMA_LIKE else 'gelu'} is)")
 
 
