@@ -10,7 +10,8 @@ of sets where each pick is the simulator's fastest, the slowdown where it is not
 + local search, ``sharding = auto``) comes to the enumerated optimum.
 Lin et al. 2022 (arXiv 2201.07821) report picking the fastest sharding 85 % of the time.
 
-    python benchmarks/bench_dlrm_sharding.py [--sets 40] [--tables 4] [--gpus 16] [--seed 0]
+    python benchmarks/bench_dlrm_sharding.py [--sets 40] [--tables 4] [--gpus 16] [--seed 0] [--quick]
+    (--quick: 2 sets of 2 tables on 8 GPUs unless given)
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ from autoplan.families.catalog import get_model
 from autoplan.specs.cluster import load_cluster
 from autoplan.families.dlrm.spec import EmbeddingTable
 from autoplan.families.strategy import Strategy
+
+FULL = {"sets": 40, "tables": 4, "gpus": 16}
+QUICK = {"sets": 2, "tables": 2, "gpus": 8}
+"""--sets/--tables/--gpus when not given: the benchmark's, and --quick's (one node)."""
 
 
 def random_tables(rng: random.Random, count: int) -> tuple[EmbeddingTable, ...]:
@@ -67,13 +72,18 @@ def one_set(base, cluster, s: Strategy, tables) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sets", type=int, default=40)
-    ap.add_argument("--tables", type=int, default=4)
-    ap.add_argument("--gpus", type=int, default=16)
+    ap.add_argument("--sets", type=int, help=f"random table sets (default {FULL['sets']})")
+    ap.add_argument("--tables", type=int, help=f"tables per set (default {FULL['tables']})")
+    ap.add_argument("--gpus", type=int, help=f"data-parallel GPUs (default {FULL['gpus']})")
     ap.add_argument("--micro-batch", type=int, default=1024)
     ap.add_argument("--cluster", default="dgx-h100-80g")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true",
+                    help=f"unless given, {QUICK['sets']} sets of {QUICK['tables']} tables on {QUICK['gpus']} GPUs")
     a = ap.parse_args()
+    for name, value in (QUICK if a.quick else FULL).items():
+        if getattr(a, name) is None:
+            setattr(a, name, value)
     rng = random.Random(a.seed)
     base, cluster = get_model("dlrm-criteo"), load_cluster(a.cluster, a.gpus)
     s = Strategy(dp=a.gpus, micro_batch=a.micro_batch, global_batch=a.gpus * a.micro_batch)

@@ -6,10 +6,12 @@
 2. The Megatron-Bridge H100 MoE rows of ``autoplan validate`` (known gaps): measured and predicted step time, and
    the host's share of the predicted MoE layer (the wait after the dispatcher's sync).
 
-Run: python benchmarks/bench_moe_compute.py
+Run: python benchmarks/bench_moe_compute.py [--quick]     (--quick: the MoE rows on at most 64 GPUs only)
 """
 
 from __future__ import annotations
+
+import argparse
 
 from autoplan.families.transformer import moe_layer as moe
 from autoplan.specs import load_cluster
@@ -17,6 +19,8 @@ from autoplan.validate import cluster_of, load, model_of, run_case
 
 SHAPES = {"gpt-oss-120b": (5760, 2880), "qwen3-30b-a3b": (1536, 2048), "qwen3-235b-a22b": (3072, 4096)}
 TOKENS = (16, 64, 256, 1024, 4096, 16384)
+QUICK_GPUS = 64
+"""--quick keeps the MoE rows on at most this many GPUs (GPT-OSS 120B and Qwen3 30B-A3B)."""
 
 
 def grouped_table() -> None:
@@ -28,10 +32,10 @@ def grouped_table() -> None:
         print(f"{name + f' ({n}, {k})':32s}" + "".join(f"{100 * e:7.1f}%" for e in effs))
 
 
-def validation_rows() -> None:
+def validation_rows(quick: bool = False) -> None:
     print("\nMegatron-Bridge H100 MoE rows (autoplan validate, known gaps)")
     for case in load()["cases"]:
-        if not case["model"].get("experts"):
+        if not case["model"].get("experts") or (quick and case["hardware"]["num_gpus"] > QUICK_GPUS):
             continue
         r = run_case(case)
         model = model_of(case["model"])
@@ -43,6 +47,13 @@ def validation_rows() -> None:
               f"host wait {100 * wait / busy:4.1f} % of the MoE layer")
 
 
-if __name__ == "__main__":
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help=f"only the MoE rows on at most {QUICK_GPUS} GPUs")
+    quick = ap.parse_args().quick
     grouped_table()
-    validation_rows()
+    validation_rows(quick)
+
+
+if __name__ == "__main__":
+    main()

@@ -23,7 +23,9 @@ pre-training recipes on H100 (nemo/collections/llm/recipes/mixtral_8x7b.py, mixt
 Megatron-Core's default), and Megatron-Bridge's Qwen3 235B-A22B H100 benchmark (docs/performance-summary.md, 25.11:
 FP8, ranked here in BF16). None publishes its recompute; the fastest feasible variant over it is ranked.
 
-Run: python benchmarks/bench_published.py [--top 10] [--moe-only]
+Run: python benchmarks/bench_published.py [--top 10] [--moe-only] [--quick]
+     (--quick: the 8-GPU Llama 3.1 8B recipe, Meta's plan shape on 128 GPUs (DP1, 16 sequences) and one small MoE
+     stand-in, QUICK_MOE_CASES, with DeepSeek's numerics on 8 H100s: the same steps in a few seconds, for CI)
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ from autoplan.specs import load_cluster
 from autoplan.validate import cluster_of, group_of, load, model_of, plan_space
 
 GROUPS = ("Megatron SC'21 (A100)", "NVIDIA H100 recipes")
+QUICK_GPUS = 8
+"""--quick keeps the public cases on at most this many GPUs (the Llama 3.1 8B H100 recipe)."""
+META, META_QUICK = (16384, 2048, "llama3-405b-meta-16k"), (128, 16, "llama3-405b-meta-128")
+"""(GPUs, global batch, row label) of Meta's Llama 3 405B row, and --quick's (the same TP8 PP16 plan at DP1)."""
 
 
 def published_best(case: dict, model, cluster, overlap: bool):
@@ -81,11 +87,11 @@ def in_top(rank: str, top: int) -> bool:
     return rank != "-" and int(rank) <= top
 
 
-def meta_llama3_405b(overlap: bool):
+def meta_llama3_405b(overlap: bool, gpus: int = META[0], batch: int = META[1]):
     """The fastest feasible variant of Meta's Llama 3 405B plan (virtual stages, sp and recompute unpublished; FSDP
     sharding optimizer state and gradients, arXiv 2407.21783 §3.3.1, is ZeRO-2), with its model and cluster."""
-    model, cluster = get_model("llama3-405b"), load_cluster("dgx-h100-80g", 16384)
-    evals = [evaluate(model, cluster, Strategy(tp=8, pp=16, dp=128, global_batch=2048, schedule="interleaved",
+    model, cluster = get_model("llama3-405b"), load_cluster("dgx-h100-80g", gpus)
+    evals = [evaluate(model, cluster, Strategy(tp=8, pp=16, dp=gpus // 128, global_batch=batch, schedule="interleaved",
                                                virtual_stages=v, sequence_parallel=sp, recompute=rc, zero=z,
                                                first_stage_layers=7, last_stage_layers=7,
                                                overlap_grad_reduce=overlap))
@@ -117,6 +123,14 @@ MOE_CASES = (
           first_stage_layers=11, last_stage_layers=11),
      dict(recompute=("none", "selective", "full", "modules"), ep_overlap=(False, True))),
 )
+QUICK_MOE_CASES = (
+    # not a published run: a PP2 EP4 plan like DeepSeek's (FP8 blockwise, BF16 moments, FP8-stored SwiGLU inputs)
+    # on the smallest MoE that runs it on one node, so that --quick takes the FP8 space and the (schedule, first,
+    # last) ends
+    ("qwen3-30b-a3b-8gpu (stand-in)", "qwen3-30b-a3b", None, "dgx-h100-80g", 8, 16,
+     dict(tp=1, pp=2, ep=4, zero=1, precision="fp8-blockwise", optimizer_moments="bf16", fp8_activation_store=True),
+     dict(micro_batch=(1, 2), ends=(("1f1b", 25, 23), ("1f1b", 23, 25)))),
+)
 
 
 def moe_published_best(model, cluster, gpus: int, batch: int, plan: dict, knobs: dict):
@@ -139,12 +153,12 @@ def moe_published_best(model, cluster, gpus: int, batch: int, plan: dict, knobs:
     return min(feasible, key=lambda e: e.metrics.step_time) if feasible else None
 
 
-def moe_table(top: int) -> None:
+def moe_table(top: int, cases: tuple = MOE_CASES) -> None:
     """Rank each published MoE plan (its fastest variant) among the MoE space's plans."""
     print(f"\n{'MoE case':<34} {'GPUs':>5} {'published plan (best variant)':<46} {'pub s':>7} | {'rank':>5} "
           f"{'our best (moe space)':<46} {'gain':>6} | {'rank':>5} {'our best (published features)':<46} {'gain':>6}")
     found = {"moe": 0, "features": 0}
-    for name, model_name, seq, cluster_name, gpus, batch, plan, knobs in MOE_CASES:
+    for name, model_name, seq, cluster_name, gpus, batch, plan, knobs in cases:
         model = get_model(model_name)
         model = replace(model, seq_len=seq) if seq else model
         cluster = load_cluster(cluster_name, gpus)
@@ -160,7 +174,7 @@ def moe_table(top: int) -> None:
             found[key] += in_top(rank, top)
             cells.append(f"{rank:>5} {best:<46} {gain:5.1f}%")
         print(f"{name:<34} {gpus:>5} {pub.strategy.short():<46} {pub.metrics.step_time:7.3f} | {cells[0]} | {cells[1]}")
-    print(f"published MoE plan in our top {top}: {found['moe']} of {len(MOE_CASES)} cases in the MoE space, "
+    print(f"published MoE plan in our top {top}: {found['moe']} of {len(cases)} cases in the MoE space, "
           f"{found['features']} with the published features (EP overlap, recompute, sp, cp, ZeRO, precision pinned)")
 
 
@@ -196,9 +210,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--moe-only", action="store_true", help="Only the MoE table.")
+    ap.add_argument("--quick", action="store_true", help=f"the cases on at most {QUICK_GPUS} GPUs, Meta's plan on "
+                    f"{META_QUICK[0]} GPUs and one small MoE stand-in (a few seconds)")
     args = ap.parse_args()
+    moe_cases = QUICK_MOE_CASES if args.quick else MOE_CASES
+    if args.quick:
+        print(f"--quick: public cases on at most {QUICK_GPUS} GPUs, Meta's plan on {META_QUICK[0]} GPUs, "
+              f"{len(moe_cases)} MoE stand-in")
     if args.moe_only:
-        moe_table(args.top)
+        moe_table(args.top, moe_cases)
         return
     space = load_space()
     overlap = space.axes["overlap_grad_reduce"][0]
@@ -207,7 +227,7 @@ def main() -> None:
           f"{'gain':>6}")
     counts = {"default": 0, "features": 0, "n": 0}
     for case in load()["cases"]:
-        if group_of(case) not in GROUPS:
+        if group_of(case) not in GROUPS or (args.quick and case["hardware"]["num_gpus"] > QUICK_GPUS):
             continue
         gpus = case["hardware"]["num_gpus"]
         model, cluster = model_of(case["model"]), cluster_of(case["hardware"], gpus)
@@ -224,23 +244,24 @@ def main() -> None:
             counts[key] += in_top(rank, args.top)
             cells.append(f"{rank:>4} {best:<34} {gain:5.1f}%")
         print(f"{case['id']:<34} {gpus:>5} {pub.strategy.short():<32} {step:7.3f} | {cells[0]} | {cells[1]}")
-    model, cluster, pub = meta_llama3_405b(overlap)
+    meta_gpus, meta_batch, label = META_QUICK if args.quick else META
+    model, cluster, pub = meta_llama3_405b(overlap, meta_gpus, meta_batch)
     if pub is None:
-        print(f"{'llama3-405b-meta-16k':<34} 16384 (no feasible variant of Meta's plan)")
+        print(f"{label:<34} {meta_gpus:>5} (no feasible variant of Meta's plan)")
     else:
         counts["n"] += 1
         cells = []
         for key, sp in (("default", space), ("features", features_space(space, pub.strategy))):
-            plans, _ = enumerate_plans(model, 16384, sp, 2048)
+            plans, _ = enumerate_plans(model, meta_gpus, sp, meta_batch)
             rank, best, gain = rank_against(model, cluster, plans, pub.metrics.step_time, args.top)
             counts[key] += in_top(rank, args.top)
             cells.append(f"{rank:>4} {best:<34} {gain:5.1f}%")
-        print(f"{'llama3-405b-meta-16k':<34} 16384 {pub.strategy.short():<32} {pub.metrics.step_time:7.3f} | "
+        print(f"{label:<34} {meta_gpus:>5} {pub.strategy.short():<32} {pub.metrics.step_time:7.3f} | "
               f"{cells[0]} | {cells[1]}")
     print(f"published plan in our top {args.top}: {counts['default']} of {counts['n']} cases in the default space, "
           f"{counts['features']} of {counts['n']} with the published features; elsewhere our best is predicted "
           f"faster by the gain shown")
-    moe_table(args.top)
+    moe_table(args.top, moe_cases)
 
 
 if __name__ == "__main__":

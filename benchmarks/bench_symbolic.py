@@ -17,7 +17,8 @@ Timings are the fastest of three runs, each with autoplan's caches emptied (as a
 With ``--sampled``: Optuna's TPE with a budget of 60 plans (three seeds) on all plans and on the symbolic best
 25 %: how far its best is from the true best (where no bound prunes, the pre-filter's narrowing pays).
 
-Run: python benchmarks/bench_symbolic.py [--quick] [--sampled]     (--quick: the smallest case only)
+Run: python benchmarks/bench_symbolic.py [--quick] [--sampled]
+     (--quick: one small case per family, QUICK_CASES, timings of one run: a few seconds, for CI)
 """
 
 from __future__ import annotations
@@ -46,6 +47,14 @@ CASES: dict[str, list[tuple[str, int, str, int, str]]] = {
     "dlrm": [("dlrm-criteo", 64, "dgx-h100-80g", 65536, "dlrm")],
 }
 """(model, GPUs, cluster, global batch, search space) per family; a new family adds its line."""
+QUICK_CASES: dict[str, tuple[str, int, str, int, str, dict]] = {
+    "dense": ("gpt-1.7b", 8, "dgx-h100-80g", 16, "default", {"schedule": "1f1b", "zero": 1}),
+    "moe": ("qwen3-30b-a3b", 8, "dgx-h100-80g", 8, "moe", {"schedule": "1f1b"}),
+    "cnn": ("resnet50", 8, "dgx-h100-80g", 16, "cnn", {"schedule": "1f1b", "recompute": "none"}),
+    "dlrm": ("dlrm-criteo", 8, "dgx-h100-80g", 2048, "dlrm", {}),
+}
+"""--quick's case per family: one node, a small batch, some axes of the space pinned (a hundred or two plans; a
+family without one here runs its first case of CASES)."""
 TOP = 10
 PERCENTS = (5, 10, 25)
 BUDGET, SEEDS, SAMPLED_PERCENT = 60, (0, 1, 2), 25
@@ -76,8 +85,8 @@ def _fitting(model, cluster, plans):
     return [s for s in distinct_plans(cluster, plans) if peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes]
 
 
-def agreement(model, cluster, plans) -> tuple[list[str], float]:
-    """Rows of τ / overlap per weighting; and the seconds per simulated plan."""
+def agreement(model, cluster, plans, repeat: int = 3) -> tuple[list[str], float]:
+    """Rows of τ / overlap per weighting; and the seconds per simulated plan (scoring timed ``repeat`` times)."""
     evals, seconds = _timed(lambda: [evaluate(model, cluster, s) for s in plans], repeat=1)
     per_sim = seconds / len(plans)
     feasible = [e for e in evals if e.feasible]
@@ -85,7 +94,7 @@ def agreement(model, cluster, plans) -> tuple[list[str], float]:
     best = min(range(len(sim)), key=lambda i: (sim[i], feasible[i].strategy.short()))
     rows = []
     for weights in ("shape", "balance", "launch"):
-        sym, seconds = _timed(lambda: [symbolic_cost(model, cluster, e.strategy, weights) for e in feasible])
+        sym, seconds = _timed(lambda: [symbolic_cost(model, cluster, e.strategy, weights) for e in feasible], repeat)
         per_sym = seconds / len(feasible)
         # the symbolic ranking as the search orders it (ties broken by order_key), and the tied plans
         order = sorted(range(len(sym)), key=lambda i: order_key(sym[i], feasible[i].strategy))
@@ -99,17 +108,17 @@ def agreement(model, cluster, plans) -> tuple[list[str], float]:
     return rows, per_sim
 
 
-def prefilter_rows(model, cluster, plans, per_sim: float) -> list[str]:
-    full, t_full = _timed(lambda: search(model, cluster, plans, top_k=TOP))
+def prefilter_rows(model, cluster, plans, per_sim: float, repeat: int = 3) -> list[str]:
+    full, t_full = _timed(lambda: search(model, cluster, plans, top_k=TOP), repeat)
     best = full.leaderboard[0]
     rows = [f"| all   | {len(_fitting(model, cluster, plans)):5} | {len(full.evaluations):4} | {t_full:6.2f} | 1.00 | "
             f"{best.metrics.step_time:.4f} | yes | - |"]
-    (order, _), t_score = _timed(lambda: symbolic_order(model, cluster, plans))
+    (order, _), t_score = _timed(lambda: symbolic_order(model, cluster, plans), repeat)
     for k in PERCENTS:
         def run(k=k):
             kept = prefilter(model, cluster, plans, k, keep_at_least=TOP)
             return kept, search(model, cluster, kept, top_k=TOP)
-        (kept, result), t = _timed(run)
+        (kept, result), t = _timed(run, repeat)
         top = result.leaderboard[0]
         # versus simulating every plan that fits: scoring all, then simulating the kept ones
         every = len(order) * per_sim / (t_score + len(kept) * per_sim)
@@ -141,10 +150,13 @@ def sampled_rows(model, cluster, plans, true_best: float) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="the smallest case only")
+    ap.add_argument("--quick", action="store_true", help="one small case per family, timings of one run")
     ap.add_argument("--sampled", action="store_true", help=f"also TPE ({BUDGET} plans) with and without the pre-filter")
     ap.add_argument("--family", default=None, help="only this family's cases")
     args = ap.parse_args()
+    repeat = 1 if args.quick else 3
+    if args.quick:
+        print("--quick: one small case per family; timings of one cold run, not the fastest of three")
     for family in sorted(FAMILIES):
         if args.family not in (None, family):
             continue
@@ -152,18 +164,21 @@ def main() -> None:
         if not cases:
             print(f"\nfamily {family!r}: no benchmark case (add one to CASES)")
             continue
-        for name, gpus, cluster_name, batch, space in cases[:1] if args.quick else cases:
+        cases = [QUICK_CASES.get(family, (*cases[0], {}))] if args.quick else [(*c, {}) for c in cases]
+        for name, gpus, cluster_name, batch, space, fixed in cases:
             model, cluster = get_model(name), load_cluster(cluster_name, gpus)
-            plans, _ = enumerate_plans(model, gpus, load_space(space), batch)
+            plans, _ = enumerate_plans(model, gpus, load_space(space, fixed), batch)
             fitting = _fitting(model, cluster, plans)
-            print(f"\n**{family}: {model.name} on {gpus} × {cluster.gpu.name}, global batch {batch}, space {space!r}**\n")
+            pinned = "".join(f", {k} {v}" for k, v in fixed.items())
+            print(f"\n**{family}: {model.name} on {gpus} × {cluster.gpu.name}, global batch {batch}, space {space!r}"
+                  f"{pinned}**\n")
             print("| weights | plans | τ-b    | top-10 | rank of sim best       | regret % | ms/score | ms/sim |")
             print("|---|---|---|---|---|---|---|---|")
-            rows, per_sim = agreement(model, cluster, fitting)
+            rows, per_sim = agreement(model, cluster, fitting, repeat)
             print("\n".join(rows))
             print("\n| prefilter | plans | simulated | search s | speed-up | best step s | best kept | vs simulating all |")
             print("|---|---|---|---|---|---|---|---|")
-            print("\n".join(prefilter_rows(model, cluster, plans, per_sim)))
+            print("\n".join(prefilter_rows(model, cluster, plans, per_sim, repeat)))
             if args.sampled:
                 true_best = search(model, cluster, plans, top_k=1).leaderboard[0].metrics.step_time
                 print(f"\n| TPE on | budget | best found vs true best, % (seeds {', '.join(map(str, SEEDS))}) | "

@@ -19,11 +19,12 @@ Where the paper's numbers come from (read this before the table):
 End to end (second section): the exhaustive search of the default space with every plan's collective_policy set to
 nccl, baseline and themis (GPT-3 175B, GPT 1.7B/7.5B on H100, A100 and GB200 NVL72 clusters, and the same clusters
 with hypothetical 2x and 4x faster NICs, built here with dataclasses.replace; GB300 NVL72 with its 800 Gb/s
-ConnectX-8; a DLRM row once that family is merged): the best plan's step time per policy, whether the best plan
+ConnectX-8; DLRM-Criteo on 64 H100s in its own space): the best plan's step time per policy, whether the best plan
 changes, and the time per simulated plan. Policies price the DP/CP and TP collectives of groups spanning network
 dimensions; groups whose members do not tile the dimensions (e.g. 1024 GPUs on 72-GPU NVLink domains) keep nccl.
 
-Run: python benchmarks/bench_themis.py [--chunks 64] [--section collectives|e2e|all]
+Run: python benchmarks/bench_themis.py [--chunks 64] [--section collectives|e2e|all] [--quick]
+     (--quick: the end-to-end section on two small cases only, GPT 1.7B on 16 H100s and DLRM-Criteo on 8)
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from dataclasses import replace
 
 from autoplan.hardware.dims import dims_of, make_dims
 from autoplan.hardware.themis import collective
-from autoplan.errors import SpecError
+from autoplan.families.registry import default_space
 from autoplan.search.exhaustive import search
 from autoplan.search.space import enumerate_plans, load_space
 from autoplan.families.catalog import get_model
@@ -82,23 +83,30 @@ def faster_nics(cluster: ClusterSpec, factor: float) -> ClusterSpec:
     return replace(cluster, tiers=tiers, dimensions=dims, name=f"{cluster.name} NICs x{factor:g}")
 
 
-def end_to_end() -> None:
-    """Best plan per collective policy of the exhaustive search over the default space."""
+def e2e_cases(quick: bool = False) -> list[tuple[str, ClusterSpec, int]]:
+    """(model, cluster, global batch) of the end-to-end section; --quick's: one two-node transformer and one DLRM."""
+    if quick:
+        return [("gpt-1.7b", load_cluster("dgx-h100-80g", 16), 64),
+                ("dlrm-criteo", load_cluster("dgx-h100-80g", 8), 8192)]
+    h100, nvl72 = load_cluster("dgx-h100-80g", 1024), load_cluster("gb200-nvl72", 1152)
+    return [("gpt3", h100, 1536), ("gpt3", load_cluster("dgx-a100-80g", 256), 512),
+            ("gpt3", faster_nics(h100, 2), 1536), ("gpt3", faster_nics(h100, 4), 1536),
+            ("gpt-1.7b", h100, 1024), ("gpt-1.7b", faster_nics(h100, 2), 1024),
+            ("gpt-1.7b", faster_nics(h100, 4), 1024),
+            ("gpt3", nvl72, 2304), ("gpt-1.7b", nvl72, 1152), ("gpt-7.5b", nvl72, 1152),
+            ("gpt-7.5b", load_cluster("gb300-nvl72", 1152), 1152), ("gpt-1.7b", faster_nics(nvl72, 4), 1152),
+            ("dlrm-criteo", load_cluster("dgx-h100-80g", 64), get_model("dlrm-criteo").structure.global_batch)]
+
+
+def end_to_end(quick: bool = False) -> None:
+    """Best plan per collective policy of the exhaustive search over each model family's default space."""
     print("\nEnd to end: exhaustive search of the default space, every plan with the given collective_policy\n")
     head = (f"{'model, cluster':40} {'policy':8} {'best step s':>11} {'vs nccl':>8} {'simulated':>9} {'ms/plan':>8}  "
             "best plan")
     print(head + "\n" + "-" * len(head))
-    h100, nvl72 = load_cluster("dgx-h100-80g", 1024), load_cluster("gb200-nvl72", 1152)
-    cases = [("gpt3", h100, 1536), ("gpt3", load_cluster("dgx-a100-80g", 256), 512),
-             ("gpt3", faster_nics(h100, 2), 1536), ("gpt3", faster_nics(h100, 4), 1536),
-             ("gpt-1.7b", h100, 1024), ("gpt-1.7b", faster_nics(h100, 2), 1024),
-             ("gpt-1.7b", faster_nics(h100, 4), 1024),
-             ("gpt3", nvl72, 2304), ("gpt-1.7b", nvl72, 1152), ("gpt-7.5b", nvl72, 1152),
-             ("gpt-7.5b", load_cluster("gb300-nvl72", 1152), 1152), ("gpt-1.7b", faster_nics(nvl72, 4), 1152)]
-    dlrm = _dlrm_case(load_cluster("dgx-h100-80g", 64))
-    for name, cluster, batch in cases + dlrm:
+    for name, cluster, batch in e2e_cases(quick):
         model = get_model(name)
-        plans, _ = enumerate_plans(model, cluster.gpus, load_space(_space_of(model)), batch)
+        plans, _ = enumerate_plans(model, cluster.gpus, load_space(default_space(model)), batch)
         best = {}
         for p in ("nccl", "baseline", "themis"):
             t0 = time.perf_counter()
@@ -113,22 +121,6 @@ def end_to_end() -> None:
         print(f"{'':40} best plan: baseline {'=' if plan['baseline'] == plan['nccl'] else 'CHANGES vs'} nccl, "
               f"themis {'=' if plan['themis'] == plan['baseline'] else 'CHANGES vs'} baseline; themis/baseline "
               f"step {best['themis'].metrics.step_time / best['baseline'].metrics.step_time:.4f}x")
-
-
-def _space_of(model: object) -> str:
-    """The model family's default search space (a DLRM has its own), else the default."""
-    from autoplan.families.registry import family_of
-    return getattr(family_of(model), "default_space", "default")
-
-
-def _dlrm_case(cluster: ClusterSpec) -> list[tuple]:
-    """The DLRM workload when its family is registered (built on another branch): the hook for its end-to-end row."""
-    try:
-        model = get_model("dlrm-criteo")
-    except SpecError:
-        print("(DLRM: no dlrm-criteo model on this branch; its row appears once the DLRM family is merged)")
-        return []
-    return [("dlrm-criteo", cluster, model.structure.global_batch)]
 
 
 def fixed_plan() -> None:
@@ -151,13 +143,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--chunks", type=int, default=64)
     ap.add_argument("--section", choices=("collectives", "e2e", "all"), default="all")
+    ap.add_argument("--quick", action="store_true", help="the end-to-end section on two small cases only")
     args = ap.parse_args()
     print(__doc__.split("Run:")[0].rstrip())
     if args.section != "e2e":
         collectives_table(args.chunks)
     if args.section != "collectives":
         fixed_plan()
-        end_to_end()
+        end_to_end(args.quick)
 
 
 def _utilisations(dims: tuple, size: float, chunks: int) -> tuple[float, float, float]:

@@ -11,7 +11,8 @@ Runs on CPU: the planner only estimates (``compute_device="cuda"``, tables on th
 Needs the optional extra (``pip install -e '.[torchrec]'`` in a separate environment, see README); without torchrec
 it says so and exits 0.
 
-    python benchmarks/bench_torchrec.py [--clusters dgx-a100-80g dgx-h100-80g] [--gpus 8 16 64] [--random 3]
+    python benchmarks/bench_torchrec.py [--clusters dgx-a100-80g dgx-h100-80g] [--gpus 8 16 64] [--random 3] [--quick]
+    (--quick: dlrm-criteo and one random set of 4 tables on 8 H100s, unless given)
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ from autoplan.specs.model import ModelSpec
 from autoplan.families.strategy import Strategy
 
 CATALOG = ("dlrm-criteo", "dlrm-dcnv2", "dlrm-synthetic-100b")
+FULL = {"clusters": ["dgx-a100-80g", "dgx-h100-80g"], "gpus": [8, 16, 64], "random": 3, "tables": 12, "models": None}
+QUICK = {"clusters": ["dgx-h100-80g"], "gpus": [8], "random": 1, "tables": 4,
+         "models": ["dlrm-criteo", "random-{seed}-0"]}
+"""Options when not given: the benchmark's, and --quick's (one catalog DLRM and one small random set, one node)."""
 
 
 def random_tables(rng: random.Random, count: int) -> tuple[EmbeddingTable, ...]:
@@ -70,7 +75,8 @@ class TorchRec:
             from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
             from torchrec.distributed.planner import storage_reservations
         except ImportError as err:
-            print(f"bench_torchrec: skipped, torchrec is not importable ({err}); see README 'TorchRec comparison'")
+            print(f"bench_torchrec: skipped, torchrec is not importable ({err}): the TorchRec comparison needs the "
+                  "optional extra 'torchrec', in a separate environment (pyproject.toml, optional-dependencies)")
             return None
         planner.storage_reservations = storage_reservations
         # exact row-wise Adagrad fused into the backward: one fp32 state per row, as autoplan's ROW_STATE_BYTES
@@ -194,13 +200,19 @@ def summary(rows: list[dict]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--clusters", nargs="+", default=["dgx-a100-80g", "dgx-h100-80g"])
-    ap.add_argument("--gpus", nargs="+", type=int, default=[8, 16, 64])
-    ap.add_argument("--random", type=int, default=3, help="random table sets besides the catalog DLRMs")
-    ap.add_argument("--tables", type=int, default=12, help="tables per random set")
+    ap.add_argument("--clusters", nargs="+", help=f"cluster files (default {' '.join(FULL['clusters'])})")
+    ap.add_argument("--gpus", nargs="+", type=int, help=f"GPU counts (default {' '.join(map(str, FULL['gpus']))})")
+    ap.add_argument("--random", type=int,
+                    help=f"random table sets besides the catalog DLRMs (default {FULL['random']})")
+    ap.add_argument("--tables", type=int, help=f"tables per random set (default {FULL['tables']})")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--models", nargs="*", default=None, help="only these catalog/random model names")
+    ap.add_argument("--models", nargs="*", help="only these catalog/random model names (default all)")
+    ap.add_argument("--quick", action="store_true", help="unless given: dlrm-criteo and one random set of "
+                    f"{QUICK['tables']} tables on {QUICK['gpus'][0]} GPUs of {QUICK['clusters'][0]}")
     a = ap.parse_args()
+    for name, value in (QUICK if a.quick else FULL).items():
+        if getattr(a, name) is None:
+            setattr(a, name, [m.format(seed=a.seed) for m in value] if name == "models" and value else value)
     trc = TorchRec.load()
     if trc is None:
         return 0

@@ -36,11 +36,31 @@ def tiny_gpt() -> ModelSpec:
 
 @pytest.fixture(scope="session")
 def a100_8() -> ClusterSpec:
-    """One DGX A100 node (8 GPUs)."""
-    return load_cluster("dgx-a100-80g", 8)
+    """One DGX A100 node (8 GPUs), its host never binding (host_launch 0: tests of the GPU-side model; the host
+    floor has tests of its own)."""
+    return _hostless(load_cluster("dgx-a100-80g", 8))
 
 
 @pytest.fixture(scope="session")
 def a100_64() -> ClusterSpec:
-    """Eight DGX A100 nodes (64 GPUs)."""
-    return load_cluster("dgx-a100-80g", 64)
+    """Eight DGX A100 nodes (64 GPUs), host never binding as ``a100_8``."""
+    return _hostless(load_cluster("dgx-a100-80g", 64))
+
+
+def _hostless(cluster: ClusterSpec) -> ClusterSpec:
+    from dataclasses import replace
+    return replace(cluster, gpu=replace(cluster.gpu, host_launch=0.0))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--nightly", action="store_true", help="also run the tests marked nightly (the docs' slow examples)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the nightly tests unless --nightly is given (whatever -m says), so CI stays short."""
+    if config.getoption("--nightly"):
+        return
+    nightly = [item for item in items if item.get_closest_marker("nightly")]
+    if nightly:
+        config.hook.pytest_deselected(items=nightly)
+        items[:] = [item for item in items if not item.get_closest_marker("nightly")]

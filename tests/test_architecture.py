@@ -24,7 +24,7 @@ LAYERS = {
     "autoplan.families": 3,
     "autoplan.sim": 4,
     "autoplan.search": 5,
-    "autoplan.validate": 6, "autoplan.inspect": 6,
+    "autoplan.validate": 6, "autoplan.inspect": 6, "autoplan.calibrate": 6,
     "autoplan.report": 7,
     "autoplan.cli": 8, "autoplan.__main__": 8, "autoplan": 8,
 }
@@ -37,7 +37,8 @@ SIM_SEEN_FROM_SEARCH = ("autoplan.sim.simulate", "autoplan.sim.trace")
 """The only simulator modules search may import: it scores a plan with ``evaluate`` and nothing else."""
 
 CONFINED = {"optuna": "autoplan.search.study", "ray": "autoplan.search.executors",
-            "networkx": "autoplan.hardware.topology", "plotly": "autoplan.report.html"}
+            "networkx": "autoplan.hardware.topology", "plotly": "autoplan.report.html",
+            "torch": "autoplan.calibrate.profile"}
 """Third-party packages and the one module allowed to import each."""
 
 

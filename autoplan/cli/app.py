@@ -16,8 +16,19 @@ DEFAULT_GLOBAL_BATCH = 1536
 """GPT-3's batch of 1536 sequences (Brown et al. 2020, Table 2.1) when --global-batch is not given."""
 
 
+MESSAGE_MAX = 600
+"""Longest error message printed: one that quotes more of what it refuses is cut in the middle."""
+
+
+def one_line(message: str, limit: int = MESSAGE_MAX) -> str:
+    """``message`` on one line (line breaks from quoted user text become spaces), at most about ``limit``
+    characters: the head and the tail of a longer one."""
+    text = " ".join(str(message).split())
+    return text if len(text) <= limit else text[:limit - 150] + " … " + text[-140:]
+
+
 def _fail(message: str) -> None:
-    click.echo(f"autoplan: error: {message}", err=True)
+    click.echo(f"autoplan: error: {one_line(message)}", err=True)
     sys.exit(2)
 
 
@@ -38,25 +49,45 @@ def friendly(fn: Callable) -> Callable:
 
 
 COMMANDS = {
-    "check": ("plan", "Is a plan valid? Its memory per stage, one layer's compute time and each collective it needs."),
+    "calibrate": ("calibrate", "Fit a cluster spec's physical constants to measurements and write the calibrated "
+                               "spec."),
+    "check": ("plan", "Is a plan valid? Its memory per stage, one layer's compute time and each collective it "
+                      "needs."),
     "clusters": ("catalog", "List the built-in cluster specs (cluster_specs/*.toml)."),
     "collective": ("collective", "Time one collective on a multi-dimensional network, baseline or Themis schedule "
                                  "(arXiv 2110.04478)."),
     "export": ("runs", "Print the launch settings of a plan of a run folder."),
-    "models": ("catalog", "List the built-in models."),
+    "models": ("catalog", "List the built-in models, one table per family with the columns that mean something for "
+                          "it."),
+    "profile": ("calibrate", "Time, on this machine's devices, what the cost model needs: GEMMs (BF16, and FP8 "
+                             "where the GPU has it), attention forward and backward, element-wise and norm "
+                             "kernels, kernel launch overhead, and, under torchrun with 2 or more processes, the "
+                             "collectives (NCCL on GPUs, gloo on CPUs). Needs PyTorch (pip install "
+                             "'autoplan[profile]')."),
     "report": ("runs", "Rebuild a run folder's report.html, best_plan.json and traces of its best plans."),
     "search": ("search", "Rank every valid plan for a model on a cluster (exact top-k; plans that cannot win are "
                          "skipped)."),
     "show": ("runs", "Print the leaderboard of a run folder."),
-    "simulate": ("plan", "Simulate one training step of a plan: throughput, MFU, where the time goes, memory."),
-    "space": ("search", "How big a search space is: combinations, valid plans, plans that fit, and why the rest are "
-                        "rejected."),
-    "validate": ("validate", "Compare predictions with published, measured training runs (default: the runs shipped "
-                             "with autoplan)."),
+    "simulate": ("plan", "Simulate one training step of a plan: throughput, MFU, where the time goes, memory; with "
+                         "--tokens or --steps, the whole run's days, GPU-hours, energy and cost."),
+    "space": ("search", "How big a search space is: combinations, valid plans, plans that fit, and why the rest "
+                        "are rejected."),
+    "sweep": ("sweep", "Search every GPU count of a range: per count the best plan, its throughput, MFU and (with "
+                       "--tokens) days, GPU-hours, energy and cost; the scaling curve; the cheapest count meeting "
+                       "--deadline and --budget."),
+    "validate": ("validate", "Compare predictions with published, measured training runs (default: the runs "
+                             "shipped with autoplan)."),
+    "whatif": ("whatif", "What would change the plan: the best plan's step time and the best plan of the same "
+                         "space under each hardware change, for a run folder (RUN) or a search space given by "
+                         "flags (fix every axis for one plan)."),
 }
 """Each command's module under autoplan.cli and the first paragraph of its help: a command's module (and what it
 imports: the families, numpy) loads only when that command runs, and ``autoplan --help`` imports none of them
 (tests/cli/test_cli.py checks this table against the commands)."""
+
+
+LEGEND_COMMANDS = ("search", "show", "space")
+"""Commands whose --help ends with the plan labels' legend (``autoplan.cli.legend``), as ``autoplan --help`` does."""
 
 
 class _Commands(click.Group):
@@ -70,7 +101,18 @@ class _Commands(click.Group):
             import importlib
 
             importlib.import_module(f"autoplan.cli.{COMMANDS[name][0]}")
-        return self.commands.get(name)
+        cmd = self.commands.get(name)
+        if cmd is not None and name in LEGEND_COMMANDS and cmd.epilog is None:
+            from autoplan.cli.legend import LEGEND
+
+            cmd.epilog = LEGEND
+        return cmd
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from autoplan.cli.legend import LEGEND
+
+        self.epilog = LEGEND
+        super().format_epilog(ctx, formatter)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # click's own listing, from the help above instead of each command's module
@@ -103,9 +145,11 @@ def main() -> None:
     autoplan simulate --model gpt3 --gpus 1024 --tp 8 --pp 8 --trace step.json
     autoplan space    --model gpt3 --gpus 1024     size of the search space, why plans are rejected
     autoplan search   --model gpt3 --gpus 1024     the best plans (exact top 10), a run folder in results/
+    autoplan sweep    --model llama3-405b --gpus 1024..16384 --tokens 15T   best plan, days and cost per GPU count
     autoplan show     results/RUN                  a run's leaderboard; `report` rebuilds report.html
     autoplan export   results/RUN --rank 1 --format megatron
     autoplan validate                              predictions against published training runs
+    autoplan whatif   results/RUN --vary nic_bw=2x,oversubscription=4   best plan under hardware changes
     """
 
 
@@ -137,8 +181,10 @@ class _UsablePath(click.Path):
 
 
 def _console() -> Any:
+    """The console of the tables on stdout. Markup and emoji codes are off: model, cluster and folder names are the
+    user's, and ``[/]`` or ``:x:`` in one is text, never a style (rich.errors.MarkupError)."""
     from rich.console import Console
-    return Console() if sys.stdout.isatty() else Console(width=132)
+    return Console(markup=False, emoji=False, **({} if sys.stdout.isatty() else {"width": 132}))
 
 
 

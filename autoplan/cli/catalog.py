@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -10,32 +11,74 @@ from autoplan.cli.app import (_console, friendly,
                               main)
 
 
+def _size(n: float) -> str:
+    return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"
+
+
+def _family(m: Any) -> str:
+    """The table a model is listed in: transformer, moe, cnn or dlrm."""
+    return {"dense": "transformer"}.get(m.family, m.family)
+
+
+def _row(m: Any) -> dict:
+    """The columns that mean something for the model's family."""
+    if m.family == "cnn":
+        c = m.structure
+        return {"name": m.name, "params": _size(c.params()), "layers": len(c.layers),
+                "input": f"{c.input_channels}×{'×'.join(map(str, c.input_size))}",
+                "GFLOP/sample": f"{c.model_flops_per_sample() / 1e9:.1f}", "framework": c.framework,
+                "source": m.source}
+    if m.family == "dlrm":
+        d = m.structure
+        return {"name": m.name, "params": _size(m.params()), "tables": len(d.tables),
+                "rows": f"{sum(t.rows for t in d.tables):,}", "dim": "/".join(sorted({str(t.dim) for t in d.tables})),
+                "bottom MLP": "-".join(map(str, d.bottom_mlp)), "top MLP": "-".join(map(str, d.top_mlp)),
+                "batch": f"{d.global_batch:,}", "source": m.source}
+    row = {"name": m.name, "params": _size(m.params()) + (f" + {_size(m.mtp_params())} MTP" if m.mtp_layers else "")}
+    if m.moe:
+        row |= {"active": _size(m.active_params()), "layers": f"{m.dense_layers}+{m.moe_layers}",
+                "experts": f"{m.experts} (top {m.top_k}{f', {m.shared_experts} shared' if m.shared_experts else ''})",
+                "expert ffn": m.moe_ffn_hidden, "attention": "MLA" if m.mla else f"{m.heads} ({m.kv_heads})"}
+    else:
+        row |= {"layers": m.layers, "heads (kv)": f"{m.heads} ({m.kv_heads})", "ffn": m.ffn_hidden, "mlp": m.activation}
+    return row | {"hidden": m.hidden, "vocab": m.vocab, "seq": m.seq_len, "source": m.source}
+
+
+_TITLES = {"transformer": "Transformers", "moe": "Mixtures of experts", "cnn": "CNNs (samples are images or volumes)",
+           "dlrm": "DLRMs (samples are rows of dense and sparse features)"}
+
+
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly
 def models(as_json: bool) -> None:
-    """List the built-in models."""
+    """List the built-in models, one table per family with the columns that mean something for it."""
     from autoplan.families.catalog import aliases, list_models
 
     ms = list_models()
     if as_json:
-        click.echo(json.dumps([{"name": m.name, "params": m.params(), **({"mtp_params": m.mtp_params()}
-                                                                         if m.mtp_layers else {}),
+        click.echo(json.dumps([{"name": m.name, "family": _family(m), "params": m.params(),
+                                **({"mtp_params": m.mtp_params()} if m.mtp_layers else {}),
+                                **({"active_params": m.active_params()} if m.moe else {}),
                                 "layers": m.layers, "hidden": m.hidden,
                                 "heads": m.heads, "kv_heads": m.kv_heads, "ffn_hidden": m.ffn_hidden,
-                                "vocab": m.vocab, "seq_len": m.seq_len, "source": m.source} for m in ms], indent=2))
+                                "vocab": m.vocab, "seq_len": m.seq_len, "source": m.source}
+                               if m.structure is None else
+                               {"family": _family(m), **{k.replace(" ", "_").replace("/", "_per_"): v
+                                                         for k, v in _row(m).items()}, "params": m.params()}
+                               for m in ms], indent=2))
         return
     from rich.table import Table
-    t = Table(title="Built-in models (also: --model FILE.toml)", title_justify="left")
-    for col in ("name", "params", "layers", "hidden", "heads (kv)", "ffn", "vocab", "seq", "mlp", "source"):
-        t.add_column(col, justify="right" if col not in ("name", "source", "mlp") else "left")
-    for m in ms:
-        n = m.params()
-        size = f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"
-        size += f" + {m.mtp_params() / 1e9:.1f}B MTP" if m.mtp_layers else ""      # the MTP modules beside
-        t.add_row(m.name, size, str(m.layers), str(m.hidden), f"{m.heads} ({m.kv_heads})",
-                  str(m.ffn_hidden), str(m.vocab), str(m.seq_len), m.activation, m.source)
-    _console().print(t)
+    for family, title in _TITLES.items():
+        rows = [_row(m) for m in ms if _family(m) == family]
+        if not rows:
+            continue
+        t = Table(title=f"{title} (also: --model FILE.toml or config.json)", title_justify="left")
+        for col in rows[0]:
+            t.add_column(col, justify="left" if col in ("name", "source", "mlp", "framework", "attention") else "right")
+        for r in rows:
+            t.add_row(*(str(v) for v in r.values()))
+        _console().print(t)
     _console().print("aliases: " + ", ".join(f"{a} → {n}" for a, n in sorted(aliases().items())))
 
 

@@ -108,12 +108,13 @@ def collective_cmd(cluster: str, gpus: int | None, network: str | None, op: str,
         click.echo(json.dumps(summary, indent=2))
         return
     from rich.table import Table
-    t = Table(title=f"{op} of {nbytes / 2**20:,.1f} MiB on {where}, {policy} ({chunks} chunks, {intra})",
+    from rich.text import Text
+    t = Table(title=Text(f"{op} of {nbytes / 2**20:,.1f} MiB on {where}, {policy} ({chunks} chunks, {intra})"),
               title_justify="left")
     for col in ("dimension", "size", "topology", "GB/s", "latency µs", "sent MiB", "busy ms", "utilisation"):
         t.add_column(col, justify="left" if col in ("dimension", "topology") else "right")
     for row in rows:
-        t.add_row(row["dimension"], str(row["size"]), row["topology"], f"{row['bandwidth_gb_per_s']:g}",
+        t.add_row(Text(row["dimension"]), str(row["size"]), Text(row["topology"]), f"{row['bandwidth_gb_per_s']:g}",
                   f"{row['latency_us']:g}", f"{row['sent_bytes'] / 2**20:,.1f}", f"{row['busy_ms']:.3f}",
                   f"{row['utilisation']:.1%}")
     _console().print(t)

@@ -11,7 +11,7 @@ import click
 from autoplan.cli.app import (_console, _UsablePath, friendly,
                               main)
 from autoplan.errors import SpecError
-from autoplan.cli.options import build_plan, model_options, plan_options
+from autoplan.cli.options import build_plan, load_budget, model_options, plan_options, run_options
 
 
 @main.command()
@@ -38,18 +38,24 @@ def check(model_name: str, cluster: str, gpus: int, as_json: bool, **kw: Any) ->
 @plan_options
 @click.option("--trace", type=_UsablePath(dir_okay=False, writable=True), default=None,
               help="Write a Chrome/Perfetto trace of the step to this file.")
+@run_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly
-def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_json: bool, **kw: Any) -> None:
-    """Simulate one training step of a plan: throughput, MFU, where the time goes, memory."""
+def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_json: bool, tokens: str | None,
+             epochs: float | None, steps: int | None, gpu_hour_price: float | None, goodput: float | None,
+             batch_ramp: str | None, **kw: Any) -> None:
+    """Simulate one training step of a plan: throughput, MFU, where the time goes, memory; with --tokens or
+    --steps, the whole run's days, GPU-hours, energy and cost."""
     from autoplan.report.serialize import evaluation_dict
     from dataclasses import replace
 
-    from autoplan.sim.simulate import evaluate, score, simulate_step
+    from autoplan.sim.critical import path_dict
+    from autoplan.sim.simulate import critical_path, evaluate, score, simulate_step
     from autoplan.families.registry import violations
     from autoplan.hardware.support import hardware_violations
 
     model, spec, s = build_plan(model_name, cluster, gpus, **kw)
+    run_budget = load_budget(model, tokens, epochs, steps, gpu_hour_price, goodput, batch_ramp)
     reasons = violations(model, spec.gpus, s) + hardware_violations(model, spec, s)
     if reasons:
         raise SpecError("invalid plan: " + "; ".join(reasons))
@@ -57,20 +63,37 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
     if e.metrics is None:
         # out of memory: simulate anyway, so the memory table shows by how much (the verdict says it does not fit)
         e = replace(e, metrics=score(model, spec, s))
+    sim = simulate_step(model, spec, s, why=True)
+    path = path_dict(critical_path(sim))
     if trace:
         from pathlib import Path
         from autoplan.sim.trace import write_trace
         from autoplan.specs.layout import layout_chunks
-        sim = simulate_step(model, spec, s)
         try:
             write_trace(Path(trace), sim.lowered, sim.timeline, 0 if s.uneven else model.layers // (s.pp * layout_chunks(s)))
         except OSError as err:
             raise SpecError(f"cannot write the trace to {trace!r}: {err.strerror or err}") from None
+    costing = totals = None
+    if run_budget is not None and e.feasible:
+        from autoplan.search.totals import Costing
+        costing = Costing(model, spec, run_budget)
+        totals = costing(e)
+        if totals is None:
+            raise SpecError(costing.why[e.strategy])
     if as_json:
-        click.echo(json.dumps(evaluation_dict(e), indent=2))
+        extra = {"run_totals": totals.to_dict(), "run_budget": costing.describe()} if costing else {}
+        click.echo(json.dumps(evaluation_dict(e) | {"critical_path": path} | extra, indent=2))
         return
-    from autoplan.report.terminal import simulation_view
-    title = f"{model.name} on {gpus} × {spec.gpu.name} ({spec.name}): {s.short()}, global batch {s.global_batch}"
+    from autoplan.report.terminal import critical_path_view, simulation_view
+    from autoplan.specs.batch import heading
+    title = (f"{heading(model.name, gpus, spec.gpu.name, spec.name, model.seq_len, s.global_batch, model.structure is not None)}"
+             f": {s.short()}")
     _console().print(simulation_view(title, e.metrics, gpus))
+    _console().print(critical_path_view(path))
+    if costing is not None:
+        from autoplan.report.terminal import totals_view
+        _console().print(totals_view(totals, costing.describe()))
+    elif run_budget is not None:
+        click.echo("whole run: the plan does not fit in memory, so it has no run totals")
     if trace:
         _console().print(f"trace written to {trace} (open in https://ui.perfetto.dev)")

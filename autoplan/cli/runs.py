@@ -8,7 +8,6 @@ import click
 
 from autoplan.cli.app import (_console, friendly,
                               main, throughput_unit)
-from autoplan.errors import SpecError
 
 
 @main.command("report")
@@ -32,14 +31,19 @@ def show_cmd(run: str, top: int | None, as_json: bool) -> None:
     """Print the leaderboard of a run folder."""
     from autoplan.report.leaderboard import rows
     from autoplan.search.analysis import load_run
+    from autoplan.search.totals import costing_of
 
     r = load_run(run)
-    table = rows(r.ranked[:top or r.top_k])
+    costing = costing_of(r.inputs, r.model, r.cluster)
+    table = rows(r.ranked[:top or r.top_k], costing, r.model, "global_batch" in r.inputs.get("space", {}))
     if as_json:
-        click.echo(json.dumps({"run": str(r.folder), "leaderboard": table}, indent=2))
+        extra = {"run_budget": costing.describe()} if costing is not None else {}
+        click.echo(json.dumps({"run": str(r.folder), **extra, "leaderboard": table}, indent=2))
         return
     from autoplan.report.terminal import leaderboard_table
     _console().print(leaderboard_table(table, f"Best plans: {r.title}", throughput_unit(r.model)))
+    if costing is not None:
+        click.echo(f"whole run: {costing.describe()}")
     if not table:
         click.echo("no plan of this run fits in memory")
     elif (top or 0) > r.top_k and r.inputs.get("sampler") == "exhaustive":
@@ -50,15 +54,16 @@ def show_cmd(run: str, top: int | None, as_json: bool) -> None:
 @main.command("export")
 @click.argument("run")
 @click.option("--rank", type=int, default=1, show_default=True, help="Which plan of the leaderboard (1 = best).")
-@click.option("--format", "fmt", type=click.Choice(["megatron", "torchtitan", "pytorch", "torchrec"]), default=None,
-              help="Megatron-LM arguments, a torchtitan job-config fragment, a PyTorch DDP launch hint or a TorchRec "
-                   "sharding plan [default: torchrec for a DLRM, pytorch for a CNN, else megatron].")
+@click.option("--format", "fmt", type=click.Choice(["megatron", "torchtitan", "deepspeed", "pytorch", "torchrec"]),
+              default=None,
+              help="Megatron-LM's pretrain_gpt.py launch, a torchtitan Python config, DeepSpeed's ds_config.json and "
+                   "launcher, a PyTorch DDP launch hint or a TorchRec sharding plan [default: torchrec for a DLRM, "
+                   "pytorch for a CNN, else megatron]; a framework that cannot launch the plan as planned says why.")
 @friendly
 def export_cmd(run: str, rank: int, fmt: str | None) -> None:
     """Print the launch settings of a plan of a run folder."""
     from autoplan.report.export import export_text
     from autoplan.search.analysis import load_run
-    from autoplan.families.dlrm.spec import dlrm_of
 
     r = load_run(run)
     e = r.plan(rank)
@@ -67,22 +72,4 @@ def export_cmd(run: str, rank: int, fmt: str | None) -> None:
     digits = 3 if unit == "tokens/s" else 6
     header = (f"rank {rank} of {r.folder.name}: {e.strategy.short()} ({m.step_time:.{digits}f} s/step, "
               f"{m.tokens_per_s:,.0f} {unit}, {e.peak_memory / 2**30:.1f} GiB peak)\n{r.title}")
-    if dlrm_of(r.model) is not None:
-        from autoplan.families.dlrm.export import torchrec_text
-        if fmt not in (None, "torchrec") or r.cluster is None:
-            raise SpecError(f"{r.model.name} is a DLRM: it exports only as --format torchrec (with its run's cluster)")
-        click.echo(torchrec_text(r.model, r.cluster, e.strategy, header), nl=False)
-        return
-    if fmt == "torchrec":
-        raise SpecError("--format torchrec exports DLRM embedding sharding plans; this run's model is not a DLRM")
-    flash = r.cluster.flash_attention if r.cluster is not None else True
-    cnn = r.model is not None and r.model.structure is not None
-    if fmt is None:
-        fmt = "pytorch" if cnn else "megatron"
-    if cnn and fmt != "pytorch":
-        raise SpecError(f"{r.model.name} is a CNN: Megatron-LM and torchtitan train transformers; it exports only as "
-                        "--format pytorch")
-    if fmt == "pytorch" and r.model is not None and not cnn:
-        raise SpecError(f"--format pytorch exports CNN plans (a torchrun DDP hint); {r.model.name} is a transformer: "
-                        "use --format megatron or torchtitan")
-    click.echo(export_text(fmt, e.strategy, r.model, flash, header), nl=False)
+    click.echo(export_text(fmt, e.strategy, r.model, r.cluster, header), nl=False)

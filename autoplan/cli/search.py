@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from typing import Any
@@ -11,7 +12,9 @@ import click
 from autoplan.cli.app import (_console, _FinitePercent, _UsablePath, friendly,
                               main, throughput_unit)
 from autoplan.errors import SpecError
-from autoplan.cli.options import _fixable, load_search_inputs, space_options
+from autoplan.cli.options import RUN_FLAGS, _fixable, load_budget, load_search_inputs, run_options, space_options
+from autoplan.specs.files import shown
+from autoplan.search.checks import MAX_BUDGET
 
 
 @main.command()
@@ -33,8 +36,7 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
         click.echo(json.dumps(c, indent=2))
     else:
         from autoplan.report.terminal import space_view
-        _console().print(space_view(c, f"{model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
-                                       f"global batch {global_batch}, space {space!r}"))
+        _console().print(space_view(c, f"{_heading(model, spec, gpus, sp, global_batch)}, space {space!r}"))
     sys.exit(0 if c["fit"] else 1)
 
 
@@ -45,8 +47,9 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
               help="Folder for run folders.")
 @click.option("--sampler", type=click.Choice(["auto", "exhaustive", "tpe", "nsga2", "random"]), default="auto",
               show_default=True, help="auto: exhaustive when the plans fit in --budget, else TPE.")
-@click.option("--budget", type=click.IntRange(1), default=20000, show_default=True,
-              help="Most distinct plans to evaluate.")
+@click.option("--budget", type=click.IntRange(1, MAX_BUDGET), default=20000, show_default=True,
+              help="Most distinct plans to evaluate (a budget that covers every distinct plan searches them "
+                   "exhaustively).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sampler.")
 @click.option("--workers", type=click.IntRange(0), default=None,
               help="0: in this process; N: N workers on an embedded Ray. [default: the CPU count, on Ray only "
@@ -66,17 +69,20 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
               help="How the symbolic cost weighs a byte over a network tier against a FLOP: balance = peak "
                    "FLOP/s over the tier's bandwidth (datasheet), shape = 1 (topology shape only), launch = "
                    "balance plus each kernel launch at the spec's kernel overhead × peak FLOP/s (calibrated).")
+@run_options
 @click.option("--json", "as_json", is_flag=True, help="Print the leaderboard as JSON.")
 @friendly
 def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: str, top: int, out: str,
            sampler: str, budget: int, seed: int, workers: int, ray_address: str | None, storage: str | None,
            resume: str | None, cost: str, prefilter: float | None, symbolic_weights: str, as_json: bool,
-           **fixed: Any) -> None:
+           tokens: str | None, epochs: float | None, steps: int | None, gpu_hour_price: float | None,
+           goodput: float | None, batch_ramp: str | None, **fixed: Any) -> None:
     """Rank every valid plan for a model on a cluster (exact top-k; plans that cannot win are skipped)."""
     import time
     from pathlib import Path
 
-    from autoplan.search.folder import RECORD, RunFolder
+    from autoplan.search.exhaustive import distinct_plans
+    from autoplan.search.folder import RECORD, RunFolder, folder_name
     from autoplan.search.run import choose_sampler
     from autoplan.search.space import enumerate_plans
 
@@ -86,8 +92,10 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
         gpus, global_batch, top, sampler, budget, seed = (settings[k] for k in (
             "gpus", "global_batch", "top", "sampler", "budget", "seed"))
         cost, prefilter, symbolic_weights = (folder.read_inputs().get(k, v) for k, v in _SYMBOLIC_DEFAULTS.items())
+        study = folder.read_inputs().get("study") or (_study_name(folder.name) if storage else None)
     else:
         model, spec, sp, global_batch = load_search_inputs(model_name, gpus, cluster, global_batch, space, fixed)
+    run_budget = load_budget(model, tokens, epochs, steps, gpu_hour_price, goodput, batch_ramp)
     plans, rejected = enumerate_plans(model, gpus, sp, global_batch)
     if not plans:
         from autoplan.search.space import explain_no_plan
@@ -95,30 +103,55 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
     if prefilter is not None and cost == "symbolic":
         raise SpecError(f"--prefilter {prefilter:g} filters plans for the simulator; with --cost symbolic "
                         "nothing is searched by simulation (give one of them)")
-    chosen = "symbolic" if cost == "symbolic" else choose_sampler(sampler, len(plans), budget)
+    if "global_batch" in sp.axes and sampler != "exhaustive":
+        # several batches are ranked by throughput (exhaustive.rank_key); the samplers minimise the step time
+        if sampler != "auto":
+            raise SpecError(f"--sampler {sampler} minimises the step time, which favours the smallest batch of a "
+                            "--global-batch range: use --sampler exhaustive (or auto)")
+        sampler = "exhaustive"
+    distinct = len(distinct_plans(spec, plans))
+    chosen = "symbolic" if cost == "symbolic" else choose_sampler(sampler, distinct, budget)
+    if chosen == "exhaustive" and sampler in ("tpe", "nsga2", "random") and resume is None:
+        click.echo(f"autoplan: --budget {budget:,} covers all {distinct:,} distinct valid plans: searching them "
+                   f"exhaustively (an exact top {top}) instead of sampling with {sampler}", err=True)
     inputs = {"model": model.name, "cluster": spec.name, "gpu": spec.gpu.name, "gpus": gpus,
               "global_batch": global_batch, "space": {k: list(v) for k, v in sp.axes.items()}, "top": top,
               "sampler": chosen, "budget": budget, "seed": seed}
     symbolic = {"cost": cost, "prefilter": prefilter, "symbolic_weights": symbolic_weights}
     inputs |= {k: v for k, v in symbolic.items() if v != _SYMBOLIC_DEFAULTS[k]}   # recorded only when used
+    if run_budget is not None:
+        inputs["run_budget"] = run_budget.to_dict()
+    elif resume is not None and "run_budget" in folder.read_inputs():
+        inputs["run_budget"] = folder.read_inputs()["run_budget"]          # the resumed run's own budget
     fresh = resume is None
     if fresh:
-        run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{model.name}-{gpus}gpu"
+        run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{folder_name(model.name)}-{gpus}gpu"
         try:
             folder = RunFolder.create(Path(out).resolve(), run_id)
-        except OSError as err:
-            raise SpecError(f"--out {out!r}: cannot create a run folder there ({err.strerror or err})") from None
+        except (OSError, RuntimeError) as err:            # RuntimeError: a link loop (Python ≤ 3.12)
+            why = getattr(err, "strerror", None) or err
+            raise SpecError(f"--out {shown(out)}: cannot create a run folder there ({why})") from None
+        study = _study_name(folder.name) if storage else None
+    if study:                           # runs sharing a --storage never share a study: its name is the run's own
+        inputs["study"] = study
     try:
         with folder.lock():
             if fresh:
                 folder.write_inputs(inputs)
                 folder.save_specs(model, spec)
+            elif study and folder.read_inputs().get("study") != study:
+                folder.write_inputs(folder.read_inputs() | {"study": study})
             _search_in(folder, model, spec, sp, plans, rejected, inputs, sampler, workers, ray_address, storage,
                        as_json)
-    except SpecError:
+    except (SpecError, OSError) as err:
         record = folder.file(RECORD)
-        if fresh and not (record.exists() and record.stat().st_size):
+        started = record.exists() and record.stat().st_size > 0
+        if fresh and not started:
             folder.remove()             # a search that could not start leaves no run folder
+        if isinstance(err, OSError):    # a full disk, a folder made read-only: what was recorded stays
+            keep = (f"; the {RECORD} so far is kept: make room (or make it writable) and continue with "
+                    f"`autoplan search --resume {folder.path}`" if started else "")
+            raise SpecError(f"cannot write the run folder {shown(folder.path)}: {err.strerror or err}{keep}") from None
         raise
 
 
@@ -130,15 +163,18 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
     from autoplan.report.live import Progress, progress_console
     from autoplan.report.write import write_run
     from autoplan.search.run import SearchInterrupted, run_search
+    from autoplan.search.totals import costing_of
 
     top, chosen, gpus = inputs["top"], inputs["sampler"], inputs["gpus"]
     progress = Progress(progress_console(), len(plans), "plans" if chosen == "exhaustive" else "of budget")
     interrupted = False
-    with progress:
+    # Ray prints a dead worker's error to stdout from a thread of its own: during the search stdout is stderr, so
+    # that stdout holds only the leaderboard (the JSON of --json)
+    with progress, contextlib.redirect_stdout(sys.stderr):
         try:
             result = run_search(model, spec, plans, folder, sampler=sampler, budget=inputs["budget"],
                                 seed=inputs["seed"], top_k=top, workers=workers, ray_address=ray_address,
-                                storage=storage, progress=progress,
+                                storage=storage, progress=progress, study_name=inputs.get("study"),
                                 **{k.replace("symbolic_", ""): inputs.get(k, v) for k, v in _SYMBOLIC_DEFAULTS.items()})
         except SearchInterrupted as stop:
             result, interrupted = stop.partial, True
@@ -157,21 +193,26 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
                    f"leaderboard in {folder.path} (`autoplan report {folder.path}` draws it); continue with "
                    f"--resume {folder.path}", err=True)
         sys.exit(130)
-    table = rows(result.leaderboard)
+    costing = costing_of(inputs, model, spec)
+    table = rows(result.leaderboard, costing, model, "global_batch" in inputs["space"])
     if as_json:
-        click.echo(json.dumps({"run": str(folder.path), "leaderboard": table}, indent=2))
+        extra = {"run_budget": costing.describe()} if costing is not None else {}
+        click.echo(json.dumps({"run": str(folder.path), **extra, "leaderboard": table}, indent=2))
         report()
         sys.exit(0 if table else 1)
     from autoplan.report.terminal import leaderboard_table
     con = _console()
-    con.print(leaderboard_table(table, f"Best plans: {model.name} on {gpus} × {spec.gpu.name} ({spec.name}), "
-                                       f"global batch {inputs['global_batch']}", throughput_unit(model)))
-    if not result.leaderboard:
+    con.print(leaderboard_table(table, f"Best plans: {_heading(model, spec, gpus, sp, inputs['global_batch'])}",
+                                throughput_unit(model)))
+    if costing is not None:
         from rich.markup import escape
+        con.print(f"whole run: {escape(costing.describe())}")
+    if not result.leaderboard:
+        from rich.text import Text
 
         from autoplan.search.space import explain_no_fit
         hint = explain_no_fit(model, gpus, spec, sp, inputs["global_batch"])
-        con.print(f"[bold red]{escape(hint)}[/]")
+        con.print(Text(hint, style="bold red"))
     same = f" ({result.equivalent} same as another plan here)" if result.equivalent else ""
     skipped = (f"{result.pruned} skipped by bound (cannot enter the top {top})" if result.sampler == "exhaustive"
                else f"{result.pruned} ranked by symbolic cost only" if result.sampler == "symbolic"
@@ -193,6 +234,24 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
         sys.exit(1)
 
 
+def _heading(model: Any, spec: Any, gpus: int, sp: Any, global_batch: int) -> str:
+    """Model, GPUs, sequence length, global batch(es) and tokens per step (specs/batch.heading)."""
+    from autoplan.search.space import BATCH
+    from autoplan.specs.batch import heading
+
+    batches = sp.axes.get(BATCH, (global_batch,))
+    return heading(model.name, gpus, spec.gpu.name, spec.name, model.seq_len, batches, model.structure is not None)
+
+
+def _study_name(folder: str) -> str:
+    """The run's Optuna study name in a ``--storage``: the folder's name and a random suffix, unique even among
+    runs of one model on one GPU count started in the same second (recorded in inputs.json; a run folder's own
+    journal holds one study, named as the folder)."""
+    import secrets
+
+    return f"{folder}-{secrets.token_hex(4)}"
+
+
 _SYMBOLIC_DEFAULTS = {"cost": "sim", "prefilter": None, "symbolic_weights": "balance"}
 """The symbolic-cost flags of ``search`` (``search/symbolic.py``) and their defaults; inputs.json records them only
 when they differ."""
@@ -200,8 +259,8 @@ when they differ."""
 
 _RESUMED = ("gpus", "global_batch", "top", "sampler", "budget", "seed")
 """Search settings a resume takes from the run's inputs.json (with the model, cluster and space)."""
-_RESUME_MAY_CHANGE = ("resume", "out", "workers", "ray_address", "storage", "as_json")
-"""Flags that say how to run, not what to search: a resume may give them."""
+_RESUME_MAY_CHANGE = ("resume", "out", "workers", "ray_address", "storage", "as_json") + RUN_FLAGS
+"""Flags that say how to run or how to price the whole run, not what to search: a resume may give them."""
 
 
 def _resume_inputs(folder: Any, ctx: click.Context) -> tuple[Any, Any, Any, dict]:
@@ -231,12 +290,21 @@ def _resume_inputs(folder: Any, ctx: click.Context) -> tuple[Any, Any, Any, dict
         elif k == "cluster":
             ok, theirs = load_cluster(v).name == spec.name, spec.name
         elif k == "space":
-            axes = load_space(v, {a: given.get(a) for a in fixable}).axes
+            axes = load_space(v, {a: given.get(a) for a in fixable}, given.get("framework")).axes
             ok, theirs = {a: list(x) for a, x in axes.items()} == recorded["space"], "its recorded axes"
         elif k == "sampler":
             ok, theirs = v in ("auto", recorded["sampler"]), recorded["sampler"]
         elif k in fixable:
             ok, theirs = recorded["space"].get(k) == [v], recorded["space"].get(k)
+        elif k == "seq_len":
+            ok, theirs = model.seq_len == v, model.seq_len
+        elif k == "global_batch":
+            theirs = recorded["global_batch"]
+            v = int(v) if str(v).strip().isdigit() else v
+            ok = v == theirs or (recorded["space"].get("global_batch") is not None and "-" in str(v))
+        elif k == "framework":
+            theirs = recorded["space"].get(k, ["any"])[0]
+            ok = theirs == v
         else:
             theirs = recorded.get(k, _SYMBOLIC_DEFAULTS.get(k))
             ok = theirs == v

@@ -61,6 +61,27 @@ QUESTIONS = ("violations", "step_costs", "lower_bound", "memory", "peak_memory",
 
 
 @dataclass(frozen=True)
+class Launcher:
+    """A framework that launches a family's plans: which plans it cannot run as planned, and the launch text."""
+
+    name: str
+    """Its ``--format`` (and ``--framework``) name, e.g. ``megatron``."""
+    title: str
+    """Its name for people, e.g. ``Megatron-LM``."""
+    violations: Callable[[ModelSpec, Plan], list[str]]
+    """Every reason it cannot launch a plan of a model as planned, citing its source; [] if it can."""
+    text: Callable[..., str]
+    """``(plan, model or None, cluster or None, header) -> str``: the launch; SpecError when it cannot."""
+    framework: bool = True
+    """Selectable with ``search --framework`` (a family's only launch, like a CNN's, is not)."""
+
+
+def no_violations(model: ModelSpec, s: Plan) -> list[str]:
+    """A launcher that takes every valid plan of its family."""
+    return []
+
+
+@dataclass(frozen=True)
 class Family:
     """A ``ModelFamily`` made of plain functions, one per question."""
 
@@ -78,11 +99,13 @@ class Family:
     symbolic: Callable[..., float] | None = None
     """The family's own symbolic cost of a plan, ``(model, cluster, unit cluster, s, weights) -> FLOP-equivalents``
     (``families/symbolic.py``); None: the generic score of its ``step_costs`` on the unit cluster."""
+    launchers: tuple[Launcher, ...] = ()
+    """The frameworks that launch its plans (``autoplan export --format``), the default first."""
 
 
 def family_of_functions(namespace: dict[str, Any], name: str, axes: tuple[str, ...],
-                        default_space: str | None = None) -> Family:
+                        default_space: str | None = None, launchers: tuple[Launcher, ...] = ()) -> Family:
     """The family whose answers are the functions of ``namespace`` (a module's ``globals()``) named as the
     questions are."""
-    return Family(name, axes, default_space=default_space, symbolic=namespace.get("symbolic"),
+    return Family(name, axes, default_space=default_space, symbolic=namespace.get("symbolic"), launchers=launchers,
                   **{q: namespace[q] for q in QUESTIONS})

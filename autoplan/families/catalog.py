@@ -4,6 +4,7 @@ model from TOML or a HuggingFace ``config.json``."""
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import fields
 from importlib import import_module
 from pathlib import Path
@@ -20,6 +21,9 @@ _BY_NAME = {m.name: m for m in _MODELS}
 _FILE_TABLES = {k: fn for c in _CATALOGS for k, fn in getattr(c, "FILE_TABLES", {}).items()}
 """Model-file tables a family builds its model from (e.g. ``[dlrm]``), by key."""
 
+_EPOCHS: dict[str, int] = {k: v for c in _CATALOGS for k, v in getattr(c, "EPOCH_SAMPLES", {}).items()}
+"""Samples in one epoch of a built-in model's training set, where its family's catalog gives it."""
+
 STRUCTURE_TYPES: dict[str, type] = {m.family: type(m.structure) for m in _MODELS if m.structure is not None}
 """The type of ``ModelSpec.structure`` per family that has one (for reading run folders back)."""
 
@@ -27,6 +31,11 @@ STRUCTURE_TYPES: dict[str, type] = {m.family: type(m.structure) for m in _MODELS
 def list_models() -> tuple[ModelSpec, ...]:
     """Every built-in model, smallest first within each family."""
     return _MODELS
+
+
+def epoch_samples(model: ModelSpec) -> int | None:
+    """Samples in one epoch of ``model``'s training set (built-in CNNs), or None if unknown."""
+    return _EPOCHS.get(model.name)
 
 
 def aliases() -> dict[str, str]:
@@ -42,8 +51,8 @@ def get_model(name_or_path: str) -> ModelSpec:
     if name_or_path.endswith(".json") or (path.is_dir() and (path / "config.json").is_file()):
         from autoplan.families.transformer.hf import load_hf_model
         return load_hf_model(path)
-    if name_or_path.endswith(".toml") or Path(name_or_path).is_file():
-        return load_model(Path(name_or_path))
+    if name_or_path.endswith(".toml") or path.is_file() or ("/" in name_or_path and os.path.lexists(path)):
+        return load_model(path)                 # (a path that is no regular file: the reader says what it is)
     key = _ALIASES.get(name_or_path, _ALIASES.get(name_or_path.lower(), name_or_path.lower()))
     if key in _BY_NAME:
         return _BY_NAME[key]
@@ -78,6 +87,23 @@ def load_model(path: Path) -> ModelSpec:
         if key in data and (not isinstance(data[key], int) or isinstance(data[key], bool)):
             raise SpecError(f"model file {str(path)!r}: {key} must be an integer, got {data[key]!r}")
     try:
-        return ModelSpec(**data)
+        return check_model(ModelSpec(**data))
     except SpecError as err:
         raise SpecError(f"model file {str(path)!r}: {err}") from None
+
+
+def check_model(model: ModelSpec) -> ModelSpec:
+    """``model`` if its family can cost it: a registered family, and the structure that family describes its
+    models with (a CNN's layers, a DLRM's tables), or none for a transformer family. SpecError otherwise."""
+    from autoplan.families.registry import family_of
+
+    family_of(model)
+    kind = STRUCTURE_TYPES.get(model.family)
+    if kind is not None and not isinstance(model.structure, kind):
+        how = f"a [{model.family}] table" if model.family in _FILE_TABLES else f"a built-in {model.family} model"
+        raise SpecError(f"model {model.name!r}: family {model.family!r} needs its {kind.__name__} (its layers or "
+                        f"tables; {how} gives them), and this model has none")
+    if kind is None and model.structure is not None:
+        raise SpecError(f"model {model.name!r}: family {model.family!r} takes no structure, got a "
+                        f"{type(model.structure).__name__}")
+    return model

@@ -30,6 +30,19 @@ def pass_cost(*parts: tuple[str, float]) -> PassCost:
     return PassCost(sum(p[1] for p in kept), kept)
 
 
+def host_bound(cost: PassCost, host_seconds: float) -> PassCost:
+    """``cost`` when the host issues the pass in ``host_seconds`` or less; else the pass lasts as long as the host
+    takes, the GPU waiting (counted as compute: the stream is held) for the difference."""
+    # an eager framework's host runs ahead of the GPU and binds only when it issues slower than the GPU runs
+    # (hardware/compute.host_exposed, unsynced)
+    wait = host_seconds - cost.seconds
+    if wait <= 0:
+        return cost
+    parts = dict(cost.parts)
+    parts["compute"] = parts.get("compute", 0.0) + wait
+    return pass_cost(*parts.items())
+
+
 def split_backward(backward: PassCost, weight: PassCost) -> tuple[PassCost, PassCost]:
     """A backward pass as its B part (input gradients: the rest of its compute, its recompute and its TP/CP
     communication) and its W part (``weight``, all compute); the two add up to ``backward``."""

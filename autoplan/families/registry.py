@@ -6,17 +6,18 @@ Every package of ``autoplan.families.PACKAGES`` registers the ``base.ModelFamily
 
 from __future__ import annotations
 
-from autoplan.hardware.compute import Op
-from autoplan.families.costs import CommNeed, StepCosts
+from dataclasses import replace
 from importlib import import_module
 
-from autoplan.families import PACKAGES
-from autoplan.families.base import ModelFamily
-from autoplan.families.costs import StageMemory
 from autoplan.errors import SpecError
+from autoplan.families import PACKAGES
+from autoplan.families.base import Launcher, ModelFamily
+from autoplan.families.costs import CommNeed, StageMemory, StepCosts
+from autoplan.families.strategy import Strategy
+from autoplan.hardware.compute import Op
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
-from autoplan.families.strategy import Strategy
+from autoplan.specs.plan import part_knobs
 
 FAMILIES: dict[str, ModelFamily] = {}
 """Every registered family by name."""
@@ -37,14 +38,77 @@ def family_of(model: ModelSpec) -> ModelFamily:
                         f"{', '.join(sorted(FAMILIES))}") from None
 
 
+def default_space(model: ModelSpec) -> str:
+    """The search space ``autoplan search`` uses for ``model`` unless ``--space`` names another: its family's own
+    (``Family.default_space``; CNNs and DLRMs bring their axes), else ``default``."""
+    return getattr(family_of(model), "default_space", None) or "default"
+
+
+_OWN_KNOBS: dict[str, frozenset[str]] = {}
+"""Family name → the knobs its package declares (its part of the plan)."""
 for _package in PACKAGES:
+    _names = frozenset(n for part in import_module(f"autoplan.families.{_package}.knobs").PARTS
+                       for n, _, _ in part_knobs(part))
+    # each package's export.py declares the frameworks that launch its families' plans (LAUNCHERS by family name)
+    _launch = getattr(import_module(f"autoplan.families.{_package}.export"), "LAUNCHERS", {})
     for _family in import_module(f"autoplan.families.{_package}.family").FAMILIES:
-        register(_family)
+        register(replace(_family, launchers=_launch.get(_family.name, ())) if _family.name in _launch else _family)
+        _OWN_KNOBS[_family.name] = _names
+_FAMILY_KNOBS = frozenset().union(*_OWN_KNOBS.values())
+"""Every knob some family package declares (the core plan's are everyone's)."""
+
+
+def foreign_knobs(model: ModelSpec, s: Strategy, said: list[str]) -> list[str]:
+    """Reasons for knobs of another family's package set away from their defaults (a family never prices another
+    family's knobs: it must refuse them, not ignore them), unless ``said`` already names them."""
+    own = _OWN_KNOBS.get(model.family, frozenset())
+    defaults = type(s).defaults()
+    out = []
+    for name in sorted(_FAMILY_KNOBS - own):
+        value = getattr(s, name)
+        if value != defaults[name] and not any(name in reason for reason in said):
+            out.append(f"{name} {value!r} is another model family's knob; a {model.family} model keeps "
+                       f"{defaults[name]!r}")
+    return out
+
+
+FRAMEWORKS: tuple[str, ...] = ("any", *dict.fromkeys(
+    launcher.name for family in FAMILIES.values() for launcher in getattr(family, "launchers", ()) if launcher.framework))
+"""``search --framework`` values: ``any`` (every valid plan), then each framework some family launches with."""
+
+
+def launchers(model: ModelSpec) -> tuple[Launcher, ...]:
+    """The frameworks that launch ``model``'s plans, its default export format first."""
+    return tuple(getattr(family_of(model), "launchers", ()))
+
+
+def launcher(model: ModelSpec, name: str) -> Launcher:
+    """The launcher ``name`` of ``model``'s family; SpecError naming the ones it has."""
+    found = {x.name: x for x in launchers(model)}
+    if name not in found:
+        kind = {"dense": "transformer", "moe": "mixture-of-experts transformer", "cnn": "CNN",
+                "dlrm": "DLRM"}.get(model.family, f"{model.family} model")
+        have = " or ".join(f"--format {x}" for x in found) or "no format"
+        raise SpecError(f"{model.name} is a {kind}: {name} does not launch it; it exports only as {have}")
+    return found[name]
+
+
+def framework_violations(model: ModelSpec, s: Strategy, framework: str) -> list[str]:
+    """Why framework ``framework`` cannot launch valid plan ``s`` as planned ([] for ``any``)."""
+    if framework == "any":
+        return []
+    return launcher(model, framework).violations(model, s)
+
+
+def launch_with(model: ModelSpec, s: Strategy) -> list[str]:
+    """The frameworks (or, for a family with one launch, its format) that launch valid plan ``s`` as planned."""
+    return [x.name for x in launchers(model) if not x.violations(model, s)]
 
 
 def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
     """Every reason ``s`` cannot run ``model`` on ``gpus`` GPUs; [] if valid."""
-    return family_of(model).violations(model, gpus, s)
+    out = family_of(model).violations(model, gpus, s)
+    return out + foreign_knobs(model, s, out)
 
 
 def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts:

@@ -84,12 +84,12 @@ def tier_weights(cluster: ClusterSpec, weights: str = "shape") -> tuple[float, .
 def weighted_cluster(cluster: ClusterSpec, flop_weight: float, byte_weights: tuple[float, ...],
                      launch_weight: float = 0.0) -> ClusterSpec:
     """``cluster`` where a second is ``flop_weight`` per FLOP plus ``byte_weights[k]`` per byte through tier k (a
-    zero weight: free) plus ``launch_weight`` per kernel launch, with no efficiency, latency, wave quantization or
-    ramp; HBM traffic free."""
+    zero weight: free) plus ``launch_weight`` per kernel launch, with no efficiency, latency, wave quantization,
+    ramp or host issue time; HBM traffic free."""
     rate = lambda w: 1.0 / w if w else FREE  # noqa: E731
     gpu = replace(cluster.gpu, peak_flops=rate(flop_weight), clock_ratio=1.0, gemm_efficiency=1.0,
                   attention_efficiency=1.0, gemm_half_k=0.0, gemm_tile=(1, 1), sm_count=1,
-                  kernel_overhead=launch_weight,
+                  kernel_overhead=launch_weight, host_launch=0.0,
                   hbm_bandwidth=FREE, memory_efficiency=1.0, attention_memory_efficiency=1.0)
     tiers = tuple(replace(t, bandwidth=rate(w), efficiency=1.0, latency=0.0, allreduce_busbw=0.0,
                           half_bandwidth_bytes=0.0) for t, w in zip(cluster.tiers, byte_weights))

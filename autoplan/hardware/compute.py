@@ -112,3 +112,25 @@ def optimizer_bytes(local_params: float, sharded_params: float) -> float:
 def optimizer_time(gpu: GPUSpec, local_params: float, sharded_params: float) -> float:
     """Seconds of the Adam step: its ``optimizer_bytes`` at the achievable HBM bandwidth, four kernels."""
     return memory_time(gpu, optimizer_bytes(local_params, sharded_params), kernels=4)
+
+
+def host_exposed(host_launch: float, ops: list[tuple[Op, int]], synced: bool) -> float:
+    """Seconds the GPU waits for the host over ``ops`` (each with the kernels it launches), at ``host_launch``
+    host seconds per launch (eager PyTorch: Python, the dispatcher and the launch of a module's kernels).
+
+    Without a sync the host runs ahead of the GPU and binds only if it issues the ops slower than the GPU runs
+    them: the wait is what the host's issue time exceeds the GPU's busy time by (the launch-bound regime of
+    small kernels, H. He, "Making Deep Learning Go Brrrr From First Principles", 2022: overhead). After a
+    device-to-host sync (``synced``: Megatron-Core's MoE alltoall dispatcher copies the token counts to the
+    host every layer, token_dispatcher.py) the host has no lead: each kernel starts when both the GPU is free and
+    the host has issued it (a two-queue simulation from the sync to the next one)."""
+    if not host_launch:
+        return 0.0
+    gpu_busy = sum(op.seconds for op, _ in ops)
+    if not synced:
+        return max(0.0, host_launch * sum(n for _, n in ops) - gpu_busy)
+    host = gpu = 0.0
+    for op, launches in ops:
+        host += host_launch * launches
+        gpu = max(gpu, host) + op.seconds
+    return gpu - gpu_busy

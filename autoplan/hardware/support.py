@@ -25,6 +25,11 @@ def cp_a2a_degree(s: Plan, gpus_per_node: int) -> int:
 def hardware_violations(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> list[str]:
     """Reasons plan ``s`` cannot run on ``cluster``'s GPUs and nodes (FP8 support, hierarchical CP heads); []."""
     out = [reason] if (reason := precision_reason(cluster, s.precision)) else []
+    if getattr(s, "activation_offload_layers", 0) and not cluster.gpu.host_link:
+        out.append(f"activation offload needs the GPU's host link (host_link_gb_per_s) in cluster spec {cluster.name!r}")
+    if getattr(s, "optimizer_offload_pct", 0) and not (cluster.gpu.host_link and cluster.gpu.host_adam_params_per_s):
+        out.append(f"optimizer offload needs host_link_gb_per_s and host_adam_params_per_s in cluster spec "
+                   f"{cluster.name!r}")
     if s.cp_comm == "a2a+p2p" and s.cp > 1:
         a2a = cp_a2a_degree(s, cluster.domain_gpus)
         if model.heads % (a2a * s.tp):

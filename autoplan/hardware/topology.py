@@ -1,4 +1,5 @@
-"""Where a plan's GPUs sit on the network: the cluster graph, Megatron rank placement and per-link ring load.
+"""Where a plan's GPUs sit on the network: the cluster graph, Megatron rank placement, per-link ring load, and the
+links the simulator's transfer classes share (``link_sharing``, for ``sim/contention.py``).
 
 The graph is a rail-optimised fat tree (DGX SuperPOD reference architecture): GPU ``i`` of an NVLink domain (one node,
 or a multi-node NVLink domain such as an NVL72 rack of 18 trays) talks through the domain's NVSwitch fabric and through
@@ -12,8 +13,10 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import networkx as nx
+import numpy as np
 
 from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec
@@ -60,7 +63,7 @@ def _check_network(cluster: ClusterSpec) -> None:
 
 def build_graph(cluster: ClusterSpec) -> nx.Graph:
     """The cluster's network: GPUs, NVSwitch fabrics (one per NVLink domain), NICs, rail leaves and spines, with
-    ``bandwidth`` and ``tier``."""
+    ``bandwidth`` and ``tier`` (a leaf's uplink carries its nodes' bandwidth over the spine's oversubscription)."""
     _check_network(cluster)
     g, nodes, tiers = cluster.domain_gpus, cluster.domains, cluster.tiers
     per_su = _nodes_per_su(cluster)
@@ -81,7 +84,7 @@ def build_graph(cluster: ClusterSpec) -> nx.Graph:
         for su in range(sus):
             members = min(per_su, nodes - su * per_su)
             graph.add_edges_from(((("leaf", su, rail), ("spine", rail)) for rail in range(g)),
-                                 bandwidth=spine.bandwidth * members, tier=spine.name)
+                                 bandwidth=spine.bandwidth * members / spine.oversubscription, tier=spine.name)
     return graph
 
 
@@ -248,3 +251,178 @@ def _enumerate(g: int, per_su: int, gpus: int, size: int, stride: int) -> tuple[
         kinds = {n[0] for link in links for n in link}
         reach = max(reach, 2 if "spine" in kinds else 1 if "nic" in kinds else 0)
     return per_node, nodes, reach, max(load.values(), default=0)
+
+
+# ----------------------------------------------------------------------------------------------- link sharing
+
+FlowClass = tuple
+"""A class of transfers the simulator runs as one task for every replica at once: ``("pp", a, b)`` every GPU of
+pipeline stage ``a`` sending to its peer of stage ``b``; ``("dp", i)`` the DP (dp·cp) rings of stage ``i``;
+``("tied",)`` the tied-embedding all-reduce between the first and last stage."""
+
+
+@dataclass(frozen=True)
+class _Links:
+    """Directed links as integers, with their bandwidths, for one cluster: NVLink out of and into each GPU, its
+    NIC out and in (the GPU–NIC and NIC–leaf edges of ``build_graph``, one bandwidth), and every leaf's uplink to
+    and downlink from its rail's spine."""
+
+    gpus: int
+    domain: int
+    per_su: int
+    sus: int
+    capacity: "np.ndarray"
+
+    def route(self, src: "np.ndarray", dst: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+        """(flow index, link) for every link on each flow's path, as ``_route`` walks the graph."""
+        g, n = self.domain, self.gpus
+        flow = np.arange(len(src))
+        same = src // g == dst // g
+        out = [(flow[same], src[same]), (flow[same], n + dst[same])]                  # NVLink out, in
+        f, a, b = flow[~same], src[~same], dst[~same]
+        rail = a % g
+        peer = b // g * g + rail
+        out += [(f, 2 * n + a), (f, 3 * n + peer)]                                     # NIC out, NIC in (peer)
+        su_a, su_b = a // g // self.per_su, b // g // self.per_su
+        up = su_a != su_b
+        out += [(f[up], 4 * n + su_a[up] * g + rail[up]),                                # leaf -> spine
+                (f[up], 4 * n + (self.sus + su_b[up]) * g + rail[up])]                   # spine -> leaf
+        fwd = peer != b
+        out += [(f[fwd], peer[fwd]), (f[fwd], n + b[fwd])]                             # NVLink to b from the peer
+        return np.concatenate([x for x, _ in out]), np.concatenate([y for _, y in out])
+
+
+@functools.lru_cache(maxsize=64)
+def _links(cluster: ClusterSpec) -> _Links:
+    _check_network(cluster)
+    n, g, tiers = cluster.gpus, cluster.domain_gpus, cluster.tiers
+    per_su = _nodes_per_su(cluster)
+    sus = -(-cluster.domains // per_su)
+    cap = np.empty(4 * n + 2 * sus * g)
+    cap[:2 * n] = tiers[0].bandwidth
+    cap[2 * n:4 * n] = tiers[1].bandwidth if len(tiers) > 1 else tiers[0].bandwidth
+    spine = tiers[-1]
+    members = np.minimum(per_su, cluster.domains - np.arange(sus) * per_su)
+    # a leaf's uplinks carry its su's nodes' bandwidth over the oversubscription (build_graph's leaf–spine edges)
+    up = np.repeat(spine.bandwidth * members / spine.oversubscription, g)
+    cap[4 * n:] = np.concatenate([up, up])
+    return _Links(n, g, per_su, sus, cap)
+
+
+def _flow_rate(cluster: ClusterSpec, src: "np.ndarray", dst: "np.ndarray") -> "np.ndarray":
+    """Each flow's rate alone, relative to nothing but itself: its tier's bandwidth per GPU (NVLink inside an
+    NVLink domain, else the outermost tier's), as the calibrated collective and send times assume."""
+    g, tiers = cluster.domain_gpus, cluster.tiers
+    return np.where(src // g == dst // g, tiers[0].bandwidth, tiers[-1].bandwidth)
+
+
+def class_flows(cluster: ClusterSpec, s: Plan | _Degrees, flow: FlowClass) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
+    """(source, destination, rate alone) of every flow of ``flow`` (FlowClass) under Megatron's rank order; a DP
+    ring of k members per NVLink domain over several domains is NCCL's k channels, each crossing between domains
+    on its own rail (network.py's ``_ring``), the NVLink hops inside a domain as loads on their ports."""
+    stage = s.tp * s.cp * s.dp                                      # ranks per pipeline stage (pp is outermost)
+    if flow[0] == "pp":
+        src = np.arange(stage) + flow[1] * stage
+        dst = src + (flow[2] - flow[1]) * stage
+        return src, dst, _flow_rate(cluster, src, dst)
+    if flow[0] == "tied":
+        a = np.arange(stage)
+        b = a + (s.pp - 1) * stage
+        src, dst = np.concatenate([a, b]), np.concatenate([b, a])
+        return src, dst, _flow_rate(cluster, src, dst)
+    if flow[0] != "dp":
+        raise SpecError(f"unknown flow class {flow!r}; use ('pp', a, b), ('dp', i) or ('tied',)")
+    n = s.dp * s.cp
+    members = np.arange(n) * s.tp                                    # one group's ranks, consecutive in (cp, dp)
+    bases = np.arange(s.tp) + flow[1] * stage
+    ranks = (bases[:, None] + members[None, :])                     # [group, member]
+    g = cluster.domain_gpus
+    per = max(1, min(n, g // s.tp)) if s.tp < g else 1              # members per NVLink domain (group_shape)
+    if n <= per or n % per:                 # one domain (an NVLink ring), or members spread unevenly: one ring
+        src, dst = ranks.ravel(), np.roll(ranks, -1, axis=1).ravel()
+        return src, dst, _flow_rate(cluster, src, dst)
+    src, dst = ranks.ravel(), np.roll(ranks, -per, axis=1).ravel()  # channel of each member to the next domain
+    rate = np.full(src.shape, float(cluster.tiers[-1].bandwidth))
+    if per > 1:
+        # k channels: each GPU's NVLink port carries k − 1 of them (network.py _ring: busbw = min(k·nic, nvl·k/(k−1)))
+        rate = np.minimum(rate, cluster.tiers[0].bandwidth / (per - 1))
+        inside = ranks.ravel()
+        src = np.concatenate([src, inside])
+        dst = np.concatenate([dst, np.roll(ranks.reshape(s.tp, -1, per), -1, axis=2).ravel()])
+        rate = np.concatenate([rate, rate * (per - 1)])
+    return src, dst, rate
+
+
+def link_sharing(cluster: ClusterSpec, s: Plan, classes: tuple[FlowClass, ...]) -> tuple[tuple[tuple[int, float], ...], ...]:
+    """The links the transfers of ``classes`` (FlowClass) share, as rows of (class index, utilisation): the
+    fraction of the link's bandwidth the class's flows take while it runs alone at its calibrated rate (> 1:
+    the link cannot carry them at that rate, an oversubscribed uplink). Links of one class at most 1 are left
+    out (they never slow anything); identical rows are kept once. Routes as ``build_graph``'s graph (tests
+    check it against networkx)."""
+    _check_fits(cluster, s)
+    return placement_sharing(cluster, s.tp, s.cp, s.dp, s.pp, classes)
+
+
+def placement_sharing(cluster: ClusterSpec, tp: int, cp: int, dp: int, pp: int,
+                      classes: tuple[FlowClass, ...]) -> tuple[tuple[tuple[int, float], ...], ...]:
+    """``link_sharing`` for the plans of these degrees (cached per cluster, degrees and classes)."""
+    if tp * cp * dp * pp > cluster.gpus:
+        raise SpecError(f"the plan needs {tp * cp * dp * pp} GPUs but cluster {cluster.name!r} has {cluster.gpus}")
+    return _sharing(cluster, _Degrees(tp, cp, dp, pp), classes)
+
+
+class _Degrees(NamedTuple):
+    tp: int
+    cp: int
+    dp: int
+    pp: int
+
+
+@functools.lru_cache(maxsize=1024)
+def _sharing(cluster: ClusterSpec, s: _Degrees, classes: tuple[FlowClass, ...]) -> tuple[tuple[tuple[int, float], ...], ...]:
+    links = _links(cluster)
+    parts = []
+    for k, flow in enumerate(classes):
+        src, dst, rate = class_flows(cluster, s, flow)
+        which, link = links.route(src, dst)
+        used, index = np.unique(link, return_inverse=True)
+        load = np.bincount(index, weights=rate[which]) / links.capacity[used]
+        parts.append((used, np.full(used.shape, k), load))
+    if not parts:
+        return ()
+    link = np.concatenate([x[0] for x in parts])
+    cls = np.concatenate([x[1] for x in parts])
+    load = np.round(np.concatenate([x[2] for x in parts]), 12)
+    order = np.lexsort((cls, link))
+    link, cls, load = link[order], cls[order], load[order]
+    first = np.r_[0, np.flatnonzero(np.diff(link)) + 1]
+    group = np.repeat(np.arange(len(first)), np.diff(np.r_[first, len(link)]))
+    pos = np.arange(len(link)) - first[group]
+    width = int(pos.max()) + 1
+    table = np.full((len(first), 2 * width), -1.0)               # per link: classes, then their loads
+    table[group, pos] = cls
+    table[group, width + pos] = load
+    rows = []
+    for row in np.unique(table, axis=0):
+        pairs = tuple((int(c), float(u)) for c, u in zip(row[:width], row[width:]) if c >= 0)
+        if len(pairs) > 1 or pairs[0][1] > 1.0:
+            rows.append(pairs)
+    return tuple(sorted(rows))
+
+
+def link_sharing_on_graph(graph: nx.Graph, cluster: ClusterSpec, s: Plan,
+                          classes: tuple[FlowClass, ...]) -> tuple[tuple[tuple[int, float], ...], ...]:
+    """``link_sharing`` by routing every flow over ``graph`` (``build_graph(cluster)``) edge by edge, each
+    direction of an edge a link of its ``bandwidth``: the reference the fast routing is tested against."""
+    g, per_su = graph.graph["gpus_per_node"], graph.graph["nodes_per_su"]
+    load: dict[tuple, dict[int, float]] = {}
+    for k, flow in enumerate(classes):
+        for a, b, rate in zip(*(x.tolist() for x in class_flows(cluster, s, flow))):
+            path = _route(a, b, g, per_su)
+            for edge in zip(path, path[1:]):
+                if not graph.has_edge(*edge):
+                    raise SpecError(f"graph of {cluster.name!r} has no link {edge}")
+                share = load.setdefault(edge, {})
+                share[k] = share.get(k, 0.0) + rate / graph.edges[edge]["bandwidth"]
+    rows = {tuple((k, round(u, 12)) for k, u in sorted(x.items())) for x in load.values()}
+    return tuple(sorted(r for r in rows if len(r) > 1 or r[0][1] > 1.0))

@@ -11,12 +11,13 @@ from pathlib import Path
 from string import Template
 
 from autoplan.errors import SpecError
-from autoplan.report.export import megatron_text
+from autoplan.report.export import launch_section
 from autoplan.report.leaderboard import rows
 from autoplan.search.analysis import Analysis, Neighbour, Run
 from autoplan.search.folder import trace_name
+from autoplan.search.totals import costing_of
 from autoplan.sim.metrics import BREAKDOWN_KINDS
-from autoplan.sim.simulate import Evaluation, Simulation
+from autoplan.sim.simulate import CriticalPath, Evaluation, Simulation
 
 GIB = 1024**3
 MAX_BARS = 3000
@@ -185,8 +186,10 @@ def _grid(rows_: int, cols: int, h_space: float, v_space: float) -> list[tuple[l
     ``make_subplots`` with these spacings)."""
     width = (1 - h_space * (cols - 1)) / cols
     height = (1 - v_space * (rows_ - 1)) / rows_
-    return [([c * (width + h_space), c * (width + h_space) + width],
-             [1 - r * (height + v_space) - height, 1 - r * (height + v_space)])
+    def clamp(x: float) -> float:                   # rounding may leave the bottom row at -5e-17
+        return min(1.0, max(0.0, x))
+    return [([clamp(c * (width + h_space)), clamp(c * (width + h_space) + width)],
+             [clamp(1 - r * (height + v_space) - height), clamp(1 - r * (height + v_space))])
             for r in range(rows_) for c in range(cols)]
 
 
@@ -279,16 +282,104 @@ def top_table(run: Run) -> str:
     """The leaderboard as an HTML table."""
     if not run.leaderboard:
         return _note("No plan fits in memory: try more GPUs, recompute, ZeRO or a smaller micro-batch.")
+    from autoplan.report.terminal import TOTAL_LABELS, total_texts
+
     ref = run.leaderboard[0].metrics.tokens_per_s
-    head = ("#", "plan", "step s", "tokens/s", "vs best", "MFU %", "bubble %", "exposed comm %", "peak GiB")
+    costing = _costing(run)
+    head = ("#", "plan", "step s", "tokens/s", "vs best", "MFU %", "bubble %", "exposed comm %", "peak GiB") + (
+        tuple(label for _, label in TOTAL_LABELS) if costing is not None else ()) + ("launch with",)
     body = []
-    for r, e in zip(rows(run.leaderboard), run.leaderboard):
+    batches = "global_batch" in run.inputs.get("space", {})
+    for r, e in zip(rows(run.leaderboard, costing, run.model, batches), run.leaderboard):
         cells = (r["rank"], r["plan"], f"{r['step_s']:.3f}", f"{r['tokens_per_s']:,}",
                  f"{100 * (e.metrics.tokens_per_s / ref - 1):+.1f} %", f"{r['mfu_pct']:.1f}", f"{r['bubble_pct']:.1f}",
-                 f"{r['exposed_comm_pct']:.1f}", f"{r['peak_gib']:.1f} / {r['capacity_gib']:.0f}")
+                 f"{r['exposed_comm_pct']:.1f}", f"{r['peak_gib']:.1f} / {r['capacity_gib']:.0f}") + (
+            total_texts(r) if costing is not None else ()) + (r.get("launch_with", "?"),)
         body.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     return ("<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
-            + "".join(body) + "</tbody></table>")
+            + "".join(body) + "</tbody></table>" + legend_html())
+
+
+def legend_html() -> str:
+    """What each part of a plan's label means (Strategy.legend, from the knobs' definitions)."""
+    from autoplan.families.strategy import Strategy
+
+    items = "".join(f"<tr><th>{html.escape(a)}</th><td>{html.escape(b)}</td></tr>" for a, b in Strategy.legend())
+    return f'<details id="legend"><summary>Plan labels</summary><table class="kv">{items}</table></details>'
+
+
+
+def _costing(run: Run) -> object | None:
+    """The run's whole-run Costing (its inputs' ``run_budget``), or None; an unreadable budget is left out."""
+    try:
+        return costing_of(run.inputs, run.model, run.cluster)
+    except SpecError:
+        return None
+
+
+def _cells(row: tuple, tag: str = "td") -> str:
+    return "<tr>" + "".join(f"<{tag}>{html.escape(str(c))}</{tag}>" for c in row) + "</tr>"
+
+
+def critical_table(path: CriticalPath | None, rows: int = 14) -> str:
+    """The chain of tasks that sets the best plan's step, by segment, and the other streams' slack."""
+    if path is None:
+        return _note("No plan fits in memory, so there is no step to explain.")
+    segs = path.segments
+    keep = set(range(len(segs))) if len(segs) <= rows else (
+        {0, 1, len(segs) - 2, len(segs) - 1} | set(sorted(range(len(segs)), key=lambda i: -segs[i].seconds)[:rows - 4]))
+    body, skipped = [], 0
+    for i, seg in enumerate(segs):
+        if i not in keep:
+            skipped += 1
+            continue
+        if skipped:
+            body.append(_cells(("", f"… {skipped} more segments", "", "", "", "")))
+            skipped = 0
+        what = seg.first if seg.first == seg.last else f"{seg.first} .. {seg.last}"
+        body.append(_cells((seg.stage, seg.stream, f"{what} ({seg.tasks} tasks)", seg.kind, f"{seg.seconds * 1e3:,.2f}",
+                            f"{100 * seg.share:.1f} %")))
+    head = _cells(("stage", "stream", "tasks", "kind", "ms", "share of the step"), "th")
+    kinds = ", ".join(f"{KIND_LABELS.get(k, k).replace('exposed ', '')} {100 * x / path.step:.1f} %"
+                      for k, x in sorted(path.kinds.items(), key=lambda kv: -kv[1]))
+    idle = sorted((x for x in path.streams if not x.critical), key=lambda x: x.slack)[:rows]
+    slack = ("<table><thead>" + _cells(("stage", "stream", "busy ms", "slack ms"), "th") + "</thead><tbody>"
+             + "".join(_cells((x.stage, x.stream, f"{x.busy * 1e3:,.2f}", f"{x.slack * 1e3:,.2f}")) for x in idle)
+             + "</tbody></table>") if idle else ""
+    return ("<table><thead>" + head + "</thead><tbody>" + "".join(body) + "</tbody></table>"
+            + _note(f"On the chain: {kinds}. The trace (trace_rank1.json.gz) draws it as its own track.")
+            + (_note("Slack: how much later each other stream's work could end without moving the step.") + slack
+               if slack else ""))
+
+
+def whatif_html(elasticity: list[dict], whatifs: dict | None, folder: object) -> str:
+    """The best plan's elasticity to each hardware parameter, and the what-ifs ``autoplan whatif`` answered."""
+    if not elasticity and not whatifs:
+        return _note("No plan fits in memory, or the run's model or cluster cannot be rebuilt.")
+    out = ""
+    if elasticity:
+        rows = "".join(_cells((x["parameter"], x["meaning"], f"{x['elasticity']:+.3f}",
+                               f"{x['step_time_higher_s']:.3f}" + (f" ({x['plan']})" if x["plan"] else "")))
+                       for x in elasticity)
+        out += ("<table><thead>" + _cells(("parameter", "what", "elasticity", "step s with 10 % more"), "th")
+                + "</thead><tbody>" + rows + "</tbody></table>"
+                + _note("Elasticity: d ln(step time) / d ln(parameter) of the best plan, from ±10 % (−1: the step "
+                        "scales with it; 0: it does not matter). HBM capacity: the best plan that only fits with 10 % "
+                        "more memory."))
+    if whatifs:
+        step = whatifs["baseline"]["step_time_s"]
+        rows = ""
+        for w in whatifs["whatifs"]:
+            same, best = w["baseline_plan"], w["best"]
+            same_s = same["step_time_s"] if same and same["feasible"] else None
+            rows += _cells((w["change"], f"{same_s:.3f}" if same_s else "—",
+                            best["plan"] if best else "no plan fits",
+                            f"{best['step_time_s']:.3f} ({100 * (best['step_time_s'] / step - 1):+.1f} %)" if best else ""))
+        out += ("<table><thead>" + _cells(("change", "best plan's step s", "best plan under the change", "its step s"),
+                                          "th") + "</thead><tbody>" + rows + "</tbody></table>"
+                + _note(f"autoplan whatif {folder} --vary … answered these ({whatifs['baseline']['plan']}, "
+                        f"{step:.3f} s/step, as the baseline)."))
+    return out
 
 
 def inputs_table(run: Run) -> str:
@@ -302,6 +393,9 @@ def inputs_table(run: Run) -> str:
         m = run.model
         items.append(("model shape", f"{m.layers} layers, hidden {m.hidden}, {m.heads} heads ({m.kv_heads} kv), "
                                      f"ffn {m.ffn_hidden}, vocab {m.vocab}, sequence {m.seq_len}, {m.activation}"))
+    costing = _costing(run)
+    if costing is not None:
+        items.append(("whole run", costing.describe()))
     items.append(("run folder", str(run.folder)))
     return "<table class=\"kv\">" + "".join(
         f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in items) + "</table>"
@@ -354,7 +448,7 @@ pre { background: #f6f6f6; padding: 10px; overflow-x: auto; font-size: 12.5px; }
 <h1>$title</h1>
 <p class="sub">$subtitle</p>
 <nav><a href="#top-plans">top plans</a><a href="#pareto">throughput vs memory</a><a href="#breakdown">time breakdown</a>
-<a href="#timeline">timeline</a><a href="#sensitivity">around the best plan</a><a href="#importance">importances</a>
+<a href="#timeline">timeline</a><a href="#critical">critical path</a><a href="#whatif">what-ifs</a><a href="#sensitivity">around the best plan</a><a href="#importance">importances</a>
 <a href="#launch">launch</a><a href="#inputs">inputs</a></nav>
 <section id="top-plans"><h2>Top plans</h2>$table</section>
 <div class="grid">
@@ -364,12 +458,14 @@ and memory. The dashed line is the GPU's memory.</p></section>
 <section id="breakdown"><h2>Where the step goes (top plans)</h2>$breakdown</section>
 </div>
 <section id="timeline"><h2>Timeline of the best plan</h2>$timeline</section>
+<section id="critical"><h2>Why this step time: the critical path of the best plan</h2>$critical</section>
+<section id="whatif"><h2>What would change it: hardware elasticities and what-ifs</h2>$whatif</section>
 <section id="sensitivity"><h2>Around the best plan: one axis at a time</h2>$sensitivity
 <p class="note">The best plan (red) with one axis changed to each other value of the run's space
 (dp = GPUs / (tp·pp·cp)); green beats it, × did not run (hover for why); the dotted line is the best plan's
 throughput.</p></section>
 <section id="importance"><h2>Parameter importances</h2>$importance</section>
-<section id="launch"><h2>Launch the best plan (Megatron-LM)</h2>$launch</section>
+<section id="launch"><h2>Launch the best plan$launch_title</h2>$launch</section>
 <section id="inputs"><h2>Inputs</h2>$inputs</section>
 </body>
 </html>
@@ -386,6 +482,11 @@ def _subtitle(run: Run) -> str:
         m = run.leaderboard[0].metrics
         parts.append(f"best: {run.leaderboard[0].strategy.short()}, {m.step_time:.3f} s/step, "
                      f"{m.tokens_per_s:,.0f} tokens/s, MFU {100 * m.mfu:.1f} %")
+        costing = _costing(run)
+        if costing is not None:
+            from autoplan.report.terminal import total_texts
+            days, gpu_h, energy, cost = total_texts(rows(run.leaderboard[:1], costing)[0])
+            parts.append(f"the whole run: {days} days, {gpu_h} GPU-hours, {energy}, {cost}")
     return "; ".join(parts) + "."
 
 
@@ -408,26 +509,131 @@ def _importance_html(values: dict[str, float], note: str) -> str:
     return (_div(importance_figure(values), "fig-importance") if values else "") + _note(note)
 
 
-def _launch_html(run: Run) -> str:
+def _launch_html(run: Run) -> tuple[str, str]:
+    """The section's title suffix and body: the best plan's launch by the first framework that runs it as planned
+    (report/export.py, the code ``autoplan export`` prints), or why none does."""
     if not run.leaderboard:
-        return _note("No plan fits in memory.")
-    flash = run.cluster.flash_attention if run.cluster else True
+        return "", _note("No plan fits in memory.")
     try:
-        text = megatron_text(run.leaderboard[0].strategy, run.model, flash)
+        title, text = launch_section(run.leaderboard[0].strategy, run.model, run.cluster)
     except SpecError as err:
-        return _note(str(err))
-    return (f"<pre>{html.escape(text)}</pre>" + _note(f"autoplan export {run.folder} --rank 1 --format megatron "
-                                                     "(or --format torchtitan) prints these for any rank."))
+        return "", _note(str(err))
+    return (f" ({html.escape(title)})", f"<pre>{html.escape(text)}</pre>"
+            + _note(f"autoplan export {run.folder} --rank N --format FORMAT prints any rank's launch."))
 
 
 def page(run: Run, analysis: Analysis) -> str:
     """The whole report page: ``run`` and what ``analysis`` derived from it."""
     board = run.leaderboard
     sim = analysis.sims[0] if analysis.sims else None
+    launch = _launch_html(run)
     return PAGE.substitute(
         title=html.escape(run.title), subtitle=html.escape(_subtitle(run)), plotlyjs=_plotlyjs(),
         table=top_table(run), pareto=_div(pareto_figure(run, analysis.pareto), "fig-pareto"),
         breakdown=_div(breakdown_figure(board), "fig-breakdown") if board else _note("No plan fits in memory."),
-        timeline=_timeline_html(run, sim), sensitivity=_sensitivity_html(run, analysis.neighbours),
+        timeline=_timeline_html(run, sim), critical=critical_table(analysis.critical),
+        whatif=whatif_html(analysis.elasticity, analysis.whatifs, run.folder), sensitivity=_sensitivity_html(run, analysis.neighbours),
         importance=_importance_html(analysis.importances, analysis.importance_note),
-        launch=_launch_html(run), inputs=inputs_table(run))
+        launch=launch[1], launch_title=launch[0], inputs=inputs_table(run))
+
+
+# ------------------------------------------------------------------------------------------------ sweep reports
+
+def scaling_figure(c: object, unit: str = "tokens/s") -> Figure:
+    """The scaling curve of a sweep (``search/sweep.py`` Curve): the best plan's throughput against GPUs with the
+    ideal line (the smallest count's throughput per GPU, scaled), the cost per million tokens with its ideal (flat)
+    line when there is a price, and the counts whose efficiency falls below the threshold in red. Drawn as
+    plotly.py's ``make_subplots(rows, 1, shared_xaxes=True, vertical_spacing=0.1)`` lays it out."""
+    priced = any(v is not None for v in c.usd_per_mtok)
+    nrows = 2 if priced else 1
+    cells = _grid(nrows, 1, 0.0, 0.1)
+    titles = [f"Throughput ({unit})"] + ([f"Cost per million {unit.split('/')[0]}"] if priced else [])
+    low = [e < c.threshold for e in c.efficiency]
+    colors = ["#d62728" if b else "#1f77b4" for b in low]
+    info = [[100 * e, 100 * m] for e, m in zip(c.efficiency, c.mfu or [0.0] * len(c.gpus))]
+    data: list[dict] = [
+        {"type": "scatter", "x": c.gpus, "y": c.ideal, "mode": "lines", "name": "ideal (linear from the smallest "
+         "count)", "line": {"dash": "dash", "color": "#7f7f7f"}, "hoverinfo": "skip", "xaxis": "x", "yaxis": "y"},
+        {"type": "scatter", "x": c.gpus, "y": c.throughput, "mode": "lines+markers", "name": "best plan",
+         "line": {"color": "#1f77b4"}, "marker": {"color": colors, "size": 10}, "customdata": info,
+         "hovertemplate": "%{x} GPUs<br>%{y:,.0f} " + unit + "<br>efficiency %{customdata[0]:.1f} %, "
+                          "MFU %{customdata[1]:.1f} %<extra></extra>", "xaxis": "x", "yaxis": "y"}]
+    if priced:
+        data += [{"type": "scatter", "x": c.gpus, "y": [c.usd_per_mtok[0]] * len(c.gpus), "mode": "lines",
+                  "showlegend": False, "line": {"dash": "dash", "color": "#7f7f7f"}, "hoverinfo": "skip",
+                  "xaxis": "x2", "yaxis": "y2"},
+                 {"type": "scatter", "x": c.gpus, "y": c.usd_per_mtok, "mode": "lines+markers",
+                  "name": "cost per million", "line": {"color": "#2ca02c"}, "marker": {"color": colors, "size": 10},
+                  "customdata": info, "hovertemplate": "%{x} GPUs<br>$%{y:.3f} per million<br>efficiency "
+                                                       "%{customdata[0]:.1f} %<extra></extra>",
+                  "xaxis": "x2", "yaxis": "y2"}]
+    layout: dict = {}
+    notes = [{"text": title, "x": 0.5, "xref": "paper", "xanchor": "center", "y": cells[r][1][1], "yref": "paper",
+              "yanchor": "bottom", "showarrow": False, "font": {"size": 16}} for r, title in enumerate(titles)]
+    shapes = []
+    for r in range(nrows):
+        suffix = "" if r == 0 else str(r + 1)
+        # log-log: linear scaling is a straight line of slope 1, and the gap to it is the lost efficiency
+        layout[f"xaxis{suffix}"] = {"anchor": f"y{suffix}", "domain": cells[r][0], "type": "log",
+                                    "tickvals": c.gpus, "ticktext": [f"{g:,}" for g in c.gpus],
+                                    **({"matches": f"x{nrows}", "showticklabels": False} if r < nrows - 1
+                                       else _title("GPUs"))}
+        layout[f"yaxis{suffix}"] = {"anchor": f"x{suffix}", "domain": cells[r][1]}
+        if c.first_below is not None:
+            shapes.append({"type": "line", "x0": c.first_below, "x1": c.first_below, "xref": f"x{suffix}", "y0": 0,
+                           "y1": 1, "yref": f"y{suffix} domain", "line": {"dash": "dot", "color": "#d62728"}})
+    # ticks at the smallest count's throughput times powers of two, like the GPU axis
+    layout["yaxis"] |= {"type": "log", "dtick": math.log10(2), "tick0": math.log10(c.throughput[0]),
+                        "tickformat": ".3~s"}
+    if priced:
+        layout["yaxis2"]["rangemode"] = "tozero"
+    if c.first_below is not None:
+        notes.append({"x": math.log10(c.first_below), "xref": "x", "y": 0.04, "yref": "y domain", "xanchor": "left",
+                      "showarrow": False, "font": {"color": "#d62728"},
+                      "text": f" efficiency < {100 * c.threshold:.0f} % from {c.first_below:,} GPUs"})
+    return _layout({"data": data, "layout": layout}, 640 if priced else 380, shapes=shapes, annotations=notes)
+
+
+SWEEP_PAGE = Template("""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>autoplan sweep: $title</title>
+<style>$style</style>
+<script>$plotlyjs</script>
+</head>
+<body>
+<h1>$title</h1>
+<p class="sub">$subtitle</p>
+<section id="curve"><h2>Scaling curve</h2>$curve
+<p class="note">The best plan at each GPU count (an exact search per count). Dashed: ideal linear scaling from the
+smallest count (throughput) and its constant cost per token; red points: scaling efficiency below the threshold.</p>
+</section>
+<section id="counts"><h2>Best plan per GPU count</h2>$table</section>
+<section id="choice"><h2>Deadline and budget</h2>$choice</section>
+<section id="inputs"><h2>Inputs</h2>$inputs</section>
+</body>
+</html>
+""")
+"""A sweep's report page: the scaling curve, the table of counts, the choice under constraints, the inputs."""
+
+
+def _style() -> str:
+    """The run report's style sheet (one look for both pages)."""
+    return PAGE.template.split("<style>", 1)[1].split("</style>", 1)[0]
+
+
+def sweep_page(title: str, subtitle: str, curve: object | None, table: list[list[str]], head: list[str],
+               choice: str, inputs: dict, unit: str = "tokens/s") -> str:
+    """The whole sweep report page from plain data: the Curve (None: no count ran), table rows and head, the
+    choice's message and the inputs."""
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in table)
+    table_html = ("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr></thead><tbody>"
+                  + body + "</tbody></table>")
+    kv = "<table class=\"kv\">" + "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
+                                           for k, v in inputs.items()) + "</table>"
+    figure = (_div(scaling_figure(curve, unit), "fig-scaling") if curve is not None and curve.gpus
+              else _note("No GPU count of the sweep has a plan that runs."))
+    return SWEEP_PAGE.substitute(title=html.escape(title), subtitle=html.escape(subtitle), style=_style(),
+                                 plotlyjs=_plotlyjs(), curve=figure, table=table_html, choice=_note(choice),
+                                 inputs=kv)

@@ -13,38 +13,83 @@ from autoplan.search.folder import LEADERBOARD
 GIB = 1024**3
 COLUMNS = ("rank", "plan", "step_s", "tokens_per_s", "mfu_pct", "bubble_pct", "exposed_comm_pct", "peak_gib",
            "capacity_gib")
+TOTAL_COLUMNS = ("days", "gpu_hours", "energy_mwh", "cost_usd")
+"""Whole-run columns, present when the run has a budget (``--tokens``/``--steps``; ``search/totals.py``)."""
 
 
-def rows(board: list[Any]) -> list[dict]:
-    """One flat row per ranked plan."""
+def columns(costing: Any = None, model: Any = None) -> tuple[str, ...]:
+    """The leaderboard's columns: the step's, the frameworks that launch each plan (with ``model``), then the whole
+    run's (when there is a budget)."""
+    return COLUMNS + (("launch_with",) if model is not None else ()) + (TOTAL_COLUMNS if costing is not None else ())
+
+
+def total_cells(t: Any) -> dict:
+    """The whole-run cells of one plan's RunTotals (all None if it has none)."""
+    if t is None:
+        return dict.fromkeys(TOTAL_COLUMNS)
+    d = t.to_dict()
+    return {"days": d["days"], "gpu_hours": d["gpu_hours"], "energy_mwh": d["energy_mwh"], "cost_usd": d["cost_usd"]}
+
+
+def launch_cell(model: Any, s: Any) -> str:
+    """The frameworks that launch plan ``s`` of ``model`` as planned (families/registry.launch_with), or "—"."""
+    from autoplan.families.registry import launch_with
+    return ", ".join(launch_with(model, s)) or "—"
+
+
+def rows(board: list[Any], costing: Any = None, model: Any = None, batches: bool = False) -> list[dict]:
+    """One flat row per ranked plan: with ``model``, also the frameworks that launch it (``launch_with``); with
+    ``costing`` (a ``search.totals.Costing``), the whole run's days, GPU-hours, energy and cost; with ``batches``,
+    a search over several global batches, each label ends with its batch (``gb2048``)."""
     out = []
     for rank, e in enumerate(board, 1):
         m = e.metrics
-        out.append({"rank": rank, "plan": e.strategy.short(), "step_s": round(m.step_time, 4),
+        label = e.strategy.short() + (f" gb{e.strategy.global_batch}" if batches else "")
+        out.append({"rank": rank, "plan": label, "step_s": round(m.step_time, 4),
                     "tokens_per_s": round(m.tokens_per_s), "mfu_pct": round(100 * m.mfu, 2),
                     "bubble_pct": round(100 * m.fraction("bubble"), 2),
                     "exposed_comm_pct": round(100 * m.exposed_comm_fraction, 2),
                     "peak_gib": round(m.peak_memory / GIB, 1), "capacity_gib": round(m.memory_capacity / GIB, 1)})
+        if model is not None:
+            out[-1]["launch_with"] = launch_cell(model, e.strategy)
+        if costing is not None:
+            out[-1].update(total_cells(costing(e)))
     return out
 
 
-def leaderboard_files(inputs: dict, result: Any) -> dict[str, str]:
-    """leaderboard.json, .csv and .md of a search ``result`` (file name to text)."""
-    table = rows(result.leaderboard)
+def _totals_entry(costing: Any, e: Any) -> dict:
+    """A leaderboard.json entry's whole run, or why the plan has none."""
+    t = costing(e)
+    return {"run_totals": t.to_dict()} if t is not None else {"run_totals": None, "why": costing.why[e.strategy]}
+
+
+def leaderboard_files(inputs: dict, result: Any, costing: Any = None, model: Any = None) -> dict[str, str]:
+    """leaderboard.json, .csv and .md of a search ``result`` (file name to text), with the whole run's totals when
+    ``costing`` is given and the frameworks that launch each plan with ``model``."""
+    table = rows(result.leaderboard, costing, model, "global_batch" in inputs.get("space", {}))
+    cols = columns(costing, model)
     summary = {"raw": result.raw, "valid": result.valid, "equivalent": result.equivalent,
                "out_of_memory": result.out_of_memory,
                "simulated": len(result.evaluations), "pruned_by_bound": result.pruned,
                "seconds": round(result.seconds, 3), "rejected": dict(result.rejected)}
-    as_json = json.dumps({"inputs": inputs, "summary": summary,
-                          "leaderboard": [evaluation_dict(e) for e in result.leaderboard]}, indent=2)
+    entries = [evaluation_dict(e) | (_totals_entry(costing, e) if costing is not None else {})
+               for e in result.leaderboard]
+    extra = {"run_budget": costing.describe()} if costing is not None else {}
+    as_json = json.dumps({"inputs": inputs, "summary": summary, **extra, "leaderboard": entries}, indent=2)
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS)
+    writer = csv.DictWriter(buf, fieldnames=cols)
     writer.writeheader()
     writer.writerows(table)
-    md = [f"# {inputs['model']} on {inputs['gpus']} × {inputs['gpu']} ({inputs['cluster']}), "
-          f"global batch {inputs['global_batch']}", "",
+    from autoplan.specs.batch import heading
+
+    batches = tuple(inputs.get("space", {}).get("global_batch", ())) or (inputs["global_batch"],)
+    seq = model.seq_len if model is not None else None
+    samples = model is not None and model.structure is not None
+    md = [f"# {heading(inputs['model'], inputs['gpus'], inputs['gpu'], inputs['cluster'], seq, batches, samples)}", "",
           f"{result.valid} valid plans, {result.out_of_memory} do not fit, {len(result.evaluations)} simulated, "
-          f"{result.pruned} pruned by bound, in {result.seconds:.1f} s.", "",
-          "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    md += ["| " + " | ".join(str(r[c]) for c in COLUMNS) + " |" for r in table]
+          f"{result.pruned} pruned by bound, in {result.seconds:.1f} s.", ""]
+    if costing is not None:
+        md += [f"Whole run: {costing.describe()}.", ""]
+    md += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    md += ["| " + " | ".join("" if r[c] is None else str(r[c]) for c in cols) + " |" for r in table]
     return {LEADERBOARD[0]: as_json, LEADERBOARD[1]: buf.getvalue(), LEADERBOARD[2]: "\n".join(md) + "\n"}

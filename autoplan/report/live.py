@@ -73,7 +73,7 @@ class Progress:
             table.add_column(col, justify=justify)
         for rank, e in enumerate(board, 1):
             m = e.metrics
-            table.add_row(str(rank), e.strategy.short(), f"{m.step_time:.3f}", f"{100 * m.mfu:.1f}%",
+            table.add_row(str(rank), Text(e.strategy.short()), f"{m.step_time:.3f}", f"{100 * m.mfu:.1f}%",
                           f"{m.peak_memory / 2**30:.1f}")
         bar_width = 30
         filled = round(bar_width * done / total) if total else 0
@@ -89,4 +89,5 @@ def _rate(per_s: float) -> str:
 
 def progress_console(stream: TextIO | None = None) -> Console:
     """The console progress goes to: stderr, so stdout stays clean for --json."""
-    return Console(stderr=stream is None, file=stream, width=None if stream is None else 132)
+    return Console(stderr=stream is None, file=stream, width=None if stream is None else 132, markup=False,
+                   emoji=False)

@@ -1,12 +1,18 @@
-"""Tables of `autoplan validate`: per-group errors, memory and bus-bandwidth checks."""
+"""What `autoplan validate` prints: one table of every run, one summary line per group, the overall figures, and
+the memory and consistency lines; ``--json`` and ``--markdown`` hold the same and the known-gap explanations."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.console import Group
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+
+_METRICS = {"iteration_time_s": "s/step", "tflops_per_gpu": "TFLOP/s/GPU", "seconds_per_sample": "s/sample",
+            "samples_per_s": "samples/s"}
 
 
 def _err(pct: float | None) -> Text:
@@ -14,6 +20,10 @@ def _err(pct: float | None) -> Text:
         return Text("n/a", style="dim")
     style = "green" if abs(pct) <= 5 else "yellow" if abs(pct) <= 10 else "red"
     return Text(f"{pct:+.1f} %", style=style)
+
+
+def _pct(x: float) -> str:
+    return "n/a" if x is None or math.isnan(x) else f"{x:.2f} %"
 
 
 def plan_label(plan: Any) -> str:
@@ -24,7 +34,7 @@ def plan_label(plan: Any) -> str:
     if plan.synchronous_p2p:
         extra.append("sync-p2p")
     if plan.dp * plan.cp > 1 and not plan.grad_reduce_in_fp32:
-        extra.append("fp16-grads")
+        extra.append("16bit-grads")
     if not plan.gradient_accumulation_fusion:
         extra.append("unfused-grad-acc")
     if plan.zero == 3 and plan.zero3_per_tensor:
@@ -32,98 +42,143 @@ def plan_label(plan: Any) -> str:
     return " ".join([plan.short(), *extra])
 
 
-def _group_summary(report: Any, rows: list) -> str:
-    """Mean and max |error| of the counted runs, and of the known gaps beside them (shown, never hidden)."""
-    s = report.summary(rows)
-    gap_rows = [c for c in rows if c.known_gap and c.error_pct is not None]
-    counted = f"mean |error| {s['mean_abs_pct']:.2f} %, max {s['max_abs_pct']:.2f} % ({s['n']} runs" if s["n"] else "("
-    if not gap_rows:
-        return counted + ")"
-    errs = [abs(c.error_pct) for c in gap_rows]
-    sep = "; " if s["n"] else ""
-    plural = "s" if len(gap_rows) > 1 else ""
-    return (f"{counted}{sep}{len(gap_rows)} known gap{plural} not counted: mean |error| {sum(errs) / len(errs):.2f} %, "
-            f"max {max(errs):.2f} %)")
+def _value(metric: str, x: float) -> str:
+    return f"{x:,.0f}" if metric == "samples_per_s" else f"{x:.4g}" if metric == "seconds_per_sample" else f"{x:.2f}"
+
+
+def group_lines(report: Any) -> list[dict]:
+    """Per group: runs, the shipped model's mean, max and signed error, leave-one-group-out and in-sample means."""
+    out = []
+    for group, rows in report.groups().items():
+        s = report.summary(rows)
+        out.append({"group": group, "runs": s["n"], "known_gaps": sum(1 for r in rows if r.known_gap),
+                    "mean_abs_pct": s["mean_abs_pct"], "max_abs_pct": s["max_abs_pct"],
+                    "mean_signed_pct": s["mean_signed_pct"],
+                    "logo_mean_abs_pct": report.calibrated_summary(rows, report.logo)["mean_abs_pct"],
+                    "in_sample_mean_abs_pct": report.calibrated_summary(rows, report.in_sample)["mean_abs_pct"]})
+    return out
+
+
+def overall(report: Any) -> dict:
+    """The headline over every counted run, and the same without the known gaps."""
+    s, no_gaps = report.summary(report.runs), report.summary(report.runs, gaps=False)
+    return {"runs": s["n"], "mean_abs_pct": s["mean_abs_pct"], "max_abs_pct": s["max_abs_pct"],
+            "mean_signed_pct": s["mean_signed_pct"], "known_gaps": s["n"] - no_gaps["n"],
+            "without_known_gaps": no_gaps,
+            "logo": report.calibrated_summary(report.runs, report.logo),
+            "in_sample": report.calibrated_summary(report.runs, report.in_sample),
+            "calibration_runs": [{"id": r.id, "calibrates": r.calibration} for r in report.calibration_runs]}
+
+
+def _run_table(report: Any) -> Table:
+    t = Table(title="Published, measured runs against the shipped model (every run counts; g: a known gap; c: "
+                    "calibrates a constant, v: another reading of the run above, neither counted)", title_justify="left")
+    for col in ("group", "run", "metric", "measured", "predicted", "error", "plan simulated"):
+        t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left",
+                     overflow="fold", max_width=30 if col in ("group", "run") else None)
+    first = True
+    for group, rows in report.groups().items():
+        if not first:
+            t.add_section()
+        first = False
+        for i, r in enumerate(rows):
+            mark = " v" if r.variant_of else " g" if r.known_gap else " c" if r.calibration else ""
+            plan = (plan_label(r.plan) + (" *" if r.searched else "")) if r.plan is not None else r.note
+            t.add_row(escape(group) if i == 0 else "", escape(r.id), _METRICS.get(r.metric, r.metric),
+                      _value(r.metric, r.measured), _value(r.metric, r.predicted) if r.predicted is not None else "—",
+                      _err(r.error_pct) + Text(mark, style="dim"), escape(plan))
+    return t
 
 
 def validation_view(report: Any) -> Group:
-    """Every table, then the overall summary."""
-    parts: list = []
-    for group, rows in report.groups().items():
-        t = Table(title=f"{group}: {_group_summary(report, rows)}", title_justify="left")
-        for col in ("case", "metric", "measured", "predicted", "error", "plan simulated", "searched (unpublished)"):
-            t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
-        for c in rows:
-            t.add_row(c.id, "s/iter" if c.metric == "iteration_time_s" else "TFLOP/s/GPU (eq. 3)", f"{c.measured:g}",
-                      f"{c.predicted:.2f}" if c.predicted is not None else "—",
-                      _err(c.error_pct) + Text(" gap", style="dim") if c.known_gap else _err(c.error_pct),
-                      plan_label(c.plan) if c.plan else c.note, ", ".join(c.searched) or "—")
-        parts.append(t)
-    for title, rows in (("Memory per GPU (arXiv 2205.05198 Figs. 1/7)", report.memory),
-                        ("NCCL bus bandwidth (nccl-tests)", report.bandwidth)):
-        if not rows:
-            continue
-        s = report.summary(rows)
-        t = Table(title=f"{title}: mean |error| {s['mean_abs_pct']:.2f} %, max {s['max_abs_pct']:.2f} %",
-                  title_justify="left")
-        for col in ("case", "quantity", "reference", "predicted", "error", "note"):
-            t.add_column(col, justify="right" if col in ("reference", "predicted", "error") else "left")
-        for r in rows:
-            t.add_row(r.id, r.quantity, f"{r.reference:g} {r.unit}",
-                      f"{r.predicted:.2f} {r.unit}" if r.predicted is not None else "—", _err(r.error_pct), r.note)
-        parts.append(t)
-    if report.cnn:
-        t = Table(title=f"CNN runs (Kahira et al. 2021 oracle, ABCI V100): {_group_summary(report, report.cnn)}",
-                  title_justify="left")
-        for col in ("case", "metric", "measured", "predicted", "error", "plan simulated", "note"):
-            t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
-        for c in report.cnn:
-            t.add_row(c.id, "s/iter" if c.metric == "iteration_time_s" else "s/sample", f"{c.measured:g}",
-                      f"{c.predicted:.4g}" if c.predicted is not None else "—",
-                      _err(c.error_pct) + Text(" gap", style="dim") if c.known_gap else _err(c.error_pct),
-                      c.plan.short() if c.plan else "—",
-                      "; ".join(x for x in (c.note, c.known_gap.split(". ")[0]) if x))   # the gap's first sentence
-        parts.append(t)
-    if report.dlrm:
-        s = report.summary(report.dlrm)
-        title = (f"DLRM runs (NVIDIA DeepLearningExamples, DGX A100): mean |error| {s['mean_abs_pct']:.2f} %, "
-                 f"max {s['max_abs_pct']:.2f} % ({s['n']} runs)")
-        t = Table(title=title, title_justify="left")
-        for col in ("case", "metric", "measured", "predicted", "error", "plan simulated", "note"):
-            t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
-        for c in report.dlrm:
-            predicted = f"{c.predicted:,.0f}" if c.predicted is not None else "—"
-            t.add_row(c.id, "samples/s", f"{c.measured:,.0f}", predicted, _err(c.error_pct),
-                      c.plan.short() if c.plan else "—", c.note)
-        parts.append(t)
-    s = report.summary(report.cases)
-    gaps = [c for c in report.cases if c.known_gap]
-    errs = [abs(c.error_pct) for c in report.cases if c.error_pct is not None]
-    with_gaps = (f" (with the {len(gaps)} known gaps: mean |error| {sum(errs) / len(errs):.2f} %, max {max(errs):.2f} %)"
-                 if gaps and errs else "")
-    parts.append(Text(f"All {s['n']} runs: mean |error| {s['mean_abs_pct']:.2f} %, max {s['max_abs_pct']:.2f} %{with_gaps}. "
-                      "Where a knob was not published, only that knob was searched and the fastest feasible plan "
-                      "is shown.", style="bold"))
-    for why in dict.fromkeys(c.known_gap for c in gaps):
-        ids = [c.id for c in gaps if c.known_gap == why]
-        parts.append(Text(f"Known gap ({len(ids)} run{'s' if len(ids) > 1 else ''}, not counted): {why}", style="dim"))
+    """The run table, a line per group, the overall figures, memory, consistency checks and calibration runs."""
+    parts: list = [_run_table(report), Text("* knobs the source did not publish were searched (fastest plan that "
+                                            "fits); explanations of the known gaps: --json, docs/fidelity.md",
+                                            style="dim")]
+    for g in group_lines(report):
+        gaps = f", {g['known_gaps']} known gap{'s' * (g['known_gaps'] > 1)}" if g["known_gaps"] else ""
+        parts.append(Text(f"{g['group']}: {g['runs']} runs{gaps}: mean |error| {_pct(g['mean_abs_pct'])}, max "
+                          f"{_pct(g['max_abs_pct'])}, signed {g['mean_signed_pct']:+.2f} %; leave-one-group-out "
+                          f"{_pct(g['logo_mean_abs_pct'])}"))
+    o = overall(report)
+    parts.append(Text(f"All {o['runs']} runs: mean |error| {_pct(o['mean_abs_pct'])}, max {_pct(o['max_abs_pct'])}, "
+                      f"signed {o['mean_signed_pct']:+.2f} %; leave-one-group-out {_pct(o['logo']['mean_abs_pct'])} "
+                      f"(in-sample {_pct(o['in_sample']['mean_abs_pct'])})", style="bold"))
+    w = o["without_known_gaps"]
+    parts.append(Text(f"Without the {o['known_gaps']} known gaps: mean |error| {_pct(w['mean_abs_pct'])}, max "
+                      f"{_pct(w['max_abs_pct'])} ({w['n']} runs)"))
+    if report.memory_runs:
+        s = report.summary(report.memory_runs)
+        unfit = sum("NOT to fit" in m.note for m in report.memory_runs)
+        parts.append(Text(f"Measured peak memory ({s['n']} runs): mean |error| {_pct(s['mean_abs_pct'])}, max "
+                          f"{_pct(s['max_abs_pct'])}, signed {s['mean_signed_pct']:+.2f} %; {unfit} predicted not "
+                          "to fit"))
+    for title, rows in (("consistency, memory formulas vs the paper's formulas", report.memory),
+                        ("consistency, NCCL bus bandwidth vs its source rows", report.bandwidth)):
+        if rows:
+            s = report.summary(rows)
+            parts.append(Text(f"Check ({title}, not accuracy): mean |error| {_pct(s['mean_abs_pct'])}, max "
+                              f"{_pct(s['max_abs_pct'])} ({s['n']})", style="dim"))
+    for c in o["calibration_runs"]:
+        parts.append(Text(f"Calibration run (left out): {c['id']} sets {c['calibrates']}", style="dim"))
     return Group(*parts)
 
 
+def _row(c: Any) -> dict:
+    return {"id": c.id, "group": c.group, "kind": c.kind, "gpu": c.gpu, "metric": c.metric, "measured": c.measured,
+            "predicted": c.predicted, "error_pct": c.error_pct, "plan": c.plan.to_dict() if c.plan else None,
+            "plan_label": plan_label(c.plan) if c.plan else None, "searched": list(c.searched), "note": c.note,
+            "known_gap": c.known_gap, "calibration": c.calibration, "variant_of": c.variant_of}
+
+
+def _check(r: Any) -> dict:
+    return {"id": r.id, "group": r.group, "quantity": r.quantity, "reference": r.reference,
+            "predicted": r.predicted, "unit": r.unit, "error_pct": r.error_pct, "note": r.note}
+
+
 def report_dict(report: Any) -> dict:
-    """The report as JSON."""
-    def row(c: Any) -> dict:
-        return {"id": c.id, "group": c.group, "metric": c.metric, "measured": c.measured, "predicted": c.predicted,
-                "error_pct": c.error_pct, "plan": c.plan.to_dict() if c.plan else None, "searched": list(c.searched),
-                "note": c.note, "known_gap": c.known_gap}
+    """The report as JSON: every run and check, the summaries and the calibration factors."""
+    def calibrated(c: Any) -> dict | None:
+        return None if c is None else {"factors": c.factors, "predicted": c.predicted}
 
-    def check(r: Any) -> dict:
-        return {"id": r.id, "quantity": r.quantity, "reference": r.reference, "predicted": r.predicted,
-                "unit": r.unit, "error_pct": r.error_pct, "note": r.note}
+    return {"runs": [_row(c) for c in report.runs], "groups": group_lines(report), "overall": overall(report),
+            "memory_runs": [_check(r) for r in report.memory_runs],
+            "memory_runs_summary": report.summary(report.memory_runs),
+            "checks": [_check(r) for r in report.checks],
+            "calibration": {"parameter": "clock factor per GPU type (validate/calibration.py)",
+                            "in_sample": calibrated(report.in_sample),
+                            "leave_one_group_out": calibrated(report.logo)}}
 
-    return {"cases": [row(c) for c in report.cases],
-            "summary": {g: report.summary(rows) for g, rows in report.groups().items()}
-            | {"all": report.summary(report.cases)},
-            "memory": [check(r) for r in report.memory], "bandwidth": [check(r) for r in report.bandwidth],
-            "cnn": [row(c) for c in report.cnn], "cnn_summary": report.summary(report.cnn),
-            "dlrm": [row(c) for c in report.dlrm], "dlrm_summary": report.summary(report.dlrm)}
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def report_markdown(report: Any) -> str:
+    """The same figures as markdown tables (the docs' fidelity page)."""
+    lines = ["| group | runs | known gaps | mean \\|error\\| | max \\|error\\| | signed | leave-one-group-out |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for g in group_lines(report):
+        lines.append(f"| {_md(g['group'])} | {g['runs']} | {g['known_gaps']} | {_pct(g['mean_abs_pct'])} | "
+                     f"{_pct(g['max_abs_pct'])} | {g['mean_signed_pct']:+.2f} % | {_pct(g['logo_mean_abs_pct'])} |")
+    o = overall(report)
+    lines.append(f"| **all** | **{o['runs']}** | {o['known_gaps']} | **{_pct(o['mean_abs_pct'])}** | "
+                 f"**{_pct(o['max_abs_pct'])}** | {o['mean_signed_pct']:+.2f} % | **{_pct(o['logo']['mean_abs_pct'])}** |")
+    lines += ["", "| run | group | metric | measured | predicted | error | plan simulated |",
+              "|---|---|---|---:|---:|---:|---|"]
+    for r in report.runs:
+        mark = (" (variant, not counted)" if r.variant_of else " (known gap)" if r.known_gap
+                else " (calibration, not counted)" if r.calibration else "")
+        pred = _value(r.metric, r.predicted) if r.predicted is not None else "—"
+        err = f"{r.error_pct:+.1f} %" if r.error_pct is not None else "n/a"
+        plan = plan_label(r.plan) if r.plan is not None else r.note
+        lines.append(f"| {_md(r.id)}{mark} | {_md(r.group)} | {_METRICS.get(r.metric, r.metric)} | {_value(r.metric, r.measured)}"
+                     f" | {pred} | {err} | `{_md(plan)}` |")
+    if report.memory_runs:
+        lines += ["", "| measured memory run | metric | measured GiB | predicted GiB | error | plan |",
+                  "|---|---|---:|---:|---:|---|"]
+        for m in report.memory_runs:
+            pred = f"{m.predicted:.2f}" if m.predicted is not None else "—"
+            err = f"{m.error_pct:+.1f} %" if m.error_pct is not None else "n/a"
+            lines.append(f"| {_md(m.id)} | {m.quantity} | {m.reference:.2f} | {pred} | {err} | `{_md(m.note)}` |")
+    return "\n".join(lines) + "\n"

@@ -12,6 +12,7 @@ from autoplan.report.export import best_plan_json
 from autoplan.report.leaderboard import leaderboard_files
 from autoplan.search.analysis import Run, analyse, load_run
 from autoplan.search.folder import BEST_PLAN, REPORT, RunFolder, trace_name
+from autoplan.search.totals import costing_of
 from autoplan.sim.simulate import Simulation
 from autoplan.sim.trace import trace_json
 from autoplan.specs.layout import layout_chunks
@@ -23,7 +24,7 @@ def write_run(folder: RunFolder, inputs: dict, result: Any, model: Any = None, c
     the report can be rebuilt for models and clusters given as files. A failing report never costs the
     leaderboard files."""
     folder.write_inputs(inputs)
-    for name, text in leaderboard_files(inputs, result).items():
+    for name, text in leaderboard_files(inputs, result, costing_of(inputs, model, cluster), model).items():
         folder.write(name, text)
     if report:
         write_report_safely(folder, model, cluster)
@@ -79,8 +80,7 @@ def write_report(run: Run) -> list[Path]:
     analysis = analyse(run)
     paths = write_traces(run, analysis.sims)
     if run.leaderboard:
-        flash = run.cluster.flash_attention if run.cluster else True
-        paths.insert(0, folder.write(BEST_PLAN, best_plan_json(run.leaderboard[0], run.model, flash)))
+        paths.insert(0, folder.write(BEST_PLAN, best_plan_json(run.leaderboard[0], run.model, run.cluster)))
     return [folder.write(REPORT, page(run, analysis))] + paths
 
 

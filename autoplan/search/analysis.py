@@ -13,7 +13,7 @@ from typing import Any
 from autoplan.errors import SpecError
 from autoplan.search.exhaustive import rank_key
 from autoplan.search.folder import RunFolder
-from autoplan.sim.simulate import Evaluation, Simulation, evaluate, simulate_step
+from autoplan.sim.simulate import CriticalPath, Evaluation, Simulation, critical_path, evaluate, simulate_step
 from autoplan.specs import ClusterSpec, ModelSpec, load_cluster
 from autoplan.families.strategy import Strategy
 from autoplan.families.catalog import get_model
@@ -56,10 +56,15 @@ class Run:
 
     @property
     def title(self) -> str:
-        """``gpt3-175b on 1024 × H100-SXM5-80GB (dgx-h100-80g), global batch 1536``."""
+        """``gpt3-175b on 1024 × H100-SXM5-80GB (dgx-h100-80g), sequences of 2,048 tokens, global batch 1,536
+        (3.15M tokens per step)``."""
+        from autoplan.specs.batch import heading
+
         i = self.inputs
-        return (f"{i.get('model', '?')} on {i.get('gpus', '?')} × {i.get('gpu', '?')} ({i.get('cluster', '?')}), "
-                f"global batch {i.get('global_batch', '?')}")
+        batches = tuple(i.get("space", {}).get("global_batch", ())) or (i.get("global_batch", "?"),)
+        seq = self.model.seq_len if self.model is not None else None
+        return heading(i.get("model", "?"), i.get("gpus", "?"), i.get("gpu", "?"), i.get("cluster", "?"), seq, batches,
+                       self.model is not None and self.model.structure is not None)
 
     def plan(self, rank: int) -> Evaluation:
         """The plan at ``rank`` (1 = best)."""
@@ -72,10 +77,7 @@ class Run:
 
 
 def _specs(folder: RunFolder, inputs: dict) -> tuple[ModelSpec | None, ClusterSpec | None, str]:
-    try:
-        saved = folder.load_specs()
-    except SpecError as err:
-        return None, None, str(err)
+    saved = folder.load_specs()            # saved but refused (damaged, edited): the folder is refused, one line
     if saved is not None:
         return saved[0], saved[1], ""
     try:
@@ -106,10 +108,11 @@ def pareto_front(evaluations: list[Evaluation]) -> list[Evaluation]:
 
 
 def simulate_top(run: Run, n: int = TRACES) -> list[Simulation]:
-    """Simulated steps of the ``n`` best plans (every micro-batch), for traces and the timeline."""
+    """Simulated steps of the ``n`` best plans (every micro-batch, with what set each task's start), for traces,
+    the timeline and the critical path."""
     if run.model is None or run.cluster is None:
         return []
-    return [simulate_step(run.model, run.cluster, e.strategy) for e in run.ranked[:n]]
+    return [simulate_step(run.model, run.cluster, e.strategy, why=True) for e in run.ranked[:n]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -256,11 +259,50 @@ class Analysis:
     neighbours: dict[str, list[Neighbour]]
     importances: dict[str, float]
     importance_note: str
+    critical: CriticalPath | None = None
+    """The chain of tasks that sets the best plan's step, and the other streams' slack."""
+    elasticity: list[dict] = field(default_factory=list)
+    """Elasticity of the best plan's step time to each hardware parameter (``search.whatif``)."""
+    whatifs: dict | None = None
+    """What ``autoplan whatif RUN`` left in the folder (whatif.json), if anything."""
+
+
+def hardware_elasticity(run: Run) -> list[dict]:
+    """The best plan's elasticities (``search.whatif.elasticities``), with the run's space for HBM capacity."""
+    from autoplan.search.whatif import elasticities, elasticity_dicts
+    from autoplan.search.space import enumerate_plans, space_from_axes
+
+    if run.model is None or run.cluster is None or not run.leaderboard:
+        return []
+    best = evaluate(run.model, run.cluster, run.leaderboard[0].strategy)
+    if not best.feasible:
+        return []
+    try:
+        space = space_from_axes(run.inputs.get("space", {}), "inputs.json space")
+        plans = enumerate_plans(run.model, run.cluster.gpus, space, best.strategy.global_batch)[0]
+    except SpecError:
+        plans = []
+    return elasticity_dicts(elasticities(run.model, run.cluster, best, plans))
+
+
+def saved_whatifs(run: Run) -> dict | None:
+    """whatif.json of the run folder, if ``autoplan whatif`` left one and it is readable."""
+    import json
+
+    from autoplan.search.whatif import WHATIF
+
+    path = run.folder / WHATIF
+    try:
+        return json.loads(path.read_text()) if path.exists() else None
+    except (OSError, ValueError):
+        return None
 
 
 def analyse(run: Run, traces: int = TRACES) -> Analysis:
     """The analysis of ``run`` that its report draws."""
     values, note = importances(run)
-    return Analysis(pareto=pareto_front(list(run.evaluations)), sims=simulate_top(run, traces),
+    sims = simulate_top(run, traces)
+    return Analysis(pareto=pareto_front(list(run.evaluations)), sims=sims,
                     neighbours=neighbours(run, run.leaderboard[0]) if run.leaderboard else {},
-                    importances=values, importance_note=note)
+                    importances=values, importance_note=note, critical=critical_path(sims[0]) if sims else None,
+                    elasticity=hardware_elasticity(run), whatifs=saved_whatifs(run))

@@ -74,14 +74,17 @@ class RayExecutor:
     """Times a batch whose worker died is run again before its plans are recorded as failed."""
 
     def __init__(self, workers: int | None = None, address: str | None = None) -> None:
+        address = address or os.environ.get("RAY_ADDRESS")
+        if address:
+            _pass_token_through()
         import ray
 
         self._ray = ray
-        address = address or os.environ.get("RAY_ADDRESS")
         self._owned = not ray.is_initialized()
         if self._owned:
             if address and address != "auto":
                 _check_reachable(address)
+                _check_authenticated(address)
             try:
                 if address:
                     # attaching: the cluster decides its resources, so num_cpus is never passed
@@ -217,17 +220,79 @@ class AutoExecutor:
 
 
 def _check_reachable(address: str, timeout: float = 3.0) -> None:
-    """Fail in seconds, with a clear message, when nothing listens at a Ray address (ray.init would wait long)."""
+    """Fail in seconds, in one line, when no Ray cluster answers at an address: ray.init would retry for a minute
+    or more, printing Ray's warnings (22 lines) before its error."""
     import socket
 
     hostport = address.split("://", 1)[-1]
     host, _, port = hostport.rpartition(":")
     try:
         with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
-            return
+            pass
+        if "://" not in address:       # a GCS (ray:// is the Ray Client server, another service)
+            _ask_gcs(f"{host or '127.0.0.1'}:{port}", timeout)
     except (OSError, ValueError) as err:
-        raise SpecError(f"cannot reach the Ray cluster at {address!r} ({err}); start one with `ray start --head` "
-                        f"or leave --ray-address and RAY_ADDRESS unset to use an embedded Ray") from None
+        raise SpecError(f"cannot reach the Ray cluster at {address[:200]!r} ({err}); start one with `ray start "
+                        "--head` or leave --ray-address and RAY_ADDRESS unset to use an embedded Ray") from None
+
+
+def _ask_gcs(hostport: str, timeout: float) -> None:
+    """ConnectionError unless a Ray GCS answers there: its cluster ID (any answer from Ray, a refusal of
+    credentials included, passes; what ray.init makes of it is its own)."""
+    import grpc
+
+    with grpc.insecure_channel(hostport) as channel:
+        ask = channel.unary_unary("/ray.rpc.NodeInfoGcsService/GetClusterId",
+                                  request_serializer=lambda _: b"", response_deserializer=bytes)
+        try:
+            ask(None, timeout=timeout)
+        except grpc.RpcError as err:
+            if err.code() not in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                raise ConnectionError(f"no Ray cluster answers there: {err.code().name.lower()}") from None
+
+
+AUTH_MODE = "RAY_AUTH_MODE"
+"""Ray's switch for token authentication (Ray ≥ 2.52: ``token`` or ``disabled``; ``ray start`` turns it on when a
+token exists). Its clients read the token from RAY_AUTH_TOKEN, the file at RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token."""
+
+
+def _token_available() -> bool:
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.join(os.path.expanduser("~"), ".ray", "auth_token")
+    return bool(os.environ.get("RAY_AUTH_TOKEN")) or os.path.isfile(path)
+
+
+def _pass_token_through() -> None:
+    """Attaching to a cluster with RAY_AUTH_MODE unset: use the token when there is one (as ``ray start`` does), so
+    a cluster with token authentication accepts this driver; an explicit RAY_AUTH_MODE is kept."""
+    if os.environ.get(AUTH_MODE) is None and _token_available():
+        os.environ[AUTH_MODE] = "token"
+        try:                                         # Ray reads its config once: refresh it if already imported
+            from ray._raylet import Config
+            Config.initialize("")
+        except Exception:  # noqa: BLE001 - an older Ray without token authentication: nothing to refresh
+            pass
+
+
+def _check_authenticated(address: str) -> None:
+    """Fail in seconds, saying so, when the cluster at ``address`` refuses this driver's credentials (ray.init
+    would retry for about 20 s and then report the cluster as unreachable)."""
+    if "://" in address:                             # ray:// client and http addresses have no GCS to ask
+        return
+    try:
+        from ray._raylet import GcsClient
+        from ray.exceptions import AuthenticationError
+    except ImportError:                              # a Ray without token authentication
+        return
+    try:
+        GcsClient(address)
+    except AuthenticationError as err:
+        mode = os.environ.get(AUTH_MODE, "unset")
+        raise SpecError(f"the Ray cluster at {address!r} is reachable but refused authentication "
+                        f"({str(err).split('.')[0]}); with token authentication set {AUTH_MODE}=token and give "
+                        f"the cluster's token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token; "
+                        f"{AUTH_MODE} is {mode})") from None
+    except Exception:  # noqa: BLE001 - any other trouble is ray.init's to report
+        return
 
 
 def make_executor(workers: int | None, address: str | None = None) -> Executor:

@@ -63,8 +63,9 @@ def _may_fit(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> bool:
 
 
 def _by_bound(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]) -> list[tuple[float, Strategy]]:
-    """(bound, plan) by bound, equal bounds by the plan's label (labels computed for ties only)."""
-    bounds = [_bound_or_zero(model, cluster, s) for s in plans]
+    """(bound per sequence, plan) by that bound, equal bounds by the plan's label (labels computed for ties
+    only)."""
+    bounds = [_bound_or_zero(model, cluster, s) / s.global_batch for s in plans]
     order = sorted(range(len(plans)), key=bounds.__getitem__)
     out: list[tuple[float, Strategy]] = []
     start = 0
@@ -81,8 +82,9 @@ def _by_bound(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]) -> 
 
 
 def rank_key(e: Evaluation) -> tuple:
-    """Fastest first; equal times ordered by the plan's label (deterministic)."""
-    return (e.metrics.step_time, e.strategy.short())
+    """Highest throughput first: step time per sequence (plans of one global batch: fastest first; of a range of
+    batches, the batch is part of the plan); equal times ordered by the plan's label (deterministic)."""
+    return (e.metrics.step_time / e.strategy.global_batch, e.strategy.short())
 
 
 def distinct_plans(cluster: ClusterSpec, plans: list[Strategy]) -> list[Strategy]:
@@ -111,6 +113,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
     valid = len(plans)
     plans = distinct_plans(cluster, plans)
     fitting = [s for s in plans if _may_fit(model, cluster, s)]
+    # bounds per sequence, as rank_key ranks (one batch: the order of the bounds themselves)
     order = _by_bound(model, cluster, fitting)
     board: list[Evaluation] = sorted((e for e in known.values() if e.feasible), key=rank_key)[:top_k]
     keys = [rank_key(e) for e in board]
@@ -118,7 +121,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
     state = {"next": 0, "reused": 0}
 
     def kth_best() -> float:
-        return board[top_k - 1].metrics.step_time if len(board) >= top_k else float("inf")
+        return rank_key(board[top_k - 1])[0] if len(board) >= top_k else float("inf")
 
     def batches() -> Iterator[Sequence[Strategy]]:
         while state["next"] < len(order):

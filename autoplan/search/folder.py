@@ -1,26 +1,32 @@
 """The run folder: the one module that knows its file names, and writes and reads them.
 
 A run folder holds only JSON, JSONL, CSV, Markdown, HTML and gzip'd JSON (no pickle): loading a crafted folder can
-fail with a one-line error, never run code.
+fail with a one-line error, never run code. Its files are read as untrusted input (bounded reads of regular files,
+each field checked: ``search/checks.py``), reading never writes, and nothing follows a link out of the folder: files
+are written by atomic replace, or opened with O_NOFOLLOW.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import Iterator
 
 from autoplan.errors import SpecError
 from autoplan.files import write_atomic
+from autoplan.search.checks import check_evaluation, check_inputs, check_specs
 from autoplan.search.codec import evaluation_from_data, specs_from_data, specs_to_data, to_data
 from autoplan.sim.simulate import Evaluation
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.families.strategy import Strategy
+from autoplan.specs.files import MAX_BYTES, parse_json, read_bytes, shown
 
 INPUTS = "inputs.json"
 """What was searched: model, cluster, gpus, global batch, the space's axes, top k, sampler, budget, seed; and under
@@ -38,9 +44,19 @@ LEADERBOARD = ("leaderboard.json", "leaderboard.csv", "leaderboard.md")
 REPORT = "report.html"
 BEST_PLAN = "best_plan.json"
 
-INPUT_TYPES: dict[str, type] = {"model": str, "cluster": str, "gpu": str, "gpus": int, "global_batch": int,
-                                "space": dict, "top": int, "sampler": str, "budget": int, "seed": int,
-                                "interrupted": bool}
+MAX_RECORD_BYTES = 2**30
+"""Largest evaluations.jsonl read (1 GiB: some 300,000 plans)."""
+WHAT = "run-folder"
+"""How errors name a run folder's files (``run-folder file '…/inputs.json' is a folder, not a file``)."""
+_NOFOLLOW = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def folder_name(text: str) -> str:
+    """``text`` as part of one file name: letters, digits and ``. _ + -`` kept, anything else (``/``, ``..`` at the
+    start, a line break, a space) becomes ``_``; at most 80 characters."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._+-]", "_", text)[:80].lstrip(".") or "model"
 
 
 def trace_name(rank: int) -> str:
@@ -70,11 +86,15 @@ class RunFolder:
     @classmethod
     def existing(cls, path: str | Path) -> "RunFolder":
         """The run folder at ``path``; SpecError if it is none."""
-        folder = Path(path).expanduser().resolve()
+        try:
+            folder = Path(path).expanduser().resolve()
+        except (RuntimeError, OSError):            # a link loop: RuntimeError up to Python 3.12, OSError after
+            raise SpecError(f"run folder {shown(path)} is a symbolic link loop") from None
         if not folder.is_dir():
-            raise SpecError(f"run folder {str(path)!r} does not exist")
-        if not (folder / INPUTS).is_file():
-            raise SpecError(f"{str(path)!r} is not a run folder (no {INPUTS})")
+            raise SpecError(f"run folder {shown(path)} does not exist" if not os.path.lexists(folder) else
+                            f"run folder {shown(path)} is not a folder")
+        if not os.path.lexists(folder / INPUTS):
+            raise SpecError(f"{shown(path)} is not a run folder (no {INPUTS})")
         return cls(folder)
 
     @property
@@ -108,34 +128,21 @@ class RunFolder:
         data.pop(INPUT_SPECS, None)
         return data
 
+    def _json(self, name: str, limit: int = MAX_BYTES) -> object:
+        """The JSON document of the folder's file ``name``: a regular file, not a link, at most ``limit`` bytes."""
+        path = self.path / name
+        return parse_json(read_bytes(path, WHAT, limit, follow=False), f"{WHAT} file {shown(path)}")
+
     def _read_inputs(self) -> dict:
-        path = self.path / INPUTS
-        where = repr(str(path))
-        try:
-            data = json.loads(path.read_bytes().decode("utf-8"))
-        except FileNotFoundError:
-            raise SpecError(f"{str(self.path)!r} is not a run folder (no {INPUTS})") from None
-        except OSError as err:
-            raise SpecError(f"{where} cannot be read: {err.strerror or err}") from None
-        except UnicodeDecodeError:
-            raise SpecError(f"{where} is not text (a run folder's {INPUTS} is JSON)") from None
-        except (ValueError, RecursionError) as err:
-            raise SpecError(f"{where} is not valid JSON: {err}") from None
-        if not isinstance(data, dict):
-            raise SpecError(f"{where} must hold a JSON object, not {type(data).__name__}")
-        for key, kind in INPUT_TYPES.items():
-            if key in data and not (type(data[key]) is kind):
-                raise SpecError(f"{where}: {key} must be {kind.__name__}, got {data[key]!r:.60}")
-        for axis, values in data.get("space", {}).items():
-            if not isinstance(values, list) or not all(isinstance(v, (str, int, bool)) for v in values):
-                raise SpecError(f"{where}: space axis {axis!r} must be a list of values, got {values!r:.60}")
-        return data
+        if not os.path.lexists(self.path / INPUTS):
+            raise SpecError(f"{shown(self.path)} is not a run folder (no {INPUTS})")
+        return check_inputs(self._json(INPUTS), shown(self.path / INPUTS))
 
     def read_summary(self) -> dict:
-        """The search's counts from leaderboard.json, or {} if it has none."""
+        """The search's counts from leaderboard.json, or {} if it has none (or it is unreadable)."""
         try:
-            summary = json.loads((self.path / LEADERBOARD[0]).read_text()).get("summary", {})
-        except (OSError, ValueError, AttributeError):
+            summary = self._json(LEADERBOARD[0]).get("summary", {})
+        except (SpecError, AttributeError):
             return {}
         return summary if isinstance(summary, dict) else {}
 
@@ -149,48 +156,61 @@ class RunFolder:
             self.write(INPUTS, json.dumps(self._read_inputs() | {INPUT_SPECS: data}, indent=2))
 
     def load_specs(self) -> tuple[ModelSpec, ClusterSpec] | None:
-        """The saved model and cluster (specs.json, else inputs.json's copy); None if there are none; SpecError
-        if they are unreadable."""
+        """The saved model and cluster (specs.json, else inputs.json's copy), checked as a model and a cluster file
+        are (``checks.check_specs``); None if there are none; SpecError if they are unreadable or refused."""
         whole = self._load_specs_file()
-        if whole is not None or not (self.path / INPUTS).exists():
+        if whole is not None or not os.path.lexists(self.path / INPUTS):
             return whole
         data = self._read_inputs().get(INPUT_SPECS)
         if data is None:
             return None
-        try:
-            return specs_from_data(data)
-        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as err:
-            raise SpecError(f"{str(self.path / INPUTS)!r}: its {INPUT_SPECS} are unreadable: {err}") from None
+        return self._checked_specs(data, f"{shown(self.path / INPUTS)}: its {INPUT_SPECS} are unreadable")
 
     def _load_specs_file(self) -> tuple[ModelSpec, ClusterSpec] | None:
         path = self.path / SPECS
-        if not path.exists():
+        if not os.path.lexists(path):
             return None
+        return self._checked_specs(self._json(SPECS), shown(path))
+
+    def _checked_specs(self, data: object, where: str) -> tuple[ModelSpec, ClusterSpec]:
         try:
-            return specs_from_data(json.loads(path.read_bytes().decode("utf-8")))
-        except (OSError, ValueError, RecursionError) as err:
-            raise SpecError(f"{str(path)!r} is unreadable: {err}") from None
+            model, cluster = specs_from_data(data)
+        except (SpecError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as err:
+            raise SpecError(f"{where}: {err}") from None
+        gpus = self._read_inputs().get("gpus") if os.path.lexists(self.path / INPUTS) else None
+        check_specs(model, cluster, where, gpus)
+        return model, cluster
 
     def load_evaluations(self) -> dict[Strategy, Evaluation]:
-        """Every evaluation recorded; a last line torn by a kill is cut off, so what is appended next reads back."""
+        """Every evaluation recorded, each checked (finite figures, a plan of the run's space: ``checks``). A last
+        line torn by a kill (no newline) is left out here; the next search of the folder cuts it off before it
+        appends (``recorder``): reading never writes."""
         known: dict[Strategy, Evaluation] = {}
         path = self.path / RECORD
-        if not path.exists():
+        if not os.path.lexists(path):
             return known
-        data = path.read_bytes()
-        whole, _, torn = data.rpartition(b"\n")
-        if torn:                                # written without its newline: a kill tore it
-            with path.open("r+b") as f:
-                f.truncate(len(whole) + 1 if whole else 0)
+        inputs = self._read_inputs() if os.path.lexists(self.path / INPUTS) else None
+        whole, _, _torn = read_bytes(path, WHAT, MAX_RECORD_BYTES, follow=False).rpartition(b"\n")
         for number, line in enumerate(whole.split(b"\n") if whole else [], 1):
             if not line.strip():
                 continue
             try:
-                e = evaluation_from_data(json.loads(line.decode("utf-8")))
+                e = evaluation_from_data(parse_json(line, "the line"))
+                check_evaluation(e, inputs)
             except (ValueError, RecursionError, SpecError) as err:
-                raise SpecError(f"{str(path)!r} line {number} is not an evaluation record: {err}") from None
+                raise SpecError(f"{shown(path)} line {number} is not an evaluation record of this run: "
+                                f"{err}") from None
             known[e.strategy] = e
         return known
+
+    def check_known(self, known: dict[Strategy, Evaluation], plans: list[Strategy]) -> None:
+        """SpecError if a recorded plan is not one of the run's valid ``plans`` (a resume would rank, or hand
+        Optuna, a plan the space does not hold)."""
+        valid = set(plans)
+        stray = next((s for s in known if s not in valid), None)
+        if stray is not None:
+            raise SpecError(f"{shown(self.path / RECORD)} records plan {stray.short()!r}, which is not a valid plan "
+                            "of the run's space; this folder cannot be resumed")
 
     def recorder(self) -> "Recorder":
         """Appends new evaluations to the record."""
@@ -198,8 +218,9 @@ class RunFolder:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        """Hold the folder's lock; SpecError at once if another search holds it (a killed one never does)."""
-        fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        """Hold the folder's lock; SpecError at once if another search holds it (a killed one never does), or if
+        the lock is a link or no regular file (it is never followed out of the folder)."""
+        fd = _open_own(self.path / LOCK, os.O_RDWR | os.O_CREAT)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -218,11 +239,31 @@ def record_line(e: Evaluation) -> str:
     return json.dumps({"plan": e.strategy.short(), "feasible": e.feasible, **to_data(e)}) + "\n"
 
 
+def _open_own(path: Path, flags: int) -> int:
+    """A descriptor of the folder's regular file ``path``, opened with ``flags`` without following a link;
+    SpecError, one line, if it is a link, a folder or no regular file."""
+    try:
+        fd = os.open(path, flags | _NOFOLLOW | os.O_NONBLOCK, 0o666)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise SpecError(f"run folder file {shown(path)} is a symbolic link; autoplan writes only its own files "
+                            "there (remove the link)") from None
+        raise SpecError(f"run folder file {shown(path)} cannot be opened: {err.strerror or err}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise SpecError(f"run folder file {shown(path)} is not a regular file")
+    os.set_blocking(fd, True)
+    return fd
+
+
 class Recorder:
-    """Appends each new evaluation to the record, one flushed line each."""
+    """Appends each new evaluation to the record, one flushed line each; a last line torn by a kill is cut off
+    first, so that the next line starts on a line of its own."""
 
     def __init__(self, path: Path) -> None:
-        self._file = path.open("a")
+        fd = _open_own(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        _cut_torn_line(fd)
+        self._file = os.fdopen(fd, "a")
 
     def __call__(self, e: Evaluation) -> None:
         self._file.write(record_line(e))
@@ -231,3 +272,18 @@ class Recorder:
     def close(self) -> None:
         self._file.close()
 
+
+def _cut_torn_line(fd: int) -> None:
+    """Truncate the file after its last newline (a line written without one was torn by a kill)."""
+    end = os.fstat(fd).st_size
+    keep = end
+    while keep > 0:
+        start = max(0, keep - 65536)
+        chunk = os.pread(fd, keep - start, start)
+        at = chunk.rfind(b"\n")
+        if at >= 0:
+            keep = start + at + 1
+            break
+        keep = start
+    if keep != end:
+        os.ftruncate(fd, keep)

@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from autoplan.errors import SpecError
 from autoplan.search import symbolic
-from autoplan.search.exhaustive import SearchResult, rank_key, search
+from autoplan.search.exhaustive import SearchResult, distinct_plans, rank_key, search
 from autoplan.families.registry import lower_bound
 from autoplan.search.executors import AutoExecutor, Executor
 from autoplan.search.folder import JOURNAL, RECORD, RunFolder
@@ -46,10 +47,12 @@ def resolve_executor(workers: int | None, ray_address: str | None) -> Executor:
 
 
 def choose_sampler(sampler: str, fitting: int, budget: int) -> str:
-    """``auto``: exhaustive when every plan fits in the budget, else TPE."""
-    if sampler != "auto":
-        return sampler
-    return "exhaustive" if fitting <= budget else "tpe"
+    """The search for ``sampler`` over ``fitting`` distinct valid plans: exhaustive whenever the budget covers them
+    all (a sampler asked for every plan of a small space only slows down: TPE's cost per trial grows with the
+    trials), else the sampler asked for (``auto``: TPE)."""
+    if sampler in ("auto", "tpe", "nsga2", "random") and fitting <= budget:
+        return "exhaustive"
+    return "tpe" if sampler == "auto" else sampler
 
 
 class StopBetweenBatches:
@@ -87,7 +90,8 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
                sampler: str = "auto", budget: int = 20000, seed: int = 0, top_k: int = 10,
                workers: int | None = None, ray_address: str | None = None, storage: str | None = None,
                progress: Callable[[int, int, list[Evaluation]], None] | None = None, cost: str = "sim",
-               prefilter: float | None = None, weights: str = "balance") -> SearchResult:
+               prefilter: float | None = None, weights: str = "balance",
+               study_name: str | None = None) -> SearchResult:
     """Search ``plans`` and record everything in ``folder``, resuming what it already holds: the resumed run
     replays the recorded evaluations (nothing is simulated twice) and ends as an uninterrupted run would.
 
@@ -95,6 +99,9 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
     first keeps the symbolic best K % of the plans (at least ``top_k``) for the search (``search/symbolic.py``);
     an exhaustive search then widens to the dropped plans whose bound could still beat its top k (``_widen``), so
     that its leaderboard is the whole space's.
+
+    ``study_name`` names the run's Optuna study (unique per run, so that runs sharing a ``storage`` never share a
+    study; a resume replaces only this one); default: the folder's name.
 
     Raises SearchInterrupted, carrying the ranking so far, on Ctrl-C; SpecError before any evaluation if the
     storage or the Ray cluster cannot be reached.
@@ -111,15 +118,19 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
     folder = folder if isinstance(folder, RunFolder) else RunFolder(folder)
     resuming = folder.file(RECORD).exists()
     known = folder.load_evaluations()
-    chosen = "symbolic" if cost == "symbolic" else choose_sampler(sampler, len(plans), budget)
+    folder.check_known(known, plans)
+    distinct = len(distinct_plans(cluster, plans))
+    chosen = "symbolic" if cost == "symbolic" else choose_sampler(sampler, distinct, budget)
     # an exact search needs no sampler: its record is evaluations.jsonl and the leaderboard, and Optuna (a third
     # of a second to import, a journal write per trial) is for a study asked for with --storage
     sampled = chosen not in ("exhaustive", "symbolic")
     st = study = None
     if sampled or storage is not None:
         from autoplan.search import study as st
-        study = st.open_study(folder.file(JOURNAL), storage, folder.name, multi_objective=chosen == "nsga2",
-                              fresh=resuming)
+        study = st.open_study(folder.file(JOURNAL), storage, study_name or folder.name,
+                              multi_objective=chosen == "nsga2", fresh=resuming)
+    else:
+        _refuse_odd_journal(folder.file(JOURNAL))
     executor = resolve_executor(workers, ray_address)
     recorder = folder.recorder()
     new: list[Evaluation] = []
@@ -153,15 +164,24 @@ def run_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], fo
     return result
 
 
+def _refuse_odd_journal(journal: Path) -> None:
+    """A run folder's Optuna journal that is a link or no regular file is refused, as ``study.open_study`` refuses
+    it, also by the searches that keep no study."""
+    if journal.is_symlink() or (journal.exists() and not journal.is_file()):
+        raise SpecError(f"the run's Optuna journal {str(journal)!r} is a link or no regular file; autoplan writes "
+                        "only its own files in a run folder (remove it)")
+
+
 def _widen(model: ModelSpec, cluster: ClusterSpec, dropped: list[tuple[float, Strategy]], first: SearchResult,
            top_k: int, executor: Executor, known: dict[Strategy, Evaluation], on_result: Callable,
            stop: Callable) -> SearchResult:
     """The pre-filter's search made exact: the dropped plans whose bound could still beat the kept plans' k-th best
     are searched too (bound-pruned, from that leaderboard); every other plan's bound is above it, so the top k is the
     whole space's (``widened`` says how many joined)."""
-    kth = first.leaderboard[top_k - 1].metrics.step_time if len(first.leaderboard) >= top_k else float("inf")
-    # the bound-pruned search's own rule: a plan whose bound equals the k-th best may tie it and rank before it
-    widened = [s for _, s in dropped if lower_bound(model, cluster, s) <= kth]
+    kth = rank_key(first.leaderboard[top_k - 1])[0] if len(first.leaderboard) >= top_k else float("inf")
+    # the bound-pruned search's own rule (per sequence, as rank_key ranks): a plan whose bound equals the k-th best
+    # may tie it and rank before it
+    widened = [s for _, s in dropped if lower_bound(model, cluster, s) / s.global_batch <= kth]
     if not widened:
         return first
     done = {**known, **{e.strategy: e for e in first.evaluations}}

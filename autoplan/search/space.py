@@ -14,7 +14,7 @@ from typing import Any
 
 from autoplan.errors import SpecError
 from autoplan.specs.model import MAX_SIZE, ModelSpec
-from autoplan.families.registry import family_of, peak_memory
+from autoplan.families.registry import FRAMEWORKS, framework_violations, peak_memory, violations
 from autoplan.specs.layout import V_SHAPE, balanced_layout, balanced_v_layout
 from autoplan.families.strategy import AXES, Strategy, knob_of
 from autoplan.specs.plan import data_parallel
@@ -24,9 +24,17 @@ _INNER = tuple(a for a in AXES if a not in ("tp", "pp", "cp", "virtual_stages"))
 """Axes enumerated for each (tp, pp, cp), in order; virtual stages only for the interleaved schedule."""
 
 
+BATCH = "global_batch"
+"""The space key holding the global batches a search ranks (``--global-batch LOW-HIGH``); absent for one batch."""
+FRAMEWORK = "framework"
+"""The space key naming the framework its plans must launch with (``any``: every valid plan; kept among the axes as
+a one-value entry so that every derived space carries it, and left out for ``any``)."""
+
+
 @dataclass(frozen=True)
 class Space:
-    """Allowed values per axis (an axis left out holds Strategy's default)."""
+    """Allowed values per axis (an axis left out holds Strategy's default), and, under ``framework``, the one
+    framework its plans must launch with."""
 
     axes: dict[str, tuple]
 
@@ -45,14 +53,21 @@ class Space:
                 rest *= len(values)
         return per_schedule * rest
 
+    @property
+    def framework(self) -> str:
+        """The framework the space's plans must launch with (``any``: no restriction)."""
+        return self.axes.get(FRAMEWORK, ("any",))[0]
+
 
 def spaces_dir() -> Path:
     """The folder of built-in search spaces."""
     return Path(__file__).resolve().parents[2] / "search_spaces"
 
 
-def load_space(name_or_path: str = "default", fixed: dict[str, Any] | None = None) -> Space:
-    """A space from ``search_spaces/NAME.toml`` or a file, with ``fixed`` axes pinned to one value."""
+def load_space(name_or_path: str = "default", fixed: dict[str, Any] | None = None,
+               framework: str | None = None) -> Space:
+    """A space from ``search_spaces/NAME.toml`` or a file, with ``fixed`` axes pinned to one value and its
+    ``framework`` key replaced by ``framework`` when given."""
     from autoplan.specs.files import check_path, read_toml
 
     path = Path(check_path(name_or_path, "search space name or file"))
@@ -62,7 +77,8 @@ def load_space(name_or_path: str = "default", fixed: dict[str, Any] | None = Non
             known = ", ".join(sorted(p.stem for p in spaces_dir().glob("*.toml")))
             raise SpecError(f"search space {name_or_path!r} not found (built-in: {known}; or pass a .toml file)")
     data = read_toml(path, "search space")
-    unknown = sorted(set(data) - set(AXES))
+    chosen = _framework(framework or data.get(FRAMEWORK, "any"), f"search space {str(path)!r}: framework")
+    unknown = sorted(set(data) - set(AXES) - {FRAMEWORK})
     if unknown:
         near = {u: difflib.get_close_matches(u, AXES, n=1) for u in unknown}
         hint = "".join(f" (did you mean {near[u][0]}?)" for u in unknown if near[u])
@@ -83,16 +99,29 @@ def load_space(name_or_path: str = "default", fixed: dict[str, Any] | None = Non
         where = f"--{name.replace('_', '-')}" if pinned else f"search space {str(path)!r}: axis {name}"
         _check_values(name, values, where)
         axes[name] = tuple(dict.fromkeys(values))       # a repeated value would repeat plans
-    return Space(axes)
+    return Space(axes | ({FRAMEWORK: (chosen,)} if chosen != "any" else {}))
+
+
+def _framework(value: object, where: str) -> str:
+    if value not in FRAMEWORKS:
+        raise SpecError(f"{where} {value!r} is not one of {', '.join(FRAMEWORKS)}")
+    return str(value)
 
 
 def space_from_axes(axes: dict[str, list], where: str) -> Space:
     """The space whose axes a run folder's inputs.json recorded (checked like a space file's)."""
-    unknown = sorted(set(axes) - set(AXES))
+    unknown = sorted(set(axes) - set(AXES) - {FRAMEWORK, BATCH})
     if unknown:
         raise SpecError(f"{where}: unknown axis {', '.join(unknown)}; axes are {', '.join(AXES)}")
     defaults = Strategy.defaults()
     out: dict[str, tuple] = {}
+    if BATCH in axes:
+        _check_values(BATCH, axes[BATCH] if isinstance(axes[BATCH], list) else [axes[BATCH]], f"{where}: {BATCH}")
+        out[BATCH] = tuple(axes[BATCH])
+    if FRAMEWORK in axes:
+        given = axes[FRAMEWORK]
+        out[FRAMEWORK] = (_framework(given[0] if isinstance(given, list) and len(given) == 1 else given,
+                                     f"{where}: framework"),)
     for name in AXES:
         values = axes.get(name, [defaults[name]])
         if not isinstance(values, list) or not values:
@@ -115,8 +144,9 @@ def _check_values(name: str, values: list, where: str) -> None:
             # type as well as value: TOML's 1 is not true, and 1.0 is not the ZeRO stage 1
             if not any(type(v) is type(a) and v == a for a in allowed):
                 raise SpecError(f"{where}: value {v!r} is not one of {', '.join(_toml(a) for a in allowed)}")
-        elif not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise SpecError(f"{where}: value {v!r} must be a positive integer")
+        elif not isinstance(v, int) or isinstance(v, bool) or v < (0 if name in Strategy.UNSET_ZERO else 1):
+            kind = "a non-negative" if name in Strategy.UNSET_ZERO else "a positive"
+            raise SpecError(f"{where}: value {v!r} must be {kind} integer")
         elif v > MAX_SIZE:
             raise SpecError(f"{where}: value {v} is larger than {MAX_SIZE:,} (a typo?)")
 
@@ -131,14 +161,25 @@ def reason_key(reason: str) -> str:
 def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int,
                     limit: int | None = None) -> tuple[list[Strategy], Counter]:
     """Every valid plan of ``space`` (deterministic order) and the count of each rejection reason; with ``limit``,
-    stop after that many valid plans."""
+    stop after that many valid plans. A space with several global batches (``BATCH``) holds the plans of each."""
+    if BATCH in space.axes:
+        plans: list[Strategy] = []
+        rejected: Counter = Counter()
+        one = Space({k: v for k, v in space.axes.items() if k != BATCH})
+        for batch in space.axes[BATCH]:
+            found, why = enumerate_plans(model, gpus, one, batch, None if limit is None else limit - len(plans))
+            plans += found
+            rejected.update(why)
+            if limit is not None and len(plans) >= limit:
+                break
+        return plans, rejected
     a = space.axes
+    framework = space.framework
     plans: list[Strategy] = []
     rejected: Counter = Counter()
     # every field in field order (Strategy.checked): the defaults with each inner combination over them
     defaults = Strategy.defaults()
     inner = [defaults | dict(zip(_INNER, combo)) for combo in itertools.product(*(a[name] for name in _INNER))]
-    check = family_of(model).violations         # the registry's violations, asked once
     checked = False
     for tp, pp, cp in itertools.product(a["tp"], a["pp"], a["cp"]):
         if gpus % (tp * pp * cp):
@@ -169,7 +210,9 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
                 values.update(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=global_batch, virtual_stages=v,
                               first_stage_layers=ends[0], last_stage_layers=ends[1])
                 s = Strategy.checked(values)
-                reasons = check(model, gpus, s)
+                reasons = violations(model, gpus, s)
+                if not reasons and framework != "any":
+                    reasons = framework_violations(model, s, framework)
                 if reasons:
                     for r in reasons:
                         rejected[reason_key(r)] += 1
@@ -184,6 +227,8 @@ def _check_axis_values(space: Space, global_batch: int) -> None:
     """Every value of every axis, and the global batch, through Strategy's checks (SpecError for a bad one)."""
     Strategy(global_batch=global_batch)
     for name, values in space.axes.items():
+        if name in (FRAMEWORK, BATCH):            # not plan fields: the framework is checked when read
+            continue
         for value in values:
             Strategy(**{name: value})
 
@@ -291,11 +336,13 @@ def _batch_quanta(model: ModelSpec, gpus: int, space: Space) -> set[int]:
 
 
 def _nearest_batch(model: ModelSpec, gpus: int, space: Space, global_batch: int) -> int | None:
-    candidates = set()
-    for q in _batch_quanta(model, gpus, space):
-        below = global_batch // q * q
-        candidates.update(c for c in (below, below + q) if 0 < c <= MAX_SIZE)
-    return min(candidates, key=lambda c: (abs(c - global_batch), c), default=None)
+    """The round batch (``specs/batch.is_round``: c·2^k, never 1539) nearest ``global_batch`` that admits plans."""
+    from autoplan.specs.batch import round_batches
+
+    quanta = _batch_quanta(model, gpus, space)
+    candidates = [b for b in round_batches(max(1, global_batch // 8), min(MAX_SIZE, global_batch * 8), gpus)
+                  if any(b % q == 0 for q in quanta)]
+    return min(candidates, key=lambda c: (abs(math.log(c / global_batch)), c), default=None)
 
 
 def relaxations(model: ModelSpec, gpus: int, space: Space, global_batch: int,
@@ -303,6 +350,7 @@ def relaxations(model: ModelSpec, gpus: int, space: Space, global_batch: int,
     """The ``keep`` smallest single changes that give an empty space valid plans: one value of one axis, the
     global batch, or the GPU count in whole nodes; nearest first (log ratio of the values; 1 for a category),
     then most plans."""
+    space = Space({k: v for k, v in space.axes.items() if k != BATCH})    # a range: hints for its largest batch
     found: list[tuple[float, str, int, Space, int]] = []     # distance, flags, gpus, space, global batch
     done: set[str] = set()
     for dist, change in _axis_changes(model, gpus, space, global_batch):

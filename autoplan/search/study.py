@@ -42,6 +42,9 @@ def open_study(journal: Path, storage: str | None, name: str, multi_objective: b
     """The run's study: the journal file ``journal`` by default (SQLite costs tens of ms per trial), else the
     ``--storage`` URL. ``fresh``: drop what the study holds first (a resume replays the run into it).
     SpecError, one line, if the storage cannot be opened."""
+    if storage is None and (journal.is_symlink() or (journal.exists() and not journal.is_file())):
+        raise SpecError(f"the run's Optuna journal {str(journal)!r} is a link or no regular file; autoplan writes "
+                        "only its own files in a run folder (remove it)")
     try:
         if fresh and storage is None:
             journal.unlink(missing_ok=True)
@@ -122,7 +125,9 @@ def make_sampler(name: str, seed: int, multi: bool) -> optuna.samplers.BaseSampl
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=10)
     if name == "nsga2":
         return optuna.samplers.NSGAIISampler(seed=seed, population_size=24)
-    return optuna.samplers.RandomSampler(seed=seed)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    raise SpecError(f"unknown sampler {name!r}; the samplers are tpe, nsga2 and random")
 
 
 ASK_BATCH = 8

@@ -70,6 +70,9 @@ class Timeline:
     tasks: Tasks
     start: list[float]
     end: list[float]
+    cause: list[int] | None = None
+    """For each task, the predecessor whose end set its start (a dependency, or the previous task on its stream;
+    -1 if it started at 0 with none): recorded by ``run(..., why=True)``, read by ``critical_path``."""
 
     @property
     def makespan(self) -> float:
@@ -156,15 +159,18 @@ def plan_of(tasks: Tasks) -> Plan:
     return Plan(order, prev)
 
 
-def run(tasks: Tasks, plan: Plan | None = None) -> Timeline:
+def run(tasks: Tasks, plan: Plan | None = None, why: bool = False) -> Timeline:
     """Start and end times of every task: the longest path through dependencies and per-stream order.
 
-    ``plan`` is ``plan_of(tasks)``, or of a graph with the same structure (computed here if not given).
+    ``plan`` is ``plan_of(tasks)``, or of a graph with the same structure (computed here if not given). With
+    ``why`` the timeline also records each task's ``cause`` (for ``critical_path``).
     """
     plan = plan or plan_of(tasks)
     duration, deps, prev = tasks.duration, tasks.deps, plan.prev
     if len(prev) != len(duration):
         raise ValueError(f"a plan for {len(prev)} tasks given for {len(duration)}")
+    if why:
+        return _run_why(tasks, plan)
     start = [0.0] * len(duration)
     end = [0.0] * (len(duration) + 1)                  # end[-1] = 0: where prev is -1 (a stream's first task)
     for j in plan.order:
@@ -177,6 +183,63 @@ def run(tasks: Tasks, plan: Plan | None = None) -> Timeline:
         end[j] = t + duration[j]
     end.pop()
     return Timeline(tasks, start, end)
+
+
+def _run_why(tasks: Tasks, plan: Plan) -> Timeline:
+    """``run`` that also records which predecessor set each start: the stream's previous task unless a
+    dependency ended strictly later (the first such in ``deps`` order on ties)."""
+    duration, deps, prev = tasks.duration, tasks.deps, plan.prev
+    start = [0.0] * len(duration)
+    end = [0.0] * (len(duration) + 1)
+    cause = [-1] * len(duration)
+    for j in plan.order:
+        c = prev[j]
+        t = end[c]
+        for d in deps[j]:
+            e = end[d]
+            if e > t:
+                t, c = e, d
+        start[j] = t
+        end[j] = t + duration[j]
+        cause[j] = c
+    end.pop()
+    return Timeline(tasks, start, end, cause)
+
+
+def critical_path(timeline: Timeline) -> list[int]:
+    """The chain of tasks that sets the makespan, first to last: from the task that ends last (the latest in
+    stream order on ties), back through each task's ``cause``. Its durations add up to the makespan, less the
+    gaps where a task waited on nothing (none in a graph that starts at 0). Needs ``run(..., why=True)``."""
+    if timeline.cause is None:
+        raise ValueError("this timeline records no causes: run(tasks, plan, why=True)")
+    end = timeline.end
+    if not end:
+        return []
+    last = max(range(len(end)), key=lambda i: (end[i], i))
+    chain = [last]
+    cause = timeline.cause
+    while cause[chain[-1]] >= 0:
+        chain.append(cause[chain[-1]])
+    chain.reverse()
+    return chain
+
+
+def slack(timeline: Timeline, plan: Plan) -> list[float]:
+    """Each task's total float: how much later it could end without moving the makespan (critical path
+    method: the latest finish allowed by its successors, backwards through ``plan``'s order, minus its end)."""
+    tasks = timeline.tasks
+    duration, deps, prev = tasks.duration, tasks.deps, plan.prev
+    span = timeline.makespan
+    latest = [span] * (len(duration) + 1)               # latest end; latest[-1] absorbs a first task's prev (-1)
+    for j in reversed(plan.order):
+        begin = latest[j] - duration[j]
+        p = prev[j]
+        if begin < latest[p]:
+            latest[p] = begin
+        for d in deps[j]:
+            if begin < latest[d]:
+                latest[d] = begin
+    return [latest[i] - timeline.end[i] for i in range(len(duration))]
 
 
 class CacheInfo(NamedTuple):

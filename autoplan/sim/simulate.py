@@ -8,6 +8,8 @@ from autoplan.families.registry import memory_per_stage, violations
 from autoplan.families.costs import StageMemory
 from autoplan.sim import metrics as met
 from autoplan.sim import pipeline
+from autoplan.sim.contention import contend, inert
+from autoplan.sim.critical import CriticalPath, analyse_path
 from autoplan.sim.engine import Timeline, run
 from autoplan.sim.workload import Lowered, lower
 from autoplan.specs.cluster import ClusterSpec
@@ -42,10 +44,18 @@ class Simulation:
     micro_batches: int
 
 
-def simulate_step(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Simulation:
-    """Every event of one step of plan ``s`` (all micro-batches; for traces and tests)."""
+def simulate_step(model: ModelSpec, cluster: ClusterSpec, s: Strategy, why: bool = False) -> Simulation:
+    """Every event of one step of plan ``s`` (all micro-batches; for traces and tests), transfers slowed where
+    they share links (``sim/contention.py``); with ``why`` the timeline records what set each task's start (for
+    ``critical_path``)."""
     lowered = lower(model, cluster, s)
-    return Simulation(lowered, run(lowered.tasks, lowered.plan), s.micro_batches)
+    timeline = contend(lowered, cluster, s, run(lowered.tasks, lowered.plan, why), why)
+    return Simulation(lowered, timeline, s.micro_batches)
+
+
+def critical_path(sim: Simulation) -> CriticalPath:
+    """The chain of tasks that sets ``sim``'s step and every stream's slack (``simulate_step(..., why=True)``)."""
+    return analyse_path(sim.lowered, sim.timeline)
 
 
 def _steady_state_points(s: Strategy) -> tuple[int, int, int] | None:
@@ -98,9 +108,12 @@ _Totals = tuple[float, list[dict[str, float]], list[dict[str, float]]]
 
 
 def _totals(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> _Totals:
-    """Step time, stage breakdowns and activities of a step with every micro-batch: ``pipeline.totals`` runs the
-    step graph stage by stage without building it, to the same floats as ``_graph_totals``."""
-    return pipeline.totals(model, cluster, s)
+    """Step time, stage breakdowns and activities of a step with every micro-batch: where link contention cannot
+    change the step (``contention.inert``), ``pipeline.totals`` runs the step graph stage by stage without
+    building it, to the same floats as ``_graph_totals``; else ``_graph_totals`` (the graph, contended)."""
+    if inert(cluster, s):
+        return pipeline.totals(model, cluster, s)
+    return _graph_totals(model, cluster, s)
 
 
 def _graph_totals(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> _Totals:
@@ -121,7 +134,11 @@ def _extrapolated(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> _Total
     a, b, period = points
     if s.schedule in V_SHAPE or s.schedule == BIDIRECTIONAL:
         return _extrapolated_once_settled(model, cluster, s, a, period)
-    ta, tb = pipeline.totals_pair(model, cluster, _with_micro_batches(s, a), _with_micro_batches(s, b))
+    sa, sb = _with_micro_batches(s, a), _with_micro_batches(s, b)
+    if inert(cluster, s):
+        ta, tb = pipeline.totals_pair(model, cluster, sa, sb)
+    else:
+        ta, tb = _graph_totals(model, cluster, sa), _graph_totals(model, cluster, sb)
     k = (s.micro_batches - a) / period
     out = (_extend(ta[0], tb[0], k), _extend_dicts(ta[1], tb[1], k), _extend_dicts(ta[2], tb[2], k))
     if _long_transient(s):

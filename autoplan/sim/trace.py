@@ -12,6 +12,7 @@ import json
 import math
 from pathlib import Path
 
+from autoplan.sim.critical import CriticalPath, analyse_path
 from autoplan.sim.workload import Lowered
 from autoplan.sim.engine import Timeline
 
@@ -30,15 +31,23 @@ def trace_events(lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0
     """
     tasks = lowered.tasks
     events, threads = _thread_events(lowered)
+    chain: set[int] = set()
+    if timeline.cause is not None:
+        # the chain that sets the step: its own track, and ``critical`` on each of its spans
+        path = analyse_path(lowered, timeline)
+        chain = set(path.tasks)
+        events += _chain_events(path, timeline, lowered.stages)
     shown = [i for i, dur in enumerate(tasks.duration) if dur > 0]
     budget = max(1, max_events - len(events))
     if layers_per_chunk and len(shown) + layers_per_chunk * len(lowered.meta) > budget:
         layers_per_chunk = 0
     if len(shown) > budget:
-        return events + _merged(lowered, timeline, shown, threads, budget)
+        return events + _merged(lowered, timeline, shown, threads, budget, chain)
     for i in shown:
         pid, tid = threads[tasks.resource[i]]
         name, args = _name(lowered, i, tasks.kind[i])
+        if i in chain:
+            args["critical"] = True
         ts, dur = timeline.start[i] * _US, tasks.duration[i] * _US
         events.append({"ph": "X", "name": name, "cat": tasks.kind[i], "pid": pid, "tid": tid, "ts": _r(ts),
                        "dur": max(_r(dur), 0.001), "args": args})
@@ -47,6 +56,23 @@ def trace_events(lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0
             for layer in range(layers_per_chunk):
                 events.append({"ph": "X", "name": f"layer {layer}", "cat": "layer", "pid": pid, "tid": tid,
                                "ts": _r(ts + layer * step), "dur": _r(step)})
+    return events
+
+
+def _chain_events(path: CriticalPath, timeline: Timeline, pid: int) -> list[dict]:
+    """A "critical path" process below the stages: one span per segment of the chain, where it ran."""
+    events: list[dict] = [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": "critical path"}},
+                          {"ph": "M", "name": "thread_name", "pid": pid, "tid": 0, "args": {"name": "sets the step"}}]
+    ids = [i for i in path.tasks if timeline.end[i] > timeline.start[i]]
+    k = 0
+    for seg in path.segments:
+        run, k = ids[k:k + seg.tasks], k + seg.tasks
+        ts = timeline.start[run[0]] * _US
+        name = f"stage {seg.stage} {seg.stream}: " + (seg.first if seg.first == seg.last else f"{seg.first} .. {seg.last}")
+        events.append({"ph": "X", "name": name, "cat": "critical", "pid": pid, "tid": 0, "ts": _r(ts),
+                       "dur": max(_r(timeline.end[run[-1]] * _US - ts), 0.001),
+                       "args": {"tasks": seg.tasks, "kind": seg.kind, "busy_us": _r(seg.seconds * _US),
+                                "share_of_step": round(seg.share, 6)}})
     return events
 
 
@@ -72,7 +98,7 @@ def _thread_events(lowered: Lowered) -> tuple[list[dict], dict[int, tuple[int, i
 
 
 def _merged(lowered: Lowered, timeline: Timeline, shown: list[int], threads: dict[int, tuple[int, int]],
-            budget: int) -> list[dict]:
+            budget: int, chain: set[int] = frozenset()) -> list[dict]:
     """Each stream's tasks in runs of ``group`` consecutive ones, one span per run from the first's start to the
     last's end (with the run's task count and busy time): at most ``budget`` spans."""
     tasks, meta, kind, duration = lowered.tasks, lowered.meta, lowered.tasks.kind, lowered.tasks.duration
@@ -93,7 +119,8 @@ def _merged(lowered: Lowered, timeline: Timeline, shown: list[int], threads: dic
             ts = timeline.start[first] * _US
             events.append({"ph": "X", "name": name, "cat": kinds.pop() if len(kinds) == 1 else "merged",
                            "pid": pid, "tid": tid, "ts": _r(ts), "dur": _r(timeline.end[last] * _US - ts),
-                           "args": {"tasks": len(run), "busy_us": _r(sum(map(duration.__getitem__, run)) * _US)}})
+                           "args": {"tasks": len(run), "busy_us": _r(sum(map(duration.__getitem__, run)) * _US)}
+                                   | ({"critical": True} if chain.intersection(run) else {})})
     return events
 
 
@@ -114,15 +141,17 @@ def _label(meta: tuple[int, bool, int, int, str] | None, kind: str) -> str:
 
 def trace_json(lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0, max_events: int = MAX_EVENTS) -> str:
     """``{"traceEvents": trace_events(...), "displayTimeUnit": "ms"}`` as compact JSON, the same text as
-    ``json.dumps`` gives, written event by event without building each event's dict (a third of the time)."""
+    ``json.dumps`` gives, written event by event without building each event's dict (a third of the time) unless
+    the timeline carries its critical path (``trace_events`` marks it)."""
     tasks = lowered.tasks
     head, threads = _thread_events(lowered)
     shown = [i for i, dur in enumerate(tasks.duration) if dur > 0]
     budget = max(1, max_events - len(head))
     if layers_per_chunk and len(shown) + layers_per_chunk * len(lowered.meta) > budget:
         layers_per_chunk = 0
-    if len(shown) > budget:
-        return _dumps(trace_events(lowered, timeline, layers_per_chunk, max_events))     # merged spans
+    if len(shown) > budget or timeline.cause is not None:
+        # merged spans, or the critical path's track and marks (a timeline that records what set each start)
+        return _dumps(trace_events(lowered, timeline, layers_per_chunk, max_events))
     quoted: dict[str, str] = {}
 
     def q(text: str) -> str:

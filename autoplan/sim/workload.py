@@ -41,6 +41,8 @@ class Lowered:
     """Seconds and parts of each slot of the graph."""
     _parts: dict[int, tuple[tuple[str, float], ...]] | None = None
     _meta: dict[int, tuple[int, bool, int, int, str]] | None = None
+    stretched: list[float] | None = None
+    """Per stream, the extra seconds its transfers took because others shared their links (``sim/contention.py``)."""
 
     @property
     def meta(self) -> dict[int, tuple[int, bool, int, int, str]]:
@@ -49,6 +51,10 @@ class Lowered:
             self._meta = dict(sorted((j, (i, *st)) for i, steps in enumerate(self._graph.passes)
                                      for j, st in steps.items()))
         return self._meta
+
+    def slot_key(self, i: int) -> object:
+        """What task ``i``'s seconds are: its slot's key, (stage, forward, chunk) for a pass or a collective's name."""
+        return self._graph.keys[self._graph.tasks.duration[i]]
 
     @property
     def compute_tasks(self) -> tuple[tuple[int, ...], ...]:
@@ -77,12 +83,17 @@ class Lowered:
                 for k, sec in self._costs[slot].parts:
                     acc[k] = acc.get(k, 0.0) + n * sec
             out.append(acc)
+        for acc, r in zip(out, self.compute_streams):
+            if self.stretched and self.stretched[r]:
+                # sends that block the compute stream (synchronous p2p), slowed by links they share
+                acc["pp"] = acc.get("pp", 0.0) + self.stretched[r]
         return out
 
     def busy(self) -> list[float]:
         """Seconds each stream spends running tasks: the sum of their durations (as count × seconds)."""
         costs = self._costs
-        return [sum(n * costs[slot].seconds for slot, n in counts) for counts in self._graph.stream_slots]
+        out = [sum(n * costs[slot].seconds for slot, n in counts) for counts in self._graph.stream_slots]
+        return [x + more for x, more in zip(out, self.stretched)] if self.stretched else out
 
 
 class _Shape(NamedTuple):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autoplan.errors import SpecError
+from autoplan.specs.files import excerpt, shown
 from autoplan.specs.hashing import cache_hash
 
 GIB = 1024**3
@@ -57,9 +59,21 @@ class GPUSpec:
     """L2 cache that holds a skewed embedding table's hot rows (0: no cache modelled)."""
     l2_bandwidth: float = 0.0
     """Bytes per second the L2 cache serves (0: as HBM)."""
+    tdp_w: float = 0.0
+    """Board power limit (TDP) in watts, from the datasheet: what the GPU draws while it computes (training GEMMs run
+    power-capped); 0: unknown, so no energy figure."""
+    idle_w: float = 0.0
+    """Watts while the GPU waits (pipeline bubble, exposed communication); 0: counted at ``tdp_w`` all the time."""
+    host_link: float = 0.0
+    """Bytes per second between the GPU and its host's memory, each way (PCIe, or NVLink-C2C on Grace); 0: unknown,
+    so no plan offloads to the host."""
+    host_adam_params_per_s: float = 0.0
+    """Parameters per second the host's CPU Adam updates for one GPU's process (optimizer offload); 0: unknown."""
     host_launch: float = 0.0
-    """Host (CPU) seconds to issue one kernel from eager PyTorch/Transformer Engine code; 0: the host always keeps
-    ahead of the GPU (only MoE layers, whose token counts sync the host every layer, read it: ``families/transformer/moe_layer.py``)."""
+    """Host (CPU) seconds to issue one modelled op (a module call: Python, the dispatcher and its kernel launches)
+    from eager PyTorch/Transformer Engine code; 0: the host always keeps ahead of the GPU. A pass is never faster
+    than its host issues it (``hardware/compute.host_exposed``); MoE layers, whose token counts sync the host every
+    layer, expose it more (``families/transformer/moe_layer.py``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +93,9 @@ class NetworkTier:
     """Bus bandwidth (B/s) of an in-switch all-reduce (NVLink SHARP) when the group spans the tier; 0 if none."""
     half_bandwidth_bytes: float = 0.0
     """Message size at which a collective reaches half its large-message bandwidth (NCCL pipelining); 0: none."""
+    oversubscription: float = 1.0
+    """Bandwidth into the switches below this tier over their uplinks into it (for the spine tier: what a leaf's
+    nodes can send over what its uplinks carry); 1: non-blocking. Read by the link-sharing (contention) model."""
 
 
 DIMENSION_TOPOLOGIES = ("ring", "switch", "fully_connected")
@@ -123,6 +140,15 @@ class ClusterSpec:
     dimensions: tuple[NetworkDimension, ...] = ()
     """Explicit network dimensions, innermost first, for the baseline and Themis collective schedules; empty:
     derived from the tiers (the NVLink domain × the scale-out network)."""
+    node_overhead_w: float = 0.0
+    """Watts a node draws beside its GPUs (CPUs, memory, NICs, NVSwitches, fans) while it trains."""
+    pue: float = 1.0
+    """Power usage effectiveness of the data centre: facility power over IT power (cooling, power delivery)."""
+    gpu_hour_usd: float = 0.0
+    """Price of one GPU-hour in US dollars; 0: unknown (cost only with --gpu-hour-price)."""
+    contention: bool = True
+    """Transfers that overlap in time on a link share its bandwidth (``sim/contention.py``); False: each runs at
+    its calibrated rate as if alone."""
 
     @property
     def gpus(self) -> int:
@@ -152,6 +178,56 @@ class ClusterSpec:
                             f"use a multiple of {self.gpus_per_node} (e.g. {' or '.join(options)})")
         return replace(self, nodes=gpus // self.gpus_per_node)
 
+    def scaled(self, *, compute: float = 1.0, hbm_bandwidth: float = 1.0, memory: float = 1.0, nvlink: float = 1.0,
+               network: float = 1.0, latency: float = 1.0, nvlink_domain: int | None = None,
+               oversubscription: float | None = None, gpus: int | None = None,
+               contention: bool | None = None) -> "ClusterSpec":
+        """This cluster with its hardware changed (a what-if), checked as a cluster file is: factors scale the
+        GPU's peak FLOP/s (``compute``), HBM bandwidth and capacity (``memory``), the NVLink tier's bandwidth, the
+        bandwidth of every tier beyond it (``network``: NICs, leaves, spine) and every tier's latency;
+        ``nvlink_domain`` sets the GPUs of one NVLink domain, ``oversubscription`` the spine's, ``gpus`` the
+        GPU count. SpecError names a value that leaves the plausible ranges."""
+        for name, x in (("compute", compute), ("hbm_bandwidth", hbm_bandwidth), ("memory", memory),
+                        ("nvlink", nvlink), ("network", network), ("latency", latency)):
+            if not (isinstance(x, (int, float)) and math.isfinite(x) and x > 0):
+                raise SpecError(f"a what-if factor must be a positive number, got {name}={x!r}")
+        g = self.gpu
+        gpu = replace(g, peak_flops=g.peak_flops * compute, fp8_peak_flops=g.fp8_peak_flops * compute,
+                      hbm_bandwidth=g.hbm_bandwidth * hbm_bandwidth, hbm_bytes=g.hbm_bytes * memory)
+        tiers = [replace(t, bandwidth=t.bandwidth * (nvlink if i == 0 else network),
+                         allreduce_busbw=t.allreduce_busbw * (nvlink if i == 0 else network),
+                         latency=t.latency * latency) for i, t in enumerate(self.tiers)]
+        dims = tuple(replace(d, bandwidth=d.bandwidth * (nvlink if k < self._inner_dimensions() else network),
+                             latency=d.latency * latency) for k, d in enumerate(self.dimensions))
+        domain = self.nvlink_domain_gpus
+        if nvlink_domain is not None:
+            if dims:
+                raise SpecError(f"cluster {self.name!r} lists explicit [[dimensions]]; change its NVLink domain in "
+                                "the file")
+            domain = nvlink_domain
+            tiers[0] = replace(tiers[0], gpus=nvlink_domain)
+            if len(tiers) > 1 and 0 < tiers[1].gpus < nvlink_domain:
+                tiers[1] = replace(tiers[1], gpus=nvlink_domain)   # a leaf reaches at least one domain
+        if oversubscription is not None:
+            if len(tiers) < 3:
+                raise SpecError(f"cluster {self.name!r} has no spine tier (tiers: "
+                                f"{', '.join(t.name for t in tiers)}) to oversubscribe")
+            tiers[-1] = replace(tiers[-1], oversubscription=float(oversubscription))
+        out = replace(self, gpu=gpu, tiers=tuple(tiers), dimensions=dims,
+                      nvlink_domain_gpus=0 if domain in (0, self.gpus_per_node) else domain,
+                      contention=self.contention if contention is None else contention)
+        check_cluster(out, f"cluster {self.name!r} under the what-if")
+        return out.with_gpus(gpus) if gpus is not None else out
+
+    def _inner_dimensions(self) -> int:
+        """How many of the explicit dimensions tile the NVLink domain (the rest are the scale-out network)."""
+        size = 1
+        for k, d in enumerate(self.dimensions):
+            if size >= self.domain_gpus:
+                return k
+            size *= d.size or 1
+        return len(self.dimensions)
+
     def tier_spanning(self, gpus: int) -> NetworkTier:
         """The innermost tier whose reach covers ``gpus`` consecutive GPUs."""
         for tier in self.tiers:
@@ -179,7 +255,7 @@ def load_cluster(name_or_path: str, gpus: int | None = None) -> ClusterSpec:
     from autoplan.specs.files import check_path
 
     path = Path(check_path(name_or_path, "cluster name or file"))
-    if not (name_or_path.endswith(".toml") or path.is_file()):
+    if not (name_or_path.endswith(".toml") or path.is_file() or ("/" in name_or_path and os.path.lexists(path))):
         path = specs_dir() / f"{name_or_path}.toml"
         if "/" in name_or_path or not path.is_file():
             near = difflib.get_close_matches(name_or_path, list_clusters(), n=3, cutoff=0.4)
@@ -197,18 +273,27 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "memory_efficiency": (0.01, 1.0, False), "attention_memory_efficiency": (0.01, 1.0, True),
     "clock_ratio": (0.1, 1.0, False), "gemm_half_k": (0.0, 1e5, False), "kernel_overhead_us": (0.0, 1e6, False),
     "memory_reserve_gib": (0.0, 1e5, False), "fp8_peak_tflops": (0.1, 1e5, True), "fp8_gemm_efficiency": (0.01, 1.0, True),
-    "host_launch_us": (0.0, 1e4, True),
+    "host_launch_us": (0.0, 1e4, True), "tdp_w": (1.0, 1e5, True), "idle_w": (1.0, 1e5, True),
+    "host_link_gb_per_s": (0.1, 1e5, True), "host_adam_params_per_s": (1e6, 1e13, True),
     "bandwidth_gb_per_s": (0.01, 1e6, False), "efficiency": (0.01, 1.0, False), "latency_us": (0.0, 1e6, False),
     "allreduce_busbw_gb_per_s": (0.01, 1e6, True), "half_bandwidth_mib": (0.0, 1e6, False),
+    "oversubscription": (1.0, 64.0, False),
     "l2_cache_mib": (0.0, 1e6, True), "l2_bandwidth_gb_per_s": (1.0, 1e7, True),
 }
+TOP_RANGES: dict[str, tuple[float, float, bool]] = {
+    "node_overhead_w": (0.0, 1e6, False), "pue": (1.0, 5.0, False), "gpu_hour_usd": (0.001, 1e4, True),
+}
+"""The same for the top level's numbers: a node's other power, the data centre's PUE, the price of a GPU-hour."""
 OPTIONAL: dict[str, dict[str, object]] = {
     "top": {"name": None, "description": "", "source": "", "nodes": 1, "flash_attention": True,
-            "nvlink_domain_gpus": 0},
+            "nvlink_domain_gpus": 0, "node_overhead_w": 0.0, "pue": 1.0, "gpu_hour_usd": 0.0, "contention": True},
     "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0, "clock_ratio": 1.0,
             "fp8_peak_tflops": 0.0, "fp8_gemm_efficiency": 0.0, "mxfp8": False, "l2_cache_mib": 0.0,
-            "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0},
-    "tier": {"gpus": 0, "allreduce_busbw_gb_per_s": 0.0, "half_bandwidth_mib": 0.0},
+            "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0, "tdp_w": 0.0, "idle_w": 0.0,
+            "host_link_gb_per_s": 0.0, "host_adam_params_per_s": 0.0},
+    # oversubscription 1: a non-blocking fat tree, as NVIDIA's DGX SuperPOD reference architectures build the compute
+    # fabric (DGX A100 and H100 SuperPOD RA: "full fat-tree", every leaf's uplinks carry all of its nodes' NICs)
+    "tier": {"gpus": 0, "allreduce_busbw_gb_per_s": 0.0, "half_bandwidth_mib": 0.0, "oversubscription": 1.0},
     "dimension": {"name": "", "efficiency": 1.0},
 }
 """Keys a cluster file may leave out, per table, with their defaults (the top level's name: the file's stem)."""
@@ -217,14 +302,15 @@ OPTIONAL: dict[str, dict[str, object]] = {
 class _Table:
     """One TOML table of a cluster file: typed reads whose errors name the file, the table and the key."""
 
-    def __init__(self, data: object, where: str, path: Path) -> None:
+    def __init__(self, data: object, where: str, path: Path | str) -> None:
         self.where, self.path = where, path
         if not isinstance(data, dict):
-            self.fail(f"{where} must be a table, got {data!r}")
+            self.fail(f"{where} must be a table, got {excerpt(data)}")
         self.data: dict = data
 
     def fail(self, message: str) -> None:
-        raise SpecError(f"cluster file {str(self.path)!r}: {message}")
+        raise SpecError(f"{self.path}: {message}" if isinstance(self.path, str) else
+                        f"cluster file {shown(self.path)}: {message}")
 
     def _get(self, key: str, default: object) -> object:
         if key not in self.data:
@@ -236,11 +322,11 @@ class _Table:
     def number(self, key: str, default: float | None = None) -> float:
         """A finite number in the key's plausible range (``RANGES``)."""
         value = self._get(key, default)
-        low, high, zero_ok = RANGES[key]
+        low, high, zero_ok = RANGES[key] if key in RANGES else TOP_RANGES[key]
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         if not ok or not (low <= value <= high or (zero_ok and value == 0)):
             zero = "0 or " if zero_ok else ""
-            self.fail(f"{key} in {self.where} must be {zero}a number in [{low:g}, {high:g}], got {value!r}")
+            self.fail(f"{key} in {self.where} must be {zero}a number in [{low:g}, {high:g}], got {excerpt(value)}")
         return float(value)
 
     def integer(self, key: str, default: int | None = None, *, low: int = 1, high: int = MAX_GPUS) -> int:
@@ -248,51 +334,63 @@ class _Table:
         value = self._get(key, default)
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
             what = "a positive integer" if low == 1 else f"an integer ≥ {low}"
-            self.fail(f"{key} in {self.where} must be {what} (at most {high:,}), got {value!r}")
+            self.fail(f"{key} in {self.where} must be {what} (at most {high:,}), got {excerpt(value)}")
         return value
 
     def text(self, key: str, default: str | None = None) -> str:
         value = self._get(key, default)
         if not isinstance(value, str):
-            self.fail(f"{key} in {self.where} must be a string, got {value!r}")
+            self.fail(f"{key} in {self.where} must be a string, got {excerpt(value)}")
+        return value
+
+    def name(self, key: str, default: str | None = None) -> str:
+        """A name: a string of at most 200 printable characters (it becomes a table row, a title, a file name)."""
+        value = self.text(key, default)
+        if len(value) > 200 or not value.isprintable():
+            self.fail(f"{key} in {self.where} must be at most 200 printable characters (no line breaks or "
+                      f"control characters), got {excerpt(value)}")
         return value
 
     def flag(self, key: str, default: bool) -> bool:
         value = self._get(key, default)
         if not isinstance(value, bool):
-            self.fail(f"{key} in {self.where} must be true or false, got {value!r}")
+            self.fail(f"{key} in {self.where} must be true or false, got {excerpt(value)}")
         return value
 
     def pair(self, key: str, default: tuple[int, int]) -> tuple[int, int]:
         value = self._get(key, default)
         if (not isinstance(value, (list, tuple)) or len(value) != 2
                 or not all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_GPUS for v in value)):
-            self.fail(f"{key} in {self.where} must be two positive integers, e.g. [128, 256], got {value!r}")
+            self.fail(f"{key} in {self.where} must be two positive integers, e.g. [128, 256], got {excerpt(value)}")
         return (value[0], value[1])
 
 
 _CLUSTER_KEYS = {"name", "description", "source", "gpus_per_node", "nodes", "flash_attention", "gpu", "tiers",
-                 "nvlink_domain_gpus", "dimensions"}
+                 "nvlink_domain_gpus", "dimensions", "calibration", "node_overhead_w", "pue", "gpu_hour_usd",
+                 "contention"}
+"""Top-level keys; ``calibration`` is the provenance table ``autoplan calibrate`` writes (read by no model)."""
 _DIMENSION_KEYS = {"name", "size", "topology", "bandwidth_gb_per_s", "efficiency", "latency_us"}
 _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
              "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
              "clock_ratio", "kernel_overhead_us", "memory_reserve_gib", "fp8_peak_tflops", "fp8_gemm_efficiency",
-             "mxfp8", "l2_cache_mib", "l2_bandwidth_gb_per_s", "host_launch_us"}
+             "mxfp8", "l2_cache_mib", "l2_bandwidth_gb_per_s", "host_launch_us", "tdp_w", "idle_w",
+             "host_link_gb_per_s", "host_adam_params_per_s"}
 _TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", "allreduce_busbw_gb_per_s",
-              "half_bandwidth_mib"}
+              "half_bandwidth_mib", "oversubscription"}
 
 
 def _check_keys(t: _Table, allowed: set[str]) -> None:
     unknown = sorted(set(t.data) - allowed)
     if unknown:
-        t.fail(f"unknown key(s) {', '.join(unknown)} in {t.where}; allowed: {', '.join(sorted(allowed))}")
+        t.fail(f"unknown key(s) {excerpt(', '.join(unknown))[1:-1]} in {t.where}; "
+               f"allowed: {', '.join(sorted(allowed))}")
 
 
 def _gpu(g: _Table) -> GPUSpec:
     _check_keys(g, _GPU_KEYS)
     d = OPTIONAL["gpu"]
     gpu = GPUSpec(
-        name=g.text("name"), peak_flops=g.number("peak_tflops") * 1e12, hbm_bytes=g.number("hbm_gib") * GIB,
+        name=g.name("name"), peak_flops=g.number("peak_tflops") * 1e12, hbm_bytes=g.number("hbm_gib") * GIB,
         hbm_bandwidth=g.number("hbm_bandwidth_gb_per_s") * 1e9, sm_count=g.integer("sm_count", high=10**5),
         gemm_efficiency=g.number("gemm_efficiency"), gemm_tile=g.pair("gemm_tile", d["gemm_tile"]),
         gemm_half_k=g.number("gemm_half_k", d["gemm_half_k"]),
@@ -305,7 +403,10 @@ def _gpu(g: _Table) -> GPUSpec:
         fp8_gemm_efficiency=g.number("fp8_gemm_efficiency", d["fp8_gemm_efficiency"]), mxfp8=g.flag("mxfp8", d["mxfp8"]),
         l2_cache_bytes=g.number("l2_cache_mib", d["l2_cache_mib"]) * 2**20,
         l2_bandwidth=g.number("l2_bandwidth_gb_per_s", d["l2_bandwidth_gb_per_s"]) * 1e9,
-        host_launch=g.number("host_launch_us", d["host_launch_us"]) * 1e-6)
+        host_launch=g.number("host_launch_us", d["host_launch_us"]) * 1e-6,
+        tdp_w=g.number("tdp_w", d["tdp_w"]), idle_w=g.number("idle_w", d["idle_w"]),
+        host_link=g.number("host_link_gb_per_s", d["host_link_gb_per_s"]) * 1e9,
+        host_adam_params_per_s=g.number("host_adam_params_per_s", d["host_adam_params_per_s"]))
     if gpu.memory_reserve_bytes >= gpu.hbm_bytes:
         g.fail(f"memory_reserve_gib {gpu.memory_reserve_bytes / GIB:g} in {g.where} leaves nothing of "
                f"hbm_gib {gpu.hbm_bytes / GIB:g} for training")
@@ -316,30 +417,31 @@ def _tier(t: _Table) -> NetworkTier:
     _check_keys(t, _TIER_KEYS)
     d = OPTIONAL["tier"]
     return NetworkTier(
-        name=t.text("name"), gpus=t.integer("gpus", d["gpus"], low=0), bandwidth=t.number("bandwidth_gb_per_s") * 1e9,
+        name=t.name("name"), gpus=t.integer("gpus", d["gpus"], low=0), bandwidth=t.number("bandwidth_gb_per_s") * 1e9,
         efficiency=t.number("efficiency"), latency=t.number("latency_us") * 1e-6,
         allreduce_busbw=t.number("allreduce_busbw_gb_per_s", d["allreduce_busbw_gb_per_s"]) * 1e9,
-        half_bandwidth_bytes=t.number("half_bandwidth_mib", d["half_bandwidth_mib"]) * 2**20)
+        half_bandwidth_bytes=t.number("half_bandwidth_mib", d["half_bandwidth_mib"]) * 2**20,
+        oversubscription=t.number("oversubscription", d["oversubscription"]))
 
 
 def _dimension(t: _Table, index: int) -> NetworkDimension:
     _check_keys(t, _DIMENSION_KEYS)
     topology = t.text("topology")
     if topology not in DIMENSION_TOPOLOGIES:
-        t.fail(f"topology in {t.where} must be one of {', '.join(DIMENSION_TOPOLOGIES)}, got {topology!r}")
+        t.fail(f"topology in {t.where} must be one of {', '.join(DIMENSION_TOPOLOGIES)}, got {excerpt(topology)}")
     size = t.integer("size", low=0)
     if size == 1:
         t.fail(f"size in {t.where} must be ≥ 2 (or 0 in the last dimension: the rest of the cluster), got 1")
-    return NetworkDimension(name=t.text("name", f"dim {index + 1}") or f"dim {index + 1}", size=size,
+    return NetworkDimension(name=t.name("name", f"dim {index + 1}") or f"dim {index + 1}", size=size,
                             topology=topology, bandwidth=t.number("bandwidth_gb_per_s") * 1e9,
                             efficiency=t.number("efficiency", OPTIONAL["dimension"]["efficiency"]),
                             latency=t.number("latency_us") * 1e-6)
 
 
-def _dimensions(top: _Table, path: Path, domain: int) -> tuple[NetworkDimension, ...]:
+def _dimensions(top: _Table, path: Path | str, domain: int) -> tuple[NetworkDimension, ...]:
     raw = top.data.get("dimensions", [])
     if not isinstance(raw, list) or not raw:
-        top.fail(f"dimensions must be one or more [[dimensions]] tables (innermost first), got {raw!r}")
+        top.fail(f"dimensions must be one or more [[dimensions]] tables (innermost first), got {excerpt(raw)}")
     dims = tuple(_dimension(_Table(d, f"[[dimensions]] #{i + 1}", path), i) for i, d in enumerate(raw))
     if any(d.size == 0 for d in dims[:-1]):
         first = next(i for i, d in enumerate(dims) if d.size == 0)
@@ -359,12 +461,20 @@ def _dimensions(top: _Table, path: Path, domain: int) -> tuple[NetworkDimension,
 def _parse(path: Path) -> ClusterSpec:
     from autoplan.specs.files import read_toml
 
-    top = _Table(read_toml(path, "cluster"), "the top level", path)
+    return _from_tables(read_toml(path, "cluster"), path)
+
+
+def _from_tables(data: dict, path: Path | str) -> ClusterSpec:
+    """The ClusterSpec of a cluster file's tables (``path`` names it in errors, its stem is the default name; a
+    string is the whole of what errors say first)."""
+    top = _Table(data, "the top level", path)
     _check_keys(top, _CLUSTER_KEYS)
+    if not isinstance(top.data.get("calibration", {}), dict):
+        top.fail(f"calibration must be a table, got {top.data['calibration']!r}")
     gpu = _gpu(_Table(top._get("gpu", None), "[gpu]", path))
     raw_tiers = top._get("tiers", None)
     if not isinstance(raw_tiers, list) or not raw_tiers:
-        top.fail(f"tiers must be one or more [[tiers]] tables (innermost first), got {raw_tiers!r}")
+        top.fail(f"tiers must be one or more [[tiers]] tables (innermost first), got {excerpt(raw_tiers)}")
     tiers = tuple(_tier(_Table(t, f"[[tiers]] #{i + 1}", path)) for i, t in enumerate(raw_tiers))
     d = OPTIONAL["top"]
     per_node = top.integer("gpus_per_node", high=4096)
@@ -374,12 +484,63 @@ def _parse(path: Path) -> ClusterSpec:
         top.fail(f"nvlink_domain_gpus {domain} must be a whole number of nodes of gpus_per_node {per_node} "
                  f"(e.g. {' or '.join(map(str, near))})")
     if tiers[0].gpus not in (0, domain) and len(tiers) > 1:
-        top.fail(f"the first tier {tiers[0].name!r} joins {tiers[0].gpus} GPUs but the NVLink domain has {domain} "
+        top.fail(f"the first tier {excerpt(tiers[0].name)} joins {tiers[0].gpus} GPUs but the NVLink domain has {domain} "
                  f"(nvlink_domain_gpus, or gpus_per_node when unset); make them equal")
     dims = _dimensions(top, path, domain) if "dimensions" in top.data else ()
-    return ClusterSpec(name=top.text("name", path.stem), description=top.text("description", d["description"]),
+    return ClusterSpec(name=top.name("name", path.stem if isinstance(path, Path) else "cluster"), description=top.text("description", d["description"]),
                        gpu=gpu, gpus_per_node=per_node, tiers=tiers,
                        nodes=top.integer("nodes", d["nodes"]), flash_attention=top.flag("flash_attention",
                                                                                         d["flash_attention"]),
                        source=top.text("source", d["source"]),
-                       nvlink_domain_gpus=0 if domain == per_node else domain, dimensions=dims)
+                       nvlink_domain_gpus=0 if domain == per_node else domain, dimensions=dims,
+                       node_overhead_w=top.number("node_overhead_w", d["node_overhead_w"]),
+                       pue=top.number("pue", d["pue"]), gpu_hour_usd=top.number("gpu_hour_usd", d["gpu_hour_usd"]),
+                       contention=top.flag("contention", d["contention"]))
+
+
+
+_UNITS = {"peak_tflops": 1e12, "hbm_gib": GIB, "hbm_bandwidth_gb_per_s": 1e9, "kernel_overhead_us": 1e-6,
+          "memory_reserve_gib": GIB, "fp8_peak_tflops": 1e12, "l2_cache_mib": 2**20, "l2_bandwidth_gb_per_s": 1e9,
+          "host_launch_us": 1e-6, "bandwidth_gb_per_s": 1e9, "latency_us": 1e-6, "allreduce_busbw_gb_per_s": 1e9,
+          "half_bandwidth_mib": 2**20, "host_link_gb_per_s": 1e9}
+"""What one unit of a file key is in SI units (a key not listed is a plain count or fraction)."""
+_GPU_FIELDS = {"peak_tflops": "peak_flops", "hbm_gib": "hbm_bytes", "hbm_bandwidth_gb_per_s": "hbm_bandwidth",
+               "kernel_overhead_us": "kernel_overhead", "memory_reserve_gib": "memory_reserve_bytes",
+               "fp8_peak_tflops": "fp8_peak_flops", "l2_cache_mib": "l2_cache_bytes",
+               "l2_bandwidth_gb_per_s": "l2_bandwidth", "host_launch_us": "host_launch", "host_link_gb_per_s": "host_link"}
+_TIER_FIELDS = {"bandwidth_gb_per_s": "bandwidth", "latency_us": "latency", "allreduce_busbw_gb_per_s":
+                "allreduce_busbw", "half_bandwidth_mib": "half_bandwidth_bytes"}
+
+
+def _table_of(obj: object, keys: set[str], fields: dict[str, str]) -> dict:
+    """The file keys of a GPU, tier or dimension spec, in the file's units."""
+    out = {}
+    for key in keys:
+        value = getattr(obj, fields.get(key, key), None)
+        if key in _UNITS and isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = value / _UNITS[key]
+        out[key] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def cluster_tables(spec: ClusterSpec) -> dict:
+    """The tables of a cluster file that describes ``spec`` (the inverse of reading one)."""
+    dimension_fields = {"bandwidth_gb_per_s": "bandwidth", "latency_us": "latency"}
+    return {"name": spec.name, "description": spec.description, "source": spec.source,
+            "gpus_per_node": spec.gpus_per_node, "nodes": spec.nodes, "flash_attention": spec.flash_attention,
+            "nvlink_domain_gpus": spec.nvlink_domain_gpus, "node_overhead_w": spec.node_overhead_w, "pue": spec.pue,
+            "gpu_hour_usd": spec.gpu_hour_usd, "contention": spec.contention,
+            "gpu": _table_of(spec.gpu, _GPU_KEYS, _GPU_FIELDS),
+            "tiers": [_table_of(t, _TIER_KEYS, _TIER_FIELDS) for t in spec.tiers],
+            **({"dimensions": [_table_of(d, _DIMENSION_KEYS, dimension_fields) for d in spec.dimensions]}
+               if spec.dimensions else {})}
+
+
+def check_cluster(spec: ClusterSpec, where: str) -> ClusterSpec:
+    """``spec`` if it passes every check a cluster file passes (types, plausible ranges, a network tier, a whole
+    NVLink domain...); a cluster read back from elsewhere (a run folder's specs.json) is checked so. SpecError
+    starting with ``where`` and naming the file key otherwise."""
+    if not isinstance(spec.gpu, GPUSpec) or not isinstance(spec.tiers, tuple):
+        raise SpecError(f"{where}: the cluster has no GPU or tiers")
+    _from_tables(cluster_tables(spec), where)
+    return spec

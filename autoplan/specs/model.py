@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoplan.errors import SpecError
+from autoplan.specs.files import excerpt
 from autoplan.specs.hashing import cache_hash
 
 MOE_COUNTS = ("experts", "top_k", "moe_ffn_hidden", "shared_experts", "dense_layers", "q_lora_rank", "kv_lora_rank",
@@ -110,26 +111,27 @@ class ModelSpec:
     """GPT-OSS's clamped SwiGLU: gate and linear inputs clipped to ±this before the activation (0: no clamp)."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise SpecError(f"model name must be a non-empty string, got {self.name!r}")
+        if not isinstance(self.name, str) or not self.name or len(self.name) > 200 or not self.name.isprintable():
+            raise SpecError(f"model name must be a non-empty string of at most 200 printable characters (no line "
+                            f"breaks or control characters), got {excerpt(self.name)}")
         for name in SIZES:
             value = getattr(self, name)
             if not _is_int(value) or value <= 0:
-                raise SpecError(f"model {self.name!r}: {name} must be a positive integer, got {value!r}")
+                raise SpecError(f"model {self.name!r}: {name} must be a positive integer, got {excerpt(value)}")
             if value > MAX_SIZE:
                 raise SpecError(f"model {self.name!r}: {name} {value} is larger than {MAX_SIZE:,} (a typo?)")
         for name in ("kv_heads", "head_dim", *MOE_COUNTS):
             value = getattr(self, name)
             if not _is_int(value) or value < 0 or value > MAX_SIZE:
                 raise SpecError(f"model {self.name!r}: {name} must be a positive integer (or 0 for the default), "
-                                f"got {value!r}")
+                                f"got {excerpt(value)}")
         for name in ("bias", "tied_embeddings", "dropout"):
             if not isinstance(getattr(self, name), bool):
-                raise SpecError(f"model {self.name!r}: {name} must be true or false, got {getattr(self, name)!r}")
+                raise SpecError(f"model {self.name!r}: {name} must be true or false, got {excerpt(getattr(self, name))}")
         if not isinstance(self.family, str) or not self.family:
-            raise SpecError(f"model {self.name!r}: family must be a non-empty string, got {self.family!r}")
+            raise SpecError(f"model {self.name!r}: family must be a non-empty string, got {excerpt(self.family)}")
         if not isinstance(self.source, str):
-            raise SpecError(f"model {self.name!r}: source must be a string, got {self.source!r}")
+            raise SpecError(f"model {self.name!r}: source must be a string, got {excerpt(self.source)}")
         self._check_moe()
         self._check_window()
         if self.kv_heads == 0:
@@ -143,20 +145,20 @@ class ModelSpec:
         for value, allowed, what in ((self.activation, ACTIVATIONS, "activation"),
                                      (self.position, POSITIONS, "position"), (self.norm, NORMS, "norm")):
             if value not in allowed:
-                raise SpecError(f"model {self.name!r}: {what} {value!r} is not one of {', '.join(allowed)}")
+                raise SpecError(f"model {self.name!r}: {what} {excerpt(value)} is not one of {', '.join(allowed)}")
 
     def _check_window(self) -> None:
         for name in ("window", "window_layers"):
             value = getattr(self, name)
             if not _is_int(value) or value < 0 or value > MAX_SIZE:
-                raise SpecError(f"model {self.name!r}: {name} must be a positive integer (or 0 for none), got {value!r}")
+                raise SpecError(f"model {self.name!r}: {name} must be a positive integer (or 0 for none), got {excerpt(value)}")
         if self.window_layers > self.layers:
             raise SpecError(f"model {self.name!r}: window_layers {self.window_layers} exceeds layers {self.layers}")
         if self.window_layers and not self.window:
             raise SpecError(f"model {self.name!r}: window_layers {self.window_layers} needs a window > 0")
         clamp = self.glu_clamp
         if isinstance(clamp, bool) or not isinstance(clamp, (int, float)) or not 0 <= clamp <= 1e6:
-            raise SpecError(f"model {self.name!r}: glu_clamp must be 0 (none) or a positive number, got {clamp!r}")
+            raise SpecError(f"model {self.name!r}: glu_clamp must be 0 (none) or a positive number, got {excerpt(clamp)}")
 
     @property
     def windowed_share(self) -> float:
@@ -169,9 +171,9 @@ class ModelSpec:
         cf = self.capacity_factor
         if isinstance(cf, bool) or not isinstance(cf, (int, float)) or not 0 <= cf <= 1e3:
             raise SpecError(f"model {self.name!r}: capacity_factor must be 0 (dropless) or a positive number, "
-                            f"got {cf!r}")
+                            f"got {excerpt(cf)}")
         if not isinstance(self.pad_to_capacity, bool):
-            raise SpecError(f"model {self.name!r}: pad_to_capacity must be true or false, got {self.pad_to_capacity!r}")
+            raise SpecError(f"model {self.name!r}: pad_to_capacity must be true or false, got {excerpt(self.pad_to_capacity)}")
         if self.pad_to_capacity and not cf:
             raise SpecError(f"model {self.name!r}: pad_to_capacity needs a capacity_factor > 0 (the capacity to pad to)")
         if self.experts == 0:

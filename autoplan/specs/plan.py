@@ -132,7 +132,7 @@ class Plan(PlanPart):
     overlap_grad_reduce: bool = knob(True, choices=_BOOL, axis=True, megatron={True: ("--overlap-grad-reduce",)})
     """Reduce gradient buckets during the backward pass instead of after it."""
     overlap_param_gather: bool = knob(True, choices=_BOOL, axis=True, megatron={True: ("--overlap-param-gather",)},
-                                      megatron_when=lambda s: s.zero == 1)
+                                      megatron_when=lambda s: s.zero >= 1)
     """Gather sharded parameters while the next step's forward runs (ZeRO ≥ 1)."""
     overlap_p2p_comm: bool = knob(True, choices=_BOOL,
                                   help="Overlap PP sends with compute (interleaved schedule only; 1F1B's are "
@@ -279,6 +279,30 @@ class Plan(PlanPart):
             else:
                 parts.append(label(getattr(self, name)))
         return " ".join(p for p in parts if p)
+
+    @classmethod
+    def legend(cls) -> list[tuple[str, str]]:
+        """(label part, meaning) of every part ``short()`` can show, from the knobs' labels and help texts."""
+        out = [("tpN ppN dpN", "tensor-, pipeline- and data-parallel degrees"), ("cpN", "context-parallel degree")]
+        for name, label in cls.LABELS:
+            knob = cls.KNOB_OF[name]
+            what = knob.help.split(" [default")[0].rstrip(".") or name.replace("_", " ")
+            if name == "schedule":
+                out.append(("intV", "interleaved 1F1B schedule, V model chunks per pipeline rank"))
+                out += [(v, f"pipeline schedule {v}") for v in knob.choices if v != "interleaved"]
+            elif name == "first_stage_layers":
+                out.append(("LF/L", "uneven pipeline: F layers on the first stage, L on the last (-: an even share)"))
+            elif not knob.choices:
+                shown = label(2)                    # a count: its label for 2, the number as N
+                if shown:
+                    out.append((shown[:-1] + "N", what))
+            else:
+                for value in knob.choices:
+                    shown = label(value)
+                    if shown:
+                        out.append((shown, what if isinstance(value, bool) else
+                                    f"{name.replace('_', ' ')} {value} ({what.split(':')[0]})"))
+        return out
 
     @classmethod
     def knob_of(cls, name: str) -> Knob:

@@ -44,6 +44,11 @@ def test_simulate_json_and_trace(tmp_path):
     assert {"compute", "pp_send_fwd", "pp_send_bwd", "dp"} <= names
     spans = [e for e in events if e["ph"] == "X"]
     assert spans and all(e["dur"] > 0 and e["ts"] >= 0 for e in spans)
+    path = out["critical_path"]                     # the chain that sets the step, also marked in the trace
+    assert path["step_time_s"] == pytest.approx(out["metrics"]["step_time_s"], rel=1e-9)
+    assert sum(x["share"] for x in path["segments"]) == pytest.approx(1.0)
+    assert len([e for e in spans if e["cat"] == "critical"]) == len(path["segments"])
+    assert any(e["args"].get("critical") for e in spans if e["cat"] != "critical")
 
 
 def test_search_writes_a_run_folder(tmp_path):
@@ -144,7 +149,9 @@ def test_synchronous_p2p_and_16bit_gradients_from_the_command_line(tmp_path):
 
 
 def test_unfused_gradient_accumulation_from_the_command_line():
-    common = ("simulate", "--model", "gpt-1.7b", "--gpus", "16", "--tp", "2", "--global-batch", "64", "--json")
+    # micro-batches of 8: kernels large enough that the host does not bind (costs.host_bound)
+    common = ("simulate", "--model", "gpt-1.7b", "--gpus", "16", "--tp", "2", "--global-batch", "64", "--micro-batch",
+              "8", "--json")
     fused = json.loads(run(*common).output)
     r = run(*common, "--no-gradient-accumulation-fusion")
     assert r.exit_code == 0, r.output
@@ -227,10 +234,36 @@ def test_the_help_table_is_each_commands_help():
             assert click.Command(name, help=text).get_short_help_str(width) == cmd.get_short_help_str(width), name
 
 
+def test_every_command_is_in_the_help_table():
+    # a command module's every command is listed (and loadable) by name: none is missing from app.COMMANDS
+    import importlib
+    import pkgutil
+
+    import autoplan.cli
+    from autoplan.cli.app import COMMANDS
+    for info in pkgutil.iter_modules(autoplan.cli.__path__):
+        importlib.import_module(f"autoplan.cli.{info.name}")
+    assert set(main.commands) == set(COMMANDS)
+    out = CliRunner().invoke(main, ["--help"]).output
+    for name in COMMANDS:
+        assert f"\n  {name} " in out, name
+
+
+def test_the_help_legend_is_the_knobs_legend():
+    # --help shows the plan labels' legend as text (autoplan.cli.legend); it must be what the knobs define
+    # (after changing a knob: python -m autoplan.cli.legend)
+    from autoplan.cli.legend import LEGEND
+    from autoplan.cli.options import legend_text
+    assert LEGEND == legend_text()
+    for args in ([], ["search"], ["show"], ["space"]):
+        out = CliRunner().invoke(main, [*args, "--help"]).output
+        assert "Plan labels (e.g. tp4 pp8 dp32 mb2 int12 sp z1):" in out and "tpN ppN dpN" in out, args
+
+
 def test_help_loads_no_command_module():
     code = ("import sys; sys.argv = ['autoplan', '--help']\nfrom autoplan.cli import main\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in sys.modules if m.startswith('autoplan.cli.') or m.split('.')[0] in "
             "('numpy', 'rich', 'optuna', 'ray', 'plotly', 'networkx')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip().splitlines()[-1] == "['autoplan.cli.app']"
+    assert out.strip().splitlines()[-1] == "['autoplan.cli.app', 'autoplan.cli.legend']"

@@ -42,7 +42,7 @@ def test_search_export_a_cnn_end_to_end(tmp_path):
     assert out.exit_code == 0 and "torchrun" in out.output and "DistributedDataParallel" in out.output
     assert _run("report", run).exit_code == 0
     best = json.loads((tmp_path / run.split("/")[-1] / "best_plan.json").read_text())
-    assert "torchrun" in best["pytorch"] and not {"megatron", "torchtitan_toml"} & set(best)
+    assert "torchrun" in best["pytorch"] and not {"megatron", "torchtitan"} & set(best)
     for fmt in ("megatron", "torchtitan"):                   # transformer trainers: refused in one line, not faked
         bad = _run("export", run, "--format", fmt)
         assert bad.exit_code == 2 and "is a CNN" in bad.output and "--format pytorch" in bad.output, bad.output

@@ -795,3 +795,138 @@ def test_malformed_files_name_the_file_line_and_key(tmp_path):
     s.write_bytes(b"\xff\xfe tp = [1]")
     r = invoke(["search", "--space", str(s), "--gpus", "8", "--model", "gpt-1.7b"])
     assert r.exit_code == 2 and "not UTF-8" in r.output
+
+
+# ------------------------------------------------------------------------------------------------ user strings
+# Classes an independent fuzzer found (issue 26): names that reach rich's markup parser, odd folder names, samplers
+# on small spaces and absurd budgets, shared --storage studies, odd model files and unreachable Ray addresses.
+# Special files, deep nesting and damaged run folders: tests/cli/test_fuzz_inputs.py (forked, time-bounded).
+
+MARKUP = ["[/]", "[bold red]x", "x[/x]", ":smile:", "[link=file:///etc]y", "[", "a]b"]
+
+
+def _named_cluster(where: str, name: str) -> str:
+    data = _builtin_cluster()
+    {"cluster": data, "gpu": data["gpu"], "tier": data["tiers"][0]}[where]["name"] = name
+    if where == "tier":
+        data["tiers"][1]["name"] = name + "2"
+    return _write(toml_text(data), "c.toml")
+
+
+@settings(max_examples=20, **SETTINGS)
+@given(st.sampled_from(MARKUP), st.sampled_from(["model", "cluster", "gpu", "tier"]),
+       st.sampled_from(["check", "simulate", "collective", "space"]))
+def test_markup_in_names_is_printed_as_text(name, where, command):
+    where = "cluster" if command == "collective" and where == "model" else where
+    args = [command, "--gpus", "16"]
+    if where == "model":
+        args += ["--model", _write(toml_text(TINY_MODEL | {"name": name}), "m.toml")]
+    else:
+        args += ["--cluster", _named_cluster(where, name)]
+    if command != "collective":
+        args += ["--tp", "2", "--global-batch", "64"] + (["--model", "gpt-1.7b"] if where != "model" else [])
+    r = invoke(args)
+    tally("markup in names", r, False)
+    assert_clean(r, args, codes={0, 1})
+    if where in ("model", "cluster") and command != "space" or command == "collective" and where == "cluster":
+        assert name in r.output, r.output
+
+
+def test_markup_in_out_and_in_a_resumed_folder(tmp_path):
+    out = tmp_path / "outs" / "[/]"
+    model = _write(toml_text(TINY_MODEL | {"name": "[bold]m[/]"}), "m.toml")
+    r = invoke(["search", "--model", model, "--gpus", "8", "--global-batch", "32", "--pp", "2", "--workers", "0",
+                "--top", "2", "--out", str(out)])
+    assert r.exit_code == 0 and str(out) in r.output and "[bold]m[/] on 8" in r.output, r.output
+    (folder,) = out.glob("*/")
+    assert folder.name.endswith("-_bold_m___-8gpu")
+    for command in (["show"], ["export", "--format", "torchtitan"], ["search", "--resume"]):
+        r = invoke([*command, str(folder)])
+        assert r.exit_code == 0 and r.exception is None and "[bold]m[/]" in r.output, r.output
+
+
+@pytest.mark.parametrize("name", ["a/../b c", ".hidden/é", ".."])
+def test_model_names_never_make_odd_run_folders(tmp_path, name):
+    model = _write(toml_text(TINY_MODEL | {"name": name}), "m.toml")
+    out = tmp_path / "out"
+    r = invoke(["search", "--model", model, "--gpus", "8", "--global-batch", "32", "--pp", "2", "--tp", "1",
+                "--workers", "0", "--top", "1", "--out", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    (folder,) = out.iterdir()
+    assert Path(json.loads(r.stdout)["run"]) == folder and not folder.name.startswith(".")
+    assert all(c.isalnum() or c in "._+-" for c in folder.name) and folder.is_dir()
+
+
+@pytest.mark.parametrize("name", ["x\ny", "tab\there", "nul\x00", "x" * 201])
+def test_model_names_with_control_characters_are_refused(name):
+    args = ["check", "--model", _write(toml_text(TINY_MODEL | {"name": name}), "m.toml"), "--gpus", "8"]
+    r = invoke(args)
+    assert_clean(r, args, codes={2})
+    assert "printable" in r.output or "not valid TOML" in r.output, r.output
+
+
+def test_a_sampler_on_a_small_space_searches_exhaustively_and_says_so(tmp_path):
+    """TPE asked for every plan of a small space never ended (2 plans/s and falling); it is now exhaustive."""
+    import time
+
+    t0 = time.process_time()
+    r = invoke(["search", "--model", "gpt-1.7b", "--gpus", "8", "--sampler", "tpe", "--workers", "0", "--top", "3",
+                "--out", str(tmp_path), "--json"])
+    assert r.exit_code == 0 and time.process_time() - t0 < 30, r.output
+    assert "covers all 1,968 distinct valid plans: searching them exhaustively" in r.stderr, r.stderr
+    (folder,) = tmp_path.glob("*/")
+    assert json.loads((folder / "inputs.json").read_text())["sampler"] == "exhaustive"
+
+
+@pytest.mark.parametrize("budget", ["99999999999999999999999999", "10000001", "0"])
+def test_absurd_budgets_are_refused(budget):
+    args = ["search", "--model", "gpt-1.7b", "--gpus", "8", "--budget", budget, "--workers", "0"]
+    r = invoke(args)
+    assert_clean(r, args, codes={2})
+    assert "--budget" in r.output and "range" in r.output, r.output
+
+
+def test_storage_studies_are_unique_and_a_resume_replaces_only_its_own(tmp_path):
+    import optuna
+
+    db = f"sqlite:///{tmp_path / 'studies.db'}"
+    args = ["search", "--model", "gpt-1.7b", "--gpus", "8", "--tp", "2", "--pp", "2", "--cp", "1", "--global-batch",
+            "16", "--micro-batch", "1", "--recompute", "none", "--zero", "1", "--workers", "0", "--top", "2",
+            "--storage", db, "--out", str(tmp_path / "runs"), "--json"]
+    first, second = invoke(args), invoke(args)                    # same model and GPUs, within a second or two
+    assert first.exit_code == second.exit_code == 0, first.output + second.output
+    folders = [Path(json.loads(r.stdout)["run"]) for r in (first, second)]
+    studies = [json.loads((f / "inputs.json").read_text())["study"] for f in folders]
+    assert studies[0] != studies[1] and set(studies) <= set(optuna.get_all_study_names(db))
+    foreign = optuna.create_study(study_name=folders[0].name, storage=db)   # whoever else named a study so
+    foreign.enqueue_trial({"x": 1})
+    r = invoke(["search", "--resume", str(folders[0]), "--storage", db, "--json"])
+    assert r.exit_code == 0, r.output
+    assert folders[0].name in optuna.get_all_study_names(db)
+    assert len(optuna.load_study(study_name=folders[0].name, storage=db).trials) == 1
+    assert len(optuna.load_study(study_name=studies[1], storage=db).trials) > 0
+
+
+def test_an_address_where_no_ray_answers_is_one_line():
+    import socket
+    import threading
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+        conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    args = ["search", "--model", "gpt-1.7b", "--gpus", "8", "--workers", "2",
+            "--ray-address", f"127.0.0.1:{server.getsockname()[1]}"]
+    t0 = time.monotonic()
+    r = invoke(args)
+    server.close()
+    assert_clean(r, args, codes={2})
+    assert "no Ray cluster answers there" in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    assert time.monotonic() - t0 < 30

@@ -114,6 +114,17 @@ def test_family_declares_its_name_and_strategy_axes(case):
     assert plans, "the example needs at least one valid plan"
 
 
+def test_default_space_names_a_space_that_loads(case):
+    """Every family's search space (its own, or ``default`` when it brings none: the dense family's ``None`` and a
+    family without the attribute alike) loads; a benchmark once passed ``None`` on to ``load_space``."""
+    from autoplan.search.space import load_space
+
+    fam, model, _, _ = case
+    name = families.default_space(model)
+    assert name == (getattr(fam, "default_space", None) or "default")
+    assert load_space(name).axes
+
+
 def test_invalid_plans_give_reasons(case):
     fam, model, cluster, _ = case
     assert fam.violations(model, cluster.gpus, Strategy(dp=cluster.gpus + 1)) != []

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoplan.hardware.topology import (all_groups, build_graph, coords_of, describe_group, group_links, group_ranks,
-                                        link_load, rank_of)
+from autoplan.hardware.topology import (all_groups, build_graph, class_flows, coords_of, describe_group, group_links,
+                                        group_ranks, link_load, link_sharing, link_sharing_on_graph, rank_of)
 from autoplan.errors import SpecError
 from autoplan.families.strategy import Strategy
 from autoplan.specs import load_cluster
@@ -151,3 +151,52 @@ def _assert_agrees(cluster, s, kind):
     tiers = {graph.edges[tuple(link)]["tier"] for ranks in groups for link in group_links(graph, ranks)}
     outermost = max(tiers, key=[t.name for t in cluster.tiers].index, default=cluster.tiers[0].name)
     assert placement.tier == outermost
+
+
+# ------------------------------------------------------------------------------ link sharing (contention)
+
+
+def _classes(p: int) -> tuple:
+    return (tuple(("pp", i, i + 1) for i in range(p - 1)) + tuple(("pp", i + 1, i) for i in range(p - 1))
+            + tuple(("dp", i) for i in range(p)) + (("tied",),) * (p > 1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(factors=st.lists(st.sampled_from(["tp", "cp", "dp", "pp"]), min_size=4, max_size=6),
+       gpus_per_node=st.sampled_from([4, 8]), leaf_gpus=st.sampled_from([8, 16, 24, 160]), spine=st.booleans(),
+       oversubscription=st.sampled_from([1.0, 2.0, 4.0]))
+def test_fast_link_sharing_agrees_with_flows_routed_over_the_networkx_graph(factors, gpus_per_node, leaf_gpus, spine,
+                                                                            oversubscription):
+    s = Strategy(**{k: 2 ** factors.count(k) for k in ("tp", "cp", "dp", "pp")})
+    cluster = _cluster(s.gpus, gpus_per_node, leaf_gpus, spine)
+    if spine:
+        cluster = replace(cluster, tiers=cluster.tiers[:2] + (replace(cluster.tiers[2], oversubscription=oversubscription),))
+    classes = _classes(s.pp)
+    assert link_sharing(cluster, s, classes) == link_sharing_on_graph(build_graph(cluster), cluster, s, classes)
+
+
+def test_two_stages_sending_into_one_share_its_nics_and_the_dp_ring():
+    # pp 3, TP 8 per node: stage 1's NICs take stage 0's forward sends, stage 2's backward sends and its DP ring
+    s = Strategy(tp=8, dp=2, pp=3)
+    rows = link_sharing(load_cluster(A100, s.gpus), s, (("pp", 0, 1), ("pp", 2, 1), ("dp", 1)))
+    assert ((0, 1.0), (1, 1.0), (2, 1.0)) in rows               # every flow at the NIC's full rate
+
+
+def test_an_oversubscribed_spine_overloads_the_classes_crossing_it_alone():
+    # 4 nodes per su: stage 0 (4 nodes) sends to stage 1 (the next su) through its leaves' uplinks; at 4:1 they
+    # carry a quarter of what the nodes send, 1:1 all of it
+    s = Strategy(tp=8, dp=4, pp=2)
+    base = _cluster(s.gpus, 8, 32)
+    assert link_sharing(base, s, (("pp", 0, 1),)) == ()
+    four = replace(base, tiers=base.tiers[:2] + (replace(base.tiers[2], oversubscription=4.0),))
+    assert link_sharing(four, s, (("pp", 0, 1),)) == (((0, 4.0),),)
+    assert build_graph(four).edges[("leaf", 0, 0), ("spine", 0)]["bandwidth"] == 4 * 25e9 / 4
+
+
+def test_hierarchical_rings_cross_domains_on_every_rail():
+    # DP 16 of TP 1 over two nodes: NCCL's 8 channels each leave on their own NIC (network.py _ring)
+    s = Strategy(tp=1, dp=16)
+    src, dst, rate = class_flows(load_cluster(A100, 16), s, ("dp", 0))
+    crossing = [(a, b) for a, b in zip(src.tolist(), dst.tolist()) if a // 8 != b // 8]
+    assert sorted(a % 8 for a, _ in crossing) == sorted(list(range(8)) * 2)
+    assert all(a % 8 == b % 8 for a, b in crossing)

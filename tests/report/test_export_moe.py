@@ -3,7 +3,8 @@ unchanged."""
 
 from __future__ import annotations
 
-from autoplan.report.export import megatron_args, torchtitan_toml
+from autoplan.report.export import megatron_args
+from autoplan.families.transformer.frameworks import torchtitan_violations
 from autoplan.families.catalog import get_model
 from autoplan.families.strategy import Strategy
 
@@ -19,7 +20,8 @@ def test_moe_plans_export_expert_parallelism_and_the_moe_arguments():
                  "--q-lora-rank 1536", "--qk-pos-emb-head-dim 64", "--v-head-dim 128",
                  "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"):
         assert flag in args, flag
-    assert "expert_parallel_degree = 64" in torchtitan_toml(s, get_model("deepseek-v3"))
+    # torchtitan runs its own DeepSeek-V3 flavors, not the catalog's model through this export
+    assert any("defines no deepseek-v3" in r for r in torchtitan_violations(get_model("deepseek-v3"), s))
 
 
 def test_dense_plans_export_no_expert_arguments():

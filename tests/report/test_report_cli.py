@@ -44,9 +44,9 @@ def test_export_megatron_and_torchtitan(small_run):
     assert f"--tensor-model-parallel-size {s.tp} \\" in r.output
     assert f"--micro-batch-size {s.micro_batch} \\" in r.output and "--num-query-groups 8 \\" in r.output
     assert r.output.splitlines()[0].startswith(f"# rank {rank} of {small_run.name}: {s.short()}")
-    r = cli("export", str(small_run), "--format", "torchtitan")
-    assert r.exit_code == 0 and "[parallelism]" in r.output
-    assert f"tensor_parallel_degree = {run.ranked[0].strategy.tp}" in r.output
+    r = cli("export", str(small_run), "--format", "torchtitan")      # rank 1: tp1 pp1 dp16 z2, FSDP2
+    assert r.exit_code == 0 and "def autoplan_plan() -> Trainer.Config:" in r.output, r.output
+    assert f"config.parallelism.tensor_parallel_degree = {run.ranked[0].strategy.tp}" in r.output
 
 
 def test_report_command_rebuilds(small_run, tmp_path):
@@ -84,9 +84,11 @@ def test_zero_2_plan_export(tmp_path):
             "--top", "3", "--out", str(tmp_path), "--json")
     assert r.exit_code == 0, r.output
     folder = json.loads(r.output)["run"]
-    r = cli("export", folder, "--format", "megatron")
-    assert r.exit_code == 2 and "ZeRO stage 2 has no Megatron-LM equivalent" in r.output
+    r = cli("export", folder, "--format", "megatron")             # ZeRO-2 runs as Megatron-FSDP
+    assert r.exit_code == 0 and "--data-parallel-sharding-strategy optim_grads \\" in r.output, r.output
     r = cli("export", folder, "--format", "torchtitan")
-    assert r.exit_code == 0 and "data_parallel_replicate_degree" in r.output and "approximate" in r.output
+    assert r.exit_code == 0 and 'fsdp_reshard_after_forward = "never"' in r.output
     best = json.loads((Path(folder) / "best_plan.json").read_text())
-    assert best["megatron"]["args"] is None and "no Megatron-LM equivalent" in best["megatron"]["notes"][0]
+    assert "--use-megatron-fsdp" in best["megatron"]["args"] and "megatron" in best["launch_with"]
+    r = cli("export", folder, "--format", "deepspeed")
+    assert r.exit_code == 0 and '"stage": 2' in r.output

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import tomllib
+import re
+
 from dataclasses import replace
 
 import pytest
 
 from autoplan.errors import SpecError
-from autoplan.report.export import export_text, megatron_args, megatron_text, torchtitan_toml
+from autoplan.families.transformer.export_torchtitan import torchtitan_python
+from autoplan.report.export import export_text, megatron_args, megatron_text
 from autoplan.families.strategy import Strategy
 from autoplan.families.catalog import get_model
 
@@ -65,21 +67,24 @@ def test_grouped_query_attention_model_shape():
 
 
 @pytest.mark.parametrize("zero", [2, 3])
-def test_zero_2_and_3_have_no_megatron_equivalent(zero):
+def test_zero_2_and_3_run_as_megatron_fsdp(zero):
     s = Strategy(dp=16, global_batch=64, zero=zero)
-    with pytest.raises(SpecError, match=f"ZeRO stage {zero} has no Megatron-LM equivalent"):
-        megatron_args(s, GPT3)
-    with pytest.raises(SpecError, match="--format torchtitan"):
-        export_text("megatron", s, GPT3)
+    f = flags(megatron_args(s, GPT3))
+    assert "--use-megatron-fsdp" in f and f["--ckpt-format"] == "fsdp_dtensor"
+    assert f["--data-parallel-sharding-strategy"] == {2: "optim_grads", 3: "optim_grads_params"}[zero]
+    assert "--overlap-param-gather" in f
+    with pytest.raises(SpecError, match="--framework megatron"):
+        export_text("megatron", Strategy(dp=4, pp=4, global_batch=64, zero=2), GPT3)
 
 
 def test_megatron_text_is_pasteable():
     s = Strategy(dp=32, tp=4, pp=8, global_batch=1536, schedule="interleaved", virtual_stages=6, zero=1)
     lines = megatron_text(s, GPT3, header="rank 1").splitlines()
     comments = [x for x in lines if x.startswith("#")]
-    args = [x for x in lines if not x.startswith("#")]
+    launch, *args = [x for x in lines if not x.startswith("#")]
     assert comments[0] == "# rank 1" and any("data-parallel size 32" in c for c in comments)
-    assert all(a.startswith("--") for a in args)
+    assert launch.startswith("torchrun ") and launch.endswith("pretrain_gpt.py \\")
+    assert all(a.startswith("  --") for a in args)
     assert all(a.endswith(" \\") for a in args[:-1]) and not args[-1].endswith("\\")
 
 
@@ -89,38 +94,47 @@ def test_unknown_model_leaves_shape_out():
     assert "--num-layers" not in f and f["--num-virtual-stages-per-pipeline-rank"] == "6"
 
 
+def _titan(s, model=GPT3) -> dict[str, str]:
+    """``config.section.field = value`` lines of a torchtitan export, by ``section.field``."""
+    text = torchtitan_python(s, model)
+    return dict(re.findall(r"^    config\.(\w+(?:\.\w+)?) = (.*)$", text, re.M))
+
+
 def test_torchtitan_interleaved_replicated():
     s = Strategy(dp=16, tp=2, pp=16, cp=2, micro_batch=1, global_batch=1536, schedule="interleaved",
-                 virtual_stages=6, sequence_parallel=True, zero=1)
-    text = torchtitan_toml(s, GPT3, header="rank 3")
-    cfg = tomllib.loads(text)
-    p = cfg["parallelism"]
-    assert (p["data_parallel_replicate_degree"], p["data_parallel_shard_degree"]) == (16, 1)
-    assert (p["tensor_parallel_degree"], p["pipeline_parallel_degree"], p["context_parallel_degree"]) == (2, 16, 2)
-    assert p["pipeline_parallel_schedule"] == "Interleaved1F1B"
-    assert p["pipeline_parallel_layers_per_stage"] == GPT3.layers // (16 * 6)
-    assert p["pipeline_parallel_microbatch_size"] == 1
-    assert cfg["activation_checkpoint"]["mode"] == "none"
-    assert cfg["training"] == {"local_batch_size": 1536 // 16, "global_batch_size": 1536, "seq_len": 2048}
-    assert "approximate" in text
+                 virtual_stages=6, sequence_parallel=True, zero=0)
+    c = _titan(s)
+    assert (c["parallelism.data_parallel_replicate_degree"], c["parallelism.data_parallel_shard_degree"]) == ("16", "1")
+    assert (c["parallelism.tensor_parallel_degree"], c["parallelism.pipeline_parallel_degree"],
+            c["parallelism.context_parallel_degree"]) == ("2", "16", "2")
+    assert c["parallelism.pipeline_parallel_schedule"] == '"Interleaved1F1B"'
+    assert c["parallelism.pipeline_parallel_layers_per_stage"] == str(GPT3.layers // (16 * 6))
+    assert c["parallelism.num_pp_microbatches"] == str(1536 // 16)
+    assert c["activation_checkpoint"] == "None"
+    assert c["training.num_tokens_per_train_step"] == str(1536 * 2048)
+    assert c["training.num_tokens_per_microbatch_per_dp_rank"] == "2048"
 
 
 @pytest.mark.parametrize("schedule,name", [("gpipe", "GPipe"), ("1f1b", "1F1B")])
 def test_torchtitan_schedules_and_fsdp(schedule, name):
-    s = Strategy(dp=16, pp=4, global_batch=64, schedule=schedule, recompute="full")
-    cfg = tomllib.loads(torchtitan_toml(s, GPT3))
-    assert cfg["parallelism"]["pipeline_parallel_schedule"] == name
-    assert cfg["activation_checkpoint"]["mode"] == "full"
-    z3 = tomllib.loads(torchtitan_toml(Strategy(dp=64, global_batch=64, zero=3, recompute="selective"), GPT3))
-    assert (z3["parallelism"]["data_parallel_shard_degree"], z3["parallelism"]["data_parallel_replicate_degree"]) \
-        == (64, 1)
-    assert z3["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "op"}
-    assert "pipeline_parallel_schedule" not in z3["parallelism"]
+    c = _titan(Strategy(dp=16, pp=4, global_batch=64, schedule=schedule, recompute="full"))
+    assert c["parallelism.pipeline_parallel_schedule"] == f'"{name}"'
+    assert c["activation_checkpoint"] == "FullAC.Config()"
+    z3 = _titan(Strategy(dp=64, global_batch=64, zero=3, recompute="selective"))
+    assert (z3["parallelism.data_parallel_shard_degree"], z3["parallelism.data_parallel_replicate_degree"]) \
+        == ("64", "1")
+    assert z3["parallelism.fsdp_reshard_after_forward"] == '"always"'
+    assert z3["activation_checkpoint"] == "SelectiveAC.Config()"
+    assert "parallelism.pipeline_parallel_schedule" not in z3
+    z1 = _titan(Strategy(dp=16, pp=4, global_batch=64, zero=1))          # FSDP2 under pipelining: ZeRO-1's memory
+    assert z1["parallelism.data_parallel_shard_degree"] == "16"
 
 
 def test_unknown_format():
     with pytest.raises(SpecError, match="megatron, torchtitan"):
-        export_text("deepspeed", Strategy(), GPT3)
+        export_text("jax", Strategy(), GPT3)
+    with pytest.raises(SpecError, match="torchrec does not launch it"):
+        export_text("torchrec", Strategy(), GPT3)
 
 
 def test_p2p_overlap_and_gradient_dtype_flags():
@@ -159,26 +173,26 @@ def test_uneven_interleaved_exports_the_virtual_stage_layout():
         megatron_args(_meta(schedule="interleaved", virtual_stages=2), None)
 
 
-def test_torchtitan_says_uneven_stages_are_not_exported():
-    text = torchtitan_toml(_meta(schedule="interleaved", virtual_stages=2), get_model("llama3-405b"))
-    assert "not exported: the uneven first/last stages (7/7" in text
-    assert "pipeline_parallel_layers_per_stage" not in tomllib.loads(text)["parallelism"]
+def test_torchtitan_names_the_modules_of_uneven_stages():
+    c = _titan(_meta(schedule="interleaved", virtual_stages=2), get_model("llama3-405b"))
+    parts = eval(c["parallelism.module_fqns_per_model_part"])
+    assert parts[0][:2] == ["tok_embeddings", "layers.0"] and parts[-1][-2:] == ["norm", "lm_head"]
+    assert "parallelism.pipeline_parallel_layers_per_stage" not in c
 
 
-@pytest.mark.parametrize("schedule,name", [("zb-h1", "InterleavedZeroBubble"), ("zbv", "ZBVZeroBubble"),
-                                           ("dualpipev", "DualPipeV"), ("dualpipe", "DualPipeV")])
-def test_zero_bubble_exports_say_megatron_core_has_none(schedule, name):
+@pytest.mark.parametrize("schedule,name", [("zb-h1", None), ("zbv", "ZBVZeroBubble"), ("dualpipev", "DualPipeV"),
+                                           ("dualpipe", None)])
+def test_zero_bubble_schedules_launch_with_torchtitan_only(schedule, name):
     s = Strategy(dp=16, tp=8, pp=8, global_batch=1536, schedule=schedule, sequence_parallel=True, zero=1)
-    text = megatron_text(s, GPT3)
-    assert "Megatron-Core has no zero-bubble schedule" in text
-    assert ("deepseek-ai/DualPipe" if "dualpipe" in schedule else "sail-sg/zero-bubble-pipeline-parallelism") in text
-    assert "--num-layers-per-virtual-pipeline-stage" not in text
-    cfg = tomllib.loads(torchtitan_toml(s, GPT3))
-    assert cfg["parallelism"]["pipeline_parallel_schedule"] == name
-    if schedule != "zb-h1":
-        assert cfg["parallelism"]["pipeline_parallel_layers_per_stage"] == GPT3.layers // 16
-    # torchtitan has no bidirectional DualPipe: the V variant, with a note (its stages hold the same layers)
-    assert ("no bidirectional DualPipe" in torchtitan_toml(s, GPT3)) == (schedule == "dualpipe")
+    with pytest.raises(SpecError, match="Megatron-LM cannot launch.*1F1B and interleaved"):
+        megatron_text(s, GPT3)
+    if name is None:
+        with pytest.raises(SpecError, match="torchtitan cannot launch"):
+            torchtitan_python(s, GPT3)
+        return
+    c = _titan(s)
+    assert c["parallelism.pipeline_parallel_schedule"] == f'"{name}"'
+    assert c["parallelism.pipeline_parallel_layers_per_stage"] == str(GPT3.layers // 16)
 
 
 @pytest.mark.parametrize("precision, fmt, recipe", [("fp8", "hybrid", "delayed"), ("fp8-blockwise", "e4m3", "blockwise"),
@@ -200,4 +214,4 @@ def test_tp_comm_overlap_and_cp_comm_type_flags():
     assert "--cp-comm-type" not in flags(megatron_args(replace(s, cp=1, dp=16, cp_comm="a2a"), LLAMA))
     mixed = megatron_text(replace(s, cp_comm="a2a+p2p"), LLAMA)
     assert "--cp-comm-type a2a+p2p" in mixed and "--hierarchical-context-parallel-sizes" in mixed
-    assert "enable_async_tensor_parallel = true" in torchtitan_toml(s, LLAMA)
+    assert _titan(s, LLAMA)["compile.enable_async_tensor_parallel"] == "True"

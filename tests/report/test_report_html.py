@@ -8,6 +8,8 @@ import json
 import re
 import shutil
 
+import pytest
+
 from autoplan.report.html import MAX_BARS, timeline_figure
 from autoplan.report.write import write_report
 from autoplan.search.analysis import load_run
@@ -16,7 +18,8 @@ from autoplan.families.strategy import Strategy
 from autoplan.families.catalog import get_model
 from autoplan.specs import load_cluster
 
-SECTIONS = ("top-plans", "pareto", "breakdown", "timeline", "sensitivity", "importance", "launch", "inputs")
+SECTIONS = ("top-plans", "pareto", "breakdown", "timeline", "critical", "whatif", "sensitivity", "importance", "launch",
+            "inputs")
 PLOTS = ("fig-pareto", "fig-breakdown", "fig-timeline", "fig-sensitivity", "fig-importance")
 
 
@@ -40,9 +43,8 @@ def test_report_has_every_section_and_no_network(small_run):
     assert not re.search(r"<script[^>]+src=|<link |@import|<img ", page)
     run = load_run(small_run)
     best = run.leaderboard[0].strategy
-    # Megatron-LM flags for a ZeRO ≤ 1 plan; a ZeRO-2/3 best plan (default space) gets the reason it has none
-    launch = "--tensor-model-parallel-size" if best.zero <= 1 else "has no Megatron-LM equivalent"
-    assert best.short() in page and launch in page
+    # the launch of the first framework that runs the best plan as planned (tp1 pp1 z2: Megatron-FSDP)
+    assert best.short() in page and "Launch the best plan (Megatron-LM)" in page and "pretrain_gpt.py" in page
 
 
 def test_best_plan_json(small_run):
@@ -52,11 +54,8 @@ def test_best_plan_json(small_run):
     assert best["metrics"]["step_time_s"] == board[0]["metrics"]["step_time_s"]
     args = best["megatron"]["args"]
     s = best["strategy"]
-    if s["zero"] <= 1:
-        assert f"--tensor-model-parallel-size {s['tp']}" in args and f"--global-batch-size {s['global_batch']}" in args
-    else:  # ZeRO-2/3 (in the default space) has no Megatron-LM equivalent: no args, and the reason why
-        assert args is None and "no Megatron-LM equivalent" in best["megatron"]["notes"][0]
-    assert "[parallelism]" in best["torchtitan_toml"]
+    assert f"--tensor-model-parallel-size {s['tp']}" in args and f"--global-batch-size {s['global_batch']}" in args
+    assert "def autoplan_plan()" in best["torchtitan"] and best["launch_with"]
 
 
 def test_traces_are_chrome_trace_json(small_run):
@@ -65,8 +64,11 @@ def test_traces_are_chrome_trace_json(small_run):
         events = json.loads(gzip.decompress((small_run / f"trace_rank{rank}.json.gz").read_bytes()))["traceEvents"]
         spans = [e for e in events if e["ph"] == "X"]
         assert spans and all(e["dur"] > 0 for e in spans)
-        stages = {e["pid"] for e in spans}
+        stages = {e["pid"] for e in spans if e["cat"] != "critical"}
         assert len(stages) == run.ranked[rank - 1].strategy.pp
+        chain = [e for e in spans if e["cat"] == "critical"]        # the critical path's own track, below the stages
+        assert chain and {e["pid"] for e in chain} == {len(stages)}
+        assert sum(e["args"]["share_of_step"] for e in chain) == pytest.approx(1.0, abs=1e-4)
 
 
 def test_report_regenerates(small_run, tmp_path):

@@ -55,7 +55,7 @@ def _ray_search(model, cluster, plans, hook):
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")          # no token files for a throwaway local cluster
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"worker_process_setup_hook": hook})
     try:
         executor = RayExecutor(workers=2)

@@ -1,5 +1,5 @@
-"""The run folder: checked inputs.json, the JSONL record (a torn last line cut, nothing else forgiven), the lock,
-and files that honour the umask."""
+"""The run folder: checked inputs.json, the JSONL record (a torn last line skipped on reading and cut by the next
+writer, nothing else forgiven), the lock, and files that honour the umask."""
 
 from __future__ import annotations
 
@@ -39,16 +39,19 @@ def test_not_a_run_folder(tmp_path):
 
 
 def test_record_reads_back_and_a_torn_last_line_is_cut(tmp_path):
+    """Reading skips a torn last line and never writes; the next search to append cuts it off first."""
     folder = RunFolder(tmp_path)
     rec = folder.recorder()
     for s in PLANS[:2]:
         rec(evaluate_one(MODEL, CLUSTER, s))
     rec.close()
     whole = (tmp_path / RECORD).read_bytes()
-    (tmp_path / RECORD).write_bytes(whole + b'{"plan": "tp1 pp1 dp16 mb4 1f1b", "feas')
+    torn = whole + b'{"plan": "tp1 pp1 dp16 mb4 1f1b", "feas'
+    (tmp_path / RECORD).write_bytes(torn)
     assert list(folder.load_evaluations()) == PLANS[:2]
-    assert (tmp_path / RECORD).read_bytes() == whole
+    assert (tmp_path / RECORD).read_bytes() == torn                 # a read-only command leaves it as it was
     rec = folder.recorder()
+    assert (tmp_path / RECORD).read_bytes() == whole
     rec(evaluate_one(MODEL, CLUSTER, PLANS[2]))
     rec.close()
     assert list(folder.load_evaluations()) == PLANS

@@ -98,7 +98,7 @@ def test_crafted_specs_in_inputs_json_are_one_line(finished, tmp_path, specs):
     (folder / "inputs.json").write_text(json.dumps(inputs | {"specs": specs}))
     line = _one_line_exit_2(cli("search", "--resume", str(folder)))
     assert "inputs.json" in line and "specs are unreadable" in line
-    assert cli("report", str(folder)).exit_code == 0       # a report still shows what the folder holds
+    assert _one_line_exit_2(cli("report", str(folder))) == line     # a damaged folder is refused, not half-shown
 
 
 def test_crafted_record_never_loads(finished, tmp_path):

@@ -126,3 +126,181 @@ def test_kill_9_then_bare_resume_equals_an_uninterrupted_sampled_run(tmp_path, s
     assert len(plans) == len(set(plans)) == budget, "the resumed run did not end at the original budget"
     assert before <= set(plans)
     assert sorted(plans) == sorted(json.loads(line)["plan"] for line in _lines(reference))
+
+
+# ------------------------------------------------------------------------------------------------ on Ray
+
+RAY_ARGS = ["search", "--model", "gpt-7.5b", "--gpus", "64", "--cluster", "dgx-a100-80g", "--global-batch", "512",
+            "--sampler", "exhaustive", "--top", "200", "--workers", "2", "--json"]
+"""An exhaustive search of 441 plans (a few seconds) on an embedded Ray with 2 workers."""
+RAY_KILL_AFTER = 60
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (its embedded Ray: GCS, raylet, workers), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        out += below
+        todo += below
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture
+def ray_searches(monkeypatch):
+    """Starts ``autoplan search`` on Ray; whatever is left of them (and of their Ray) is killed at the end."""
+    monkeypatch.setenv("RAY_AUTH_MODE", os.environ.get("RAY_AUTH_MODE", "disabled"))  # no token files: a throwaway
+    started: list[tuple[subprocess.Popen, list[int]]] = []                         # local cluster (test_faults.py)
+
+    def start(*args: str) -> subprocess.Popen:
+        p = autoplan(*args)
+        started.append((p, []))
+        return p
+
+    def watch() -> None:                     # note the Ray processes while their parent lives
+        for p, pids in started:
+            pids.extend(x for x in _descendants(p.pid) if x not in pids)
+
+    start.watch = watch
+    yield start
+    for p, pids in started:
+        _kill([p.pid] if p.poll() is None else [])
+        _kill(pids)
+        p.communicate()
+
+
+def test_kill_9_of_a_ray_search_then_bare_resume_completes_the_run(tmp_path, ray_searches):
+    """The main process of a `--workers 2` search killed mid-search (its Ray with it); a bare `--resume` ends with
+    the leaderboard of an uninterrupted Ray run, every plan recorded once."""
+    whole, out = tmp_path / "whole", tmp_path / "killed"
+    uninterrupted = ray_searches(*RAY_ARGS, "--out", str(whole))
+    p = ray_searches(*RAY_ARGS, "--out", str(out))
+    deadline, folder = time.monotonic() + 240, None
+    while time.monotonic() < deadline and p.poll() is None:
+        ray_searches.watch()
+        folders = list(out.glob("*/"))
+        if folders and len(_lines(folders[0])) >= RAY_KILL_AFTER:
+            folder = folders[0]
+            break
+        time.sleep(0.02)
+    ray_searches.watch()
+    p.send_signal(signal.SIGKILL)
+    p.communicate()
+    assert folder is not None and not (folder / "leaderboard.json").exists(), "not killed mid-search"
+    before = {s.short() for s in load_known(folder)}
+    finish(autoplan("search", "--resume", str(folder), "--json"))
+    finish(uninterrupted)
+    (reference,) = whole.glob("*/")
+    assert _board(folder) == _board(reference)
+    plans = [json.loads(line)["plan"] for line in _lines(folder)]
+    assert len(plans) == len(set(plans)), "a plan was evaluated twice"
+    assert before <= set(plans)
+
+
+def test_a_killed_ray_worker_loses_nothing(tmp_path, ray_searches):
+    """A Ray worker of a `--workers 2` search killed (kill -9) while it evaluates a batch: Ray runs the batch again,
+    the search ends with the leaderboard of an uninterrupted run, and a bare `--resume` of the finished folder
+    changes nothing."""
+    whole, out = tmp_path / "whole", tmp_path / "worker"
+    uninterrupted = ray_searches(*RAY_ARGS, "--out", str(whole))
+    p = ray_searches(*RAY_ARGS, "--out", str(out))
+    deadline, victim = time.monotonic() + 240, None
+    while time.monotonic() < deadline and p.poll() is None and victim is None:
+        folders = list(out.glob("*/"))
+        if folders and len(_lines(folders[0])) >= RAY_KILL_AFTER // 2:
+            busy = [x for x in _descendants(p.pid) if "evaluate_batch" in _cmdline(x)]
+            victim = busy[0] if busy else None
+        time.sleep(0.02)
+    assert victim is not None, "no busy Ray worker was found to kill"
+    _kill([victim])
+    out_text = finish(p)
+    finish(uninterrupted)
+    (folder,), (reference,) = out.glob("*/"), whole.glob("*/")
+    assert json.loads(out_text)["leaderboard"] and _board(folder) == _board(reference)
+    plans = [json.loads(line)["plan"] for line in _lines(folder)]
+    assert len(plans) == len(set(plans)), "a retried batch was recorded twice"
+    assert not any("worker failed" in line for line in _lines(folder))
+    finish(autoplan("search", "--resume", str(folder), "--workers", "0", "--json"))
+    assert _board(folder) == _board(reference)
+
+
+# ------------------------------------------------------------------------------------------------ full disk
+
+def _file_limit(size: int):
+    """A preexec hook: files larger than ``size`` bytes cannot be written (EFBIG, as a full disk gives ENOSPC)."""
+    import resource
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+    return limit
+
+
+DISK_ARGS = [a if a != "2" else "0" for a in RAY_ARGS]
+"""The search of ``RAY_ARGS`` in this process: a few seconds, a record of about 1 MiB."""
+
+
+def test_a_full_disk_mid_search_is_one_line_and_the_folder_resumes(tmp_path):
+    whole = tmp_path / "whole"
+    uninterrupted = autoplan(*DISK_ARGS, "--out", str(whole))
+    out = tmp_path / "full"
+    p = autoplan(*DISK_ARGS, "--out", str(out), preexec_fn=_file_limit(64 * 1024))
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 2, err
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("autoplan: ")]
+    errors = [line for line in err.splitlines() if line.startswith("autoplan: error:")]
+    assert not lines and len(errors) == 1 and "--resume" in errors[0] and "Traceback" not in err, err
+    (folder,) = out.glob("*/")
+    assert 0 < len(load_known(folder)) and not (folder / "leaderboard.json").exists()
+    finish(autoplan("search", "--resume", str(folder), "--json"))
+    finish(uninterrupted)
+    (reference,) = whole.glob("*/")
+    assert _board(folder) == _board(reference)
+    plans = [json.loads(line)["plan"] for line in _lines(folder)]
+    assert len(plans) == len(set(plans))
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_run_folder_is_one_line_and_resumes_once_writable(tmp_path):
+    killed = _kill_mid_search(tmp_path / "killed")
+    mode = killed.stat().st_mode
+    os.chmod(killed, 0o555)
+    try:
+        p = autoplan("search", "--resume", str(killed), "--json")
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    finally:
+        os.chmod(killed, mode)
+    finish(autoplan("search", "--resume", str(killed), "--json"))
+    assert (killed / "leaderboard.json").exists()
+
+
+def test_an_out_folder_that_cannot_be_made_is_one_line(tmp_path):
+    for out in ("/proc/autoplan-cannot-be-here", str(tmp_path / "file" / "below")):
+        (tmp_path / "file").write_text("a file, not a folder")
+        p = autoplan(*ARGS, "--out", out)
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 2 and err.count("\n") == 1 and "cannot create a run folder there" in err, err

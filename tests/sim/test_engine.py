@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoplan.sim.engine import CycleError, SizedCache, Tasks, Timeline, plan_of, run, sized_cache
+from autoplan.sim.engine import (CycleError, SizedCache, Tasks, Timeline, critical_path, plan_of, run, sized_cache,
+                                 slack)
 
 
 def _spans(tl: Timeline) -> list[tuple[float, float]]:
@@ -392,3 +393,60 @@ def test_a_plan_serves_every_duration_of_its_graph(dag, rnd):
     fresh = run(_build(resource, other, deps))
     reused = run(tasks.with_durations(other), plan)
     assert reused.start == fresh.start and reused.end == fresh.end
+
+
+# ------------------------------------------------------------------------------------------- critical path, slack
+
+
+def test_critical_path_of_a_fork_takes_the_longer_branch_and_the_other_has_slack():
+    t = Tasks()
+    a, b, c = t.stream("a"), t.stream("b"), t.stream("c")
+    x = t.add(a, 1.0)
+    slow = t.add(b, 5.0, (x,))
+    fast = t.add(c, 2.0, (x,))
+    join = t.add(a, 1.0, (slow, fast))
+    tl = run(t, why=True)
+    assert critical_path(tl) == [x, slow, join]
+    assert slack(tl, plan_of(t)) == [0.0, 0.0, 3.0, 0.0]
+
+
+def test_stream_order_is_a_cause_and_ties_go_to_the_stream():
+    t = Tasks()
+    a, b = t.stream("a"), t.stream("b")
+    x = t.add(a, 2.0)
+    y = t.add(b, 2.0)
+    z = t.add(a, 1.0, (y,))                            # its stream (x) and its dependency (y) both end at 2
+    tl = run(t, why=True)
+    assert tl.cause == [-1, -1, x] and critical_path(tl) == [x, z]
+
+
+def test_critical_path_needs_the_causes():
+    t = Tasks()
+    t.add(t.stream("a"), 1.0)
+    with pytest.raises(ValueError, match="why=True"):
+        critical_path(run(t))
+    assert critical_path(run(Tasks(), why=True)) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(_dags())
+def test_critical_path_is_a_gapless_chain_of_edges_as_long_as_the_step(dag):
+    # critical path method (Kelley & Walker 1959): a chain of predecessor edges, each task starting as its cause
+    # ends, from time 0 to the makespan; every task's float is ≥ 0 and 0 along the chain
+    resource, duration, deps = dag
+    tasks = _build(resource, duration, deps)
+    plan = plan_of(tasks)
+    tl = run(tasks, plan, why=True)
+    plain = run(tasks, plan)
+    assert tl.start == plain.start and tl.end == plain.end
+    chain = critical_path(tl)
+    if not duration:
+        return
+    assert tl.start[chain[0]] == 0.0 and tl.end[chain[-1]] == tl.makespan
+    for a, b in zip(chain, chain[1:]):
+        assert a in deps[b] or plan.prev[b] == a
+        assert tl.end[a] == tl.start[b]
+    assert sum(duration[i] for i in chain) == pytest.approx(tl.makespan, rel=1e-9, abs=1e-9)
+    floats = slack(tl, plan)
+    assert min(floats) >= -1e-9
+    assert all(abs(floats[i]) <= 1e-9 for i in chain)

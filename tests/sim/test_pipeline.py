@@ -1,5 +1,7 @@
 """The fast path (sim/program.py, sim/pipeline.py) against the task graph and the engine: the same floats, bit for
-bit, for every schedule, DP option and transfer mode; the two steady-state samples run once where they agree."""
+bit, for every schedule, DP option and transfer mode, with link contention off (the fast path times the graph the
+engine times); with contention on, ``simulate._totals`` (the fast path where contention is inert, else the graph)
+against the contended graph; the two steady-state samples run once where they agree."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from hypothesis import strategies as st
 from autoplan.families.catalog import get_model
 from autoplan.families.strategy import Strategy
 from autoplan.families.transformer.validity import violations
-from autoplan.sim import pipeline, program, simulate
+from autoplan.sim import contention, pipeline, program, simulate
 from autoplan.sim.simulate import _graph_totals, _with_micro_batches, score
 from autoplan.specs.cluster import load_cluster
 
@@ -40,8 +42,15 @@ def _plans(draw):
     return gpus, s
 
 
-def _cluster(gpus, a100_8, a100_64):
-    return a100_8 if gpus == 8 else a100_64
+def _cluster(gpus, a100_8, a100_64, contended=False):
+    """The plan's cluster, with link contention off unless ``contended`` (the fast path mirrors the engine's graph;
+    contention re-times that graph, ``sim/contention.py``)."""
+    cluster = a100_8 if gpus == 8 else a100_64
+    return cluster if contended else replace(cluster, contention=False)
+
+
+def _off(cluster):
+    return replace(cluster, contention=False)
 
 
 @settings(max_examples=150, **_SETTINGS)
@@ -52,6 +61,45 @@ def test_fast_path_is_the_graph_bit_for_bit(tiny_gpt, a100_8, a100_64, plan):
     cluster = _cluster(gpus, a100_8, a100_64)
     program._program.cache_clear()
     assert repr(pipeline.totals(tiny_gpt, cluster, s)) == repr(_graph_totals(tiny_gpt, cluster, s))
+
+
+@settings(max_examples=60, **_SETTINGS)
+@given(_plans())
+def test_totals_are_the_contended_graphs(tiny_gpt, a100_8, a100_64, plan):
+    # link contention on (the clusters' default): the fast path where contention cannot change the step, the graph
+    # elsewhere; either way the contended graph's floats, bit for bit (test_gpt3_scores_are_the_graphs: extrapolated)
+    gpus, s = plan
+    assume(not violations(tiny_gpt, gpus, s))
+    cluster = _cluster(gpus, a100_8, a100_64, contended=True)
+    program._program.cache_clear()
+    assert repr(simulate._totals(tiny_gpt, cluster, s)) == repr(_graph_totals(tiny_gpt, cluster, s))
+
+
+@settings(max_examples=40, **_SETTINGS)
+@given(_plans())
+def test_contention_is_inert_only_where_it_changes_nothing(tiny_gpt, a100_8, a100_64, plan):
+    # contention.inert: the graph's flow classes are among possible_classes, and where it says inert the contended
+    # graph is the engine's graph untouched
+    gpus, s = plan
+    assume(not violations(tiny_gpt, gpus, s))
+    cluster = _cluster(gpus, a100_8, a100_64, contended=True)
+    sim = simulate.simulate_step(tiny_gpt, cluster, s)
+    classes = set(contention.flow_classes(sim.lowered)[1])
+    assert classes <= set(contention.possible_classes(s.pp)) | {("pp", a, a) for a in range(s.pp)}
+    if contention.inert(cluster, s):
+        assert sim.lowered.stretched is None
+        assert repr(pipeline.totals(tiny_gpt, cluster, s)) == repr(_graph_totals(tiny_gpt, cluster, s))
+
+
+def test_plans_without_a_pipeline_take_the_fast_path_with_contention_on(tiny_gpt, a100_64, monkeypatch):
+    # pp 1: no PP sends, one DP class: nothing to share a link with; the fast path answers (the graph is never built)
+    s = Strategy(tp=2, pp=1, dp=32, micro_batch=1, global_batch=32 * 6, zero=1)
+    assert contention.inert(a100_64, s)
+    want = _graph_totals(tiny_gpt, a100_64, s)
+    monkeypatch.setattr(simulate, "simulate_step", None)
+    assert repr(simulate._totals(tiny_gpt, a100_64, s)) == repr(want)
+    assert not contention.inert(a100_64, replace(s, pp=2, dp=16))
+    assert contention.inert(_off(a100_64), replace(s, pp=2, dp=16))
 
 
 @settings(max_examples=60, **_SETTINGS)
@@ -69,7 +117,7 @@ def test_two_samples_run_once_are_each_run_alone(tiny_gpt, a100_8, a100_64, plan
 @pytest.mark.parametrize("schedule,v", [("interleaved", 3), ("1f1b", 1), ("zb-h1", 1)])
 def test_gpt3_steady_state_samples_share_most_of_the_shorter_run(schedule, v):
     # pp 32: the samples of 64 and 96 micro-batches; the first 75 % of the shorter one is the longer one's
-    model, cluster = get_model("gpt3"), load_cluster("dgx-h100-80g", 1024)
+    model, cluster = get_model("gpt3"), _off(load_cluster("dgx-h100-80g", 1024))
     s = Strategy(dp=4, tp=8, pp=32, micro_batch=1, global_batch=1536, schedule=schedule, virtual_stages=v,
                  sequence_parallel=True, zero=2, overlap_p2p_comm=True)
     a, b = _with_micro_batches(s, 64), _with_micro_batches(s, 96)
@@ -82,10 +130,13 @@ def test_gpt3_steady_state_samples_share_most_of_the_shorter_run(schedule, v):
                                                                      _graph_totals(model, cluster, b)))
 
 
-def test_gpt3_scores_are_the_graphs(monkeypatch):
+@pytest.mark.parametrize("contended", [False, True])
+def test_gpt3_scores_are_the_graphs(monkeypatch, contended):
     # plans of the default and zero-bubble spaces, extrapolated or not: score() through the fast path and through
-    # the graph give the same metrics, bit for bit
+    # the graph give the same metrics, bit for bit, with link contention off and on (on: only plans contention
+    # cannot change take the fast path)
     model, cluster = get_model("gpt3"), load_cluster("dgx-h100-80g", 1024)
+    cluster = cluster if contended else _off(cluster)
     plans = [Strategy(dp=64, tp=4, pp=4, micro_batch=2, global_batch=1536, schedule="interleaved", virtual_stages=12,
                       sequence_parallel=True, zero=2),
              Strategy(dp=16, tp=8, pp=8, micro_batch=1, global_batch=1536, schedule="1f1b", sequence_parallel=True,
@@ -93,7 +144,8 @@ def test_gpt3_scores_are_the_graphs(monkeypatch):
              Strategy(dp=16, tp=4, pp=16, micro_batch=1, global_batch=1536, schedule="dualpipe",
                       sequence_parallel=True, zero=1),
              Strategy(dp=32, tp=4, pp=8, micro_batch=1, global_batch=1536, schedule="zbv", sequence_parallel=True,
-                      zero=1)]
+                      zero=1),
+             Strategy(dp=128, tp=8, pp=1, micro_batch=1, global_batch=1536, sequence_parallel=True, zero=1)]
     fast = [score(model, cluster, s) for s in plans]
     monkeypatch.setattr(simulate, "_totals", _graph_totals)
     monkeypatch.setattr(pipeline, "totals_pair", lambda m, c, a, b: (_graph_totals(m, c, a), _graph_totals(m, c, b)))
@@ -116,7 +168,8 @@ def test_a_pipeline_that_waits_on_itself_raises():
 @pytest.mark.parametrize("space", ["default", "zero-bubble"])
 def test_gpt3_plans_of_the_spaces_are_the_graphs(space):
     # every DP option of a real model (bucket-sized backward pieces, ZeRO-2 reduce-scatters, overlapped gathers):
-    # 30 plans drawn from the space, simulated whole through both paths
+    # 30 plans drawn from the space, simulated whole through both paths (contention off); with contention on,
+    # simulate._totals is the contended graph's answer
     import random
 
     from autoplan.search.space import enumerate_plans, load_space
@@ -124,7 +177,9 @@ def test_gpt3_plans_of_the_spaces_are_the_graphs(space):
     plans, _ = enumerate_plans(model, 256, load_space(space), 128)
     for s in random.Random(space).sample(plans, 30):
         program._program.cache_clear()
-        assert repr(pipeline.totals(model, cluster, s)) == repr(_graph_totals(model, cluster, s)), s.short()
+        assert repr(pipeline.totals(model, _off(cluster), s)) == repr(_graph_totals(model, _off(cluster), s)), \
+            s.short()
+        assert repr(simulate._totals(model, cluster, s)) == repr(_graph_totals(model, cluster, s)), s.short()
 
 
 @pytest.mark.parametrize("schedule,pp,dp", [("zbv", 2, 4), ("dualpipev", 2, 4), ("dualpipe", 4, 2)])
@@ -146,11 +201,12 @@ def test_a_program_run_again_with_other_seconds_is_run_fresh(tiny_gpt, a100_64):
                  zero=2)
     t = replace(s, recompute="full")
     assert pipeline.slot_costs(tiny_gpt, a100_64, s)[0] == pipeline.slot_costs(tiny_gpt, a100_64, t)[0]
+    cluster = _off(a100_64)
     program._program.cache_clear()
-    pipeline.totals(tiny_gpt, a100_64, s)
-    warm = pipeline.totals(tiny_gpt, a100_64, t)
+    pipeline.totals(tiny_gpt, cluster, s)
+    warm = pipeline.totals(tiny_gpt, cluster, t)
     program._program.cache_clear()
-    assert repr(warm) == repr(pipeline.totals(tiny_gpt, a100_64, t)) == repr(_graph_totals(tiny_gpt, a100_64, t))
+    assert repr(warm) == repr(pipeline.totals(tiny_gpt, cluster, t)) == repr(_graph_totals(tiny_gpt, cluster, t))
 
 
 def test_the_cyclic_collector_is_paused_only_while_compiling_and_running():

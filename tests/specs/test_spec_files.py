@@ -158,3 +158,76 @@ def test_optional_keys_are_exactly_those_the_parser_defaults(tmp_path, table):
         else:
             with pytest.raises(SpecError, match=f"missing key '{key}'"):
                 load_cluster(str(path), 8)
+
+
+# ------------------------------------------------------------------------------------------------ bounded reads
+
+def test_reads_take_regular_files_only_and_never_block(tmp_path):
+    import os
+
+    from autoplan.specs.files import read_bytes
+
+    fifo = tmp_path / "pipe.toml"
+    os.mkfifo(fifo)                                    # no writer: an ordinary open would wait for ever
+    loop = tmp_path / "loop.toml"
+    loop.symlink_to(loop)
+    for path, match in ((fifo, "not a regular file"), ("/dev/zero", "not a regular file"), (tmp_path, "is a folder"),
+                        (loop, "link loop"), (tmp_path / "none.toml", "does not exist")):
+        with pytest.raises(SpecError, match=match):
+            read_bytes(path, "model")
+    (tmp_path / "real.toml").write_text("x = 1\n")
+    (tmp_path / "link.toml").symlink_to(tmp_path / "real.toml")
+    assert read_bytes(tmp_path / "link.toml", "model") == b"x = 1\n"
+    with pytest.raises(SpecError, match="is a symbolic link"):
+        read_bytes(tmp_path / "link.toml", "run-folder", follow=False)
+
+
+def test_reads_are_bounded_in_size_nesting_and_aliases(tmp_path):
+    from autoplan.specs.files import MAX_DEPTH, read_bytes, read_json, read_toml, read_yaml
+
+    big = tmp_path / "big.toml"
+    with big.open("wb") as f:
+        f.truncate(2**30)                              # sparse: refused by its size, never read
+    with pytest.raises(SpecError, match="more than the 16.0 MiB"):
+        read_bytes(big, "model")
+    for name, text, read in (("d.toml", "a = " + "[" * 100 + "]" * 100, read_toml),
+                             ("d.json", "[" * 100_000 + "]" * 100_000, read_json),
+                             ("d.yaml", "a: " + "[" * 100 + "]" * 100, read_yaml)):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(SpecError, match=f"nests deeper than {MAX_DEPTH} levels"):
+            read(tmp_path / name, "x")
+    (tmp_path / "fine.toml").write_text("a = " + "[" * 10 + "]" * 10)
+    assert read_toml(tmp_path / "fine.toml", "x")
+    laughs = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]'] + [
+        f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 10)]
+    (tmp_path / "laughs.yaml").write_text("\n".join(laughs))
+    with pytest.raises(SpecError, match="more than 32 YAML aliases") as err:
+        read_yaml(tmp_path / "laughs.yaml", "validation")
+    assert len(str(err.value)) < 300
+
+
+def test_odd_models_are_refused_when_read(tmp_path):
+    """A family that costs models by their structure (CNN layers, DLRM tables) refuses a model file without it."""
+    for family, match in (("cnn", "needs its CNNSpec"), ("dlrm", "needs its DLRMSpec"), ("zzz", "is not one of")):
+        path = tmp_path / f"{family}.toml"
+        path.write_text("\n".join(f"{k} = {v!r}" if isinstance(v, int) else f'{k} = "{v}"'
+                                  for k, v in (SHAPE | {"family": family}).items()))
+        with pytest.raises(SpecError, match=match):
+            load_model(path)
+
+
+def test_a_cluster_read_back_passes_the_checks_of_a_cluster_file():
+    import dataclasses
+
+    from autoplan.specs.cluster import check_cluster
+
+    for name in list_clusters():
+        spec = load_cluster(name)
+        assert check_cluster(spec, "specs.json") is spec
+    spec = load_cluster("dgx-a100-80g")
+    for bad, match in ((dict(tiers=()), "tiers must be one or more"),
+                       (dict(gpu=dataclasses.replace(spec.gpu, sm_count=0)), "sm_count in \\[gpu\\]"),
+                       (dict(gpu=dataclasses.replace(spec.gpu, peak_flops=float("nan"))), "peak_tflops"),
+                       (dict(name="a\nb"), "printable"), (dict(gpus_per_node=0), "gpus_per_node")):
+        with pytest.raises(SpecError, match=match):
+            check_cluster(dataclasses.replace(spec, **bad), "specs.json")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from autoplan.families.base import Launcher, no_violations
+from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.plan import Plan
 
@@ -31,3 +33,11 @@ def pytorch_text(s: Plan, model: ModelSpec | None, header: str = "") -> str:
     lines.append(f"torchrun {nodes_hint} train.py --arch {name} --batch-size {s.micro_batch} "
                  f"--global-batch-size {s.global_batch}")
     return "\n".join(lines) + "\n"
+
+
+def _pytorch(s: Plan, model: ModelSpec | None, cluster: ClusterSpec | None, header: str) -> str:
+    return pytorch_text(s, model, header)
+
+
+LAUNCHERS = {"cnn": (Launcher("pytorch", "PyTorch DDP", no_violations, _pytorch, framework=False),)}
+"""A CNN launches as a torchrun DDP hint (Megatron-LM, torchtitan and DeepSpeed train transformers here)."""

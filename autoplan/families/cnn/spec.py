@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from autoplan.errors import SpecError
-from autoplan.specs.model import ModelSpec
+from autoplan.specs.model import MAX_SIZE, ModelSpec
 
 KINDS = ("conv", "upconv", "pool", "fc", "norm", "act", "add", "concat")
 """Layer kinds: convolution, transposed convolution, pooling, fully connected, batch norm, element-wise activation,
@@ -22,6 +22,11 @@ FRAMEWORKS = ("pytorch", "chainer")
 """Frameworks whose layer shapes and gradient all-reduce the CNN models follow: PyTorch (torchvision models,
 floor-rounded pooling, DDP buckets) and Chainer (its ImageNet example models, pooling with ``cover_all=True``,
 ChainerMN's pure_nccl all-reduce)."""
+
+
+def _count(n: object) -> bool:
+    """A positive integer no larger than a model's largest size."""
+    return type(n) is int and 0 < n <= MAX_SIZE
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +81,14 @@ class Layer:
             return 2 * self.out_channels        # Ioffe & Szegedy 2015 (batch norm): γ and β per channel
         return 0
 
+    def __post_init__(self) -> None:
+        # a layer read back from a run folder is checked like one built here: no zero channel or stride
+        counts = (self.in_channels, self.out_channels, self.kernel, self.stride, *self.in_size, *self.out_size)
+        if (self.kind not in KINDS or not all(_count(n) for n in counts) or len(self.in_size) > 3
+                or len(self.out_size) > 3 or not isinstance(self.bias, bool)):
+            raise SpecError(f"CNN layer {str(self.name)[:60]!r}: kind must be one of {', '.join(KINDS)}, channels, "
+                            f"sizes, kernel and stride positive integers up to {MAX_SIZE:,} (at most 3 sizes)")
+
     def halo_rows(self) -> int:
         """Rows of its neighbours' input a spatially split layer needs, both sides together: k − s (⌊k/2⌋ on each
         side for a stride-1 'same' convolution; none for a 2×2 stride-2 pooling; Dryden et al. IPDPS'19 §III-B)."""
@@ -110,6 +123,10 @@ class CNNSpec:
     def __post_init__(self) -> None:
         if not self.layers:
             raise SpecError(f"CNN {self.name!r} has no layers")
+        if not _count(self.input_channels) or len(self.input_size) not in (2, 3) or not all(
+                _count(n) for n in self.input_size):
+            raise SpecError(f"CNN {self.name!r}: input_channels and input_size (2 or 3 extents) must be positive "
+                            f"integers up to {MAX_SIZE:,}")
         if self.dtype_bytes not in (2, 4):
             raise SpecError(f"CNN {self.name!r}: dtype_bytes must be 2 or 4, got {self.dtype_bytes!r}")
         if self.framework not in FRAMEWORKS:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from autoplan.families.dlrm.family import sharding_plan
 from autoplan.errors import SpecError
+from autoplan.families.base import Launcher, no_violations
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.families.dlrm.spec import dlrm_of
 from autoplan.specs.model import ModelSpec
@@ -68,3 +69,13 @@ def torchrec_text(model: ModelSpec, cluster: ClusterSpec, s: Plan, header: str =
     lines += [f"# {r['table']:<12} {r['rows']:>11,} {r['dim']:>4} {r['pooling']:>5g} {r['skew']:>5g}  "
               f"{r['sharding']:<15} {r['ranks']}" for r in rows]
     return "\n".join(lines) + "\n"
+
+
+def _torchrec(s: Plan, model: ModelSpec | None, cluster: ClusterSpec | None, header: str) -> str:
+    if model is None or cluster is None:
+        raise SpecError("a TorchRec sharding plan needs the run's model and cluster (they could not be rebuilt)")
+    return torchrec_text(model, cluster, s, header)
+
+
+LAUNCHERS = {"dlrm": (Launcher("torchrec", "TorchRec", no_violations, _torchrec, framework=False),)}
+"""A DLRM launches as TorchRec sharding constraints and its sharding plan."""

@@ -1,12 +1,20 @@
-"""Launch settings for a transformer plan: Megatron-LM command-line arguments and a torchtitan job-config fragment.
+"""Launch settings for a transformer plan: Megatron-LM's pretrain_gpt.py launch (this module), torchtitan's Python
+config (``export_torchtitan.py``) and DeepSpeed's ds_config.json (``export_deepspeed.py``), and the launchers this
+package declares (``LAUNCHERS``).
 
-Pure functions from specs to text; names follow Megatron-LM's ``megatron/training/arguments.py`` and
-torchtitan's ``torchtitan/config/job_config.py``.
+Pure functions from specs to text; every flag is one Megatron-LM's ``megatron/training/arguments.py`` defines at the
+commit in ``tests/fixtures/frameworks/megatron.json`` (the test reads that extract).
 """
 
 from __future__ import annotations
 
+import math
+
 from autoplan.errors import SpecError
+from autoplan.families.base import Launcher
+from autoplan.families.transformer.frameworks import (deepspeed_violations, megatron_violations, refuse,
+                                                      torchtitan_violations)
+from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.layout import chunk_layers
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.plan import Plan
@@ -15,10 +23,6 @@ from autoplan.specs.plan import Plan
 def megatron_parallel_args(s: Plan, layers: int | None) -> list[str]:
     """Megatron-LM's parallelism, batch, recompute and optimizer arguments for plan ``s`` (of ``layers`` layers,
     when known)."""
-    if s.zero >= 2:
-        raise SpecError(f"ZeRO stage {s.zero} has no Megatron-LM equivalent: its distributed optimizer "
-                        "(--use-distributed-optimizer) shards only the optimizer state (ZeRO-1); export a plan "
-                        "with zero ≤ 1, or use --format torchtitan (FSDP)")
     args = [f"--tensor-model-parallel-size {s.tp}", f"--pipeline-model-parallel-size {s.pp}",
             f"--context-parallel-size {s.cp}"]
     if s.ep > 1 or s.etp > 1:
@@ -34,8 +38,17 @@ def megatron_parallel_args(s: Plan, layers: int | None) -> list[str]:
         knob = f.metadata["knob"]
         if knob.megatron_when is None or knob.megatron_when(s):
             args += knob.megatron.get(getattr(s, f.name), ())
+    if s.zero >= 2:
+        # docs/user-guide/features/megatron_fsdp.md: ZeRO-2 = optim_grads, ZeRO-3 = optim_grads_params; Megatron-FSDP
+        # needs the fsdp_dtensor checkpoint format (arguments.py validate_args)
+        args += ["--use-megatron-fsdp", f"--data-parallel-sharding-strategy {_FSDP_SHARDING[s.zero]}",
+                 "--ckpt-format fsdp_dtensor"]
     args += [f"--micro-batch-size {s.micro_batch}", f"--global-batch-size {s.global_batch}"]
     return args
+
+
+_FSDP_SHARDING = {2: "optim_grads", 3: "optim_grads_params"}
+"""Megatron-FSDP's --data-parallel-sharding-strategy for ZeRO stages 2 and 3."""
 
 
 def _uneven_args(s: Plan, layers: int | None) -> list[str]:
@@ -118,13 +131,17 @@ def megatron_notes(s: Plan, model: ModelSpec | None) -> list[str]:
     if s.cp_comm == "a2a+p2p" and s.cp > 1:
         notes.append("--cp-comm-type a2a+p2p also needs --hierarchical-context-parallel-sizes A R with A·R = cp "
                      f"{s.cp}: autoplan priced A = the CP ranks sharing a node (all-to-all) and a ring of R across")
+    if s.zero >= 2:
+        notes.append(f"ZeRO-{s.zero} runs as Megatron-FSDP; unset CUDA_DEVICE_MAX_CONNECTIONS (Megatron-FSDP needs "
+                     "it > 1 or unset)")
     if s.precision != "bf16":
         notes.append("FP8 runs through Transformer Engine (--transformer-impl transformer_engine); the embedding, "
                      "output layer and attention stay BF16")
     if model is None:
         notes.append("model shape arguments left out: the run's model could not be rebuilt")
     else:
-        notes.append(f"vocabulary {model.vocab} comes from the tokenizer (--tokenizer-type, --vocab-file)")
+        notes.append(f"--mock-data with NullTokenizer --vocab-size {model.vocab} starts as it is: replace them with "
+                     "--data-path and your tokenizer (--tokenizer-type, --vocab-file), and set your schedule")
         if model.position == "alibi":
             notes.append("ALiBi positions are not in Megatron-LM (Megatron-DeepSpeed has them)")
     return notes
@@ -136,12 +153,37 @@ def megatron_args(s: Plan, model: ModelSpec | None, flash_attention: bool = True
     return args + (megatron_model_args(model, flash_attention) if model is not None else [])
 
 
-def megatron_text(s: Plan, model: ModelSpec | None, flash_attention: bool = True, header: str = "") -> str:
-    """The arguments as lines to paste after ``pretrain_gpt.py``, with comment lines above them."""
-    args = megatron_args(s, model, flash_attention)
+def megatron_run_args(model: ModelSpec) -> list[str]:
+    """What pretrain_gpt.py needs besides the plan and the shape to start: mock data with a tokenizer of the
+    model's vocabulary and a few iterations (replace with --data-path, your tokenizer and your schedule)."""
+    return ["--mock-data", "--tokenizer-type NullTokenizer", f"--vocab-size {model.vocab}", "--train-iters 100",
+            "--lr 1.0e-4", "--log-interval 1"]
+
+
+def megatron_text(s: Plan, model: ModelSpec | None, flash_attention: bool = True, header: str = "",
+                  gpus_per_node: int | None = None) -> str:
+    """A torchrun launch of Megatron-LM's pretrain_gpt.py for plan ``s``, comment lines above it; SpecError when
+    Megatron-LM cannot launch the plan as planned (``frameworks.megatron_violations``)."""
+    if model is not None:
+        refuse("Megatron-LM", "megatron", megatron_violations(model, s))
+    args = megatron_args(s, model, flash_attention) + (megatron_run_args(model) if model is not None else [])
+    if s.cp_comm == "a2a+p2p" and s.cp > 1 and gpus_per_node:
+        inner = math.gcd(s.cp, max(1, gpus_per_node // s.tp))       # the CP ranks sharing a node: all-to-all
+        args.append(f"--hierarchical-context-parallel-sizes {inner} {s.cp // inner}")
     lines = [f"# {line}" for line in header.splitlines() + megatron_notes(s, model)]
-    lines += [a + " \\" for a in args[:-1]] + args[-1:]
+    lines += [_torchrun(s.gpus, gpus_per_node) + " pretrain_gpt.py \\"]
+    lines += ["  " + a + " \\" for a in args[:-1]] + ["  " + args[-1]]
     return "\n".join(lines) + "\n"
+
+
+def _torchrun(gpus: int, per_node: int | None) -> str:
+    """torchrun on every node (torch.distributed.run flags)."""
+    if per_node:
+        nodes = max(1, gpus // per_node)
+        return (f"torchrun --nnodes {nodes} --nproc-per-node {min(gpus, per_node)} --node-rank $NODE_RANK "
+                "--master-addr $MASTER_ADDR --master-port 6000")
+    return "torchrun --nnodes $NNODES --nproc-per-node $GPUS_PER_NODE --node-rank $NODE_RANK --master-addr " \
+           "$MASTER_ADDR --master-port 6000"
 
 
 _ZERO_BUBBLE = {
@@ -156,55 +198,26 @@ _ZERO_BUBBLE = {
                 "model copies, micro-batches fed from both ends)",
 }
 """Where each zero-bubble schedule runs, since Megatron-Core has none."""
-_TITAN_SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B",
-                    "zb-h1": "InterleavedZeroBubble", "zbv": "ZBVZeroBubble", "dualpipev": "DualPipeV",
-                    "dualpipe": "DualPipeV"}   # torchtitan has no bidirectional DualPipe: its V variant instead
 
 
-def torchtitan_toml(s: Plan, model: ModelSpec | None, header: str = "") -> str:
-    """A torchtitan job-config fragment ([parallelism], [activation_checkpoint], [training]) for plan ``s``."""
-    lines = [f"# {line}" for line in header.splitlines()]
-    lines.append("# merge into a torchtitan train config whose [model] name and flavor describe "
-                 f"{model.name if model else 'the model'}")
-    if s.zero == 3:
-        dp = ["data_parallel_replicate_degree = 1", f"data_parallel_shard_degree = {s.dp}"]
-    else:
-        lines.append(f"# approximate: torchtitan shards with FSDP (ZeRO-3); ZeRO-{s.zero} has no exact equivalent, "
-                     "so the data-parallel ranks replicate the model here (DDP)")
-        dp = [f"data_parallel_replicate_degree = {s.dp}", "data_parallel_shard_degree = 1"]
-    if s.tp > 1 and not s.sequence_parallel:
-        lines.append("# torchtitan's tensor parallelism always shards norms along the sequence (sequence parallel)")
-    lines += ["", "[parallelism]", *dp, f"tensor_parallel_degree = {s.tp}", f"context_parallel_degree = {s.cp}",
-              f"pipeline_parallel_degree = {s.pp}"]
-    if s.tp_comm_overlap:
-        # torchtitan docs (async tensor parallel): overlaps TP collectives with matmuls, needs torch.compile
-        lines.append("enable_async_tensor_parallel = true  # TP-comm overlap; needs [compile] enable = true")
-    if s.precision != "bf16":
-        lines.append(f"# precision {s.precision}: enable torchtitan's float8/MX converter by hand ([model] converters)")
-    if s.cp_comm != "p2p" and s.cp > 1:
-        lines.append(f"# cp_comm {s.cp_comm}: torchtitan's context parallelism is ring attention (p2p) only")
-    if s.ep > 1 or s.etp > 1:
-        # torchtitan job_config.py [parallelism]: expert parallelism for MoE models
-        lines += [f"expert_parallel_degree = {s.ep}", f"expert_tensor_parallel_degree = {s.etp}"]
-    if s.uneven:
-        lines.append(f"# not exported: the uneven first/last stages ({s.first_stage_layers}/{s.last_stage_layers} "
-                     "layers); torchtitan splits stages by module_fqns_per_model_part, write them by hand")
-    if s.pp > 1:
-        if s.schedule == "dualpipe":
-            lines.append("# torchtitan has no bidirectional DualPipe: DualPipeV (V placement) is the closest")
-        lines += [f'pipeline_parallel_schedule = "{_TITAN_SCHEDULES[s.schedule]}"',
-                  f"pipeline_parallel_microbatch_size = {s.micro_batch}"]
-        if s.chunks > 1 and model is not None and not s.uneven:
-            lines.append(f"pipeline_parallel_layers_per_stage = {model.layers // (s.pp * s.chunks)}")
-    lines += ["", "[activation_checkpoint]", f'mode = "{"selective" if s.recompute == "modules" else s.recompute}"']
-    if s.recompute == "modules":
-        lines.append('selective_ac_option = "op"  # approximate: Megatron-Core --recompute-modules layernorm '
-                     "mla_up_proj moe_act has no torchtitan equivalent")
-    if s.recompute == "selective":
-        lines.append('selective_ac_option = "op"  # approximate: per-op selective checkpointing, not Megatron\'s '
-                     "attention-core recompute")
-    lines += ["", "[training]", f"local_batch_size = {s.global_batch // s.dp}  # sequences per data-parallel rank",
-              f"global_batch_size = {s.global_batch}"]
-    if model is not None:
-        lines.append(f"seq_len = {model.seq_len}")
-    return "\n".join(lines) + "\n"
+def _megatron(s: Plan, model: ModelSpec | None, cluster: ClusterSpec | None, header: str) -> str:
+    flash = cluster.flash_attention if cluster is not None else True
+    return megatron_text(s, model, flash, header, cluster.gpus_per_node if cluster is not None else None)
+
+
+def _torchtitan(s: Plan, model: ModelSpec | None, cluster: ClusterSpec | None, header: str) -> str:
+    from autoplan.families.transformer.export_torchtitan import torchtitan_python
+    return torchtitan_python(s, model, header, cluster.gpus_per_node if cluster is not None else None)
+
+
+def _deepspeed(s: Plan, model: ModelSpec | None, cluster: ClusterSpec | None, header: str) -> str:
+    from autoplan.families.transformer.export_deepspeed import deepspeed_text
+    return deepspeed_text(s, model, header, cluster.gpus_per_node if cluster is not None else None)
+
+
+TRANSFORMER_LAUNCHERS = (Launcher("megatron", "Megatron-LM", megatron_violations, _megatron),
+                         Launcher("torchtitan", "torchtitan", torchtitan_violations, _torchtitan),
+                         Launcher("deepspeed", "DeepSpeed", deepspeed_violations, _deepspeed))
+"""The frameworks that launch transformer plans, first the default export format."""
+LAUNCHERS = {"dense": TRANSFORMER_LAUNCHERS, "moe": TRANSFORMER_LAUNCHERS}
+"""This package's families and the frameworks that launch their plans (read by the registry)."""

@@ -13,7 +13,7 @@ details (groups, scoring, aux losses). DeepSeek-V3's multi-token-prediction dept
 
 from __future__ import annotations
 
-import json
+from autoplan.specs.files import excerpt, read_json
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ class _Config:
                 value = self.data[key]
                 if not isinstance(value, int) or isinstance(value, bool) or value < (0 if zero_ok else 1):
                     raise self.fail(f"{key} must be a {'non-negative' if zero_ok else 'positive'} integer, "
-                                    f"got {value!r}")
+                                    f"got {excerpt(value)}")
                 return value
         if default is None:
             raise self.fail(f"missing key {' or '.join(keys)}")
@@ -61,29 +61,19 @@ class _Config:
     def flag(self, key: str, default: bool) -> bool:
         value = self.data.get(key, default)
         if not isinstance(value, bool):
-            raise self.fail(f"{key} must be true or false, got {value!r}")
+            raise self.fail(f"{key} must be true or false, got {excerpt(value)}")
         return value
 
     def text(self, key: str, default: str) -> str:
         value = self.data.get(key, default)
         if not isinstance(value, str):
-            raise self.fail(f"{key} must be a string, got {value!r}")
+            raise self.fail(f"{key} must be a string, got {excerpt(value)}")
         return value
 
 
 def read_config(path: Path) -> dict:
     """The JSON object of a config.json; a missing, unreadable or malformed file is a one-line SpecError."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise SpecError(f"HF config {str(path)!r} does not exist") from None
-    except json.JSONDecodeError as err:
-        raise SpecError(f"HF config {str(path)!r} is not valid JSON: {err.msg} (line {err.lineno}, "
-                        f"column {err.colno})") from None
-    except UnicodeDecodeError as err:
-        raise SpecError(f"HF config {str(path)!r} is not UTF-8 text (byte {err.start})") from None
-    except OSError as err:
-        raise SpecError(f"cannot read HF config {str(path)!r}: {err.strerror or err}") from None
+    data = read_json(path, "HF config")
     if not isinstance(data, dict):
         raise SpecError(f"HF config {str(path)!r} must hold a JSON object, got {type(data).__name__}")
     return data
@@ -93,8 +83,9 @@ def _model_type(c: _Config) -> str:
     kind = c.text("model_type", "")
     if kind not in MODEL_TYPES:
         arch = c.data.get("architectures")
-        arch = f" ({arch[0]})" if isinstance(arch, list) and arch else ""
-        shown = f"model_type {kind!r}{arch} is not one autoplan reads" if kind else f"it gives no model_type{arch}"
+        arch = f" ({str(arch[0])[:60]})" if isinstance(arch, list) and arch else ""
+        shown = (f"model_type {excerpt(kind)}{arch} is not one autoplan reads" if kind
+                 else f"it gives no model_type{arch}")
         raise c.fail(f"{shown}; supported: {', '.join(MODEL_TYPES)}")
     return kind
 
@@ -107,7 +98,17 @@ def _seq_len(c: _Config, *keys: str) -> int:
     scaling = c.data.get("rope_scaling")
     if isinstance(scaling, dict) and scaling.get("original_max_position_embeddings") is not None:
         return _Config(scaling, c.path).count("original_max_position_embeddings")
-    return c.count(*keys)
+    context = c.count(*keys)
+    return context if context <= LONG_CONTEXT else PRETRAIN_SEQ
+
+
+LONG_CONTEXT = 32768
+"""The longest context taken as a config's pre-training length (Mixtral pre-trains at 32K, Jiang et al. 2024 §2)."""
+PRETRAIN_SEQ = 8192
+"""The sequence length planned for a longer context without rope_scaling: models pre-train at 4K-8K tokens and reach
+a long context in a short last stage with context parallelism (Llama 3: 8,192, then 128K over the last 800B tokens,
+Dubey et al. 2024 §3.4; Qwen2.5: 4,096, then 32,768, Qwen Team 2024 §4), so a 131,072-token
+max_position_embeddings says nothing of the pre-training length. ``--seq-len`` sets any length."""
 
 
 def _activation(c: _Config, kind: str) -> str:
@@ -116,7 +117,7 @@ def _activation(c: _Config, kind: str) -> str:
         return "swiglu"                  # Llama's MLP: down(silu(gate(x)) · up(x)) (Shazeer 2020, arXiv 2002.05202)
     if kind not in _LLAMA_LIKE and act in _GELU_ACTS:
         return "gelu"
-    raise c.fail(f"hidden_act {act!r} with model_type {kind!r} is not an MLP autoplan models "
+    raise c.fail(f"hidden_act {excerpt(act)} with model_type {excerpt(kind)} is not an MLP autoplan models "
                  f"({'silu' if kind in _LLAMA_LIKE else 'gelu'} is)")
 
 
@@ -197,7 +198,12 @@ def load_hf_model(path: Path | str) -> ModelSpec:
     kw = config_fields(data, path)
     arch = data.get("architectures")
     arch = arch[0] if isinstance(arch, list) and arch and isinstance(arch[0], str) else data["model_type"]
+    source = f"HF config.json {str(path)!r} ({arch})"
+    given = data.get("max_position_embeddings")
+    if isinstance(given, int) and given > kw["seq_len"] and not isinstance(data.get("rope_scaling"), dict):
+        source += (f"; seq {kw['seq_len']:,} of its {given:,}-token context (pre-training length, "
+                   "autoplan/families/transformer/hf.py PRETRAIN_SEQ; --seq-len to change)")
     try:
-        return ModelSpec(name=_name(path), source=f"HF config.json {str(path)!r} ({arch})", **kw)
+        return ModelSpec(name=_name(path), source=source, **kw)
     except SpecError as err:
         raise SpecError(f"HF config {str(path)!r}: {err}") from None

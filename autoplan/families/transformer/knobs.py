@@ -12,7 +12,36 @@ CP_COMMS = ("p2p", "a2a", "a2a+p2p")
 class TransformerPlan(PlanPart):
     """Knobs of dense and MoE transformers (Megatron-LM and Transformer Engine arguments)."""
 
+    optimizer_offload_pct: int = knob(0, choices=(0, 25, 50, 75, 100), after="zero", axis=True, fix_help="", quiet=True,
+                                      label=lambda v: f"oo{v}" if v else "",
+                                      help="Percent of the optimizer state kept on the host and updated by CPU Adam "
+                                           "(needs the distributed optimizer).",
+                                      megatron={v: ("--optimizer-cpu-offload", f"--optimizer-offload-fraction {v / 100:g}",
+                                                    "--overlap-cpu-optimizer-d2h-h2d") for v in (25, 50, 75, 100)})
+    """Optimizer CPU offload (Megatron-Core ``--optimizer-cpu-offload --optimizer-offload-fraction f``,
+    megatron/core/optimizer/cpu_offloading): that share of the sharded optimizer state (master weights and Adam's
+    moments) lives in host memory and the host's CPU Adam updates it; its gradients go down and its weights come back
+    over the host link (overlapped with ``--overlap-cpu-optimizer-d2h-h2d``)."""
+    activation_offload_layers: int = knob(0, after="recompute", unset_zero=True, axis=True, fix_help="",
+                                          label=lambda v: f"aol{v}" if v else "",
+                                          help="Layers whose activations go to host memory after the forward and "
+                                               "come back for the backward (no pipeline, no recompute).")
+    """Activation CPU offload (Megatron-Core ``--cpu-offloading-num-layers N``, model_parallel_config.py
+    ``cpu_offloading``): N layers' activations are copied to the host asynchronously after their forward and back
+    before their backward, over the host link, one layer's copy in flight. Megatron-Core: "no support for Pipeline
+    parallelism with CPU offloading" and not with activation recomputation (Megatron-Bridge cpu-offloading skill)."""
+    recompute_layers: int = knob(0, after="recompute", unset_zero=True, axis=True, fix_help="",
+                                 label=lambda v: f"rl{v}" if v else "",
+                                 help="With --recompute full: layers of each model chunk that recompute, the rest "
+                                      "keeping their activations (0: every layer).")
+    """Partial recompute: with ``recompute = full``, only the first ``recompute_layers`` layers of each model chunk
+    recompute and the others keep all their activations (Megatron-LM ``--recompute-method block
+    --recompute-num-layers N``, per pipeline stage and virtual stage: megatron/core/transformer/transformer_block.py
+    ``_checkpointed_forward``); 0: every layer (``--recompute-method uniform --recompute-num-layers 1``)."""
+
     sequence_parallel: bool = knob(False, after="virtual_stages", choices=_BOOL, axis=True, fix_help="", label=lambda v: "sp" if v else "",
+                                   help="Sequence parallelism: norms and dropout split along the sequence over the TP "
+                                        "group (needs tp > 1).",
                                    megatron={True: ("--sequence-parallel",)})
     """Shard norms and dropout along the sequence across the TP group (Korthikanti et al. 2022)."""
     zero3_per_tensor: bool = knob(False, after="gradient_accumulation_fusion", choices=_BOOL,
@@ -49,6 +78,14 @@ class TransformerPlan(PlanPart):
     """How CP ranks share keys and values: a ring of K/V blocks (``p2p``, Liu et al. 2023), all-to-alls that
     turn the sequence split into a head split (``a2a``, DeepSpeed-Ulysses, Jacobs et al. 2023), or both, a2a
     inside each node and a ring across (``a2a+p2p``, Megatron-Core ``--cp-comm-type``)."""
+    cross_entropy_fusion: bool = knob(False, choices=_BOOL, axis=True, quiet=True, label=lambda v: "cef" if v else "",
+                                      help="Fused cross-entropy loss: no fp32 copy of the logits, one pass over "
+                                           "them (Megatron-Core --cross-entropy-loss-fusion).",
+                                      megatron={True: ("--cross-entropy-loss-fusion",)})
+    """The vocab-parallel cross entropy runs fused (Megatron-Core ``--cross-entropy-loss-fusion``,
+    megatron/core/fusions/fused_cross_entropy.py, or Transformer Engine's ``parallel_cross_entropy``): it reads
+    the 16-bit logits once and writes their gradient in place, where the unfused loss casts them to an fp32 copy and
+    makes three passes over it (tensor_parallel/cross_entropy.py)."""
 
 
 class MoEPlan(PlanPart):
@@ -73,6 +110,14 @@ class MoEPlan(PlanPart):
     def edp(self) -> int:
         """Expert-data-parallel degree: replicas of each expert shard, tp·cp·dp / (etp·ep) (Megatron-Core)."""
         return max(1, self.tp * self.cp * self.dp // (self.ep * self.etp))
+
+
+def recomputed_layers(s: PlanPart, chunk_layers: float) -> float:
+    """Layers of a model chunk of ``chunk_layers`` layers that a full recompute recomputes (0 without one)."""
+    if s.recompute != "full":
+        return 0.0
+    # Megatron-Core block method: the first recompute_num_layers of the chunk's layers are checkpointed
+    return chunk_layers if not s.recompute_layers else min(float(s.recompute_layers), chunk_layers)
 
 
 PARTS = (TransformerPlan, MoEPlan)

@@ -198,18 +198,23 @@ def embedding_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, 
 
 
 @lru_cache(maxsize=1024)
-def output_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool,
-                   micro_batch: int) -> tuple[tuple[Op, ...], tuple[Op, ...], tuple[Collective, ...]]:
-    """Forward ops, backward ops and TP collectives of the final norm, vocab-parallel logits and the loss."""
+def output_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool, micro_batch: int,
+                   fused_loss: bool = False) -> tuple[tuple[Op, ...], tuple[Op, ...], tuple[Collective, ...]]:
+    """Forward ops, backward ops and TP collectives of the final norm, vocab-parallel logits and the loss (with
+    ``fused_loss``: Megatron-Core's fused cross entropy, knobs.TransformerPlan.cross_entropy_fusion)."""
     gpu, h = cluster.gpu, model.hidden
     tokens = micro_batch * model.seq_len // cp
     vocab = math.ceil(model.vocab / (128 * tp)) * 128          # Megatron pads the vocabulary to 128·tp
     norm_bytes = BF16 * (tokens // tp if sp else tokens) * h * 2   # as the layer's norms (Korthikanti §4.2.2 with SP)
-    # Megatron-LM vocab_parallel_cross_entropy: three passes over fp32 logits (max, exp-sum, gradient)
-    loss_bytes = 4 * tokens * vocab * 3
+    # Megatron-LM vocab_parallel_cross_entropy: three passes over fp32 logits (max, exp-sum, gradient), two back;
+    # fused (Megatron-Core fused_cross_entropy.py / TE parallel_cross_entropy): the 16-bit logits read once and their
+    # gradient written in place in the forward, scaled in place in the backward
+    loss_fwd, loss_bwd = ((BF16 * 2 * tokens * vocab, BF16 * 2 * tokens * vocab) if fused_loss
+                          else (4 * tokens * vocab * 3, 4 * tokens * vocab * 3))
     fwd = (memory_op(gpu, "final_norm", norm_bytes), gemm_op(gpu, "logits", tokens, vocab, h),
-           memory_op(gpu, "cross_entropy", loss_bytes, 3))
-    bwd = (*linear_backward(gpu, "logits", tokens, vocab, h), memory_op(gpu, "cross_entropy.bwd", loss_bytes, 2),
+           memory_op(gpu, "cross_entropy", loss_fwd, 1 if fused_loss else 3))
+    bwd = (*linear_backward(gpu, "logits", tokens, vocab, h),
+           memory_op(gpu, "cross_entropy.bwd", loss_bwd, 1 if fused_loss else 2),
            memory_op(gpu, "final_norm.bwd", 2 * norm_bytes))
     coll: tuple[Collective, ...] = ()
     if tp > 1:

@@ -1,11 +1,12 @@
 """Per-GPU memory of a plan, stage by stage: weights, gradients, optimizer state, activations and buffers.
 
-Megatron-LM mixed precision (bf16 weights, fp32 gradients and Adam state), in bytes. Plain arithmetic: the
-search calls this thousands of times.
+Megatron-LM mixed precision (bf16 weights, fp32 Adam state, gradients in fp32 or in the 16-bit type as the plan
+reduces them), in bytes. Plain arithmetic: the search calls this thousands of times.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 
 from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec
@@ -13,13 +14,14 @@ from autoplan.specs.model import ModelSpec
 from autoplan.families.costs import StageMemory
 from autoplan.specs.layout import (holds_embedding, holds_output, inflight_layer_chunks, model_copies, stage_layers,
                                    weight_grad_held_chunks)
+from autoplan.families.transformer.knobs import recomputed_layers
 from autoplan.specs.plan import Plan
 
 # Megatron-LM docs, distributed optimizer (bf16 params, fp32 grads): 2 + 4 + 12 = 18 bytes/param, 6 + 12/d sharded
 WEIGHT_BYTES = 2
 """bf16 weight per parameter."""
 GRADIENT_BYTES = 4
-"""fp32 ``main_grad`` per parameter."""
+"""fp32 ``main_grad`` per parameter (``grad_reduce_in_fp32``; else the 2-byte training type: ``passes.grad_bytes``)."""
 MASTER_WEIGHT_BYTES = 4
 """fp32 master weight per parameter."""
 MOMENT_BYTES = {"fp32": 4, "bf16": 2}
@@ -36,6 +38,18 @@ def optimizer_state_bytes(s: Plan) -> int:
     """Optimizer-state bytes per parameter: the fp32 master weight and Adam's two moments in their type."""
     # Megatron-LM distributed optimizer docs (4 + 4 + 4); DeepSeek-V3 §3.3.4: moments in BF16, master weight FP32
     return MASTER_WEIGHT_BYTES + 2 * MOMENT_BYTES[s.optimizer_moments]
+
+
+def grad_bytes(s: Plan) -> int:
+    """Bytes per gradient in the DP reduction: fp32 (Megatron's default for bf16) or the 16-bit type."""
+    # Megatron-LM --accumulate-allreduce-grads-in-fp32: 4-byte main_grad, else the 2-byte training type
+    return 4 if s.grad_reduce_in_fp32 else 2
+
+
+def logit_bytes(s: Plan) -> int:
+    """Bytes the loss keeps per logit: an fp32 copy (Megatron-LM's vocab_parallel_cross_entropy casts the logits),
+    or the 16-bit logits themselves with the fused loss (their gradient written in place)."""
+    return 2 if s.cross_entropy_fusion else 4
 
 
 def activation_input_bytes(model: ModelSpec, s: Plan) -> int:
@@ -95,6 +109,16 @@ def weight_grad_bytes_per_layer(model: ModelSpec, s: Plan) -> float:
     return replicated / sp + sharded / t
 
 
+def partial_recompute_bytes(full: float, chunk_layers: float, model: ModelSpec, s: Plan, flash: bool) -> float:
+    """Mean activation bytes per layer of a chunk whose first ``s.recompute_layers`` layers recompute (``full``
+    bytes each, the layer input) and whose other layers keep everything (Megatron-Core block recompute)."""
+    if not chunk_layers:
+        return full
+    rec = recomputed_layers(s, chunk_layers)
+    kept = activation_bytes_per_layer(model, replace(s, recompute="none", recompute_layers=0), flash)
+    return (rec * full + (chunk_layers - rec) * kept) / chunk_layers
+
+
 def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_layer: float) -> StageMemory:
     t, p, n = s.tp, s.pp, s.dp * s.cp
     layers = stage_layers(model.layers, s, stage)
@@ -117,8 +141,12 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
         # (Megatron-LM docs, fp8_param_gather; TE Float8Tensor). The embedding and output layer stay BF16.
         fp8_layer = layers * model.layer_params() / t
         weights += FP8_WEIGHT_BYTES * fp8_layer - (WEIGHT_BYTES * fp8_layer if s.fp8_param_gather else 0)
-    gradients = GRADIENT_BYTES * params
-    optimizer = optimizer_state_bytes(s) * params
+    # Megatron-Core DDP allocates its gradient buffer in fp32 only with grad_reduce_in_fp32 (Megatron-LM
+    # --accumulate-allreduce-grads-in-fp32); NeMo's and Megatron-Bridge's performance recipes reduce in bf16
+    # (grad_sync_dtype: bf16, grad_reduce_in_fp32=False): a 2-byte buffer (distributed_data_parallel_config.py)
+    gradients = grad_bytes(s) * params
+    # Megatron-Core optimizer CPU offload: that share of the optimizer state lives in host memory
+    optimizer = optimizer_state_bytes(s) * params * (1 - s.optimizer_offload_pct / 100)
     buffers = 0.0
     # Rajbhandari et al. 2020 (ZeRO, arXiv 1910.02054) §5.1, Fig. 1: stages 1/2/3 shard optimizer/gradients/weights
     if s.zero >= 1:
@@ -136,9 +164,17 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
         buffers += (4 if s.grad_reduce_in_fp32 else 2) * model.layer_params() / t
 
     chunks = inflight_layer_chunks(s, stage)
+    per_chunk = layers / s.chunks
+    if s.recompute_layers:
+        # block recompute (knobs.recomputed_layers): the chunk's first layers keep only their input, the rest all
+        per_layer = partial_recompute_bytes(per_layer, per_chunk, model, s, cluster.flash_attention)
     # Narayanan et al. SC'21 §2.2: each in-flight chunk-forward holds its layers' activations until its backward
     # (an uneven end stage's chunks: their mean layer count)
-    activations = chunks * (layers / s.chunks) * per_layer
+    activations = chunks * per_chunk * per_layer
+    if s.activation_offload_layers and layers:
+        # Megatron-Core CPU offloading (pp 1): the offloaded layers' activations leave the GPU, one layer's in flight
+        kept = layers - s.activation_offload_layers + min(1, s.activation_offload_layers)
+        activations *= kept / layers
     waiting_w = weight_grad_held_chunks(s, stage)
     if waiting_w:
         activations += waiting_w * (layers / s.chunks) * weight_grad_bytes_per_layer(model, s)
@@ -153,8 +189,9 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
         # Korthikanti §4.3: embedding dropout mask sbh (÷t with SP), here with the 2sbh embedding output too
         embedding += micro_batches * (2 + (1 if model.dropout else 0)) * sbh / sp
     if last:
-        # Korthikanti §4.3: output-layer input 2sbh (÷t with SP) and fp32 logits for the loss 4sbV/t, one micro-batch
-        embedding += 2 * sbh / sp + 4 * seq * s.micro_batch * model.vocab / t
+        # Korthikanti §4.3: output-layer input 2sbh (÷t with SP) and fp32 logits for the loss 4sbV/t, one micro-batch;
+        # a fused loss keeps the 16-bit logits (their gradient in place) instead of an fp32 copy
+        embedding += 2 * sbh / sp + logit_bytes(s) * seq * s.micro_batch * model.vocab / t
     return StageMemory(stage=stage, weights=weights, gradients=gradients, optimizer=optimizer,
                        activations=activations, embedding=embedding, buffers=buffers,
                        reserve=cluster.gpu.memory_reserve_bytes)

@@ -22,11 +22,12 @@ from autoplan.hardware import compute, network, policy
 
 from autoplan.families.transformer import layer
 from autoplan.families.transformer import moe_layer as moe, mtp, passes, step as plan
+from autoplan.families.transformer.knobs import recomputed_layers
 from autoplan.families.transformer.layer import LayerCompute
 from autoplan.hardware.compute import Op
 from autoplan.families.costs import PAIR_COMM_SMS, CommNeed, PassCost, PassKey, StepCosts, pass_cost
 from autoplan.families.base import family_of_functions
-from autoplan.families.transformer.memory import (FP8_WEIGHT_BYTES, GRADIENT_BYTES, WEIGHT_BYTES, _stage,
+from autoplan.families.transformer.memory import (FP8_WEIGHT_BYTES, WEIGHT_BYTES, _stage, logit_bytes,
                                                   activation_bytes_per_layer, activation_input_bytes,
                                                   optimizer_state_bytes)
 from autoplan.families.costs import StageMemory
@@ -117,13 +118,15 @@ def _coll(cluster: ClusterSpec, shape: network.GroupShape, lay: LayerCompute, wh
 def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey, PassCost]:
     """Cost of a forward / backward chunk pass, keyed by (forward, holds embedding, holds output layer)."""
     # the passes read neither dp, the batch, ZeRO nor the DP overlaps: plans differing only there share them
-    key = type(s)(tp=s.tp, cp=s.cp, pp=s.pp, sequence_parallel=s.sequence_parallel, micro_batch=s.micro_batch,
-                   recompute=s.recompute, schedule=s.schedule, virtual_stages=s.virtual_stages,
-                   first_stage_layers=s.first_stage_layers, last_stage_layers=s.last_stage_layers,
-                   gradient_accumulation_fusion=s.gradient_accumulation_fusion, ep=s.ep, etp=s.etp,
-                   ep_overlap=s.ep_overlap, precision=s.precision, fp8_activation_store=s.fp8_activation_store)
     # the one thing they read of the batch: the share of passes an EP overlap leaves without a partner
-    return _pass_costs(model, cluster, key, unpaired_share(s) if s.ep_overlap else 0.0)
+    return _pass_costs(model, cluster, _pass_key(s), unpaired_share(s) if s.ep_overlap else 0.0)
+
+
+def _pass_key(s: Plan) -> Plan:
+    """``s`` with the fields no pass reads set to their defaults (dp, the batch, the optimizer's sharding and
+    numerics, the DP overlaps), so that plans differing only there share their cached passes."""
+    return replace(s, dp=1, global_batch=1, zero=0, overlap_grad_reduce=True, overlap_param_gather=True,
+                   optimizer_moments="fp32", fp8_param_gather=False, zero3_per_tensor=False)
 
 
 @lru_cache(maxsize=4096)
@@ -136,7 +139,8 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan, alone: float) -
     d_first = _dense_in_first_chunk(model, s)
     sec = LayerCompute.seconds
     emb_f, emb_b, emb_c = layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
-    out_f, out_b, out_c = layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
+    out_f, out_b, out_c = layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
+                                            s.cross_entropy_fusion)
     emb_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in emb_c)
     out_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in out_c)
     full = s.recompute == "full"
@@ -144,13 +148,18 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan, alone: float) -
     d_f, d_b, d_r = sec(dense.forward), sec(dense.backward), sec(dense.recompute)
     m_f, m_b, m_r = sec(lay.forward), sec(lay.backward), sec(lay.recompute)
     d_ftp = _coll(cluster, tp, dense, "forward_collectives")
-    d_btp = _coll(cluster, tp, dense, "backward_collectives") + _coll(cluster, tp, dense, "recompute_collectives")
+    d_btp, d_rtp = _coll(cluster, tp, dense, "backward_collectives"), _coll(cluster, tp, dense, "recompute_collectives")
     m_ftp = _coll(cluster, tp, lay, "forward_collectives")
-    m_btp = _coll(cluster, tp, lay, "backward_collectives") + _coll(cluster, tp, lay, "recompute_collectives")
+    m_btp, m_rtp = _coll(cluster, tp, lay, "backward_collectives"), _coll(cluster, tp, lay, "recompute_collectives")
     # GShard §3.2 (Lepikhin et al. 2020): dispatch and combine all-to-alls around every MoE layer's experts; the
-    # backward reverses both, a full recompute repeats the forward's
+    # backward reverses both, a full recompute repeats the forward's (``share`` of the layers under block recompute)
     m_fep = _exposed(s, mo.a2a_forward, m_f, alone) + mo.etp_forward
-    m_bep = (_exposed(s, mo.a2a_forward * (2 if full else 1), m_b + m_r, alone) + mo.etp_forward * (2 if full else 1))
+
+    def m_bep(share: float) -> float:
+        # the window the backward's all-to-alls hide behind: the backward and what it recomputes (all of a partial
+        # recompute's share; a selective or modules recompute always)
+        window = m_b + (share if full else 1.0) * m_r
+        return _exposed(s, mo.a2a_forward * (1 + share), window, alone) + mo.etp_forward * (1 + share)
     ef, eb, of, ob = sec(emb_f), sec(emb_b), sec(out_f), sec(out_b)
     # DeepSeek-V3 §2.2: each MTP module on the output stage is one more MoE block, its projection (mtp.py) and the
     # shared output head and loss once more
@@ -171,11 +180,12 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan, alone: float) -
             b_comp = d * d_b + k * m_b + first * eb + last * ob
             if not s.gradient_accumulation_fusion:
                 b_comp += _grad_accumulation(model, cluster, s, d, k).seconds
+            # a partial (block) recompute repeats a share of the chunk's layers (knobs.recomputed_layers)
+            share = (recomputed_layers(s, n) / n if n else 1.0) if full else 0.0
             # Shoeybi et al. 2019 §3: the backward has the forward's TP collectives (and a full recompute's)
-            b_tp = d * d_btp + k * m_btp + last * out_tp
-            costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", d * d_r + k * m_r),
-                                                    ("tp", b_tp), ("cp", n * (cp_bwd + (cp_fwd if full else 0))),
-                                                    ("ep", k * m_bep))
+            b_tp = d * (d_btp + share * d_rtp) + k * (m_btp + share * m_rtp) + last * out_tp
+            costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", (share if full else 1.0) * (
+                d * d_r + k * m_r)), ("tp", b_tp), ("cp", n * (cp_bwd + share * cp_fwd)), ("ep", k * m_bep(share)))
     return costs
 
 
@@ -183,12 +193,7 @@ def weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[t
     """The W part of a backward chunk pass for the zero-bubble schedules, keyed by (holds embedding, holds output
     layer): the wgrad GEMMs of its dense and MoE layers (experts, shared experts, router, attention), the
     embedding's and output layer's, and an unfused accumulation (passes.weight_grad_costs for a dense model)."""
-    key = type(s)(tp=s.tp, cp=s.cp, pp=s.pp, sequence_parallel=s.sequence_parallel, micro_batch=s.micro_batch,
-                   recompute=s.recompute, schedule=s.schedule, virtual_stages=s.virtual_stages,
-                   first_stage_layers=s.first_stage_layers, last_stage_layers=s.last_stage_layers,
-                   gradient_accumulation_fusion=s.gradient_accumulation_fusion, ep=s.ep, etp=s.etp,
-                   precision=s.precision, fp8_activation_store=s.fp8_activation_store)
-    return _weight_grad_costs(model, cluster, key)
+    return _weight_grad_costs(model, cluster, _pass_key(s))
 
 
 @lru_cache(maxsize=1024)
@@ -199,7 +204,7 @@ def _weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[
     emb = passes.weight_grad_seconds(layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
                                                                s.micro_batch)[1])
     out = passes.weight_grad_seconds(layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
-                                                            s.micro_batch)[1])
+                                                            s.micro_batch, s.cross_entropy_fusion)[1])
     n_first, n_mid, n_last = chunk_layers(model.layers, s)
     d_first = _dense_in_first_chunk(model, s)
     depth = model.mtp_layers
@@ -441,6 +446,11 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int,
         other, routed = _moe_layer_params(model, s)
         fp8_layer = d * model.layer_params() / s.tp + (layers - d + blocks) * (other + routed)
         weights += FP8_WEIGHT_BYTES * fp8_layer - (WEIGHT_BYTES * fp8_layer if s.fp8_param_gather else 0)
+    if s.recompute_layers and layers:
+        # block recompute (knobs.recomputed_layers): a share of each chunk's layers keeps only its input
+        share = recomputed_layers(s, layers / s.chunks) / (layers / s.chunks)
+        kept = moe_activation_bytes(model, replace(s, recompute="none", recompute_layers=0), cluster.flash_attention)
+        per_layer = tuple(share * a + (1 - share) * b for a, b in zip(per_layer, kept))
     # Narayanan et al. SC'21 §2.2: each in-flight chunk-forward holds its layers' activations (mean per chunk)
     acts = inflight_layer_chunks(s, stage) * (d * per_layer[0] + (layers - d) * per_layer[1]) / s.chunks
     embedding = base.embedding
@@ -449,12 +459,12 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int,
         # each its MoE block, its projection's inputs and the shared head's input and fp32 logits once more
         sp = s.tp if s.sequence_parallel else 1
         tokens = model.seq_len / s.cp * s.micro_batch
-        head = 2 * tokens * model.hidden / sp + 4 * tokens * model.vocab / s.tp
+        head = 2 * tokens * model.hidden / sp + logit_bytes(s) * tokens * model.vocab / s.tp
         acts += blocks * per_layer[1]
         embedding += blocks * (head + mtp.extras_activation_bytes(model, s.micro_batch, s.tp, s.cp,
                                                                   s.sequence_parallel))
     return StageMemory(stage=stage, weights=weights,
-                       gradients=GRADIENT_BYTES * (non_expert + expert), optimizer=optimizer, activations=acts,
+                       gradients=passes.grad_bytes(s) * (non_expert + expert), optimizer=optimizer, activations=acts,
                        embedding=embedding, buffers=0.0, reserve=base.reserve)
 
 

@@ -219,26 +219,6 @@ def _quantize(gpu, name: str, values: float) -> Op:
     return compute.memory_op(gpu, name, (BF16 + 2 * compute.FP8) * values)
 
 
-def host_exposed(host_launch: float, ops: list[tuple[Op, int]], synced: bool) -> float:
-    """Seconds the GPU waits for the host over ``ops`` (each with the kernels it launches).
-
-    Megatron-Core's alltoall dispatcher copies the routing's token counts to the host every MoE layer forward (the
-    all-to-all split sizes and the grouped GEMM's per-expert m are host values: token_dispatcher.py, a device-to-host
-    sync), so after that sync the host has no lead: each kernel starts when both the GPU is free and the host has
-    issued it (a two-queue simulation from the sync to the next one). Without a sync (the backward) the host runs
-    ahead and binds only if it issues the pass slower than the GPU runs it."""
-    if not host_launch:
-        return 0.0
-    gpu_busy = sum(op.seconds for op, _ in ops)
-    if not synced:
-        return max(0.0, host_launch * sum(n for _, n in ops) - gpu_busy)
-    host = gpu = 0.0
-    for op, launches in ops:
-        host += host_launch * launches
-        gpu = max(gpu, host) + op.seconds
-    return gpu - gpu_busy
-
-
 def _linear(gpu, name: str, m: int, n: int, k: int, fp8: bool, quantize_input: bool = True) -> tuple[Op, ...]:
     """A linear layer's forward: its FP8 input cast (when FP8 and the input arrives BF16) and its GEMM."""
     cast = (_quantize(gpu, f"{name}.quantize", m * k),) if fp8 and quantize_input else ()
@@ -388,8 +368,8 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
             (Op("all_to_all", 0.0, 0.0, combine), 1), *((op, 1) for op in attn_f), *pre_sync]
     # Megatron-Core token_dispatcher.py (MoEAlltoAllTokenDispatcher): drop-and-pad keeps cuda_sync_point "no_sync"
     # (the split sizes are the capacity, a host value); dropless routing syncs the host every layer
-    wait_f = host_exposed(gpu.host_launch, span, synced=not model.pad_to_capacity)
-    wait_b = host_exposed(gpu.host_launch, [*backward_ops, *((op, 1) for op in attn_b)], synced=False)
+    wait_f = compute.host_exposed(gpu.host_launch, span, synced=not model.pad_to_capacity)
+    wait_b = compute.host_exposed(gpu.host_launch, [*backward_ops, *((op, 1) for op in attn_b)], synced=False)
     host = (Op("host.wait", 0.0, 0.0, wait_f),) if wait_f else ()
     host_b = (Op("host.wait.bwd", 0.0, 0.0, wait_b),) if wait_b else ()
     forward = attn_f + tuple(op for op, _ in pre_sync + post_sync) + host

@@ -8,10 +8,13 @@ from functools import lru_cache
 from autoplan.hardware import compute, network, policy
 
 from autoplan.families.transformer import layer as kernels
+from autoplan.families.transformer import memory
+from autoplan.families.transformer.memory import grad_bytes  # noqa: F401  (step.py, moe.py read it here)
+from autoplan.families.transformer.knobs import recomputed_layers
 from autoplan.families.transformer import tp_overlap
 from autoplan.hardware.compute import Collective, Op
 from autoplan.families.transformer.layer import LayerCompute
-from autoplan.families.costs import PassCost, PassKey, pass_cost
+from autoplan.families.costs import PassCost, PassKey, host_bound, pass_cost
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.hardware.support import cp_a2a_degree
 from autoplan.specs.model import ModelSpec
@@ -20,12 +23,6 @@ from autoplan.specs.plan import Plan
 
 CP_BACKWARD_FACTOR = 2.5
 """Attention backward over forward that a CP ring's two backward exchanges overlap with (Dao 2023, FA2 §3)."""
-
-
-def grad_bytes(s: Plan) -> int:
-    """Bytes per gradient in the DP reduction: fp32 (Megatron's default for bf16) or the 16-bit type."""
-    # Megatron-LM --accumulate-allreduce-grads-in-fp32: 4-byte main_grad, else the 2-byte training type
-    return 4 if s.grad_reduce_in_fp32 else 2
 
 
 def cp_kv_bytes(model: ModelSpec, s: Plan) -> int:
@@ -120,25 +117,36 @@ pipeline layout only says how many layers a chunk holds (tests/families/transfor
 
 @lru_cache(maxsize=4096)
 def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey, PassCost]:
-    fwd, fwd_tp, bwd, bwd_tp, rec, rec_tp, cp_fwd, cp_bwd, emb_f, emb_b, out_f, out_b, emb_tp, out_tp = _layer_terms(
-        model, cluster, type(s).checked(s.values() | LAYER_NOT_READ))
+    (fwd, fwd_tp, bwd, bwd_tp, rec, rec_tp, cp_fwd, cp_bwd, emb_f, emb_b, out_f, out_b, emb_tp, out_tp,
+     launches) = _layer_terms(model, cluster, type(s).checked(s.values() | LAYER_NOT_READ))
+    launches_f, launches_b, launches_r, emb_f_n, out_f_n, emb_b_n, out_b_n = launches
     n_first, n_mid, n_last = chunk_layers(model.layers, s)
+    # the host runs ahead of the GPU unless it is slower (costs.host_bound; GPUSpec.host_launch)
+    host = cluster.gpu.host_launch
     costs = {}
     for first in (False, True):
         for last in (False, True):
             # an uneven first/last stage's outer chunk has its own layer count (Megatron-Core, uneven pipeline split)
             n = n_first if first else n_last if last else n_mid
+            # a partial (block) recompute repeats only its first layers of the chunk (knobs.recomputed_layers)
+            r = recomputed_layers(s, n) if s.recompute == "full" else n
             f_comp = n * fwd + first * emb_f + last * out_f
             f_tp = n * fwd_tp + first * emb_tp + last * out_tp
-            costs[(True, first, last)] = pass_cost(("compute", f_comp), ("tp", f_tp), ("cp", n * cp_fwd))
+            f_host = host * (n * launches_f + first * emb_f_n + last * out_f_n)
+            f_comp += _offload_wait(model, cluster, s, f_comp)
+            costs[(True, first, last)] = host_bound(
+                pass_cost(("compute", f_comp), ("tp", f_tp), ("cp", n * cp_fwd)), f_host)
             b_comp = n * bwd + first * emb_b + last * out_b
             if not s.gradient_accumulation_fusion:
                 b_comp += grad_accumulation(model, cluster, s, n, first, last).seconds
             # Shoeybi et al. 2019 §3 (conjugate f and g): the backward has the forward's TP collectives; a full
             # recompute repeats the forward's too (Korthikanti et al. 2022 §4.2)
-            b_tp = n * (bwd_tp + rec_tp) + last * out_tp
-            costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", n * rec), ("tp", b_tp),
-                                                    ("cp", n * (cp_bwd + (cp_fwd if s.recompute == "full" else 0))))
+            b_comp += _offload_wait(model, cluster, s, b_comp)
+            b_tp = n * bwd_tp + r * rec_tp + last * out_tp
+            b_host = host * (n * launches_b + r * launches_r + first * emb_b_n + last * out_b_n)
+            costs[(False, first, last)] = host_bound(pass_cost(
+                ("compute", b_comp), ("recompute", r * rec), ("tp", b_tp),
+                ("cp", n * cp_bwd + (r * cp_fwd if s.recompute == "full" else 0))), b_host)
     return costs
 
 
@@ -160,11 +168,28 @@ def _layer_terms(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[float
         fwd_tp, bwd_tp = tp_overlap.layer_exposed(model, cluster, s)
         rec_tp = fwd_tp if lay.recompute_collectives else 0.0
     emb_f, emb_b, emb_c = kernels.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
-    out_f, out_b, out_c = kernels.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
+    out_f, out_b, out_c = kernels.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
+                                            s.cross_entropy_fusion)
     emb_tp = _collectives_time(cluster, tp, emb_c, s.collective_policy)
     out_tp = _collectives_time(cluster, tp, out_c, s.collective_policy)
+    # the host issues every kernel and NCCL call of a pass (one modelled op each): launches per layer's forward,
+    # backward and recompute, and the embedding's and output layer's (costs.host_bound; GPUSpec.host_launch)
+    launches = (len(lay.forward) + len(lay.forward_collectives), len(lay.backward) + len(lay.backward_collectives),
+                len(lay.recompute) + len(lay.recompute_collectives), len(emb_f) + len(emb_c),
+                len(out_f) + len(out_c), len(emb_b), len(out_b) + len(out_c))
     return (fwd, fwd_tp, bwd, bwd_tp, rec, rec_tp, cp_fwd, cp_bwd, LayerCompute.seconds(emb_f),
-            LayerCompute.seconds(emb_b), LayerCompute.seconds(out_f), LayerCompute.seconds(out_b), emb_tp, out_tp)
+            LayerCompute.seconds(emb_b), LayerCompute.seconds(out_f), LayerCompute.seconds(out_b), emb_tp, out_tp,
+            launches)
+
+
+def _offload_wait(model: ModelSpec, cluster: ClusterSpec, s: Plan, compute_seconds: float) -> float:
+    """Seconds a pass waits for its offloaded activations: their copy over the host link (to the host after the
+    forward, back before the backward), asynchronous beside the pass's compute, shows where it is longer."""
+    if not s.activation_offload_layers or not cluster.gpu.host_link:
+        return 0.0
+    # Megatron-Core cpu_offloading: each offloaded layer's saved tensors, copied on a side stream
+    nbytes = s.activation_offload_layers * memory.activation_bytes_per_layer(model, s, cluster.flash_attention)
+    return max(0.0, nbytes / cluster.gpu.host_link - compute_seconds)
 
 
 def weight_grad_seconds(ops: tuple[Op, ...]) -> float:
@@ -185,7 +210,10 @@ def weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[t
     emb_b = weight_grad_seconds(kernels.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
                                                           s.micro_batch)[1])
     out_b = weight_grad_seconds(kernels.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
-                                                       s.micro_batch)[1])
+                                                       s.micro_batch, s.cross_entropy_fusion)[1])
+    # the host issues the W kernels too (costs.host_bound): a host-bound backward's W lasts its launches' issue time
+    launches = sum(1 for op in lay.backward if op.name.endswith(".wgrad"))
+    host = cluster.gpu.host_launch
     out = {}
     for first in (False, True):
         for last in (False, True):
@@ -193,7 +221,7 @@ def weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[t
             w = n * w_layer + first * emb_b + last * out_b
             if not s.gradient_accumulation_fusion:
                 w += grad_accumulation(model, cluster, s, n, first, last).seconds
-            out[(first, last)] = pass_cost(("compute", w))
+            out[(first, last)] = host_bound(pass_cost(("compute", w)), host * (n * launches + first + last))
     return out
 
 

@@ -103,7 +103,15 @@ def optimizer_seconds(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: in
 def _optimizer(cluster: ClusterSpec, s: Plan, params: float) -> float:
     # Rajbhandari et al. 2020 (ZeRO) §5.1: stage ≥ 1 updates 1/(dp·cp) of the parameters (DualPipe: of both copies)
     shards = s.dp * s.cp * model_copies(s.schedule)
-    return compute.optimizer_time(cluster.gpu, params, params / shards if s.zero >= 1 else params)
+    sharded = params / shards if s.zero >= 1 else params
+    host = sharded * s.optimizer_offload_pct / 100
+    seconds = compute.optimizer_time(cluster.gpu, params, sharded - host)
+    if host:
+        # Megatron-Core optimizer CPU offload: the host's CPU Adam updates its share while the gradients go down and
+        # the bf16 weights come back (--overlap-cpu-optimizer-d2h-h2d): the longer of the two
+        gpu = cluster.gpu
+        seconds += max(host / gpu.host_adam_params_per_s, host * (grad_bytes(s) + PARAM_BYTES) / gpu.host_link)
+    return seconds
 
 
 def zero3_layer_gather(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:

@@ -3,8 +3,8 @@ degrees, schedule rules, and the numerics and TP-overlap features a plan asks fo
 
 from __future__ import annotations
 
-from autoplan.specs.layout import (BIDIRECTIONAL, V_SHAPE, balanced_layout, balanced_v_layout, layout_chunks,
-                                   uneven_violations)
+from autoplan.specs.layout import (BIDIRECTIONAL, V_SHAPE, balanced_layout, balanced_v_layout, chunk_layers,
+                                   layout_chunks, uneven_violations)
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.plan import SPLIT_BACKWARD, Plan
 
@@ -65,6 +65,9 @@ def violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
         out.append(f"ZeRO stage {s.zero} shards weights across micro-batches and cannot run with pp > 1 (DeepSpeed)")
     if model.mtp_layers and not model.moe:
         out.append(f"multi-token prediction (mtp_layers {model.mtp_layers}) is modelled for MoE models only")
+    if s.recompute_layers:
+        out += _partial_recompute_violations(model, s)
+    out += _offload_violations(model, s)
     if s.recompute == "modules" and not model.moe:
         out.append("recompute modules (norms, MLA up-projections, expert activations) is modelled for MoE models "
                    "only; use selective or full")
@@ -105,4 +108,36 @@ def _v_shape_violations(s: Plan) -> list[str]:
         if s.micro_batches % 2 or s.micro_batches < 2 * s.pp:
             out.append(f"the dualpipe schedule needs an even number of micro-batches ≥ 2·pp ({2 * s.pp}), got "
                        f"{s.micro_batches}")
+    return out
+
+
+def _partial_recompute_violations(model: ModelSpec, s: Plan) -> list[str]:
+    """Megatron-LM's block recompute: only with full recompute, and fewer layers than a model chunk holds."""
+    if s.recompute != "full":
+        # Megatron-LM arguments.py: recompute_num_layers is only for --recompute-granularity full
+        return [f"recompute_layers {s.recompute_layers} needs recompute full (Megatron-LM --recompute-method block), "
+                f"not {s.recompute}"]
+    most = max(chunk_layers(model.layers, s))
+    if s.recompute_layers >= most:
+        return [f"recompute_layers {s.recompute_layers} is every layer of a model chunk ({most} at most): that is "
+                "recompute full alone"]
+    return []
+
+
+def _offload_violations(model: ModelSpec, s: Plan) -> list[str]:
+    """Megatron-Core's rules for CPU offload, and what this model prices (dense transformers)."""
+    out = []
+    if s.activation_offload_layers:
+        if s.pp > 1 or s.recompute != "none":
+            # Megatron-Core cpu_offloading: "no support for Pipeline parallelism", not with activation recomputation
+            out.append(f"activation_offload_layers {s.activation_offload_layers} needs pp 1 and recompute none "
+                       f"(Megatron-Core CPU offloading), not pp {s.pp}, recompute {s.recompute}")
+        if s.activation_offload_layers > model.layers:
+            out.append(f"activation_offload_layers {s.activation_offload_layers} is more than the model's "
+                       f"{model.layers} layers")
+    if s.optimizer_offload_pct and s.zero < 1:
+        # Megatron-LM arguments.py: --optimizer-cpu-offload requires --use-distributed-optimizer
+        out.append(f"optimizer_offload_pct {s.optimizer_offload_pct} needs the distributed optimizer (zero ≥ 1)")
+    if (s.activation_offload_layers or s.optimizer_offload_pct) and model.moe:
+        out.append("CPU offload (activations or optimizer) is modelled for dense transformers only")
     return out

@@ -37,7 +37,19 @@ def test_the_pre_training_length_is_taken_from_before_rope_scaling():
     assert data["max_position_embeddings"] == 131072
     assert config_fields(data)["seq_len"] == data["rope_scaling"]["original_max_position_embeddings"]
     del data["rope_scaling"]
-    assert config_fields(data)["seq_len"] == 131072
+    # without rope_scaling a 131,072-token context is not taken as the pre-training length: 8,192, said in the source
+    assert config_fields(data)["seq_len"] == 8192
+
+
+def test_a_config_without_rope_scaling_plans_its_pretraining_length_and_says_so(tmp_path):
+    data = _fixture("llama-3.1-8b.json")
+    del data["rope_scaling"]
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    m = get_model(str(tmp_path))
+    assert m.seq_len == 8192 and "seq 8,192 of its 131,072-token context" in m.source and "--seq-len" in m.source
+    data["max_position_embeddings"] = 4096
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    assert get_model(str(tmp_path)).seq_len == 4096
 
 
 def test_gpt2_has_its_published_parameter_count():

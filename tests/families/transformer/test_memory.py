@@ -236,3 +236,25 @@ def test_zbv_first_rank_holds_both_ends_and_no_tied_copy(tiny_gpt):
     assert first.activations == last.activations                           # balanced (Qi et al. 2024 §6)
     one = memory_per_stage(tiny_gpt, CLUSTER, Strategy(pp=2, dp=4, global_batch=64))
     assert first.activations == one[0].activations                         # 1F1B's peak: p·M_B
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2])
+def test_gradient_buffer_is_as_wide_as_the_reduction(zero):
+    # Megatron-Core DDP: a 4-byte main_grad with grad_reduce_in_fp32, else the 2-byte training type; nothing else moves
+    model, s = get_model("gpt3"), Strategy(tp=8, pp=8, dp=16, global_batch=1536, zero=zero)
+    fp32, bf16 = (memory_per_stage(model, load_cluster("dgx-a100-80g", 1024), replace(s, grad_reduce_in_fp32=x))
+                  for x in (True, False))
+    for a, b in zip(fp32, bf16):
+        assert b.gradients == pytest.approx(a.gradients / 2)
+        assert (b.weights, b.optimizer, b.activations) == (a.weights, a.optimizer, a.activations)
+
+
+def test_a_fused_loss_keeps_the_16_bit_logits_instead_of_an_fp32_copy():
+    # Korthikanti §4.3's 4sbV/t fp32 logits become the 2sbV/t 16-bit ones (Megatron-Core --cross-entropy-loss-fusion)
+    model = get_model("llama3-8b")
+    s = Strategy(tp=2, pp=2, dp=2, global_batch=16)
+    last = [stage_memory(model, CLUSTER, replace(s, cross_entropy_fusion=x), 1) for x in (False, True)]
+    logits = model.seq_len * s.micro_batch * model.vocab / s.tp
+    assert last[0].embedding - last[1].embedding == pytest.approx(2 * logits)
+    assert stage_memory(model, CLUSTER, replace(s, cross_entropy_fusion=True), 0).embedding == \
+        stage_memory(model, CLUSTER, s, 0).embedding

@@ -128,14 +128,14 @@ def _ops(n: int, seconds: float) -> list[tuple[Op, int]]:
 @given(n=st.integers(1, 50), g=st.floats(1e-6, 1e-3), h=st.floats(0, 1e-3))
 def test_host_exposure_closed_forms(n, g, h):
     # after a sync the host issues kernel i at i·h: host-bound (h ≥ g) the GPU ends at n·h + g, else at h + n·g
-    synced = moe.host_exposed(h, _ops(n, g), synced=True)
+    synced = compute.host_exposed(h, _ops(n, g), synced=True)
     expected = 0.0 if h == 0 else (n * (h - g) + g if h >= g else h)
     assert synced == pytest.approx(expected, rel=1e-9, abs=1e-15)
     # without a sync the host only binds when it issues slower than the GPU runs
-    assert moe.host_exposed(h, _ops(n, g), synced=False) == pytest.approx(max(0.0, n * (h - g)), abs=1e-15)
+    assert compute.host_exposed(h, _ops(n, g), synced=False) == pytest.approx(max(0.0, n * (h - g)), abs=1e-15)
 
 
-def test_host_constant_moves_moe_layers_only():
+def test_host_constant_moves_moe_layers_not_large_dense_ones():
     node = load_cluster("dgx-h100-80g", 8)
     assert node.gpu.host_launch > 0
     quiet = replace(node, gpu=replace(node.gpu, host_launch=0.0))

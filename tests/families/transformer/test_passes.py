@@ -13,6 +13,7 @@ from autoplan.families.transformer import layer
 from autoplan.families.costs import split_backward
 from autoplan.families.transformer import passes
 from autoplan.families.strategy import Strategy
+from autoplan.specs.model import ModelSpec
 
 
 def test_grad_accumulation_of_the_first_and_last_stage_adds_their_embeddings(tiny_gpt, a100_8):
@@ -147,3 +148,32 @@ def test_a_layers_seconds_read_no_pipeline_field(tiny_gpt, a100_8, tp, cp, mb, r
                     grad_reduce_in_fp32=fp32, first_stage_layers=ends[0], last_stage_layers=ends[1])
     fresh = passes._layer_terms.__wrapped__
     assert fresh(tiny_gpt, a100_8, base) == fresh(tiny_gpt, a100_8, other)
+
+
+def test_a_pass_is_never_faster_than_its_host_issues_it(a100_8):
+    # costs.host_bound: tiny kernels (a 64-wide model) leave the GPU waiting for the host; the pass lasts exactly the
+    # host's issue time, launches · host_launch; a large model's kernels keep the GPU busier than the host
+    from autoplan.families.catalog import get_model
+
+    tiny = ModelSpec(name="tiny", layers=4, hidden=64, heads=2, ffn_hidden=256, vocab=128, seq_len=64)
+    host = replace(a100_8, gpu=replace(a100_8.gpu, host_launch=100e-6))
+    s = Strategy(dp=8, global_batch=8)
+    lay = passes.layer(tiny, host, s)
+    fwd = passes.pass_costs(tiny, host, s)[(True, False, False)]
+    assert fwd.seconds == pytest.approx(100e-6 * 4 * (len(lay.forward) + len(lay.forward_collectives)))
+    free = passes.pass_costs(tiny, replace(a100_8, gpu=replace(a100_8.gpu, host_launch=0.0)), s)
+    assert free[(True, False, False)].seconds < fwd.seconds
+    big = get_model("gpt3")
+    s8 = Strategy(tp=8, pp=8, dp=1, global_batch=8)
+    assert passes.pass_costs(big, host, s8) == passes.pass_costs(big, replace(host, gpu=replace(host.gpu, host_launch=0.0)), s8)
+
+
+def test_a_fused_loss_makes_one_pass_over_16_bit_logits(a100_8):
+    from autoplan.families.transformer.layer import output_compute
+
+    model = ModelSpec(name="big-vocab", layers=2, hidden=1024, heads=8, ffn_hidden=4096, vocab=128000, seq_len=2048)
+    plain = {op.name: op for op in output_compute(model, a100_8, 1, 1, False, 1)[0]}
+    fused = {op.name: op for op in output_compute(model, a100_8, 1, 1, False, 1, True)[0]}
+    # three fp32 passes (12 bytes a logit) against one 16-bit read and one in-place gradient write (4 bytes)
+    assert plain["cross_entropy"].bytes == pytest.approx(3 * fused["cross_entropy"].bytes)
+    assert fused["cross_entropy"].seconds < plain["cross_entropy"].seconds

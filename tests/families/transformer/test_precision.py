@@ -24,9 +24,10 @@ LAYER_GEMMS = ("qkv", "proj", "fc1", "fc2")
 
 
 def _one_wave(gpu):
-    """A GEMM of exactly one wave of full tiles: m = tile rows · SMs, n = tile cols."""
+    """A GEMM of exactly one wave of full tiles, near-square so that it is compute-bound: a·b = SMs tiles."""
     tm, tn = gpu.gemm_tile
-    return tm * gpu.sm_count, tn, 8192
+    a = max(d for d in range(1, int(gpu.sm_count ** 0.5) + 1) if gpu.sm_count % d == 0)
+    return tm * a, tn * (gpu.sm_count // a), 8192
 
 
 @pytest.mark.parametrize("fp8", [False, True])

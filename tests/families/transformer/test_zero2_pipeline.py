@@ -24,8 +24,8 @@ def test_zero_1_keeps_the_whole_gradient_buffer_and_zero_2_shards_it(fp32, dp):
     one, two = _plan(1, dp=dp, grad_reduce_in_fp32=fp32), _plan(2, dp=dp, grad_reduce_in_fp32=fp32)
     m1, m2 = memory.stage_memory(model, cluster, one, 1), memory.stage_memory(model, cluster, two, 1)
     params = m1.weights / memory.WEIGHT_BYTES
-    # Megatron-Core's distributed optimizer (ZeRO-1) reduce-scatters into a whole fp32 main_grad buffer
-    assert m1.gradients == pytest.approx(memory.GRADIENT_BYTES * params)
+    # Megatron-Core's distributed optimizer (ZeRO-1) reduce-scatters out of a whole main_grad buffer, fp32 or 16-bit
+    assert m1.gradients == pytest.approx((4 if fp32 else 2) * params)
     assert m2.gradients == pytest.approx(m1.gradients / dp)
     # one layer's unsharded gradients at the reduction's width wait for their reduce-scatter
     assert m2.buffers == pytest.approx((4 if fp32 else 2) * model.layer_params() / 8)

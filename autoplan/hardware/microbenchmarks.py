@@ -1,0 +1,82 @@
+"""Published GEMM microbenchmarks that set the GPU specs' ``gemm_efficiency`` and ``clock_ratio``.
+
+Each GPU has two measurements of cuBLAS BF16 GEMMs (stas00/ml-engineering, ``mamf-finder.py``): the best burst rate
+over shapes (MAMF, the GPU at its boost clock, power far below its limit) sets the per-clock efficiency, and the
+rate sustained on a large GEMM that keeps the GPU at its power limit (MSMF: the clock settles below boost) sets the
+clock ratio of a training step. ``derive`` solves both through ``compute.gemm_time`` itself, so that the spec
+reproduces the two measurements (``tests/hardware/test_microbenchmarks.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from autoplan.hardware.compute import gemm_time
+from autoplan.specs.cluster import GPUSpec
+
+
+@dataclass(frozen=True)
+class GemmMeasurement:
+    """A measured BF16 GEMM rate: shape (m, n, k), TFLOP/s, and the clock it ran at over the peak's clock."""
+
+    shape: tuple[int, int, int]
+    tflops: float
+    clock_over_peak_clock: float
+    source: str
+
+
+@dataclass(frozen=True)
+class GemmSources:
+    """The burst (per-clock efficiency) and sustained (clock ratio) measurements of one GPU."""
+
+    burst: GemmMeasurement
+    sustained: GemmMeasurement
+
+
+# ml-engineering compute/accelerator/README.md "Maximum Achievable Matmul FLOPS comparison table" (master @744d01e)
+# and the fast-mamf branch @082816f (MSMF); the peaks' clocks: H100 SXM 989 TFLOP/s at 1830 MHz (4096 FLOP/clock/SM,
+# 132 SMs), A100 312 at its 1410 MHz boost, B200 2250 at 1855 MHz (8192 FLOP/clock/SM, 148 SMs)
+SOURCES: dict[str, GemmSources] = {
+    "H100": GemmSources(
+        GemmMeasurement((2048, 2048, 13312), 794.5, 1980 / 1830, "H100 SXM MAMF 794.5 TFLOP/s, torch 2.7.0, burst at "
+                        "the 1980 MHz boost (ml-engineering master)"),
+        GemmMeasurement((8192, 8448, 20480), 698.6, 1.0, "H200 SXM (same GH100 die, same 700 W) MSMF 698.6 TFLOP/s, "
+                        "mean of all 8 GPUs busy, 1405-1527 MHz (ml-engineering fast-mamf)")),
+    "A100": GemmSources(
+        GemmMeasurement((1024, 10240, 5120), 271.2, 1.0, "A100 SXM MAMF 271.2 TFLOP/s, torch 2.6.0 (ml-engineering "
+                        "master)"),
+        GemmMeasurement((8192, 8192, 8192), 258.0, 1.0, "A100 cuBLAS 8192^3 with randn inputs 258 TFLOP/s at the 400 W "
+                        "limit (H. He, 'Strangely, Matrix Multiplications on GPUs Run Faster When Given Predictable "
+                        "Data', thonking.ai)")),
+    "B200": GemmSources(
+        GemmMeasurement((1792, 16128, 3072), 1745.0, 1965 / 1855, "B200 SXM MAMF 1745.0 TFLOP/s, torch 2.7.1, burst "
+                        "at 1965 MHz (ml-engineering master)"),
+        GemmMeasurement((9472, 8192, 20480), 1456.3, 1.0, "B200 SXM MSMF 1456.3 TFLOP/s, ~994 W at 1339 MHz "
+                        "(ml-engineering fast-mamf)")),
+}
+
+
+def rate(gpu: GPUSpec, shape: tuple[int, int, int]) -> float:
+    """TFLOP/s of one BF16 GEMM of ``shape`` as ``compute.gemm_time`` prices it on ``gpu``."""
+    m, n, k = shape
+    return 2.0 * m * n * k / gemm_time(gpu, m, n, k) / 1e12
+
+
+def _solve(gpu: GPUSpec, field: str, target: float, shape: tuple[int, int, int]) -> float:
+    lo, hi = 0.05, 2.0
+    for _ in range(60):             # the rate grows with either field: bisection
+        mid = (lo + hi) / 2
+        if rate(replace(gpu, **{field: mid}), shape) < target:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def derive(gpu: GPUSpec, sources: GemmSources) -> tuple[float, float]:
+    """(gemm_efficiency, clock_ratio) that make ``gpu`` reproduce the burst and the sustained measurement."""
+    efficiency = _solve(replace(gpu, clock_ratio=sources.burst.clock_over_peak_clock), "gemm_efficiency",
+                        sources.burst.tflops, sources.burst.shape)
+    clock = _solve(replace(gpu, gemm_efficiency=efficiency), "clock_ratio", sources.sustained.tflops,
+                   sources.sustained.shape)
+    return efficiency, clock

@@ -1,0 +1,400 @@
+"""Transfers that share links, as a fluid: while several run at once on a link they split its bandwidth max-min
+fairly; a step timed with those rates. Knows nothing about training (like the engine).
+
+Each shared task belongs to a *class* (say, every PP send from stage 3 to stage 4, of every replica at once); a
+``Sharing`` lists the links as rows of (class, utilisation) pairs: the fraction of the link's bandwidth the
+class's flows take while it runs alone at its own (calibrated) rate, above 1 where the link cannot carry them
+even alone (an oversubscribed uplink). A running task progresses at a *share* of its alone rate, in (0, 1]:
+max-min fair by progressive filling (Bertsekas & Gallager, Data Networks, 1992, §6.5.2), the fluid model of
+ASTRA-sim's congestion-aware analytical network (Won et al., ASTRA-sim 2.0, ISPASS 2023). A task's share is
+equalised on its own most loaded link: two equal transfers on one link get half each; a small one beside a
+large one keeps its whole rate while the large one takes the rest.
+
+``contended`` times a graph with these rates. Where no two transfers of classes that share a link overlap in
+time and no class overloads a link alone, the engine's timeline is returned as it is (the exact fast path).
+Otherwise, by default, to first order: each transfer's overlap with every other class it shares a link with is
+measured on the engine's timeline (every transfer at its alone rate), it is slowed by the pair's max-min share
+for that long, and the engine runs again with the slowed durations (``first_order``: about two engine runs; on the
+headline search's best plans, where contention adds 0.1–5 %, within 0.4 % of the exact step time for most and
+2.5 % short at worst, where slowed transfers queue behind each other on a nearly saturated stream). ``simulate``
+is the exact event-driven fluid simulation (rates change whenever a transfer starts or ends; 5–15 times the
+engine's cost), the reference the tests and ``benchmarks/bench_contention.py`` hold the first order to, and
+``contended(..., exact=True)``'s answer.
+"""
+
+from __future__ import annotations
+
+import heapq
+import operator
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from autoplan.sim.engine import Plan, Tasks, Timeline, run
+
+
+
+class Sharing:
+    """Links shared by classes of transfers: each row one link (or one kind of link), as (class, utilisation).
+    Immutable; remembers the shares of each combination of running classes it was asked for."""
+
+    __slots__ = ("rows", "classes", "weight", "conflicts", "_rows_of", "_memo")
+
+    def __init__(self, rows: tuple[tuple[tuple[int, float], ...], ...], classes: int) -> None:
+        for row in rows:
+            for k, u in row:
+                if not 0 <= k < classes or not u > 0:
+                    raise ValueError(f"row {row}: class {k} of {classes} with utilisation {u}")
+        self.rows, self.classes = rows, classes
+        self.weight = [0.0] * classes
+        """Each class's utilisation of its most loaded link (0: it shares nothing)."""
+        self.conflicts: list[frozenset[int]] = []
+        """For each class, the classes it shares a link with (itself when a link carries its flows more than
+        once over)."""
+        self._rows_of: list[list[tuple[int, float]]] = [[] for _ in range(classes)]
+        near: list[set[int]] = [set() for _ in range(classes)]
+        for r, row in enumerate(rows):
+            for k, u in row:
+                self.weight[k] = max(self.weight[k], u)
+                self._rows_of[k].append((r, u))
+                near[k].update(c for c, _ in row)
+        self.conflicts = [frozenset(x) for x in near]
+        self._memo: dict[tuple[int, ...], dict[int, float]] = {}
+
+    def __repr__(self) -> str:
+        return f"Sharing({self.rows!r}, {self.classes})"
+
+    def share_of(self, running: tuple[int, ...]) -> dict[int, float]:
+        """Share of each class among ``running`` (a sorted tuple of classes, one entry per running task: tasks
+        of one class get one share)."""
+        got = self._memo.get(running)
+        if got is None:
+            got = self._memo[running] = dict(zip(running, _filling(running, self)))
+        return got
+
+
+def shares(active: Sequence[int], sharing: Sharing) -> list[float]:
+    """Max-min fair share (of its alone rate) of each running task, given its class: progressive filling, every
+    unfrozen task at ``level / weight`` until a link fills (its tasks freeze) or the task reaches its own rate."""
+    got = sharing.share_of(tuple(sorted(active)))
+    return [got[k] for k in active]
+
+
+def _filling(active: Sequence[int], sharing: Sharing) -> list[float]:
+    n = len(active)
+    weight = sharing.weight
+    out = [1.0] * n
+    live = [a for a in range(n) if weight[active[a]] > 0]
+    if not live:
+        return out
+    members: dict[int, list[tuple[int, float]]] = {}
+    for a in live:
+        for r, u in sharing._rows_of[active[a]]:
+            members.setdefault(r, []).append((a, u))
+    rows = list(members.values())
+    frozen: dict[int, float] = {}
+    level = 0.0
+    while len(frozen) < len(live):
+        best, full = float("inf"), None
+        for idx, row in enumerate(rows):
+            used = sum(u * frozen[a] for a, u in row if a in frozen)
+            slope = sum(u / weight[active[a]] for a, u in row if a not in frozen)
+            if slope > 0:
+                at = (1.0 - used) / slope
+                if at < best:
+                    best, full = at, idx
+        cap = min((weight[active[a]], a) for a in live if a not in frozen)
+        if cap[0] <= best:
+            level = cap[0]
+            frozen[cap[1]] = 1.0
+            continue
+        level = max(level, best)
+        for a, _ in rows[full]:
+            if a not in frozen:
+                frozen[a] = level / weight[active[a]]
+    for a, x in frozen.items():
+        out[a] = max(x, 0.0)
+    return out
+
+
+def overlapping(timeline: Timeline, cls: Sequence[int], ids: Sequence[int], sharing: Sharing) -> bool:
+    """Some class overloads a link alone, or two tasks of ``ids`` whose classes share a link run at once."""
+    if any(w > 1.0 for w in sharing.weight):
+        return True
+    conflicts = sharing.conflicts
+    start, end = timeline.start, timeline.end
+    spans = sorted(((start[i], end[i], cls[i]) for i in ids if end[i] > start[i]))
+    running: list[tuple[float, int]] = []              # (end, class) of the spans still running, a heap
+    for s, e, k in spans:
+        while running and running[0][0] <= s:
+            heapq.heappop(running)
+        if any(c in conflicts[k] for _, c in running):
+            return True
+        heapq.heappush(running, (e, k))
+    return False
+
+
+def contended(tasks: Tasks, plan: Plan, timeline: Timeline, cls: Sequence[int], sharing: Sharing,
+              why: bool = False, graph: Structure | None = None, exact: bool = False) -> Timeline:
+    """``timeline`` (the engine's, every transfer at its alone rate) with the transfers of class ``cls[i] >= 0``
+    slowed where they share links: ``timeline`` itself where none overlap (exact), else ``first_order``'s answer
+    or with ``exact`` the event-driven ``simulate``'s. The result's ``tasks`` carry the slowed durations."""
+    if exact:
+        ids = [i for i, k in enumerate(cls) if k >= 0 and tasks.duration[i] > 0]
+        if not ids or not overlapping(timeline, cls, ids, sharing):
+            return timeline
+        return simulate(tasks, plan, cls, sharing, why, graph)
+    return first_order(tasks, plan, timeline, groups(tasks, cls), sharing, why)
+
+
+@dataclass(frozen=True)
+class Groups:
+    """The shared tasks of a graph by class and stream, each group in stream order (its spans never overlap):
+    group g holds ``ids[bounds[g]:bounds[g + 1]]``, of class ``classes[g]``. Depends on the structure only."""
+
+    classes: tuple[int, ...]
+    ids: np.ndarray
+    bounds: np.ndarray
+    pick: Callable[[Sequence[float]], tuple]
+    """Picks the grouped tasks' values out of a per-task list (a start or end list), in ``ids`` order."""
+
+    def __len__(self) -> int:
+        return len(self.classes)
+
+
+def groups(tasks: Tasks, cls: Sequence[int]) -> Groups:
+    """``Groups`` of ``tasks`` (cache it with the graph)."""
+    by: dict[tuple[int, int], list[int]] = {}
+    for i, k in enumerate(cls):
+        if k >= 0:
+            by.setdefault((k, tasks.resource[i]), []).append(i)
+    keys = sorted(by)
+    ids = [i for key in keys for i in by[key]]
+    bounds = np.cumsum([0] + [len(by[key]) for key in keys])
+    pick = operator.itemgetter(*ids) if len(ids) > 1 else (lambda xs: tuple(xs[i] for i in ids))
+    return Groups(tuple(k for k, _ in keys), np.array(ids, dtype=np.int64), bounds, pick)
+
+
+def first_order(tasks: Tasks, plan: Plan, timeline: Timeline, grouped: Groups, sharing: Sharing,
+                why: bool = False) -> Timeline:
+    """The fluid model to first order (module docstring, ``slowdowns``): ``timeline`` itself where nothing is
+    slowed, else the engine's run with the slowed durations."""
+    ids, more = slowdowns(timeline, grouped, sharing)
+    if not len(ids):
+        return timeline
+    duration = np.asarray(tasks.duration)
+    duration[ids] += more
+    return run(tasks.with_durations(duration.tolist()), plan, why)
+
+
+def _pairs(grouped: Groups, sharing: Sharing) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(g, h, factor) for every two groups whose classes share a link: while a task of g overlaps one of h it is
+    ``factor`` seconds longer per second (1/s_gh − 1/r_g, r_g its rate alone)."""
+    weight, conflicts = sharing.weight, sharing.conflicts
+    of_class: dict[int, list[int]] = {}
+    for h, k in enumerate(grouped.classes):
+        of_class.setdefault(k, []).append(h)
+    gs, hs, fs = [], [], []
+    for g, k in enumerate(grouped.classes):
+        alone = min(1.0, 1.0 / weight[k]) if weight[k] > 0 else 1.0
+        for c in conflicts[k]:
+            factor = 1.0 / sharing.share_of((k, c) if k <= c else (c, k))[k] - 1.0 / alone
+            if factor > 0:
+                for h in of_class.get(c, ()):
+                    if h != g:
+                        gs.append(g)
+                        hs.append(h)
+                        fs.append(factor)
+    return np.array(gs, dtype=np.int64), np.array(hs, dtype=np.int64), np.array(fs)
+
+
+def slowdowns(timeline: Timeline, grouped: Groups, sharing: Sharing) -> tuple[np.ndarray, np.ndarray]:
+    """The slowed transfers and their extra seconds, to first order: a transfer of class a running alone at rate
+    ``r = min(1, 1/weight)`` takes d/r; for the o seconds it overlaps transfers of class b on the engine's
+    timeline it runs at the pair's share s_ab instead, o·(1/s_ab − 1/r) longer (summed over b). Exact for a
+    class alone on an overloaded link, and for equal transfers that overlap wholly (k of them: k times as long).
+
+    Vectorised over every pair of groups at once: each group's spans are shifted to a block of their own on one
+    time axis (group h from h·span on), so that one search finds, for every task and every group it shares a
+    link with, how much of that group's running time lies before the task's start and before its end."""
+    none = (np.zeros(0, dtype=np.int64), np.zeros(0))
+    if not len(grouped):
+        return none
+    start = np.array(grouped.pick(timeline.start), dtype=float)
+    end = np.array(grouped.pick(timeline.end), dtype=float)
+    bounds, n = grouped.bounds, len(start)
+    group_of = np.repeat(np.arange(len(grouped)), np.diff(bounds))
+    weight = np.array(sharing.weight)[np.array(grouped.classes)]
+    extra = np.where(weight[group_of] > 1.0, (end - start) * (weight[group_of] - 1.0), 0.0)  # overloaded alone
+    g, h, factor = _pairs(grouped, sharing)
+    if len(g):
+        span = 2.0 * float(end.max()) + 1.0
+        s_axis, e_axis = start + group_of * span, end + group_of * span
+        before = np.concatenate([[0.0], np.cumsum(e_axis - s_axis)])     # running time before each span
+        sizes = bounds[g + 1] - bounds[g]
+        pair = np.repeat(np.arange(len(g)), sizes)                       # each (task of g, group h) query
+        task = np.arange(len(pair)) - np.repeat(np.cumsum(sizes) - sizes, sizes) + np.repeat(bounds[g], sizes)
+        shift = h[pair] * span
+        o = (_running(s_axis, e_axis, before, end[task] + shift)
+             - _running(s_axis, e_axis, before, start[task] + shift))
+        extra += np.bincount(task, o * factor[pair], minlength=n)
+    hit = extra > 1e-15 * np.maximum(end, 1.0)
+    return (grouped.ids[hit], extra[hit]) if hit.any() else none
+
+
+def _running(starts: np.ndarray, ends: np.ndarray, before: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Seconds of the disjoint, sorted spans (``starts``, ``ends``; ``before[k]``: the length of the first k)
+    before each time of ``at`` (a block's offset cancels: the difference of two times in one block counts)."""
+    k = np.searchsorted(ends, at, side="right")         # spans wholly before each time
+    inside = np.minimum(k, len(starts) - 1)
+    return before[k] + np.where((k < len(starts)) & (starts[inside] < at), at - starts[inside], 0.0)
+
+
+@dataclass(frozen=True)
+class Structure:
+    """What ``simulate`` needs of a graph beyond its durations: each task's successors (its dependents and the
+    next task on its stream) and how many predecessors it waits for. Depends on the structure only (cache it)."""
+
+    succ: list[list[int]]
+    waits: list[int]
+
+
+def structure(tasks: Tasks, plan: Plan) -> Structure:
+    """The successors and predecessor counts of ``tasks`` (``plan`` orders them)."""
+    n = len(tasks)
+    succ: list[list[int]] = [[] for _ in range(n)]
+    waits = [0] * n
+    for j in range(n):
+        preds = set(tasks.deps[j])
+        if plan.prev[j] >= 0:
+            preds.add(plan.prev[j])
+        waits[j] = len(preds)
+        for q in preds:
+            succ[q].append(j)
+    return Structure(succ, waits)
+
+
+def simulate(tasks: Tasks, plan: Plan, cls: Sequence[int], sharing: Sharing, why: bool = False,
+             graph: Structure | None = None) -> Timeline:
+    """The step as an event-driven fluid simulation: a task starts once its stream's previous task and its
+    dependencies end; a task of class ``cls[i] >= 0`` progresses at its max-min share, the others at full rate.
+
+    Tasks of fixed length are timed as they become ready (no event queue: their ends follow from their starts);
+    only the shared transfers advance in time order, at the rates of those running together, and a transfer's
+    end releases its successors. Exact: a transfer not yet known to start waits on one still running, so it
+    starts after the next event.
+    """
+    graph = graph or structure(tasks, plan)
+    succ, waits = graph.succ, list(graph.waits)
+    duration, deps, prev = tasks.duration, tasks.deps, plan.prev
+    n = len(duration)
+    conflicts, weight = sharing.conflicts, sharing.weight
+    start, end = [0.0] * n, [0.0] * n
+    ready = [0.0] * n
+    cause = [-1] * n
+    future: list[tuple[float, int]] = []               # (start, task) of transfers not running yet
+    ends: list[tuple[float, int, int]] = []            # (end at its current rate, version, task) of running ones
+    left: dict[int, float] = {}                        # running transfer -> alone-seconds of work left at ``upd``
+    rate: dict[int, float] = {}
+    upd: dict[int, float] = {}
+    version: dict[int, int] = {}
+    running: dict[int, set[int]] = {}                  # class -> its running transfers
+    stack = [j for j in range(n) if waits[j] == 0]
+    done = 0
+    push, pop = heapq.heappush, heapq.heappop
+
+    def reshare(classes: set[int], t: float) -> None:
+        """New rates at ``t`` for the running transfers linked to ``classes`` through shared links."""
+        seen: set[int] = set()
+        for k0 in classes:
+            if k0 in seen or k0 not in running:
+                continue
+            group, todo = [], [k0]                     # one connected group of running classes
+            seen.add(k0)
+            while todo:
+                k = todo.pop()
+                group.append(k)
+                for c in conflicts[k]:
+                    if c not in seen and c in running:
+                        seen.add(c)
+                        todo.append(c)
+            got = sharing.share_of(tuple(sorted(k for k in group for _ in running[k])))
+            for k in group:
+                x = got[k]
+                for j in running[k]:
+                    if rate[j] != x or upd[j] == t:
+                        left[j] -= rate[j] * (t - upd[j])
+                        upd[j], rate[j] = t, x
+                        version[j] += 1
+                        push(ends, (t + left[j] / x, version[j], j))
+
+    while True:
+        while stack:
+            j = stack.pop()
+            st = ready[j]
+            start[j] = st
+            if cls[j] >= 0 and duration[j] > 0:
+                push(future, (st, j))
+                continue
+            e = st + duration[j]
+            end[j] = e
+            done += 1
+            for q in succ[j]:
+                if e > ready[q]:
+                    ready[q] = e
+                waits[q] -= 1
+                if waits[q] == 0:
+                    stack.append(q)
+        while ends and ends[0][1] != version.get(ends[0][2]):
+            pop(ends)                                   # superseded by a new rate
+        if not future and not ends:
+            break
+        # the next event: a transfer starts, or one running ends at its current rate
+        t = min(future[0][0] if future else float("inf"), ends[0][0] if ends else float("inf"))
+        touched: set[int] = set()
+        while ends and ends[0][0] <= t:
+            _, v, j = pop(ends)
+            if v != version.get(j):
+                continue
+            k = cls[j]
+            del left[j], rate[j], upd[j], version[j]
+            running[k].discard(j)
+            if not running[k]:
+                del running[k]
+            for c in conflicts[k]:
+                if c in running:                       # those it shared a link with speed up
+                    touched.add(c)
+            end[j] = t
+            done += 1
+            for q in succ[j]:
+                if t > ready[q]:
+                    ready[q] = t
+                waits[q] -= 1
+                if waits[q] == 0:
+                    stack.append(q)
+        while future and future[0][0] <= t:
+            j = pop(future)[1]
+            k = cls[j]
+            left[j], upd[j], version[j] = duration[j], t, 0
+            if any(c in running for c in conflicts[k]):
+                rate[j] = 0.0
+                touched.add(k)
+            else:                                       # shares no link with anything running: its own rate
+                rate[j] = 1.0 / weight[k] if weight[k] > 1.0 else 1.0
+                push(ends, (t + duration[j] / rate[j], 0, j))
+            running.setdefault(k, set()).add(j)
+        if touched:
+            reshare(touched, t)
+    if done < n:
+        raise ValueError("the tasks wait on each other in a cycle")
+    if why:
+        for j in range(n):
+            c = prev[j]
+            best = end[c] if c >= 0 else 0.0
+            for d in deps[j]:
+                if end[d] > best:
+                    best, c = end[d], d
+            cause[j] = c
+    timed = tasks.with_durations([end[i] - start[i] for i in range(n)])
+    return Timeline(timed, start, end, cause if why else None)

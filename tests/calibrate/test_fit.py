@@ -1,0 +1,91 @@
+"""The fit: planted parameters recovered from synthetic measurements, and clear refusals when the measurements are
+too few, do not determine a parameter, or contradict each other."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from autoplan.calibrate.fit import calibrate
+from autoplan.calibrate.measurements import Inputs
+from autoplan.calibrate.model import SpecError
+from autoplan.calibrate.params import parse_names
+
+
+def test_planted_parameters_are_recovered_within_two_percent(synthetic, truth) -> None:
+    inputs, base = synthetic(truth)
+    fit = calibrate(inputs, base)
+    assert {p.name for p in fit.params} == set(truth)
+    for p, value, sd in zip(fit.params, fit.values, fit.sds):
+        assert value == pytest.approx(truth[p.name], rel=0.02), p.name
+        assert 0 < sd < 0.05 * truth[p.name], p.name          # small noise: a tight, non-zero uncertainty
+    assert fit.rms_pct < 1.5
+    assert len(fit.loo) == len(inputs.steps)
+    assert all(abs(r.error_pct) < 2 for r in fit.loo)
+
+
+def test_the_fitted_cluster_differs_from_the_base_only_in_fitted_parameters(synthetic) -> None:
+    inputs, base = synthetic({"gpu.clock_ratio": 0.9})
+    inputs.kernels, inputs.collectives = [], []
+    fit = calibrate(inputs, base)
+    assert [p.name for p in fit.params] == ["gpu.clock_ratio"]
+    assert fit.values[0] == pytest.approx(0.9, rel=0.02)
+    assert fit.cluster.gpu == replace(base.gpu, clock_ratio=fit.values[0])
+    assert fit.cluster.tiers == base.tiers
+
+
+def test_no_measurement_is_refused(synthetic) -> None:
+    with pytest.raises(SpecError, match="too few measurements"):
+        calibrate(Inputs(), synthetic({})[1])
+
+
+def test_one_step_is_too_few_for_the_clock(synthetic) -> None:
+    inputs, base = synthetic({"gpu.clock_ratio": 0.9})
+    only = Inputs(steps=inputs.steps[:1])
+    with pytest.raises(SpecError, match="too few measurements: gpu.clock_ratio rests on one measurement"):
+        calibrate(only, base)
+
+
+def test_a_parameter_no_measurement_depends_on_is_refused(synthetic) -> None:
+    inputs, base = synthetic({})
+    gemms = Inputs(kernels=[k for k in inputs.kernels if k.kind == "gemm"])
+    with pytest.raises(SpecError, match="none depends on tiers.ib-leaf.efficiency"):
+        calibrate(gemms, base, parse_names("gemm_efficiency,tiers.ib-leaf.efficiency", base))
+
+
+def test_inconsistent_measurements_are_refused_not_fitted(synthetic) -> None:
+    inputs, base = synthetic({})
+    steps = inputs.steps
+    # the same runs measured 3x slower in a second file: no clock fits both
+    inputs = Inputs(steps=steps + [replace(s, seconds=3 * s.seconds, where="other.log:1") for s in steps])
+    with pytest.raises(SpecError, match="inconsistent measurements"):
+        calibrate(inputs, base)
+
+
+def test_a_bad_fit_names_its_worst_measurement(synthetic) -> None:
+    inputs, base = synthetic({})
+    gemms = [k for k in inputs.kernels if k.kind == "gemm"]
+    # half the GEMMs 4x slower: no efficiency explains both halves
+    broken = gemms[::2] + [replace(k, seconds=4 * k.seconds, where="slow.json: measurement #9") for k in gemms[1::2]]
+    with pytest.raises(SpecError, match=r"inconsistent measurements: .*\(rms; limit 25 %.*worst gemm"):
+        calibrate(Inputs(kernels=broken), base)
+
+
+def test_fit_names_are_checked(synthetic) -> None:
+    base = synthetic({})[1]
+    assert [p.name for p in parse_names("clock_ratio, tiers.nvlink.latency_us", base)] == [
+        "gpu.clock_ratio", "tiers.nvlink.latency_us"]
+    with pytest.raises(SpecError, match="unknown parameter 'clock'"):
+        parse_names("clock", base)
+
+
+def test_a_prior_keeps_a_two_run_fit_near_the_base(synthetic) -> None:
+    inputs, base = synthetic({"gpu.clock_ratio": 0.70})
+    two = Inputs(steps=inputs.steps[:2])
+    plain = calibrate(two, base)
+    held = calibrate(two, base, prior=0.05)
+    assert plain.values[0] == pytest.approx(0.70, rel=0.02)
+    # 0.70 is 18 % below the base 0.85: the 5 % prior pulls the estimate toward 0.85, and the fit says so
+    assert 0.70 < held.values[0] < 0.85
+    assert any("prior" in n for n in held.notes)

@@ -1,0 +1,110 @@
+"""The documentation cannot go stale: every shown output is what its command prints today, and the site builds.
+
+``docs/examples.py --check`` reruns the marked examples of README.md and docs/ and fails with a diff where a block
+differs (only run-folder time stamps, paths, progress lines and a search's elapsed seconds are masked). The slow
+examples run only with ``pytest --nightly``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNNER = ROOT / "docs" / "examples.py"
+
+
+def _runner_module():
+    if "docs_examples" not in sys.modules:          # registered first: its dataclasses look their module up
+        spec = importlib.util.spec_from_file_location("docs_examples", RUNNER)
+        sys.modules["docs_examples"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["docs_examples"])
+    return sys.modules["docs_examples"]
+
+
+def _check(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(RUNNER), "--check", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=1800)
+
+
+def test_fast_examples_are_current():
+    r = _check("--only-fast", "--jobs", "2")
+    assert r.returncode == 0, f"stale examples (run `python docs/examples.py` to rewrite them):\n{r.stdout}{r.stderr}"
+
+
+@pytest.mark.nightly
+def test_every_example_is_current():
+    r = _check("--jobs", "2")
+    assert r.returncode == 0, f"stale examples (run `python docs/examples.py` to rewrite them):\n{r.stdout}{r.stderr}"
+
+
+def test_a_planted_stale_number_is_caught(tmp_path):
+    page = tmp_path / "check.md"
+    text = (ROOT / "docs" / "commands" / "check.md").read_text()
+    # the invalid plan's GPU count, inside the block the runner owns: 1008 → 1009
+    assert text.count("= 1008, not the 1024 GPUs") == 1
+    page.write_text(text.replace("= 1008, not the 1024 GPUs", "= 1009, not the 1024 GPUs"))
+    r = _check(str(page))
+    assert r.returncode == 1
+    assert "-  • dp·tp·pp·cp = 48·3·7·1 = 1009, not the 1024 GPUs of the cluster" in r.stdout
+    assert "+  • dp·tp·pp·cp = 48·3·7·1 = 1008, not the 1024 GPUs of the cluster" in r.stdout
+    assert "1 stale" in r.stderr
+
+
+def test_rewriting_fills_a_new_marker_and_then_checks_clean(tmp_path):
+    page = tmp_path / "new.md"
+    page.write_text("# A page\n\n<!-- example: autoplan check --model gpt3 --gpus 1024 --tp 3 --pp 7 --dp 48 -->\n\n"
+                    "<!-- example markdown: printf '| a |\\n|---|\\n| 1 |\\n' -->\n\ntext after\n")
+    assert subprocess.run([sys.executable, str(RUNNER), str(page)], cwd=ROOT, capture_output=True).returncode == 0
+    text = page.read_text()
+    assert "```text\n$ autoplan check --model gpt3 --gpus 1024 --tp 3 --pp 7 --dp 48\n" in text
+    assert "(exit status 1)\n```\n" in text
+    assert "<!-- example markdown: printf '| a |\\n|---|\\n| 1 |\\n' -->\n\n| a |\n|---|\n| 1 |\n\n<!-- end example -->" in text
+    assert text.endswith("\ntext after\n")
+    assert _check(str(page)).returncode == 0
+
+
+def test_masks_only_volatile_text():
+    mask = _runner_module().mask
+    out = ("37632 combinations, 8580 valid, 188 simulated, 2651 skipped by bound (cannot enter\n"
+           "the top 10); 2.4 s.   \nrun folder: results/20261123-174936-gpt3-175b-1024gpu\n"
+           "autoplan: 132/300 of budget (5844 valid), 26 plans/s, 5.0 s; best tp4 pp8 6.565 s\n"
+           "│  1 │ tp4 pp4 dp64 mb2 int12 sp z2     │  6.469 │  486,265 │  51.7 │")
+    assert mask(out) == ("37632 combinations, 8580 valid, 188 simulated, 2651 skipped by bound (cannot enter\n"
+                         "the top 10); <elapsed> s.\nrun folder: results/YYYYMMDD-HHMMSS-gpt3-175b-1024gpu\n"
+                         "│  1 │ tp4 pp4 dp64 mb2 int12 sp z2     │  6.469 │  486,265 │  51.7 │")
+    # a step time ending a line is a model figure, not the search's elapsed time
+    assert mask("step time 20.370 s.") == "step time 20.370 s."
+
+
+def test_markers_inside_other_fences_are_text():
+    runner = _runner_module()
+    lines = ["````markdown\n", "<!-- example: autoplan models -->\n", "```text\n", "```\n", "````\n",
+             "<!-- example slow: autoplan clusters -->\n"]
+    found = runner.find_examples(Path("x.md"), lines)
+    assert [(e.command, e.slow) for e in found] == [("autoplan clusters", True)]
+
+
+def test_readme_test_command_is_what_ci_runs():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    command = re.search(r'^pip install -e "\.\[test\]" && (python -m pytest -q)\s', readme, re.MULTILINE)
+    assert command, "README's set-up block no longer shows the test command"
+    assert re.search(r'^python -m pip install -q -e "\.\[test\]"$', ci, re.MULTILINE)
+    assert re.search(rf"^{re.escape(command.group(1))}$", ci, re.MULTILINE)
+    assert len(readme.splitlines()) <= 300, "the README is the front door: keep it under 300 lines, move detail to docs/"
+
+
+@pytest.mark.skipif(shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None,
+                    reason="mkdocs is not installed (pip install -e '.[test]')")
+def test_site_builds_without_warnings(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (tmp_path / "site" / "fidelity" / "index.html").is_file()
