@@ -840,7 +840,8 @@ def test_markup_in_out_and_in_a_resumed_folder(tmp_path):
     assert r.exit_code == 0 and str(out) in r.output and "[bold]m[/] on 8" in r.output, r.output
     (folder,) = out.glob("*/")
     assert folder.name.endswith("-_bold_m___-8gpu")
-    for command in (["show"], ["export", "--format", "torchtitan"], ["search", "--resume"]):
+    # rank 2: the best plan (ZeRO-2 under pipelining) is one torchtitan cannot launch
+    for command in (["show"], ["export", "--rank", "2", "--format", "torchtitan"], ["search", "--resume"]):
         r = invoke([*command, str(folder)])
         assert r.exit_code == 0 and r.exception is None and "[bold]m[/]" in r.output, r.output
 
