@@ -78,10 +78,13 @@ def test_overall_error_does_not_grow(report):
 
 
 def test_measured_memory_does_not_drift(report):
-    # 60 measured peak-memory runs (measured_runs.yaml): mean 17.1 %, max 65.2 % (torchtitan FSDP runs) when written
+    # 60 measured peak-memory runs (measured_runs.yaml): mean 10.1 %, max 31.2 % (torchtitan's Llama 3.1 70B, local
+    # batch 16) when written (17.1 % and 65.2 % before torchtitan's per-op checkpointing and its loss were modelled)
     errors = [abs(r.error_pct) for r in report.memory_runs if r.predicted is not None]
     assert len(errors) == 60
-    assert sum(errors) / len(errors) <= 17.12 + MEAN_MARGIN and max(errors) <= 65.17 + MAX_MARGIN
+    assert sum(errors) / len(errors) <= 10.12 + MEAN_MARGIN and max(errors) <= 31.15 + MAX_MARGIN
+    # a run a team ran is never predicted not to fit on the card it ran on (or the smaller spec standing in)
+    assert not [r.id for r in report.memory_runs if "NOT to fit" in r.note]
 
 
 def test_known_gaps_are_shown_and_counted(report):

@@ -22,7 +22,7 @@ from autoplan.hardware import compute, network, policy
 
 from autoplan.families.transformer import layer
 from autoplan.families.transformer import moe_layer as moe, mtp, passes, step as plan
-from autoplan.families.transformer.knobs import recomputed_layers
+from autoplan.families.transformer.knobs import fused_loss, recomputed_layers
 from autoplan.families.transformer.layer import LayerCompute
 from autoplan.hardware.compute import Op
 from autoplan.families.costs import PAIR_COMM_SMS, CommNeed, PassCost, PassKey, StepCosts, pass_cost
@@ -140,7 +140,7 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan, alone: float) -
     sec = LayerCompute.seconds
     emb_f, emb_b, emb_c = layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
     out_f, out_b, out_c = layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
-                                            s.cross_entropy_fusion)
+                                            fused_loss(s))
     emb_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in emb_c)
     out_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in out_c)
     full = s.recompute == "full"
@@ -204,7 +204,7 @@ def _weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[
     emb = passes.weight_grad_seconds(layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
                                                                s.micro_batch)[1])
     out = passes.weight_grad_seconds(layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
-                                                            s.micro_batch, s.cross_entropy_fusion)[1])
+                                                            s.micro_batch, fused_loss(s))[1])
     n_first, n_mid, n_last = chunk_layers(model.layers, s)
     d_first = _dense_in_first_chunk(model, s)
     depth = model.mtp_layers
