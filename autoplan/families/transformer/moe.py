@@ -138,7 +138,8 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan, alone: float) -
     n_first, n_mid, n_last = chunk_layers(model.layers, s)
     d_first = _dense_in_first_chunk(model, s)
     sec = LayerCompute.seconds
-    emb_f, emb_b, emb_c = layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
+    emb_f, emb_b, emb_c = layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
+                                                  plan.grad_bytes(s))
     out_f, out_b, out_c = layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
                                             s.cross_entropy_fusion)
     emb_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in emb_c)
@@ -202,7 +203,7 @@ def _weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[
     # Qi et al. 2024 §2: W = the weight-gradient GEMMs (passes.weight_grad_seconds)
     w_d, w_m = passes.weight_grad_seconds(dense.backward), passes.weight_grad_seconds(mo.compute.backward)
     emb = passes.weight_grad_seconds(layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
-                                                               s.micro_batch)[1])
+                                                               s.micro_batch, plan.grad_bytes(s))[1])
     out = passes.weight_grad_seconds(layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
                                                             s.micro_batch, s.cross_entropy_fusion)[1])
     n_first, n_mid, n_last = chunk_layers(model.layers, s)
