@@ -203,15 +203,22 @@ def quantize_ops(gpu: GPUSpec, shapes: dict[str, tuple[int, int, int]],
 
 
 @lru_cache(maxsize=1024)
-def embedding_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool,
-                      micro_batch: int) -> tuple[tuple[Op, ...], tuple[Op, ...], tuple[Collective, ...]]:
-    """Forward ops, backward ops and TP collectives of the (vocab-parallel) input embedding on the first stage."""
+def embedding_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool, micro_batch: int,
+                      main_grad_bytes: int = 4) -> tuple[tuple[Op, ...], tuple[Op, ...], tuple[Collective, ...]]:
+    """Forward ops, backward ops and TP collectives of the (vocab-parallel) input embedding on the first stage;
+    ``main_grad_bytes``: bytes per value of the gradient buffer its weight gradient is added to."""
     gpu = cluster.gpu
     tokens = micro_batch * model.seq_len // cp
     out = BF16 * tokens * model.hidden
     # gather rows (read and write b·s·h), plus the learned position rows; the backward scatters the gradient back
     fwd = (memory_op(gpu, "embedding", 2 * out + (out if model.position == "learned" else 0), 2),)
-    bwd = (memory_op(gpu, "embedding.bwd", 2 * out * 2, 2),)
+    # the weight gradient is a dense table every micro-batch: PyTorch's embedding_dense_backward zero-fills a 16-bit
+    # vocab/tp × h gradient (at::zeros) before scattering the rows into it, then Megatron-LM DDP's backward hook adds
+    # it to the fp32 main_grad (distributed_data_parallel.py: param.main_grad.add_(param.grad); the embedding has no
+    # gradient-accumulation fusion): write 2, read 2, read and write the main grad
+    rows = math.ceil(model.vocab / (128 * tp)) * 128            # Megatron pads the vocabulary to 128·tp
+    table = rows * model.hidden * (BF16 + BF16 + 2 * main_grad_bytes)
+    bwd = (memory_op(gpu, "embedding.bwd", 2 * out * 2, 2), memory_op(gpu, "embedding.wgrad", table, 2))
     # Shoeybi et al. 2019 §3: the vocab-parallel embedding all-reduces its output (reduce-scatter with SP,
     # Korthikanti et al. 2022 §4.2.2)
     coll = () if tp == 1 else ((Collective("reduce_scatter" if sp else "all_reduce", out),))
