@@ -4,7 +4,6 @@ input shapes (``record_shapes=True``) give the kernel's size, so that its time f
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import defaultdict
@@ -12,6 +11,7 @@ from pathlib import Path
 
 from autoplan.calibrate.measurements import Collective, Kernel
 from autoplan.calibrate.model import SpecError
+from autoplan.specs.files import parse_json
 
 CLASSES = ("nccl", "attention", "gemm", "elementwise", "other")
 _NAME_RULES = (
@@ -46,12 +46,7 @@ def looks_like(text: str) -> bool:
 
 
 def _events(text: str, path: Path) -> list[dict]:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise SpecError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
-    except RecursionError:
-        raise SpecError(f"trace {str(path)!r} nests too deeply") from None
+    data = parse_json(text, f"trace {str(path)!r}")
     events = data.get("traceEvents") if isinstance(data, dict) else data
     if not isinstance(events, list):
         raise SpecError(f"trace {str(path)!r}: no traceEvents list")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from autoplan.calibrate.measurements import Collective, Kernel, count, positive
 from autoplan.calibrate.model import SpecError
+from autoplan.specs.files import parse_json
 
 SCHEMA = "autoplan-measurements/1"
 """The version this reader understands (``autoplan profile`` writes it)."""
@@ -20,12 +20,7 @@ def looks_like(text: str) -> bool:
 
 def parse(text: str, path: Path) -> tuple[list[Kernel], list[Collective], dict]:
     """The kernels and collectives of a measurements file, and its header (device, software, host)."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise SpecError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
-    except RecursionError:
-        raise SpecError(f"measurements file {str(path)!r} nests too deeply") from None
+    data = parse_json(text, f"measurements file {str(path)!r}")
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         got = data.get("schema") if isinstance(data, dict) else None
         raise SpecError(f"measurements file {str(path)!r}: schema {got!r}, this autoplan reads {SCHEMA!r}")

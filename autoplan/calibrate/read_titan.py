@@ -67,6 +67,38 @@ def _degree(par: dict, key: str, where: str, default: int = 1) -> int:
     return v
 
 
+def _recompute(ac: dict, stage_layers: int, where: str) -> tuple[str, int]:
+    """autoplan's recompute and recompute_layers for torchtitan's [activation_checkpoint]: full; selective with
+    selective_ac_option "op" (per-op SAC: recompute op) or an integer n (every n-th block wrapped whole:
+    parallelize_llama.py _apply_ac_to_transformer_block; recompute full on stage_layers // n of a stage's blocks)."""
+    mode = str(ac.get("mode", "selective")).lower()
+    if mode == "full":
+        return "full", 0
+    if mode != "selective":
+        return "none", 0
+    # job_config.py (TOML configs) default selective_ac_option "2": every second block
+    option = str(ac.get("selective_ac_option", "2")).lower()
+    if option == "op":
+        return "op", 0
+    if not option.isdigit() or int(option) == 0:
+        raise SpecError(f"{where}: activation_checkpoint.selective_ac_option must be 'op' or a positive integer, "
+                        f"got {option!r}")
+    wrapped = stage_layers // int(option)
+    return ("full", 0 if wrapped >= stage_layers else wrapped) if wrapped else ("none", 0)
+
+
+def _compiled(config: dict) -> bool:
+    """The job compiles its loss: it compiles the model (training.compile or compile.enable) and is of a torchtitan
+    that compiles the loss with it. torchtitan turned the loss's compile off on 2024-12-18 (e8977b0, "compiling
+    loss function causes CUDA errors") and on again in components/loss.py build_cross_entropy_loss (bbb1b61,
+    2025-04-02), before training.local_batch_size replaced batch_size (8570415, 2025-06-05): a batch_size config
+    is read as eager."""
+    compile_ = config.get("compile", {})
+    training = config.get("training", {})
+    on = training.get("compile") or (isinstance(compile_, dict) and compile_.get("enable"))
+    return bool(on) and "local_batch_size" in training
+
+
 def parse(log: str, path: Path, config: dict, config_path: Path, model: ModelSpec | None = None,
           gpus: int | None = None) -> Step:
     """One measured step from a torchtitan log and its job config; ``model`` names the model when the config's
@@ -102,10 +134,10 @@ def parse(log: str, path: Path, config: dict, config_path: Path, model: ModelSpe
     if rep * shard * tp * pp * cp != world:
         raise SpecError(f"{where}: replicate·shard·tp·pp·cp = {rep}·{shard}·{tp}·{pp}·{cp} ≠ {world} GPUs")
     dp = rep * shard
-    mode = str(config.get("activation_checkpoint", {}).get("mode", "selective")).lower()
+    recompute, layers = _recompute(config.get("activation_checkpoint", {}), model.layers // pp, where)
     plan = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, micro_batch=local, global_batch=local * dp,
-                    recompute=mode if mode in ("full", "selective") else "none", sequence_parallel=tp > 1,
-                    zero=3 if shard > 1 else 0)
+                    recompute=recompute, recompute_layers=layers, sequence_parallel=tp > 1,
+                    zero=3 if shard > 1 else 0, loss_impl="torch-compiled" if _compiled(config) else "torch")
     # torchtitan's tps is tokens per second per GPU (metrics.py: tokens / time / non-data-parallel size)
     seconds = local * dp * seq / (rate * world)
     return Step(name=path.stem, model=model, plans=(plan,), gpus=world, seconds=seconds,

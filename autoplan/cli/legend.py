@@ -26,6 +26,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ('sel', 'recompute selective (Activation recomputation)'),
     ('full', 'recompute full (Activation recomputation)'),
     ('rmod', 'recompute modules (Activation recomputation)'),
+    ('opsac', 'recompute op (Activation recomputation)'),
     ('rlN', 'With --recompute full: layers of each model chunk that recompute, the rest keeping their activations '
             '(0: every layer)'),
     ('aolN', 'Layers whose activations go to host memory after the forward and come back for the backward (no '
@@ -60,6 +61,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ('epo', "Hide the EP all-to-alls behind another micro-batch's compute (MoE, ep > 1)"),
     ('cef', 'Fused cross-entropy loss: no fp32 copy of the logits, one pass over them (Megatron-Core '
             '--cross-entropy-loss-fusion)'),
+    ('tce', 'loss impl torch (Whose cross-entropy loss)'),
+    ('tcec', 'loss impl torch-compiled (Whose cross-entropy loss)'),
     ('TW', 'sharding table_wise (DLRM embedding sharding)'),
     ('RW', 'sharding row_wise (DLRM embedding sharding)'),
     ('CW', 'sharding column_wise (DLRM embedding sharding)'),

@@ -120,7 +120,8 @@ def check_evaluation(e: Evaluation, inputs: dict | None) -> None:
 
 def check_plan(s: Strategy, inputs: dict) -> None:
     """``s`` belongs to the run's space: each axis takes one of the space's values (virtual stages: 1 except on
-    the interleaved schedule), its degrees multiply to the run's GPUs, its global batch is the run's."""
+    the interleaved schedule), its degrees multiply to the run's GPUs, its global batch is the run's (one of its
+    range's)."""
     space = inputs.get("space") or {}
     for axis in AXES:
         value, allowed = getattr(s, axis), space.get(axis)
@@ -130,5 +131,6 @@ def check_plan(s: Strategy, inputs: dict) -> None:
             raise SpecError(f"strategy.{axis} {excerpt(value)} is not in the run's space ({excerpt(allowed)})")
     if "gpus" in inputs and s.gpus != inputs["gpus"]:
         raise SpecError(f"strategy occupies {s.gpus} GPUs, not the run's {inputs['gpus']}")
-    if "global_batch" in inputs and s.global_batch != inputs["global_batch"]:
-        raise SpecError(f"strategy.global_batch {s.global_batch} is not the run's {inputs['global_batch']}")
+    batches = space.get("global_batch") or ([inputs["global_batch"]] if "global_batch" in inputs else None)
+    if batches is not None and s.global_batch not in batches:       # a --global-batch range is a space axis
+        raise SpecError(f"strategy.global_batch {s.global_batch} is not the run's {excerpt(batches)}")

@@ -64,14 +64,18 @@ def _steady_state_points(s: Strategy) -> tuple[int, int, int] | None:
 
     When PP transfers are not negligible next to a pass, 1F1B's increments repeat with period pp rather than 1
     (measured: pp 2, 4, 8 give cyclicity 2, 4, 8), as the interleaved schedule's do; so both use period pp.
-    The first point is 2·pp: from there the split of idle time into PP waits and bubble repeats too. ZB-H1 keeps
-    1F1B's shape and period (tests check it against the full simulation). ZB-V's and DualPipeV's transients have
+    The first point is 2·pp: from there the split of idle time into PP waits and bubble repeats too; 3·pp for the
+    interleaved schedule, whose warm-up is longer (Megatron-Core: (v − 1)·pp more forward chunks; measured on the
+    tiny GPT, pp 4, v 2, dp 2: the step's increments are constant from 8 micro-batches, the first stage's split
+    into PP waits and bubble only from 12). ZB-H1 keeps 1F1B's shape and period (tests check it against the full
+    simulation). ZB-V's and DualPipeV's transients have
     no such bound (GPT-3, pp 8, B longer than F: increments settle only from 40 micro-batches on); ``_extrapolated``
     samples them until the increments settle.
     """
     period = s.pp
     m = s.micro_batches
-    first = 2 * s.pp + (m - 2 * s.pp) % period
+    start = (3 if s.schedule == "interleaved" else 2) * s.pp
+    first = start + (m - start) % period
     if m <= first + 2 * period:
         return None
     return first, first + period, period

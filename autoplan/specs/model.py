@@ -332,6 +332,14 @@ class ModelSpec:
                     + self.embedding_params() + self.output_params())
         return self.layers * self.layer_params() + self.embedding_params() + self.output_params()
 
+    def layer_matmuls(self) -> tuple[tuple[str, int, int], ...]:
+        """The dense layer's linear layers in the order a PyTorch forward runs them, as (name, in, out) widths:
+        torchtitan's Llama ``Attention.forward`` (wq, wk, wv, then wo) and ``FeedForward.forward``
+        (``w2(F.silu(w1(x)) * w3(x))``: w1, w3, w2; no w3 without a gate)."""
+        h, q, kv, f = self.hidden, self.q_dim, self.kv_dim, self.ffn_hidden
+        mlp = (("w1", h, f),) + ((("w3", h, f),) if self.gated else ()) + (("w2", f, h),)
+        return (("wq", h, q), ("wk", h, kv), ("wv", h, kv), ("wo", q, h)) + mlp
+
     def layer_forward_flops_per_token(self, causal: bool = False) -> float:
         """Forward FLOPs of one layer for one token: 2 per weight, plus QK^T and AV over s keys.
 
@@ -370,12 +378,16 @@ class ModelSpec:
 
         full: Megatron SC'21 eq. 3, 96·l·h²·(1 + s/6h + V/16lh) for GPT (every layer's forward twice).
         selective: adds the attention core's forward (QK^T, AV) once more (Korthikanti et al. 2022, §5).
+        op: adds every second matmul of each layer (torchtitan's per-op SAC recomputes the 2nd, 4th, ... mm).
         """
         extra = 0.0
         if recompute == "full":
             extra = self.layers_forward_flops_per_token()
         elif recompute == "selective":
             extra = self.layers * 4 * self.seq_len * self.attention_core_dim
+        elif recompute == "op":
+            # torchtitan parallelize_llama.py _apply_ac_to_transformer_block: mm outputs saved except every second
+            extra = self.layers * sum(2 * k * n for _, k, n in self.layer_matmuls()[1::2])
         return self.model_flops_per_token() + extra
 
     def model_flops_per_iteration(self, global_batch: int) -> float:

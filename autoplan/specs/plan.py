@@ -26,7 +26,7 @@ parallelism, PyTorch ``torch.distributed.pipelining`` ScheduleInterleavedZeroBub
 ScheduleDualPipeV; DualPipe and DualPipeV from deepseek-ai/DualPipe)."""
 FUSED_PAIRS = ("dualpipev", "dualpipe")
 """Schedules that run a forward of one chunk fused with the backward of the other (DeepSeek-V3 §3.2.1)."""
-RECOMPUTE = ("none", "selective", "full", "modules")
+RECOMPUTE = ("none", "selective", "full", "modules", "op")
 COLLECTIVE_POLICIES = ("nccl", "baseline", "themis")
 PRECISIONS = ("bf16", "fp8", "fp8-blockwise", "mxfp8")
 OPTIMIZER_MOMENTS = ("fp32", "bf16")
@@ -117,14 +117,17 @@ class Plan(PlanPart):
                                fix_help="")
     """Model chunks per pipeline rank for the interleaved schedule (1 otherwise)."""
     recompute: str = knob("none", choices=RECOMPUTE, help="Activation recomputation.", axis=True, fix_help="",
-                          label=lambda v: {"none": "", "selective": "sel", "full": "full", "modules": "rmod"}[v],
+                          label=lambda v: {"none": "", "selective": "sel", "full": "full", "modules": "rmod",
+                                           "op": "opsac"}[v],
                           megatron={"selective": ("--recompute-granularity selective",),
                                     "modules": ("--recompute-granularity selective",
                                                 "--recompute-modules layernorm mla_up_proj moe_act"),
                                     "full": ("--recompute-granularity full", "--recompute-method uniform",
                                              "--recompute-num-layers 1")})
-    """Activation recomputation: none, selective (attention core), full (whole layer) or modules (MoE models: the
-    norms, MLA up-projections and expert activations, DeepSeek-V3 §3.3; Megatron-Core --recompute-modules)."""
+    """Activation recomputation: none, selective (Megatron's: the attention core), full (whole layer), modules (MoE
+    models: the norms, MLA up-projections and expert activations, DeepSeek-V3 §3.3; Megatron-Core
+    --recompute-modules) or op (torchtitan's per-op selective checkpointing, ``selective_ac_option = "op"``: every
+    other matmul's output and the attention output are kept, everything else recomputed; dense models)."""
     zero: int = knob(0, choices=(0, 1, 2, 3), axis=True, fix_help="", label=lambda v: f"z{v}" if v else "",
                      help="Optimizer sharding: 1 = Megatron distributed optimizer, 2 = +grads, 3 = +weights.",
                      megatron={1: ("--use-distributed-optimizer",)})

@@ -127,6 +127,8 @@ def _known(value: object) -> bool:
 
 def _recompute(value: object) -> str:
     text = str(value).lower()
+    if text.split()[:1] == ["op"]:
+        return "op"             # torchtitan's per-op selective checkpointing (selective_ac_option "op")
     if "modules" in text:
         return "modules"        # Megatron-Core --recompute-modules (norms, MLA up-projections, SwiGLU)
     return "selective" if "selective" in text else "full" if "full" in text else "none"
@@ -174,6 +176,7 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
     if axes["precision"] != ["bf16"] and not _known(st.get("fp8_param_gather")):
         axes["fp8_param_gather"] = [False, True]      # FP8 weights (Megatron --fp8-param-gather): not published
     axes["cp_comm"] = [st["cp_comm"]] if _known(st.get("cp_comm")) else ["p2p"]
+    axes["loss_impl"] = [st["loss_impl"]] if _known(st.get("loss_impl")) else ["megatron"]
     # Adam's moments as published (DeepSeek-V3 §3.3.4: BF16), else Megatron-LM's fp32
     axes["optimizer_moments"] = [st["optimizer_moments"]] if _known(st.get("optimizer_moments")) else ["fp32"]
     source = str(case.get("source", "")) + str(case.get("group", ""))

@@ -73,5 +73,5 @@ def test_a_trace_without_gpu_kernels_is_refused(tmp_path) -> None:
 
 
 def test_broken_json_names_its_line(tmp_path) -> None:
-    with pytest.raises(SpecError, match=r"t.json:2: not valid JSON"):
+    with pytest.raises(SpecError, match=r"t.json. is not valid JSON: .* \(line 2, column 4\)"):
         read_kineto.parse('{"traceEvents": [\n  {,}]}', tmp_path / "t.json", 8)

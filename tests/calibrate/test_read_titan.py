@@ -34,8 +34,24 @@ def test_a_log_and_its_job_config_give_a_step(fixtures) -> None:
     step = read_titan.parse(log.read_text(), log, config, cfg, gpus=8)
     (plan,) = step.plans
     assert step.model.name == "llama3-8b" and step.model.seq_len == 8192
-    assert (plan.dp, plan.tp, plan.zero, plan.recompute, plan.global_batch) == (8, 1, 3, "selective", 8)
+    # selective with no selective_ac_option: the TOML configs' default "2" wraps every second block whole
+    assert (plan.dp, plan.tp, plan.zero, plan.recompute, plan.recompute_layers, plan.global_batch) == (
+        8, 1, 3, "full", 16, 8)
+    assert plan.loss_impl == "torch"
     assert step.seconds == pytest.approx(8 * 8192 / (34824.0 * 8))
+
+
+@pytest.mark.parametrize("option,expected", [("op", ("op", 0)), ("1", ("full", 0)), ("4", ("full", 8)),
+                                             ("64", ("none", 0))])
+def test_selective_ac_options_map_to_recompute(fixtures, option, expected) -> None:
+    """torchtitan's selective AC: "op" is the per-op policy, an integer n wraps every n-th block whole."""
+    log, cfg = fixtures / "torchtitan_flex_debug.log", fixtures / "torchtitan_llama3_8b.toml"
+    config = tomllib.loads(cfg.read_text())
+    config["activation_checkpoint"]["selective_ac_option"] = option
+    config["training"]["compile"] = True
+    (plan,) = read_titan.parse(log.read_text(), log, config, cfg, gpus=8).plans
+    assert (plan.recompute, plan.recompute_layers) == expected
+    assert plan.loss_impl == "torch-compiled"          # a local_batch_size config compiles its loss with the model
 
 
 def test_a_flavor_outside_the_catalog_needs_a_model(fixtures) -> None:

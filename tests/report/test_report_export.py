@@ -120,7 +120,7 @@ def test_torchtitan_schedules_and_fsdp(schedule, name):
     c = _titan(Strategy(dp=16, pp=4, global_batch=64, schedule=schedule, recompute="full"))
     assert c["parallelism.pipeline_parallel_schedule"] == f'"{name}"'
     assert c["activation_checkpoint"] == "FullAC.Config()"
-    z3 = _titan(Strategy(dp=64, global_batch=64, zero=3, recompute="selective"))
+    z3 = _titan(Strategy(dp=64, global_batch=64, zero=3, recompute="op"))
     assert (z3["parallelism.data_parallel_shard_degree"], z3["parallelism.data_parallel_replicate_degree"]) \
         == ("64", "1")
     assert z3["parallelism.fsdp_reshard_after_forward"] == '"always"'

@@ -24,25 +24,26 @@ def _dense(report: Report) -> list:
 
 WRITTEN = {
     # group (prefix) → (runs, mean |error| %, max |error| %) when this was written (autoplan validate, 2026-11-26,
-    # sourced constants, contention on); every counted run, known gaps included
-    "Korthikanti 2022 (A100)": (8, 2.69, 6.48),
-    "Megatron SC'21 (A100)": (10, 7.40, 10.92),
-    "NVIDIA H100 recipes": (8, 11.60, 14.90),
-    "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)": (12, 14.41, 39.64),
-    "NVIDIA H100 recipes, FP8": (8, 17.92, 27.30),
-    "MoE: NVIDIA H100 recipes": (1, 4.79, 4.79),
-    "MoE: NVIDIA H100 recipes, FP8": (5, 13.91, 19.28),
-    "MoE: DeepSeek-V3 technical report": (1, 26.04, 26.04),
-    "SimuMax B200": (43, 15.22, 25.20),
-    "Megatron-LM CI functional tests, DGX A100": (5, 43.57, 66.01),
-    "Megatron-LM CI functional tests, DGX H100": (3, 21.98, 32.34),
+    # sourced constants, contention on, Megatron-Core's optimizer step, the embedding's dense weight gradient,
+    # simumax-b200's measured NVLink tier); every counted run, known gaps included
+    "Korthikanti 2022 (A100)": (8, 2.58, 6.36),
+    "Megatron SC'21 (A100)": (10, 7.03, 10.67),
+    "NVIDIA H100 recipes": (8, 11.27, 14.79),
+    "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)": (12, 14.38, 39.64),
+    "NVIDIA H100 recipes, FP8": (8, 17.45, 27.11),
+    "MoE: NVIDIA H100 recipes": (1, 4.26, 4.26),
+    "MoE: NVIDIA H100 recipes, FP8": (5, 13.61, 18.76),
+    "MoE: DeepSeek-V3 technical report": (1, 24.04, 24.04),
+    "SimuMax B200": (43, 10.40, 16.44),
+    "Megatron-LM CI functional tests, DGX A100": (5, 43.06, 65.92),
+    "Megatron-LM CI functional tests, DGX H100": (3, 20.84, 32.24),
     "Kahira et al. 2021 CNN": (11, 16.19, 68.09),
     "NVIDIA DeepLearningExamples DLRM": (7, 12.99, 76.91),
 }
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 14.85, "logo": 13.12}
+OVERALL = {"all": 12.98, "logo": 11.50}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 
@@ -78,10 +79,13 @@ def test_overall_error_does_not_grow(report):
 
 
 def test_measured_memory_does_not_drift(report):
-    # 60 measured peak-memory runs (measured_runs.yaml): mean 17.1 %, max 65.2 % (torchtitan FSDP runs) when written
+    # 60 measured peak-memory runs (measured_runs.yaml): mean 10.1 %, max 31.2 % (torchtitan's Llama 3.1 70B, local
+    # batch 16) when written (17.1 % and 65.2 % before torchtitan's per-op checkpointing and its loss were modelled)
     errors = [abs(r.error_pct) for r in report.memory_runs if r.predicted is not None]
     assert len(errors) == 60
-    assert sum(errors) / len(errors) <= 17.12 + MEAN_MARGIN and max(errors) <= 65.17 + MAX_MARGIN
+    assert sum(errors) / len(errors) <= 10.12 + MEAN_MARGIN and max(errors) <= 31.15 + MAX_MARGIN
+    # a run a team ran is never predicted not to fit on the card it ran on (or the smaller spec standing in)
+    assert not [r.id for r in report.memory_runs if "NOT to fit" in r.note]
 
 
 def test_known_gaps_are_shown_and_counted(report):

@@ -104,7 +104,7 @@ def torchtitan_python(s: Plan, model: ModelSpec | None, header: str = "", gpus_p
         raise SpecError("a torchtitan config needs the run's model (it could not be rebuilt)")
     refuse("torchtitan", "torchtitan", torchtitan_violations(model, s))
     imports, defs, base = _model_lines(model)
-    ac = {"none": "None", "full": "FullAC.Config()", "selective": "SelectiveAC.Config()"}[s.recompute]
+    ac = {"none": "None", "full": "FullAC.Config()", "op": "SelectiveAC.Config()"}[s.recompute]
     nodes = f"{max(1, s.gpus // gpus_per_node)}" if gpus_per_node else "$NNODES"
     per_node = f"{min(s.gpus, gpus_per_node)}" if gpus_per_node else "$GPUS_PER_NODE"
     lines = [f"# {line}" for line in header.splitlines()]

@@ -54,6 +54,13 @@ def megatron_violations(model: ModelSpec, s: Plan) -> list[str]:
     if s.optimizer_moments == "bf16" and s.zero == 0:
         # arguments.py: --use-precision-aware-optimizer requires --use-distributed-optimizer
         out.append("--use-precision-aware-optimizer (bf16 moments) needs the distributed optimizer (zero ≥ 1)")
+    if s.recompute == "op":
+        # transformer_config.py recompute_granularity: full or selective (its --recompute-modules), no per-op policy
+        out.append("recompute op is torchtitan's per-op selective checkpointing; Megatron-LM recomputes whole "
+                   "layers or named modules (--recompute-granularity full/selective)")
+    if s.loss_impl != "megatron":
+        out.append(f"loss_impl {s.loss_impl} is PyTorch's cross entropy as torchtitan runs it; Megatron-LM runs "
+                   "its vocab-parallel loss (loss_impl megatron)")
     if s.fp8_activation_store:
         # TransformerConfig.activation_func_fp8_input_store is excluded from the parser (_add_network_size_args)
         out.append("fp8_activation_store has no command-line flag in Megatron-LM (activation_func_fp8_input_store "
@@ -90,6 +97,11 @@ def torchtitan_violations(model: ModelSpec, s: Plan) -> list[str]:
                    f"{s.cp_comm})")
     if s.recompute == "modules":
         out.append("torchtitan has no per-module recomputation (FullAC, SelectiveAC, MemoryBudgetAC)")
+    if s.recompute == "selective":
+        # distributed/activation_checkpoint.py SelectiveAC: per-op (matmuls, attention and reduce-scatters kept,
+        # every second matmul recomputed): that is recompute op; no attention-core-only policy
+        out.append("torchtitan's SelectiveAC is per-op (recompute op), not Megatron's attention-core recompute "
+                   "(recompute selective)")
     if s.precision in ("fp8", "fp8-blockwise"):
         # components/quantization/float8.py: Float8LinearConverter recipe_name is rowwise or rowwise_with_gw_hp
         out.append(f"torchtitan's Float8LinearConverter has rowwise recipes only, not {s.precision} scaling")

@@ -7,6 +7,7 @@ from autoplan.specs.plan import PlanPart, knob
 
 _BOOL = (False, True)
 CP_COMMS = ("p2p", "a2a", "a2a+p2p")
+LOSS_IMPLS = ("megatron", "torch", "torch-compiled")
 
 
 class TransformerPlan(PlanPart):
@@ -86,6 +87,16 @@ class TransformerPlan(PlanPart):
     megatron/core/fusions/fused_cross_entropy.py, or Transformer Engine's ``parallel_cross_entropy``): it reads
     the 16-bit logits once and writes their gradient in place, where the unfused loss casts them to an fp32 copy and
     makes three passes over it (tensor_parallel/cross_entropy.py)."""
+    loss_impl: str = knob("megatron", choices=LOSS_IMPLS, after="cross_entropy_fusion", quiet=True,
+                          label=lambda v: {"megatron": "", "torch": "tce", "torch-compiled": "tcec"}[v],
+                          help="Whose cross-entropy loss: Megatron-Core's vocab-parallel one, or PyTorch's "
+                               "F.cross_entropy on an fp32 copy of the logits as torchtitan runs it, eager "
+                               "(torch) or under torch.compile (torch-compiled).")
+    """Which loss implementation runs: Megatron-Core's ``vocab_parallel_cross_entropy`` (fused with
+    ``cross_entropy_fusion``), or ``F.cross_entropy(pred.flatten(0, 1).float(), labels)`` as torchtitan's loss
+    (``train.py`` @9dec370, ``components/loss.py`` later), eager (``torch``; torchtitan @9dec370 did not compile it:
+    "compiling loss function causes CUDA errors") or compiled with the model (``torch-compiled``:
+    ``build_cross_entropy_loss`` wraps it in ``torch.compile`` when ``training.compile`` is set)."""
 
 
 class MoEPlan(PlanPart):
@@ -118,6 +129,12 @@ def recomputed_layers(s: PlanPart, chunk_layers: float) -> float:
         return 0.0
     # Megatron-Core block method: the first recompute_num_layers of the chunk's layers are checkpointed
     return chunk_layers if not s.recompute_layers else min(float(s.recompute_layers), chunk_layers)
+
+
+def fused_loss(s: PlanPart) -> bool:
+    """The loss reads the 16-bit logits once and writes their gradient in one pass: Megatron-Core's fused cross
+    entropy, or PyTorch's under torch.compile (inductor fuses the fp32 upcast, softmax and gradient)."""
+    return s.cross_entropy_fusion or s.loss_impl == "torch-compiled"
 
 
 PARTS = (TransformerPlan, MoEPlan)

@@ -151,9 +151,30 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
         recompute_ops, recompute_coll = forward, fwd_coll
     elif recompute == "selective" and not cluster.flash_attention:
         recompute_ops = (attn_f,)
+    elif recompute == "op":
+        recompute_ops = op_sac_recompute(model, cluster, tokens, t, fp8, (norm, residual, mlp_act_bytes))
+        # the reduce-scatters' outputs are on the save list; all-gathers and all-reduces run again
+        recompute_coll = tuple(c for c in fwd_coll if c.kind != "reduce_scatter")
     return LayerCompute(forward=forward, backward=backward, recompute=recompute_ops,
                         forward_collectives=fwd_coll, backward_collectives=fwd_coll,
                         recompute_collectives=recompute_coll, attention_forward=attn_f.seconds)
+
+
+def op_sac_recompute(model: ModelSpec, cluster: ClusterSpec, tokens: int, t: int, fp8: bool,
+                     elementwise: tuple[float, float, float]) -> tuple[Op, ...]:
+    """What torchtitan's per-op selective checkpointing runs again before a layer's backward: every op not on its
+    save list up to the block's last saved output, i.e. the norms, the 2nd, 4th, ... matmul (Llama: wk, wo, w3),
+    the first residual add and the MLP activation; the attention core and the odd matmuls are replayed from their
+    saved outputs (torchtitan @9dec370 parallelize_llama.py; ``memory.op_sac_bytes_per_layer``)."""
+    gpu, (norm, residual, mlp_act_bytes) = cluster.gpu, elementwise
+    # Shoeybi et al. 2019 §3: column-parallel layers split their outputs over t, row-parallel ones their inputs
+    gemms = tuple(gemm_op(gpu, f"{name}.recompute", tokens, n if name in ("wo", "w2") else n // t,
+                          k // t if name in ("wo", "w2") else k, fp8=fp8)
+                  for name, k, n in model.layer_matmuls()[1::2])
+    # the norms and the first residual add rebuild the inputs the saved matmuls' backwards read; the activation
+    # (SwiGLU: silu(w1)·w3) the input of w2; the last residual add follows the last saved op (no recompute)
+    return (memory_op(gpu, "norm1.recompute", norm), *gemms, memory_op(gpu, "add1.recompute", residual),
+            memory_op(gpu, "norm2.recompute", norm), memory_op(gpu, "activation.recompute", mlp_act_bytes))
 
 
 def layer_gemm_shapes(model: ModelSpec, tp: int, cp: int, micro_batch: int) -> dict[str, tuple[int, int, int]]:
@@ -182,15 +203,22 @@ def quantize_ops(gpu: GPUSpec, shapes: dict[str, tuple[int, int, int]],
 
 
 @lru_cache(maxsize=1024)
-def embedding_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool,
-                      micro_batch: int) -> tuple[tuple[Op, ...], tuple[Op, ...], tuple[Collective, ...]]:
-    """Forward ops, backward ops and TP collectives of the (vocab-parallel) input embedding on the first stage."""
+def embedding_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool, micro_batch: int,
+                      main_grad_bytes: int = 4) -> tuple[tuple[Op, ...], tuple[Op, ...], tuple[Collective, ...]]:
+    """Forward ops, backward ops and TP collectives of the (vocab-parallel) input embedding on the first stage;
+    ``main_grad_bytes``: bytes per value of the gradient buffer its weight gradient is added to."""
     gpu = cluster.gpu
     tokens = micro_batch * model.seq_len // cp
     out = BF16 * tokens * model.hidden
     # gather rows (read and write b·s·h), plus the learned position rows; the backward scatters the gradient back
     fwd = (memory_op(gpu, "embedding", 2 * out + (out if model.position == "learned" else 0), 2),)
-    bwd = (memory_op(gpu, "embedding.bwd", 2 * out * 2, 2),)
+    # the weight gradient is a dense table every micro-batch: PyTorch's embedding_dense_backward zero-fills a 16-bit
+    # vocab/tp × h gradient (at::zeros) before scattering the rows into it, then Megatron-LM DDP's backward hook adds
+    # it to the fp32 main_grad (distributed_data_parallel.py: param.main_grad.add_(param.grad); the embedding has no
+    # gradient-accumulation fusion): write 2, read 2, read and write the main grad
+    rows = math.ceil(model.vocab / (128 * tp)) * 128            # Megatron pads the vocabulary to 128·tp
+    table = rows * model.hidden * (BF16 + BF16 + 2 * main_grad_bytes)
+    bwd = (memory_op(gpu, "embedding.bwd", 2 * out * 2, 2), memory_op(gpu, "embedding.wgrad", table, 2))
     # Shoeybi et al. 2019 §3: the vocab-parallel embedding all-reduces its output (reduce-scatter with SP,
     # Korthikanti et al. 2022 §4.2.2)
     coll = () if tp == 1 else ((Collective("reduce_scatter" if sp else "all_reduce", out),))

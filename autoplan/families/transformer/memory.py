@@ -47,8 +47,18 @@ def grad_bytes(s: Plan) -> int:
 
 
 def logit_bytes(s: Plan) -> int:
-    """Bytes the loss keeps per logit: an fp32 copy (Megatron-LM's vocab_parallel_cross_entropy casts the logits),
-    or the 16-bit logits themselves with the fused loss (their gradient written in place)."""
+    """Bytes the loss holds per logit at its peak: an fp32 copy (Megatron-LM's vocab_parallel_cross_entropy casts
+    the logits), or the 16-bit logits themselves with the fused loss (their gradient written in place); PyTorch's
+    F.cross_entropy on fp32 logits (``Plan.loss_impl``): 12 eager, 4 compiled."""
+    if s.loss_impl == "torch":
+        # aten log_softmax keeps its fp32 output for its backward; in the backward nll_loss's fp32 input gradient
+        # and log_softmax's fp32 input gradient coexist with it: 3 × 4 bytes (PyTorch derivatives.yaml
+        # _log_softmax: _log_softmax_backward_data(grad, result, ...); measured 12.0 bytes/logit, see
+        # tools/probe_torchtitan_memory.py)
+        return 12
+    if s.loss_impl == "torch-compiled":
+        # inductor fuses the fp32 upcast into the loss: it keeps the 16-bit logits and writes a 16-bit gradient
+        return 4
     return 2 if s.cross_entropy_fusion else 4
 
 
@@ -69,6 +79,8 @@ def activation_bytes_per_layer(model: ModelSpec, s: Plan, cluster_flash_attentio
     sb = seq * s.micro_batch
     t = s.tp
     sp = t if s.sequence_parallel else 1
+    if s.recompute == "op":
+        return op_sac_bytes_per_layer(model, s)
     if s.recompute == "full":
         # Korthikanti Table 2, "full activation recomputation": only the layer input 2sbh (÷t with SP)
         return 2 * sb * model.hidden / sp
@@ -93,6 +105,34 @@ def activation_bytes_per_layer(model: ModelSpec, s: Plan, cluster_flash_attentio
             # Korthikanti §4.1: softmax output 2as²b, dropout mask as²b, dropout output 2as²b
             sharded += (2 + 3 * d) * model.heads * seq * sb
     return replicated / sp + sharded / t
+
+
+ROW_PARALLEL = ("wo", "w2")
+"""Linear layers whose TP shard outputs a partial sum of full width (torchtitan RowwiseParallel: wo, w2)."""
+
+
+def op_sac_bytes_per_layer(model: ModelSpec, s: Plan) -> float:
+    """Bytes one layer keeps for one micro-batch under torchtitan's per-op selective activation checkpointing
+    (``activation_checkpoint.mode = "selective"``, ``selective_ac_option = "op"``): the outputs of the ops on its
+    save list, every other op recomputed in the backward. Any precision: torchao's Float8Linear runs its matmul as
+    aten.mm on Float8Tensor subclasses, which the policy sees (and keeps the 16-bit output of) first."""
+    # pytorch/torchtitan @9dec370 torchtitan/parallelisms/parallelize_llama.py _save_list and _custom_policy
+    sb = model.seq_len / s.cp * s.micro_batch
+    t, h = s.tp, model.hidden
+    sp = t if s.sequence_parallel else 1
+    # torch.utils.checkpoint (non-reentrant) holds the block's input to run it again
+    kept = 2 * sb * h / sp
+    # "Saves output of all compute ops, except every second mm": mm 1, 3, 5, ... of the block (Llama: wq, wv, w1,
+    # w2), the column-parallel ones n/t wide, a row-parallel one its full-width partial sum before the reduce-scatter
+    for name, _, n in model.layer_matmuls()[::2]:
+        kept += 2 * sb * (h if name in ROW_PARALLEL else n / t)
+    # _scaled_dot_product_flash/efficient_attention: the 16-bit output and fp32 log-sum-exp per query and head
+    # (Dao et al. 2022, Alg. 2); PyTorch's cuDNN attention is not on the @9dec370 list (it is recomputed)
+    kept += 2 * sb * model.q_dim / t + 4 * sb * model.heads / t
+    if t > 1:
+        # _c10d_functional.reduce_scatter_tensor: the sequence-parallel outputs of wo and w2 (2sbh/t each)
+        kept += 2 * 2 * sb * h / t
+    return kept
 
 
 def weight_grad_bytes_per_layer(model: ModelSpec, s: Plan) -> float:

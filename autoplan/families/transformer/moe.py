@@ -22,7 +22,7 @@ from autoplan.hardware import compute, network, policy
 
 from autoplan.families.transformer import layer
 from autoplan.families.transformer import moe_layer as moe, mtp, passes, step as plan
-from autoplan.families.transformer.knobs import recomputed_layers
+from autoplan.families.transformer.knobs import fused_loss, recomputed_layers
 from autoplan.families.transformer.layer import LayerCompute
 from autoplan.hardware.compute import Op
 from autoplan.families.costs import PAIR_COMM_SMS, CommNeed, PassCost, PassKey, StepCosts, pass_cost
@@ -138,9 +138,10 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan, alone: float) -
     n_first, n_mid, n_last = chunk_layers(model.layers, s)
     d_first = _dense_in_first_chunk(model, s)
     sec = LayerCompute.seconds
-    emb_f, emb_b, emb_c = layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
+    emb_f, emb_b, emb_c = layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
+                                                  plan.grad_bytes(s))
     out_f, out_b, out_c = layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
-                                            s.cross_entropy_fusion)
+                                            fused_loss(s))
     emb_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in emb_c)
     out_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in out_c)
     full = s.recompute == "full"
@@ -202,9 +203,9 @@ def _weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[
     # Qi et al. 2024 §2: W = the weight-gradient GEMMs (passes.weight_grad_seconds)
     w_d, w_m = passes.weight_grad_seconds(dense.backward), passes.weight_grad_seconds(mo.compute.backward)
     emb = passes.weight_grad_seconds(layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
-                                                               s.micro_batch)[1])
+                                                               s.micro_batch, plan.grad_bytes(s))[1])
     out = passes.weight_grad_seconds(layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
-                                                            s.micro_batch, s.cross_entropy_fusion)[1])
+                                                            s.micro_batch, fused_loss(s))[1])
     n_first, n_mid, n_last = chunk_layers(model.layers, s)
     d_first = _dense_in_first_chunk(model, s)
     depth = model.mtp_layers
@@ -323,7 +324,11 @@ def _optimizer(cluster: ClusterSpec, s: Plan, params: tuple[float, float]) -> fl
     # 1/edp of the expert parameters (Megatron-Core shards expert optimizer state over the expert-DP group)
     local, copies = sum(params), model_copies(s.schedule)
     sharded = (params[0] / (s.dp * s.cp) + params[1] / s.edp) / copies if s.zero >= 1 else local
-    return compute.optimizer_time(cluster.gpu, local, sharded)
+    if s.zero == 3:
+        return compute.optimizer_time(cluster.gpu, local, sharded)
+    # Megatron-Core's passes over the gradient buffer and its optimizer step (step.megatron_optimizer_bytes)
+    return compute.memory_time(cluster.gpu, plan.megatron_optimizer_bytes(s, local, sharded),
+                               kernels=plan.MEGATRON_OPTIMIZER_KERNELS)
 
 
 # ---------------------------------------------------------------------------------------------- the step

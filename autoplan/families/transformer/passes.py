@@ -10,7 +10,7 @@ from autoplan.hardware import compute, network, policy
 from autoplan.families.transformer import layer as kernels
 from autoplan.families.transformer import memory
 from autoplan.families.transformer.memory import grad_bytes  # noqa: F401  (step.py, moe.py read it here)
-from autoplan.families.transformer.knobs import recomputed_layers
+from autoplan.families.transformer.knobs import fused_loss, recomputed_layers
 from autoplan.families.transformer import tp_overlap
 from autoplan.hardware.compute import Collective, Op
 from autoplan.families.transformer.layer import LayerCompute
@@ -110,7 +110,7 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey,
 
 
 LAYER_NOT_READ = NOT_READ | {"pp": 1, "schedule": "1f1b", "virtual_stages": 1, "first_stage_layers": 0,
-                              "last_stage_layers": 0, "gradient_accumulation_fusion": True, "grad_reduce_in_fp32": True}
+                              "last_stage_layers": 0, "gradient_accumulation_fusion": True}
 """Plan fields one layer's (and the embedding's and output layer's) seconds never read besides ``NOT_READ``: the
 pipeline layout only says how many layers a chunk holds (tests/families/transformer check it)."""
 
@@ -167,9 +167,10 @@ def _layer_terms(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[float
         # chunked collectives hidden behind the GEMMs they feed (Wang et al. ASPLOS'23; TE userbuffers)
         fwd_tp, bwd_tp = tp_overlap.layer_exposed(model, cluster, s)
         rec_tp = fwd_tp if lay.recompute_collectives else 0.0
-    emb_f, emb_b, emb_c = kernels.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
+    emb_f, emb_b, emb_c = kernels.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
+                                                    grad_bytes(s))
     out_f, out_b, out_c = kernels.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
-                                            s.cross_entropy_fusion)
+                                            fused_loss(s))
     emb_tp = _collectives_time(cluster, tp, emb_c, s.collective_policy)
     out_tp = _collectives_time(cluster, tp, out_c, s.collective_policy)
     # the host issues every kernel and NCCL call of a pass (one modelled op each): launches per layer's forward,
@@ -208,9 +209,9 @@ def weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[t
     n_first, n_mid, n_last = chunk_layers(model.layers, s)
     w_layer = weight_grad_seconds(lay.backward)
     emb_b = weight_grad_seconds(kernels.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
-                                                          s.micro_batch)[1])
+                                                          s.micro_batch, grad_bytes(s))[1])
     out_b = weight_grad_seconds(kernels.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
-                                                       s.micro_batch, s.cross_entropy_fusion)[1])
+                                                       s.micro_batch, fused_loss(s))[1])
     # the host issues the W kernels too (costs.host_bound): a host-bound backward's W lasts its launches' issue time
     launches = sum(1 for op in lay.backward if op.name.endswith(".wgrad"))
     host = cluster.gpu.host_launch

@@ -9,6 +9,7 @@ from functools import lru_cache
 
 from autoplan.hardware import compute, network, policy
 from autoplan.families.transformer import zero3_tensors
+from autoplan.families.transformer.memory import MASTER_WEIGHT_BYTES, MOMENT_BYTES
 from autoplan.families.costs import COMPUTE_KINDS, CommNeed, PassCost, PassKey, StepCosts
 from autoplan.families.transformer.passes import (cp_kv_bytes, grad_bytes, layer, pass_costs, pass_key,
                                                   ulysses_bytes, weight_grad_costs)
@@ -100,12 +101,45 @@ def optimizer_seconds(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: in
     return _optimizer(cluster, s, stage_params(model, s, stage))
 
 
+def megatron_optimizer_bytes(s: Plan, local: float, updated: float) -> float:
+    """HBM bytes of a Megatron-Core step's passes over the gradient buffer of the ``local`` parameters a GPU holds
+    and of its optimizer's step over the ``updated`` ones (its distributed-optimizer shard, or all of them).
+
+    Read in Megatron-LM 23e00ed (the Megatron-LM of the SimuMax B200 runs): training.py train_step zeroes the whole
+    gradient buffer (``zero_grad_buffer``); param_and_grad_buffer.py ``start_grad_sync`` takes each bucket's norm
+    (``check_grads``, on by default: --check-for-nan-in-loss-and-grad) and scales it by 1/(dp·cp) before the
+    reduction when the group has several ranks; the optimizer copies 16-bit grads to fp32 main grads
+    (distrib_optimizer.py ``_copy_model_grads_to_main_grads``, ``.float()``: none when the buffer is fp32), takes
+    the grad norm (clip_grads.py), runs fused Adam and copies the fp32 master weights to the model's weights
+    (``_copy_main_params_to_model_params``). The clipping multiply runs only when the norm exceeds --clip-grad: not
+    counted."""
+    g = grad_bytes(s)
+    # zero (write g), norm (read g), scale by 1/(dp·cp) (read and write g) per held parameter
+    buffer = g + g + (2 * g if s.dp * s.cp > 1 else 0)
+    main_grad = 0 if g == MASTER_WEIGHT_BYTES else g + MASTER_WEIGHT_BYTES
+    moments = 2 * MOMENT_BYTES[s.optimizer_moments]
+    # Kingma & Ba 2015 Alg. 1 (Adam) fused: read master weight, fp32 grad and both moments, write weight and moments
+    adam = 2 * MASTER_WEIGHT_BYTES + MASTER_WEIGHT_BYTES + 2 * moments
+    # grad norm (read the fp32 grad), Adam, the master-to-model copy (read fp32, write the model's weight type)
+    step = main_grad + MASTER_WEIGHT_BYTES + adam + MASTER_WEIGHT_BYTES + param_bytes(s)
+    return buffer * local + step * updated
+
+
+MEGATRON_OPTIMIZER_KERNELS = 6
+"""Kernels of those passes (zero, norm, scale, grad norm, Adam, copy), each at least once."""
+
+
 def _optimizer(cluster: ClusterSpec, s: Plan, params: float) -> float:
     # Rajbhandari et al. 2020 (ZeRO) §5.1: stage ≥ 1 updates 1/(dp·cp) of the parameters (DualPipe: of both copies)
     shards = s.dp * s.cp * model_copies(s.schedule)
     sharded = params / shards if s.zero >= 1 else params
     host = sharded * s.optimizer_offload_pct / 100
-    seconds = compute.optimizer_time(cluster.gpu, params, sharded - host)
+    if s.zero == 3:
+        # FSDP / DeepSpeed stage 3: no Megatron gradient buffer (compute.optimizer_time: Adam over the shard)
+        seconds = compute.optimizer_time(cluster.gpu, params, sharded - host)
+    else:
+        seconds = compute.memory_time(cluster.gpu, megatron_optimizer_bytes(s, params, sharded - host),
+                                      kernels=MEGATRON_OPTIMIZER_KERNELS)
     if host:
         # Megatron-Core optimizer CPU offload: the host's CPU Adam updates its share while the gradients go down and
         # the bf16 weights come back (--overlap-cpu-optimizer-d2h-h2d): the longer of the two

@@ -68,6 +68,14 @@ def violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
     if s.recompute_layers:
         out += _partial_recompute_violations(model, s)
     out += _offload_violations(model, s)
+    if s.recompute == "op" and (model.moe or model.mla or model.bias):
+        # torchtitan's per-op policy counts aten.mm (a biased linear is addmm, not on its list) in the dense
+        # Llama block's order (ModelSpec.layer_matmuls); experts' grouped matmuls follow another list
+        out.append("recompute op (torchtitan's per-op selective checkpointing) is modelled for dense models without "
+                   "biases or MLA (torchtitan's Llama block); use selective or full")
+    if s.loss_impl != "megatron" and s.cross_entropy_fusion:
+        out.append(f"cross_entropy_fusion is Megatron-Core's fused loss; loss_impl {s.loss_impl} is PyTorch's "
+                   "(use torch-compiled for the fused one)")
     if s.recompute == "modules" and not model.moe:
         out.append("recompute modules (norms, MLA up-projections, expert activations) is modelled for MoE models "
                    "only; use selective or full")

@@ -145,9 +145,11 @@ def test_a_layers_seconds_read_no_pipeline_field(tiny_gpt, a100_8, tp, cp, mb, r
     base = Strategy(tp=tp, cp=cp, dp=1, micro_batch=mb, recompute=recompute, sequence_parallel=sp and tp > 1)
     other = replace(base, pp=pp, schedule=schedule if pp > 1 else "1f1b",
                     virtual_stages=2 if schedule == "interleaved" and pp > 1 else 1, gradient_accumulation_fusion=gaf,
-                    grad_reduce_in_fp32=fp32, first_stage_layers=ends[0], last_stage_layers=ends[1])
+                    first_stage_layers=ends[0], last_stage_layers=ends[1])
     fresh = passes._layer_terms.__wrapped__
     assert fresh(tiny_gpt, a100_8, base) == fresh(tiny_gpt, a100_8, other)
+    # the gradient dtype is read (the embedding's weight gradient is added to the main grad, embedding_compute)
+    assert fp32 or fresh(tiny_gpt, a100_8, base) != fresh(tiny_gpt, a100_8, replace(base, grad_reduce_in_fp32=False))
 
 
 def test_a_pass_is_never_faster_than_its_host_issues_it(a100_8):
@@ -177,3 +179,15 @@ def test_a_fused_loss_makes_one_pass_over_16_bit_logits(a100_8):
     # three fp32 passes (12 bytes a logit) against one 16-bit read and one in-place gradient write (4 bytes)
     assert plain["cross_entropy"].bytes == pytest.approx(3 * fused["cross_entropy"].bytes)
     assert fused["cross_entropy"].seconds < plain["cross_entropy"].seconds
+
+
+@pytest.mark.parametrize("tp, main_grad", [(1, 4), (2, 4), (4, 2)])
+def test_embedding_weight_gradient_is_a_dense_table_added_to_the_main_grad(tiny_gpt, a100_8, tp, main_grad):
+    _, bwd, _ = layer.embedding_compute(tiny_gpt, a100_8, tp, 1, False, 1, main_grad)
+    table = next(op for op in bwd if op.name == "embedding.wgrad")
+    # its vocab/tp rows (padded to 128·tp) zero-filled and read back in 16 bits, the main grad read and written
+    rows = -(-tiny_gpt.vocab // (128 * tp)) * 128
+    assert table.bytes == rows * tiny_gpt.hidden * (2 + 2 + 2 * main_grad)
+    # every micro-batch, whatever its tokens; counted in the backward's W part (weight gradients)
+    assert layer.embedding_compute(tiny_gpt, a100_8, tp, 1, False, 4, main_grad)[1][-1].bytes == table.bytes
+    assert passes.weight_grad_seconds(bwd) == pytest.approx(sum(op.seconds for op in bwd))

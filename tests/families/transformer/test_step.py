@@ -66,9 +66,25 @@ def test_stage_params_sum_to_the_model_plus_the_tied_copy(tiny_gpt):
 def test_optimizer_shards_its_update_under_zero(tiny_gpt, a100_8):
     s = Strategy(dp=8, global_batch=8, zero=1)
     params = plan.stage_params(tiny_gpt, s, 0)
-    expected = compute.optimizer_time(a100_8.gpu, params, params / 8)
+    expected = compute.memory_time(a100_8.gpu, plan.megatron_optimizer_bytes(s, params, params / 8),
+                                   kernels=plan.MEGATRON_OPTIMIZER_KERNELS)
     assert plan.optimizer_seconds(tiny_gpt, a100_8, s, 0) == expected
     assert plan.optimizer_seconds(tiny_gpt, a100_8, replace(s, zero=0), 0) > expected
+
+
+def test_megatron_optimizer_bytes_are_the_buffer_passes_and_the_step_over_the_shard():
+    s = Strategy(dp=8, global_batch=8, zero=1)
+    # fp32 gradient buffer: zero (4), NaN-check norm (4) and 1/dp scaling (4 + 4) of every held parameter
+    assert plan.megatron_optimizer_bytes(s, 1.0, 0.0) == 16
+    # grad norm (4), fused Adam (read weight, grad, m, v; write weight, m, v: 28), fp32 to bf16 copy (4 + 2)
+    assert plan.megatron_optimizer_bytes(s, 0.0, 1.0) == 38
+    # one replica: nothing to scale; 16-bit grads: the passes move half, the step first copies them to fp32 (2 + 4)
+    assert plan.megatron_optimizer_bytes(Strategy(global_batch=8), 1.0, 0.0) == 8
+    half = replace(s, grad_reduce_in_fp32=False)
+    assert (plan.megatron_optimizer_bytes(half, 1.0, 0.0), plan.megatron_optimizer_bytes(half, 0.0, 1.0)) == (8, 44)
+    # bf16 moments: Adam moves 2 · 2 · 2 bytes less; FP8 weights: the copy writes one byte
+    assert plan.megatron_optimizer_bytes(replace(s, optimizer_moments="bf16"), 0.0, 1.0) == 30
+    assert plan.megatron_optimizer_bytes(replace(s, fp8_param_gather=True), 0.0, 1.0) == 37
 
 
 @pytest.mark.parametrize("gpus, tp, pp, cp, dp", [(64, 8, 4, 1, 2), (1024, 8, 8, 2, 8), (8, 1, 1, 1, 8)])
