@@ -113,7 +113,11 @@ def inert(cluster: ClusterSpec, s: Plan) -> bool:
 
 @functools.lru_cache(maxsize=1024)
 def _possible_sharing(cluster: ClusterSpec, tp: int, cp: int, dp: int, pp: int) -> bool:
-    return bool(placement_sharing(cluster, tp, cp, dp, pp, possible_classes(pp)))
+    # first two classes alone (stage 0's first send and its DP collectives, a few ms less to route than all of
+    # them): a link they share is shared by the graph's classes too, or the answer is merely cautious (the graph)
+    few = (("pp", 0, 1), ("dp", 0)) if pp > 1 else (("dp", 0),)
+    return bool(placement_sharing(cluster, tp, cp, dp, pp, few)
+                or placement_sharing(cluster, tp, cp, dp, pp, possible_classes(pp)))
 
 
 def contend(lowered: Lowered, cluster: ClusterSpec, s: Plan, timeline: Timeline, why: bool = False,
