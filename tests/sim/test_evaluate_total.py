@@ -20,6 +20,8 @@ from autoplan.families.strategy import Strategy
 CLUSTERS = {name: load_cluster(name) for name in ("dgx-a100-80g", "dgx-h100-80g", "dgx-h800-80g")}
 POW2 = st.sampled_from([1, 2, 4, 8])
 EXAMPLES = 400
+DENSE_RECOMPUTE = tuple(r for r in RECOMPUTE if r not in ("modules", "op"))
+"""Recompute modes of these dense models (``modules`` is MoE's, ``op`` torchtitan's under its own conditions)."""
 
 
 @st.composite
@@ -61,7 +63,7 @@ def problems(draw: st.DrawFn) -> tuple[ModelSpec, object, Strategy]:
         micro_batches = max(micro_batches, 2 * pp)
     plan = dict(dp=dp, tp=tp, pp=pp, cp=cp, micro_batch=mb, global_batch=dp * mb * micro_batches, schedule=schedule,
                 virtual_stages=v, sequence_parallel=tp > 1 and draw(st.booleans()),
-                recompute=draw(st.sampled_from(RECOMPUTE)),
+                recompute=draw(st.sampled_from(DENSE_RECOMPUTE)),
                 zero=draw(st.sampled_from([0, 1] if pp > 1 else [0, 1, 2, 3])),
                 overlap_grad_reduce=draw(st.booleans()), overlap_param_gather=draw(st.booleans()))
     if wild:
@@ -103,7 +105,7 @@ def test_valid_half_really_simulates():
     """Guard against a generator that only ever produces rejected plans."""
     simulated = []
 
-    @settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=60, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
     @given(problems())
     def run(problem):
         simulated.append(evaluate(*problem).metrics is not None)
