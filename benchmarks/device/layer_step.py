@@ -5,51 +5,82 @@ one GPU (no communication): the layer's time, and its GEMMs and attention core t
 
 Run: python benchmarks/device/layer_step.py OUT.json
 """
-import json, sys, torch
+import json
+import sys
+
+import torch
+
 F = torch.nn.functional
-dev = "cuda"
-def t(fn, n=20, w=5):
-    for _ in range(w): fn()
-    s, e = torch.cuda.Event(True), torch.cuda.Event(True)
-    torch.cuda.synchronize(); s.record()
-    for _ in range(n): fn()
-    e.record(); e.synchronize(); return s.elapsed_time(e) / n / 1e3
-out = []
-for name, h, heads, kv, ffn, seq, tp, mb, swiglu in [
-        ("gpt3", 12288, 96, 96, 49152, 2048, 8, 1, False), ("gpt3", 12288, 96, 96, 49152, 2048, 4, 1, False),
-        ("gpt3", 12288, 96, 96, 49152, 2048, 4, 2, False), ("llama3-8b", 4096, 32, 8, 14336, 8192, 1, 1, True),
-        ("llama3-70b", 8192, 64, 8, 28672, 8192, 8, 1, True), ("llama3-70b", 8192, 64, 8, 28672, 4096, 4, 1, True)]:
-    hd = h // heads; hq, hk = heads // tp, max(kv // tp, 1); f = ffn // tp; T = seq * mb
-    P = lambda *s: torch.randn(*s, device=dev, dtype=torch.bfloat16, requires_grad=True) * 0.02
-    wqkv = P((hq + 2 * hk) * hd, h).detach().requires_grad_(); wo = P(h, hq * hd).detach().requires_grad_()
-    w1 = P(f * (2 if swiglu else 1), h).detach().requires_grad_(); w2 = P(h, f).detach().requires_grad_()
-    x = torch.randn(mb, seq, h, device=dev, dtype=torch.bfloat16, requires_grad=True)
-    def layer():
-        y = F.layer_norm(x, (h,))
-        q, k, v = F.linear(y, wqkv).split([hq * hd, hk * hd, hk * hd], -1)
-        q = q.view(mb, seq, hq, hd).transpose(1, 2); k = k.view(mb, seq, hk, hd).transpose(1, 2)
-        v = v.view(mb, seq, hk, hd).transpose(1, 2)
+DEV = "cuda"
+BF16 = torch.bfloat16
+CASES = [  # model, hidden, heads, kv heads, ffn, sequence, tp, micro-batch, swiglu
+    ("gpt3", 12288, 96, 96, 49152, 2048, 8, 1, False), ("gpt3", 12288, 96, 96, 49152, 2048, 4, 1, False),
+    ("gpt3", 12288, 96, 96, 49152, 2048, 4, 2, False), ("llama3-8b", 4096, 32, 8, 14336, 8192, 1, 1, True),
+    ("llama3-70b", 8192, 64, 8, 28672, 8192, 8, 1, True), ("llama3-70b", 8192, 64, 8, 28672, 4096, 4, 1, True)]
+
+
+def seconds(fn, n: int = 20, warmup: int = 5) -> float:
+    """Mean seconds of ``fn`` over ``n`` back-to-back calls (CUDA events), after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    start, end = torch.cuda.Event(True), torch.cuda.Event(True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(n):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / n / 1e3
+
+
+def weight(*shape: int) -> torch.Tensor:
+    return (torch.randn(*shape, device=DEV, dtype=BF16) * 0.02).requires_grad_()
+
+
+def measure(name: str, h: int, heads: int, kv: int, ffn: int, seq: int, tp: int, mb: int, swiglu: bool) -> dict:
+    """One layer of a TP shard (heads/tp, ffn/tp) forward and forward+backward, its GEMMs alone (forward, dgrad,
+    wgrad of the four linear layers) and its attention core alone."""
+    hd, hq, hk, f, tokens = h // heads, heads // tp, max(kv // tp, 1), ffn // tp, seq * mb
+    fc1_out = f * (2 if swiglu else 1)
+    wqkv, wo, w1, w2 = weight((hq + 2 * hk) * hd, h), weight(h, hq * hd), weight(fc1_out, h), weight(h, f)
+    x = torch.randn(mb, seq, h, device=DEV, dtype=BF16, requires_grad=True)
+
+    def layer() -> torch.Tensor:
+        q, k, v = F.linear(F.layer_norm(x, (h,)), wqkv).split([hq * hd, hk * hd, hk * hd], -1)
+        q, k, v = (t.view(mb, seq, -1, hd).transpose(1, 2) for t in (q, k, v))
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=hk != hq)
         z = x + F.linear(a.transpose(1, 2).reshape(mb, seq, hq * hd), wo)
         u = F.linear(F.layer_norm(z, (h,)), w1)
         u = F.silu(u[..., :f]) * u[..., f:] if swiglu else F.gelu(u)
         return z + F.linear(u, w2)
-    g = torch.randn(mb, seq, h, device=dev, dtype=torch.bfloat16)
-    fwd = t(lambda: layer())
-    step = t(lambda: layer().backward(g))
-    gem = 0.0
-    for n_, k_ in (((hq + 2 * hk) * hd, h), (h, hq * hd), (f * (2 if swiglu else 1), h), (h, f)):
-        A = torch.randn(T, k_, device=dev, dtype=torch.bfloat16); B = torch.randn(k_, n_, device=dev, dtype=torch.bfloat16)
-        Gm = torch.randn(T, n_, device=dev, dtype=torch.bfloat16)
-        gem += t(lambda: A @ B) + t(lambda: Gm @ B.t()) + t(lambda: A.t() @ Gm)
-    qq = torch.randn(mb, hq, seq, hd, device=dev, dtype=torch.bfloat16, requires_grad=True)
-    kk = torch.randn(mb, hk, seq, hd, device=dev, dtype=torch.bfloat16, requires_grad=True)
-    vv = torch.randn(mb, hk, seq, hd, device=dev, dtype=torch.bfloat16, requires_grad=True)
-    go = torch.randn(mb, hq, seq, hd, device=dev, dtype=torch.bfloat16)
-    att = t(lambda: F.scaled_dot_product_attention(qq, kk, vv, is_causal=True, enable_gqa=hk != hq).backward(go))
-    flops = 2 * 3 * T * h * ((hq + 2 * hk) * hd + hq * hd + f * (3 if swiglu else 2))
-    r = dict(model=name, tp=tp, mb=mb, seq=seq, layer_fwd_s=fwd, layer_fwd_bwd_s=step, gemms_alone_s=gem,
-             attention_fwd_bwd_alone_s=att, gemm_tflops=flops / gem / 1e12)
-    out.append(r); print(json.dumps(r), flush=True)
-    del wqkv, wo, w1, w2, x, A, B, Gm; torch.cuda.empty_cache()
-json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=out), open(sys.argv[1], "w"), indent=1)
+
+    grad = torch.randn(mb, seq, h, device=DEV, dtype=BF16)
+    forward, step = seconds(layer), seconds(lambda: layer().backward(grad))
+    gemms = 0.0
+    for n, k in (((hq + 2 * hk) * hd, h), (h, hq * hd), (fc1_out, h), (h, f)):
+        a = torch.randn(tokens, k, device=DEV, dtype=BF16)
+        b = torch.randn(k, n, device=DEV, dtype=BF16)
+        g = torch.randn(tokens, n, device=DEV, dtype=BF16)
+        gemms += seconds(lambda: a @ b) + seconds(lambda: g @ b.t()) + seconds(lambda: a.t() @ g)
+    q = torch.randn(mb, hq, seq, hd, device=DEV, dtype=BF16, requires_grad=True)
+    k, v = (torch.randn(mb, hk, seq, hd, device=DEV, dtype=BF16, requires_grad=True) for _ in range(2))
+    go = torch.randn(mb, hq, seq, hd, device=DEV, dtype=BF16)
+    attention = seconds(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                               enable_gqa=hk != hq).backward(go))
+    flops = 2 * 3 * tokens * h * ((hq + 2 * hk) * hd + hq * hd + f * (3 if swiglu else 2))
+    return dict(model=name, tp=tp, mb=mb, seq=seq, layer_fwd_s=forward, layer_fwd_bwd_s=step, gemms_alone_s=gemms,
+                attention_fwd_bwd_alone_s=attention, gemm_tflops=flops / gemms / 1e12)
+
+
+def main() -> None:
+    rows = []
+    for case in CASES:
+        rows.append(measure(*case))
+        print(json.dumps(rows[-1]), flush=True)
+        torch.cuda.empty_cache()
+    with open(sys.argv[1], "w") as out:
+        json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), out, indent=1)
+
+
+if __name__ == "__main__":
+    main()
