@@ -7,7 +7,10 @@ and residual adds): Megatron-LM with Transformer Engine fuses more of the elemen
 so the measured layer is, if anything, slower than Megatron's. Predicted with dgx-h100-80g (the H200 rows with its
 HBM scaled to the H200's 4.8 TB/s, NVIDIA H200 datasheet; same SMs and clocks as the H100 SXM).
 
-Run: python benchmarks/bench_layer_steps.py [--quick]     (--quick: the H100 file only)
+The same layer under torch.compile (h100-layer-steps-compiled.json) has its norms, activations and residual adds
+fused, as Megatron-LM's Transformer Engine layers have them.
+
+Run: python benchmarks/bench_layer_steps.py [--quick]     (--quick: the H100 files only)
 """
 
 from __future__ import annotations
@@ -63,9 +66,10 @@ def table(path: Path, hbm_scale: float) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="the H100 file only")
+    parser.add_argument("--quick", action="store_true", help="the H100 files only")
     args = parser.parse_args()
     table(CALIBRATION / "h100-layer-steps.json", 1.0)
+    table(CALIBRATION / "h100-layer-steps-compiled.json", 1.0)
     if not args.quick:
         table(CALIBRATION / "h200-layer-steps.json", H200_HBM)
 

@@ -3,7 +3,9 @@ one GPU (no communication): the layer's time, and its GEMMs and attention core t
 20 after 5 warm-ups). Needs a CUDA GPU; what it wrote on an H100 and an H200 is in cluster_specs/calibration/
 (*-layer-steps.json), compared with autoplan's layer model by benchmarks/bench_layer_steps.py.
 
-Run: python benchmarks/device/layer_step.py OUT.json
+Run: python benchmarks/device/layer_step.py OUT.json [--compile]
+(--compile: the layer under torch.compile, which fuses the norms, activations and residual adds as Transformer
+Engine's kernels do; the GEMMs and attention stay cuBLAS and SDPA)
 """
 import json
 import sys
@@ -37,7 +39,8 @@ def weight(*shape: int) -> torch.Tensor:
     return (torch.randn(*shape, device=DEV, dtype=BF16) * 0.02).requires_grad_()
 
 
-def measure(name: str, h: int, heads: int, kv: int, ffn: int, seq: int, tp: int, mb: int, swiglu: bool) -> dict:
+def measure(name: str, h: int, heads: int, kv: int, ffn: int, seq: int, tp: int, mb: int, swiglu: bool,
+            compiled: bool = False) -> dict:
     """One layer of a TP shard (heads/tp, ffn/tp) forward and forward+backward, its GEMMs alone (forward, dgrad,
     wgrad of the four linear layers) and its attention core alone."""
     hd, hq, hk, f, tokens = h // heads, heads // tp, max(kv // tp, 1), ffn // tp, seq * mb
@@ -54,6 +57,8 @@ def measure(name: str, h: int, heads: int, kv: int, ffn: int, seq: int, tp: int,
         u = F.silu(u[..., :f]) * u[..., f:] if swiglu else F.gelu(u)
         return z + F.linear(u, w2)
 
+    if compiled:
+        layer = torch.compile(layer, dynamic=False)
     grad = torch.randn(mb, seq, h, device=DEV, dtype=BF16)
     forward, step = seconds(layer), seconds(lambda: layer().backward(grad))
     gemms = 0.0
@@ -68,14 +73,15 @@ def measure(name: str, h: int, heads: int, kv: int, ffn: int, seq: int, tp: int,
     attention = seconds(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                                                enable_gqa=hk != hq).backward(go))
     flops = 2 * 3 * tokens * h * ((hq + 2 * hk) * hd + hq * hd + f * (3 if swiglu else 2))
-    return dict(model=name, tp=tp, mb=mb, seq=seq, layer_fwd_s=forward, layer_fwd_bwd_s=step, gemms_alone_s=gemms,
-                attention_fwd_bwd_alone_s=attention, gemm_tflops=flops / gemms / 1e12)
+    return dict(model=name, tp=tp, mb=mb, seq=seq, compiled=compiled, layer_fwd_s=forward, layer_fwd_bwd_s=step,
+                gemms_alone_s=gemms, attention_fwd_bwd_alone_s=attention, gemm_tflops=flops / gemms / 1e12)
 
 
 def main() -> None:
+    compiled = "--compile" in sys.argv[2:]
     rows = []
     for case in CASES:
-        rows.append(measure(*case))
+        rows.append(measure(*case, compiled=compiled))
         print(json.dumps(rows[-1]), flush=True)
         torch.cuda.empty_cache()
     with open(sys.argv[1], "w") as out:
