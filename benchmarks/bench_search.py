@@ -190,30 +190,31 @@ def default_workers(repeat: int) -> None:
     print(f"\nthe default's choice (decided once, after its first batch): {auto.choice}")
 
 
+def processes() -> dict[int, tuple[int, float]]:
+    """Every live process: its parent's pid and its CPU seconds so far (utime + stime of /proc/PID/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                text = Path(f"/proc/{d}/stat").read_text()
+            except OSError:
+                continue
+            rest = text[text.rindex(")") + 2:].split()
+            out[int(d)] = (int(rest[1]), (int(rest[11]) + int(rest[12])) / tick)
+    return out
+
+
 def tree_run(args: list[str]) -> tuple[float, float]:
     """Wall seconds of ``python -m autoplan ARGS`` and the CPU seconds of every process it started (read from /proc
     every 0.1 s while they live: Ray's daemons and workers are not its waited-for children)."""
-    tick = os.sysconf("SC_CLK_TCK")
-
-    def table() -> dict[int, tuple[int, float]]:
-        out = {}
-        for d in os.listdir("/proc"):
-            if d.isdigit():
-                try:
-                    text = Path(f"/proc/{d}/stat").read_text()
-                except OSError:
-                    continue
-                rest = text[text.rindex(")") + 2:].split()
-                out[int(d)] = (int(rest[1]), (int(rest[11]) + int(rest[12])) / tick)
-        return out
-
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-m", "autoplan", *args, "--out", out], cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         seen: dict[int, float] = {}
         while proc.poll() is None:
-            procs = table()
+            procs = processes()
             family, todo = {proc.pid}, [proc.pid]
             while todo:
                 parent = todo.pop()
@@ -231,16 +232,9 @@ def tree_run(args: list[str]) -> tuple[float, float]:
 
 def _tree_cpu(root: int) -> float:
     """CPU seconds so far of every descendant of process ``root`` (not ``root`` itself)."""
-    tick = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[tuple[int, float]]] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                text = Path(f"/proc/{d}/stat").read_text()
-            except OSError:
-                continue
-            rest = text[text.rindex(")") + 2:].split()
-            children.setdefault(int(rest[1]), []).append((int(d), (int(rest[11]) + int(rest[12])) / tick))
+    for pid, (ppid, cpu) in processes().items():
+        children.setdefault(ppid, []).append((pid, cpu))
     total, todo = 0.0, [root]
     while todo:
         for pid, cpu in children.get(todo.pop(), []):
