@@ -90,7 +90,10 @@ class RayExecutor:
                     # attaching: the cluster decides its resources, so num_cpus is never passed
                     ray.init(address=address, log_to_driver=False, include_dashboard=False)
                 else:
-                    # "local": always a fresh embedded instance, never a stray cluster another process left running
+                    # "local": always a fresh embedded instance, never a stray cluster another process left running;
+                    # private to this process, so without token authentication unless asked for: Ray 2.60 would
+                    # otherwise write ~/.ray/auth_token, and a later run's disabled-mode cluster fails on it
+                    os.environ.setdefault(AUTH_MODE, "disabled")
                     ray.init(address="local", num_cpus=workers or os.cpu_count() or 1, log_to_driver=False,
                              include_dashboard=False)
             except (ConnectionError, RuntimeError, ValueError) as err:
