@@ -2,7 +2,10 @@
 leave-one-out error on the measured steps.
 
 Residuals are log(predicted / measured): relative, so a 10 µs kernel and a 10 s step weigh alike (for small errors
-the log ratio is the relative error). The fit is scipy's trust-region reflective least squares inside each
+the log ratio is the relative error). With ``weigh="time"`` each residual weighs in proportion to its measured
+seconds: the fit then minimises Σ tᵢ·log²(pᵢ/mᵢ), whose optimum in a rate constant sets the time-weighted mean log
+error to zero, so a sum of the measured kernels (a step's compute) is predicted without bias even where the model
+cannot fit every size at once (the error of a sum is the time-weighted mean of its terms' relative errors). The fit is scipy's trust-region reflective least squares inside each
 parameter's physical bounds (Branch, Coleman & Li 1999, SIAM J. Sci. Comput. 21(1)). Uncertainties are the
 Gauss-Newton covariance s²(JᵀJ)⁻¹ at the optimum, s² the residual variance over n − p degrees of freedom
 (Bates & Watts 1988, Nonlinear Regression Analysis, §2.3).
@@ -31,6 +34,8 @@ CONFLICT = 1.5
 MODEL_ERROR = 0.035
 """Typical relative error of one prediction at the right constants (autoplan validate: 3.5 % mean on the public set):
 the weight of a measurement against the prior (``--prior``)."""
+WEIGHS = ("equal", "time")
+"""How measurements weigh in the fit: alike (relative error of each), or by their measured seconds."""
 SENSITIVE = 1e-3
 """A measurement informs a parameter when moving it across its range changes the prediction by more than this."""
 
@@ -178,17 +183,26 @@ def _step_param(base: ClusterSpec, steps: list[Obs], taken: list[str]) -> str:
     return max(sens, key=lambda n: (sens[n], n == "gpu.clock_ratio"))
 
 
+def weights(obs: list[Obs], weigh: str = "equal") -> np.ndarray:
+    """Each measurement's weight on its squared log residual: 1, or its seconds over the mean (``weigh="time"``)."""
+    if weigh not in WEIGHS:
+        raise SpecError(f"weigh must be one of {', '.join(WEIGHS)}, got {weigh!r}")
+    t = np.array([o.measured for o in obs], dtype=float)
+    return t / t.mean() if weigh == "time" and len(t) else np.ones(len(t))
+
+
 def _residuals(obs: list[Obs], base: ClusterSpec, params: list[Param],
-               prior: float | None = None) -> Callable[[np.ndarray], np.ndarray]:
-    """log(predicted / measured) of each measurement; with a ``prior`` (relative sd of the base values), the
+               prior: float | None = None, weigh: str = "equal") -> Callable[[np.ndarray], np.ndarray]:
+    """log(predicted / measured) of each measurement (times √weight, ``weights``); with a ``prior`` (relative sd of the base values), the
     measurements in units of MODEL_ERROR followed by each parameter's distance from its base value in units of the
     prior (maximum a posteriori with a Gaussian prior: Bates & Watts 1988 §2.8; ridge regression)."""
     centre = np.array([value_of(base, p) for p in params])
     scale = np.array([prior * max(abs(c), 0.01 * (p.high - p.low)) for c, p in zip(centre, params)]) if prior else None
+    root = np.sqrt(weights(obs, weigh))
 
     def fun(x: np.ndarray) -> np.ndarray:
         cluster = apply(base, params, list(x))
-        r = np.array([math.log(o.predict(cluster) / o.measured) for o in obs])
+        r = root * np.array([math.log(o.predict(cluster) / o.measured) for o in obs])
         return r if scale is None else np.concatenate([r / MODEL_ERROR, (x - centre) / scale])
     return fun
 
@@ -235,23 +249,24 @@ def _check_determined(obs: list[Obs], params: list[Param], jac: np.ndarray, mini
 
 
 def solve(obs: list[Obs], base: ClusterSpec, params: list[Param], x0: list[float] | None = None,
-          prior: float | None = None) -> np.ndarray:
+          prior: float | None = None, weigh: str = "equal") -> np.ndarray:
     """The bounded least-squares optimum of the parameters (file units)."""
     from scipy.optimize import least_squares
 
     lo = np.array([p.low for p in params])
     hi = np.array([p.high for p in params])
     start = np.clip(np.array(x0 if x0 is not None else [value_of(base, p) for p in params]), lo, hi)
-    fun = _residuals(obs, base, params, prior)
+    fun = _residuals(obs, base, params, prior, weigh)
     result = least_squares(fun, start, bounds=(lo, hi), x_scale=hi - lo, diff_step=1e-4, method="trf",
                            xtol=1e-10, ftol=1e-10, gtol=1e-10, max_nfev=200 * (len(params) + 1))
     return result.x
 
 
 def calibrate(inputs: Inputs, base: ClusterSpec, params: list[Param] | None = None,
-              max_residual: float = MAX_RESIDUAL, loo: bool = True, prior: float | None = None) -> Fit:
+              max_residual: float = MAX_RESIDUAL, loo: bool = True, prior: float | None = None,
+              weigh: str = "equal") -> Fit:
     """Fit ``params`` (default: what the inputs determine) of ``base`` to the inputs; SpecError when the
-    measurements are too few or inconsistent. ``prior``: hold each parameter near its base value with this relative
+    measurements are too few or inconsistent. ``weigh``: ``equal`` or ``time`` (``weights``). ``prior``: hold each parameter near its base value with this relative
     standard deviation (few measurements then move it only as far as they outweigh the base spec's sources)."""
     if not inputs.count():
         raise SpecError("too few measurements: the inputs hold none the model can use")
@@ -264,8 +279,8 @@ def calibrate(inputs: Inputs, base: ClusterSpec, params: list[Param] | None = No
     fun = _residuals(obs, base, params)
     base_values = [value_of(base, p) for p in params]
     _check_determined(obs, params, _jacobian(fun, np.clip(base_values, lo, hi), lo, hi))
-    x = solve(obs, base, params, prior=prior)
-    wfun = _residuals(obs, base, params, prior)
+    x = solve(obs, base, params, prior=prior, weigh=weigh)
+    wfun = _residuals(obs, base, params, prior, weigh)
     jac = _jacobian(wfun, x, lo, hi)
     r = wfun(x)
     dof = len(r) - len(params)
@@ -292,13 +307,15 @@ def calibrate(inputs: Inputs, base: ClusterSpec, params: list[Param] | None = No
     if prior:
         fit.notes.append(f"prior: each parameter held near its base value (relative sd {100 * prior:g} %), each "
                          f"measurement weighted as {100 * MODEL_ERROR:g} % model error")
+    if weigh == "time":
+        fit.notes.append("measurements weighted by their measured seconds (a sum of them predicted without bias)")
     if loo:
-        fit.loo = leave_one_out(obs, base, params, x, prior)
+        fit.loo = leave_one_out(obs, base, params, x, prior, weigh)
     return fit
 
 
 def leave_one_out(obs: list[Obs], base: ClusterSpec, params: list[Param], x: np.ndarray,
-                  prior: float | None = None) -> list[Residual]:
+                  prior: float | None = None, weigh: str = "equal") -> list[Residual]:
     """Each measured step predicted by a fit to everything else (skipped where the rest leaves a parameter
     undetermined)."""
     out = []
@@ -312,7 +329,7 @@ def leave_one_out(obs: list[Obs], base: ClusterSpec, params: list[Param], x: np.
             _check_determined(rest, params, _jacobian(_residuals(rest, base, params), x, lo, hi), minimum=1)
         except SpecError:
             continue
-        xi = solve(rest, base, params, list(x), prior)
+        xi = solve(rest, base, params, list(x), prior, weigh)
         out.append(Residual(label=o.label, where=o.where, kind=o.kind, measured=o.measured,
                             predicted=o.predict(apply(base, params, list(xi)))))
     return out

@@ -125,6 +125,9 @@ def _print_fit(fit: Any, inputs: Any) -> None:
 @click.option("--prior", default=None, type=click.FloatRange(0.1, 100),
               help="Hold each fitted parameter near the base spec's value with this relative sd (%%); few measured "
                    "steps then move it only as far as they outweigh the base spec's sources [default: none].")
+@click.option("--weigh", type=click.Choice(["equal", "time"]), default="equal", show_default=True,
+              help="How measurements weigh in the fit: alike (each one's relative error), or by their measured "
+                   "seconds (a step's sum of kernels then predicted without bias where no constant fits every size).")
 @click.option("--model", "model_name", default=None,
               help="Model of the logged runs whose log does not say it (torchtitan flavors outside the catalog).")
 @click.option("--gpus", default=None, type=click.IntRange(1, 2**24), help="GPU count of a torchtitan run whose log "
@@ -133,7 +136,7 @@ def _print_fit(fit: Any, inputs: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the fit as JSON.")
 @_friendly
 def calibrate_cmd(inputs: tuple[str, ...], base: str, out: str | None, name: str | None, fit_names: str | None,
-                  max_residual: float, prior: float | None, model_name: str | None, gpus: int | None, known_gaps: bool,
+                  max_residual: float, prior: float | None, weigh: str, model_name: str | None, gpus: int | None, known_gaps: bool,
                   as_json: bool) -> None:
     """Fit a cluster spec's physical constants to measurements and write the calibrated spec.
 
@@ -156,9 +159,9 @@ def calibrate_cmd(inputs: tuple[str, ...], base: str, out: str | None, name: str
     data = reading.read(list(inputs), cluster, get_model(model_name) if model_name else None, gpus, known_gaps)
     chosen = params.parse_names(fit_names, cluster) if fit_names else None
     fit = fitting.calibrate(data, cluster, chosen, max_residual=max_residual / 100,
-                            prior=prior / 100 if prior else None)
+                            prior=prior / 100 if prior else None, weigh=weigh)
     flags = [f"--base {base}"] + ([f"--fit {fit_names}"] if fit_names else []) + (
-        [f"--prior {prior:g}"] if prior else []) + (
+        [f"--prior {prior:g}"] if prior else []) + ([f"--weigh {weigh}"] if weigh != "equal" else []) + (
         [f"--model {model_name}"] if model_name else []) + ([f"--gpus {gpus}"] if gpus else [])
     command = " ".join(["autoplan calibrate", *map(shlex.quote, inputs), *flags])
     text = writer.render(fit, name, data.files, command, version("autoplan"))

@@ -89,3 +89,28 @@ def test_a_prior_keeps_a_two_run_fit_near_the_base(synthetic) -> None:
     # 0.70 is 18 % below the base 0.85: the 5 % prior pulls the estimate toward 0.85, and the fit says so
     assert 0.70 < held.values[0] < 0.85
     assert any("prior" in n for n in held.notes)
+
+
+@pytest.mark.parametrize("weigh", ["equal", "time"])
+def test_weighting_by_time_solves_the_weighted_mean_log_ratio(weigh) -> None:
+    import math
+
+    from autoplan.calibrate.fit import Obs, solve
+    from autoplan.calibrate.model import load_cluster
+
+    base = load_cluster("dgx-h100-80g")
+    params = parse_names("clock_ratio", base)
+    # a rate parameter: each kernel's predicted seconds is a_i / x; a small kernel the model prices 30 % slow and
+    # two large ones 5 % fast (the shape of a GEMM fit across sizes)
+    measured, work = [1e-5, 1e-3, 2e-3], [1.3e-5 * 0.8, 0.95e-3 * 0.8, 1.9e-3 * 0.8]
+    obs = [Obs(label=f"k{i}", where="t", measured=m, kind="kernel",
+               predict=lambda c, a=a: a / c.gpu.clock_ratio) for i, (m, a) in enumerate(zip(measured, work))]
+    x = solve(obs, base, params, weigh=weigh)[0]
+    # closed form: log x = Σ wᵢ log(aᵢ/mᵢ) / Σ wᵢ, wᵢ = 1 or mᵢ (weighted least squares in log x)
+    w = [1.0] * 3 if weigh == "equal" else measured
+    expected = math.exp(sum(wi * math.log(a / m) for wi, a, m in zip(w, work, measured)) / sum(w))
+    assert x == pytest.approx(expected, rel=1e-6)
+    if weigh == "time":
+        # the time-weighted fit predicts the sum of the kernels within the small kernel's share
+        total = sum(a / x for a in work)
+        assert total == pytest.approx(sum(measured), rel=0.01)

@@ -144,6 +144,7 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
         fwd_coll = (Collective("all_gather", full_buffer), Collective("reduce_scatter", full_buffer)) * 2
     else:
         fwd_coll = (Collective("all_reduce", full_buffer),) * 2
+    bwd_coll = fwd_coll + sp_regathers(t, sp, full_buffer, 2)
     # Korthikanti et al. 2022 §4.2: selective recomputes the attention core, full recomputes the whole layer
     recompute_ops: tuple[Op, ...] = ()
     recompute_coll: tuple[Collective, ...] = ()
@@ -156,8 +157,22 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
         # the reduce-scatters' outputs are on the save list; all-gathers and all-reduces run again
         recompute_coll = tuple(c for c in fwd_coll if c.kind != "reduce_scatter")
     return LayerCompute(forward=forward, backward=backward, recompute=recompute_ops,
-                        forward_collectives=fwd_coll, backward_collectives=fwd_coll,
+                        forward_collectives=fwd_coll, backward_collectives=bwd_coll,
                         recompute_collectives=recompute_coll, attention_forward=attn_f.seconds)
+
+
+def sp_regathers(tp: int, sp: bool, full_buffer: int, column_layers: int) -> tuple[Collective, ...]:
+    """The backward's extra all-gathers of sequence parallelism: each column-parallel linear layer (QKV, fc1)
+    keeps only its sequence shard of the input for the backward and gathers it again for its weight gradient."""
+    if tp == 1 or not sp:
+        return ()
+    # Megatron-LM core/tensor_parallel/layers.py (LinearWithGradAccumulationAndAsyncCommunication.backward: with
+    # sequence_parallel, all_gather of the saved input before the wgrad GEMM) and Transformer Engine
+    # pytorch/module/layernorm_linear.py, layernorm_mlp.py (backward: gather_along_first_dim(ln_out) for wgrad);
+    # the activation memory of Korthikanti et al. 2022 §4.2.2 (34sbh/t) counts that input sharded. Issued async
+    # beside the dgrad GEMM, like the dgrad's reduce-scatter beside the wgrad GEMM, and priced the same way
+    # (exposed; SimuMax models it so too: dense_module.py all_gather_bwd, "gather again in bwd to save memory")
+    return (Collective("all_gather", full_buffer),) * column_layers
 
 
 def op_sac_recompute(model: ModelSpec, cluster: ClusterSpec, tokens: int, t: int, fp8: bool,

@@ -385,8 +385,11 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
         shape = etp_shape(cluster, s)
         etp = (network.all_gather(cluster, shape, routed * s.etp)
                + network.reduce_scatter(cluster, shape, routed * s.etp))
+    # the backward re-gathers the inputs of the column-parallel QKV (and the shared experts' fc1) for their wgrad
+    regather = layer.sp_regathers(s.tp, s.sequence_parallel, coll[0].nbytes if coll else 0,
+                                  2 if model.shared_experts else 1)
     lay = LayerCompute(forward=forward, backward=backward, recompute=_recompute(s, cluster, forward, core),
-                       forward_collectives=coll, backward_collectives=coll,
+                       forward_collectives=coll, backward_collectives=coll + regather,
                        recompute_collectives=coll if s.recompute == "full" else (), attention_forward=core.seconds)
     return MoELayer(compute=lay, a2a_forward=a2a, etp_forward=etp)
 

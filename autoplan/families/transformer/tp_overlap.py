@@ -87,9 +87,10 @@ def layer_exposed(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[floa
         m, n, k = shapes[name]
         bwd += pipelined(*gemm(m, k, n, t), comm, t)
     for name in ("qkv", "fc1"):
-        # the column-parallel dgrad's reduce-scatter beside its own wgrad GEMM, (k×m)·(m×n) (TE ``bulk``); the
-        # re-gather of the layer's input for that wgrad hides behind the dgrad GEMM with or without userbuffers
-        # (Megatron-LM's async all-gather), so neither model counts it
+        # the column-parallel dgrad's reduce-scatter beside its own wgrad GEMM, (k×m)·(m×n) (TE ``bulk``,
+        # ``qkv_wgrad``/``fc1_wgrad``), and the re-gather of the layer's input for that wgrad beside the dgrad GEMM,
+        # (m×n)·(n×k) (``qkv_dgrad``/``fc1_dgrad``: TE layernorm_linear.py ub_bulk_dgrad; layer.sp_regathers):
+        # what a small GEMM (QKV under GQA at large tp) cannot hide stays exposed
         m, n, k = shapes[name]
-        bwd += bulk(comm, compute.gemm_time(gpu, k, n, m, 1, fp8))
+        bwd += bulk(comm, compute.gemm_time(gpu, k, n, m, 1, fp8)) + bulk(comm, compute.gemm_time(gpu, m, k, n, 1, fp8))
     return fwd, bwd
