@@ -6,6 +6,7 @@ Every package of ``autoplan.families.PACKAGES`` registers the ``base.ModelFamily
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from importlib import import_module
 
@@ -61,15 +62,21 @@ _FAMILY_KNOBS = frozenset().union(*_OWN_KNOBS.values())
 def foreign_knobs(model: ModelSpec, s: Strategy, said: list[str]) -> list[str]:
     """Reasons for knobs of another family's package set away from their defaults (a family never prices another
     family's knobs: it must refuse them, not ignore them), unless ``said`` already names them."""
-    own = _OWN_KNOBS.get(model.family, frozenset())
-    defaults = type(s).defaults()
     out = []
-    for name in sorted(_FAMILY_KNOBS - own):
+    for name, default in _foreign(model.family, type(s)):
         value = getattr(s, name)
-        if value != defaults[name] and not any(name in reason for reason in said):
+        if value != default and not any(name in reason for reason in said):
             out.append(f"{name} {value!r} is another model family's knob; a {model.family} model keeps "
-                       f"{defaults[name]!r}")
+                       f"{default!r}")
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _foreign(family: str, plan_class: type) -> tuple[tuple[str, object], ...]:
+    """(knob, default) of every knob another family's package declares, by name (each plan of a space's enumeration
+    asks: computed once)."""
+    defaults = plan_class.defaults()
+    return tuple((name, defaults[name]) for name in sorted(_FAMILY_KNOBS - _OWN_KNOBS.get(family, frozenset())))
 
 
 FRAMEWORKS: tuple[str, ...] = ("any", *dict.fromkeys(
