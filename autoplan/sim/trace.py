@@ -167,21 +167,31 @@ def trace_json(lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0, 
     meta, parts, start, duration, kind, resource = (lowered.meta, lowered.parts, timeline.start, tasks.duration,
                                                      tasks.kind, tasks.resource)
     out = [json.dumps(e, separators=(",", ":")) for e in head]
-    by_kind: dict[tuple, str] = {}          # a step's tasks share a dozen tuples of parts: each written once
+    # a step's tasks share a dozen tuples of parts, a few streams and kinds and durations: each written once
+    by_parts: dict[tuple, str] = {}
+    where: dict[tuple[int, str], str] = {}
+    lengths: dict[float, str] = {}
     for i in shown:
-        pid, tid = threads[resource[i]]
-        m, k = meta.get(i), kind[i]
+        m, k, r, d = meta.get(i), kind[i], resource[i], duration[i]
         own = parts.get(i, ())
-        us = by_kind.get(own)
+        us = by_parts.get(own)
         if us is None:
-            us = by_kind[own] = ",".join(f"{q(name)}:{round(v * _US, 3)!r}" for name, v in own)
+            us = by_parts[own] = ",".join(f"{q(name)}:{round(v * _US, 3)!r}" for name, v in own)
+        thread = where.get((r, k))
+        if thread is None:
+            pid, tid = threads[r]
+            thread = where[(r, k)] = f',"cat":{q(k)},"pid":{pid},"tid":{tid},"ts":'
+        length = lengths.get(d)
+        if length is None:
+            length = lengths[d] = f',"dur":{max(round(d * _US, 3), 0.001)!r},"args":'
         critical = ',"critical":true' if i in chain else ""
         args = (f'{{"micro_batch":{m[2]},"chunk":{m[3]},"us_by_kind":{{{us}}}{critical}}}' if m is not None
                 else f'{{"us_by_kind":{{{us}}}{critical}}}')
-        ts, dur = start[i] * _US, duration[i] * _US
-        out.append(f'{{"ph":"X","name":{q(_label(m, k))},"cat":{q(k)},"pid":{pid},"tid":{tid},"ts":{round(ts, 3)!r},'
-                   f'"dur":{max(round(dur, 3), 0.001)!r},"args":{args}}}')
+        ts = start[i] * _US
+        out.append(f'{{"ph":"X","name":{q(_label(m, k))}{thread}{round(ts, 3)!r}{length}{args}}}')
         if layers_per_chunk and m is not None:
+            pid, tid = threads[r]
+            dur = d * _US
             step = dur / layers_per_chunk
             for layer in range(layers_per_chunk):
                 out.append(f'{{"ph":"X","name":"layer {layer}","cat":"layer","pid":{pid},"tid":{tid},'
