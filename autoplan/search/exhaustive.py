@@ -4,6 +4,7 @@ once the bound of the next plan exceeds the k-th best step time no later plan ca
 from __future__ import annotations
 
 import bisect
+import functools
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -54,10 +55,17 @@ def _bound_or_zero(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float
         return 0.0
 
 
+@functools.lru_cache(maxsize=16384)
+def plan_peak(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
+    """``peak_memory``, kept per model, cluster and plan: the search's memory check and the report's memory
+    elasticity (``whatif``) ask it of the same plans."""
+    return peak_memory(model, cluster, s)
+
+
 def _may_fit(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> bool:
     """Peak memory within capacity; True if computing it raises, so the evaluation records the error."""
     try:
-        return peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes
+        return plan_peak(model, cluster, s) <= cluster.gpu.hbm_bytes
     except Exception:  # noqa: BLE001
         return True
 
