@@ -71,22 +71,21 @@ def _may_fit(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> bool:
 
 
 def _by_bound(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]) -> list[tuple[float, Strategy]]:
-    """(bound per sequence, plan) by that bound, equal bounds by the plan's label (labels computed for ties
-    only)."""
+    """(bound per sequence, plan) by that bound, equal bounds in the order of ``plans``: the search orders a group
+    of equal bounds by the plan's label when it reaches it (``_ties_by_label``; labels take ~10 µs each, and most
+    groups lie beyond the point where the search stops)."""
     bounds = [_bound_or_zero(model, cluster, s) / s.global_batch for s in plans]
-    order = sorted(range(len(plans)), key=bounds.__getitem__)
-    out: list[tuple[float, Strategy]] = []
-    start = 0
-    while start < len(order):
-        end = start + 1
-        while end < len(order) and bounds[order[end]] == bounds[order[start]]:
-            end += 1
-        group = order[start:end]
-        if len(group) > 1:
-            group.sort(key=lambda i: plans[i].short())
-        out += [(bounds[i], plans[i]) for i in group]
-        start = end
-    return out
+    return [(bounds[i], plans[i]) for i in sorted(range(len(plans)), key=bounds.__getitem__)]
+
+
+def _ties_by_label(order: list[tuple[float, Strategy]], start: int) -> int:
+    """Order the group of equal bounds that begins at ``start`` by the plan's label, in place; the group's end."""
+    end = start + 1
+    while end < len(order) and order[end][0] == order[start][0]:
+        end += 1
+    if end - start > 1:
+        order[start:end] = sorted(order[start:end], key=lambda x: x[1].short())
+    return end
 
 
 def rank_key(e: Evaluation) -> tuple:
@@ -126,7 +125,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
     board: list[Evaluation] = sorted((e for e in known.values() if e.feasible), key=rank_key)[:top_k]
     keys = [rank_key(e) for e in board]
     evaluations: list[Evaluation] = []
-    state = {"next": 0, "reused": 0}
+    state = {"next": 0, "reused": 0, "labelled": 0}        # labelled: order[:labelled] has its ties by label
 
     def kth_best() -> float:
         return rank_key(board[top_k - 1])[0] if len(board) >= top_k else float("inf")
@@ -135,6 +134,8 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
         while state["next"] < len(order):
             batch = []
             while state["next"] < len(order) and len(batch) < BATCH:
+                if state["next"] == state["labelled"]:
+                    state["labelled"] = _ties_by_label(order, state["next"])
                 bound, s = order[state["next"]]
                 if bound > kth_best():
                     state["next"] = len(order)
