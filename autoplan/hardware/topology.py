@@ -372,7 +372,20 @@ def placement_sharing(cluster: ClusterSpec, tp: int, cp: int, dp: int, pp: int,
     """``link_sharing`` for the plans of these degrees (cached per cluster, degrees and classes)."""
     if tp * cp * dp * pp > cluster.gpus:
         raise SpecError(f"the plan needs {tp * cp * dp * pp} GPUs but cluster {cluster.name!r} has {cluster.gpus}")
-    return _sharing(cluster, _Degrees(tp, cp, dp, pp), classes)
+    return _sharing(_network_of(cluster), _Degrees(tp, cp, dp, pp), classes)
+
+
+_NETWORKS: dict[tuple, ClusterSpec] = {}
+"""The first cluster seen with each network (``_network_of``)."""
+
+
+def _network_of(cluster: ClusterSpec) -> ClusterSpec:
+    """The first cluster seen with ``cluster``'s name, GPU count, NVLink domains and tiers: all that link sharing
+    reads, so what-ifs that change only the GPUs (compute, HBM, memory: a report's elasticities) share its cache."""
+    key = (cluster.name, cluster.nodes, cluster.gpus_per_node, cluster.nvlink_domain_gpus, cluster.tiers)
+    if len(_NETWORKS) > 256:
+        _NETWORKS.clear()
+    return _NETWORKS.setdefault(key, cluster)
 
 
 class _Degrees(NamedTuple):
