@@ -93,6 +93,7 @@ PHASES = [
     ("report: simulate the top plans", [("simulate_top", "analysis.py")]),
     ("report: traces", [("write_traces", "write.py")]),
     ("report: importances", [("importances", "analysis.py")]),
+    ("report: hardware elasticity", [("hardware_elasticity", "analysis.py")]),
     ("report: neighbours", [("neighbours", "analysis.py")]),
     ("report: page", [("page", "html.py")]),
 ]

@@ -186,7 +186,7 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
     def report() -> None:
         from autoplan.report.write import write_report_safely
         fresh = not result.reused
-        write_report_safely(folder, model, spec, evaluations=result.evaluations if fresh else None)
+        write_report_safely(folder, model, spec, evaluations=result.evaluations if fresh else None, plans=plans)
 
     if interrupted:
         click.echo(f"autoplan: interrupted after {len(result.evaluations) + result.reused} plans; partial "

@@ -6,8 +6,11 @@ Every package of ``autoplan.families.PACKAGES`` registers the ``base.ModelFamily
 
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import replace
 from importlib import import_module
+from typing import Callable
 
 from autoplan.errors import SpecError
 from autoplan.families import PACKAGES
@@ -61,15 +64,26 @@ _FAMILY_KNOBS = frozenset().union(*_OWN_KNOBS.values())
 def foreign_knobs(model: ModelSpec, s: Strategy, said: list[str]) -> list[str]:
     """Reasons for knobs of another family's package set away from their defaults (a family never prices another
     family's knobs: it must refuse them, not ignore them), unless ``said`` already names them."""
-    own = _OWN_KNOBS.get(model.family, frozenset())
-    defaults = type(s).defaults()
+    names, defaults, values_of = _foreign(model.family, type(s))
+    values = values_of(s)
+    if values == defaults:                     # every plan of a family's own space: one comparison
+        return []
     out = []
-    for name in sorted(_FAMILY_KNOBS - own):
-        value = getattr(s, name)
-        if value != defaults[name] and not any(name in reason for reason in said):
+    for name, value, default in zip(names, values, defaults):
+        if value != default and not any(name in reason for reason in said):
             out.append(f"{name} {value!r} is another model family's knob; a {model.family} model keeps "
-                       f"{defaults[name]!r}")
+                       f"{default!r}")
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _foreign(family: str, plan_class: type) -> tuple[tuple[str, ...], tuple, Callable[[Strategy], tuple]]:
+    """The knobs another family's package declares (by name), their defaults, and a getter of a plan's values of
+    them (every plan of a space's enumeration asks: computed once)."""
+    defaults = plan_class.defaults()
+    names = tuple(sorted(_FAMILY_KNOBS - _OWN_KNOBS.get(family, frozenset())))
+    getter = operator.attrgetter(*names) if len(names) > 1 else lambda s: tuple(getattr(s, n) for n in names)
+    return names, tuple(defaults[n] for n in names), getter
 
 
 FRAMEWORKS: tuple[str, ...] = ("any", *dict.fromkeys(

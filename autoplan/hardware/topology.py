@@ -13,14 +13,16 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import networkx as nx
 import numpy as np
 
 from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.plan import RANK_ORDER, Plan
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 Node = tuple
 """A graph node: ``("gpu", rank)``, ``("nvswitch", node)``, ``("nic", rank)``, ``("leaf", su, rail)``,
@@ -64,6 +66,8 @@ def _check_network(cluster: ClusterSpec) -> None:
 def build_graph(cluster: ClusterSpec) -> nx.Graph:
     """The cluster's network: GPUs, NVSwitch fabrics (one per NVLink domain), NICs, rail leaves and spines, with
     ``bandwidth`` and ``tier`` (a leaf's uplink carries its nodes' bandwidth over the spine's oversubscription)."""
+    import networkx as nx       # 0.1 s to import: only the graph's users (describe_group, checks) pay it
+
     _check_network(cluster)
     g, nodes, tiers = cluster.domain_gpus, cluster.domains, cluster.tiers
     per_su = _nodes_per_su(cluster)
@@ -368,7 +372,20 @@ def placement_sharing(cluster: ClusterSpec, tp: int, cp: int, dp: int, pp: int,
     """``link_sharing`` for the plans of these degrees (cached per cluster, degrees and classes)."""
     if tp * cp * dp * pp > cluster.gpus:
         raise SpecError(f"the plan needs {tp * cp * dp * pp} GPUs but cluster {cluster.name!r} has {cluster.gpus}")
-    return _sharing(cluster, _Degrees(tp, cp, dp, pp), classes)
+    return _sharing(_network_of(cluster), _Degrees(tp, cp, dp, pp), classes)
+
+
+_NETWORKS: dict[tuple, ClusterSpec] = {}
+"""The first cluster seen with each network (``_network_of``)."""
+
+
+def _network_of(cluster: ClusterSpec) -> ClusterSpec:
+    """The first cluster seen with ``cluster``'s name, GPU count, NVLink domains and tiers: all that link sharing
+    reads, so what-ifs that change only the GPUs (compute, HBM, memory: a report's elasticities) share its cache."""
+    key = (cluster.name, cluster.nodes, cluster.gpus_per_node, cluster.nvlink_domain_gpus, cluster.tiers)
+    if len(_NETWORKS) > 256:
+        _NETWORKS.clear()
+    return _NETWORKS.setdefault(key, cluster)
 
 
 class _Degrees(NamedTuple):

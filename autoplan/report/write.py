@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,18 +32,21 @@ def write_run(folder: RunFolder, inputs: dict, result: Any, model: Any = None, c
 
 
 def write_report_safely(folder: RunFolder, model: Any = None, cluster: Any = None,
-                        evaluations: list | None = None) -> None:
+                        evaluations: list | None = None, plans: list | None = None) -> None:
     """The run's report files (and its model and cluster, if given); a failure is a warning on stderr.
     ``evaluations``: every evaluation of the run, in record order, with ``model`` and ``cluster`` (the search that
-    just made them): the report is drawn from them instead of the folder's record read back."""
+    just made them): the report is drawn from them instead of the folder's record read back. ``plans``: the
+    space's valid plans as the search enumerated them (not enumerated again for the report)."""
     try:
         if model is not None and cluster is not None:
             folder.save_specs(model, cluster)
         if evaluations is not None and model is not None and cluster is not None:
             run = Run(folder=folder.path, inputs=folder.read_inputs(), evaluations=tuple(evaluations), model=model,
-                      cluster=cluster, summary=folder.read_summary())
+                      cluster=cluster, summary=folder.read_summary(), current=True)
         else:
             run = load_run(folder.path)
+        if plans is not None:
+            run = replace(run, plans=tuple(plans))
         write_report(run)
     except Exception as err:  # noqa: BLE001 — the leaderboard files are already written and must stay the result
         print(f"autoplan: warning: report not written: {type(err).__name__}: {err}", file=sys.stderr)

@@ -38,6 +38,12 @@ class Run:
     """Why the model or cluster could not be rebuilt (then no timeline, neighbours or model arguments)."""
     summary: dict = field(default_factory=dict)
     """The search's counts from leaderboard.json (valid, out of memory, pruned, seconds), if present."""
+    plans: tuple[Strategy, ...] | None = None
+    """The space's valid plans, when the search that just enumerated them hands them over (else enumerated again
+    from inputs.json where needed)."""
+    current: bool = False
+    """The evaluations were made just now by this code (the search that hands them over): a plan's evaluation is
+    reused instead of scored again (a run read back is scored again: the model may have changed since)."""
 
     @cached_property
     def ranked(self) -> list[Evaluation]:
@@ -274,14 +280,17 @@ def hardware_elasticity(run: Run) -> list[dict]:
 
     if run.model is None or run.cluster is None or not run.leaderboard:
         return []
-    best = evaluate(run.model, run.cluster, run.leaderboard[0].strategy)
+    best = run.leaderboard[0] if run.current else evaluate(run.model, run.cluster, run.leaderboard[0].strategy)
     if not best.feasible:
         return []
-    try:
-        space = space_from_axes(run.inputs.get("space", {}), "inputs.json space")
-        plans = enumerate_plans(run.model, run.cluster.gpus, space, best.strategy.global_batch)[0]
-    except SpecError:
-        plans = []
+    if run.plans is not None:
+        plans = list(run.plans)
+    else:
+        try:
+            space = space_from_axes(run.inputs.get("space", {}), "inputs.json space")
+            plans = enumerate_plans(run.model, run.cluster.gpus, space, best.strategy.global_batch)[0]
+        except SpecError:
+            plans = []
     return elasticity_dicts(elasticities(run.model, run.cluster, best, plans))
 
 

@@ -4,6 +4,7 @@ once the bound of the next plan exceeds the k-th best step time no later plan ca
 from __future__ import annotations
 
 import bisect
+import functools
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -54,31 +55,37 @@ def _bound_or_zero(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float
         return 0.0
 
 
+@functools.lru_cache(maxsize=16384)
+def plan_peak(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
+    """``peak_memory``, kept per model, cluster and plan: the search's memory check and the report's memory
+    elasticity (``whatif``) ask it of the same plans."""
+    return peak_memory(model, cluster, s)
+
+
 def _may_fit(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> bool:
     """Peak memory within capacity; True if computing it raises, so the evaluation records the error."""
     try:
-        return peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes
+        return plan_peak(model, cluster, s) <= cluster.gpu.hbm_bytes
     except Exception:  # noqa: BLE001
         return True
 
 
 def _by_bound(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]) -> list[tuple[float, Strategy]]:
-    """(bound per sequence, plan) by that bound, equal bounds by the plan's label (labels computed for ties
-    only)."""
+    """(bound per sequence, plan) by that bound, equal bounds in the order of ``plans``: the search orders a group
+    of equal bounds by the plan's label when it reaches it (``_ties_by_label``; labels take ~10 µs each, and most
+    groups lie beyond the point where the search stops)."""
     bounds = [_bound_or_zero(model, cluster, s) / s.global_batch for s in plans]
-    order = sorted(range(len(plans)), key=bounds.__getitem__)
-    out: list[tuple[float, Strategy]] = []
-    start = 0
-    while start < len(order):
-        end = start + 1
-        while end < len(order) and bounds[order[end]] == bounds[order[start]]:
-            end += 1
-        group = order[start:end]
-        if len(group) > 1:
-            group.sort(key=lambda i: plans[i].short())
-        out += [(bounds[i], plans[i]) for i in group]
-        start = end
-    return out
+    return [(bounds[i], plans[i]) for i in sorted(range(len(plans)), key=bounds.__getitem__)]
+
+
+def _ties_by_label(order: list[tuple[float, Strategy]], start: int) -> int:
+    """Order the group of equal bounds that begins at ``start`` by the plan's label, in place; the group's end."""
+    end = start + 1
+    while end < len(order) and order[end][0] == order[start][0]:
+        end += 1
+    if end - start > 1:
+        order[start:end] = sorted(order[start:end], key=lambda x: x[1].short())
+    return end
 
 
 def rank_key(e: Evaluation) -> tuple:
@@ -118,7 +125,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
     board: list[Evaluation] = sorted((e for e in known.values() if e.feasible), key=rank_key)[:top_k]
     keys = [rank_key(e) for e in board]
     evaluations: list[Evaluation] = []
-    state = {"next": 0, "reused": 0}
+    state = {"next": 0, "reused": 0, "labelled": 0}        # labelled: order[:labelled] has its ties by label
 
     def kth_best() -> float:
         return rank_key(board[top_k - 1])[0] if len(board) >= top_k else float("inf")
@@ -127,6 +134,8 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
         while state["next"] < len(order):
             batch = []
             while state["next"] < len(order) and len(batch) < BATCH:
+                if state["next"] == state["labelled"]:
+                    state["labelled"] = _ties_by_label(order, state["next"])
                 bound, s = order[state["next"]]
                 if bound > kth_best():
                     state["next"] = len(order)

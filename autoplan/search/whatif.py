@@ -16,9 +16,8 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from autoplan.errors import SpecError
-from autoplan.families.registry import peak_memory
 from autoplan.families.strategy import Strategy
-from autoplan.search.exhaustive import distinct_plans, search
+from autoplan.search.exhaustive import distinct_plans, plan_peak, search
 from autoplan.sim.simulate import Evaluation, evaluate
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
@@ -202,7 +201,7 @@ def _more_memory(model: ModelSpec, cluster: ClusterSpec, best: Evaluation, plans
     newly = []
     for s in distinct_plans(cluster, plans):
         try:
-            need = peak_memory(model, cluster, s)
+            need = plan_peak(model, cluster, s)
         except Exception:  # noqa: BLE001 — a plan that cannot be priced cannot be the answer
             continue
         if cap < need <= bigger.gpu.hbm_bytes:

@@ -141,17 +141,21 @@ def _label(meta: tuple[int, bool, int, int, str] | None, kind: str) -> str:
 
 def trace_json(lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0, max_events: int = MAX_EVENTS) -> str:
     """``{"traceEvents": trace_events(...), "displayTimeUnit": "ms"}`` as compact JSON, the same text as
-    ``json.dumps`` gives, written event by event without building each event's dict (a third of the time) unless
-    the timeline carries its critical path (``trace_events`` marks it)."""
+    ``json.dumps`` gives, written event by event without building each event's dict (a third of the time), the
+    critical path's track and marks included (a timeline that records what set each start)."""
     tasks = lowered.tasks
     head, threads = _thread_events(lowered)
+    chain: set[int] = set()
+    if timeline.cause is not None:
+        path = analyse_path(lowered, timeline)
+        chain = set(path.tasks)
+        head += _chain_events(path, timeline, lowered.stages)
     shown = [i for i, dur in enumerate(tasks.duration) if dur > 0]
     budget = max(1, max_events - len(head))
     if layers_per_chunk and len(shown) + layers_per_chunk * len(lowered.meta) > budget:
         layers_per_chunk = 0
-    if len(shown) > budget or timeline.cause is not None:
-        # merged spans, or the critical path's track and marks (a timeline that records what set each start)
-        return _dumps(trace_events(lowered, timeline, layers_per_chunk, max_events))
+    if len(shown) > budget:
+        return _dumps(head + _merged(lowered, timeline, shown, threads, budget, chain))
     quoted: dict[str, str] = {}
 
     def q(text: str) -> str:
@@ -163,16 +167,31 @@ def trace_json(lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0, 
     meta, parts, start, duration, kind, resource = (lowered.meta, lowered.parts, timeline.start, tasks.duration,
                                                      tasks.kind, tasks.resource)
     out = [json.dumps(e, separators=(",", ":")) for e in head]
+    # a step's tasks share a dozen tuples of parts, a few streams and kinds and durations: each written once
+    by_parts: dict[tuple, str] = {}
+    where: dict[tuple[int, str], str] = {}
+    lengths: dict[float, str] = {}
     for i in shown:
-        pid, tid = threads[resource[i]]
-        m, k = meta.get(i), kind[i]
-        us = ",".join(f"{q(name)}:{round(v * _US, 3)!r}" for name, v in parts.get(i, ()))
-        args = (f'{{"micro_batch":{m[2]},"chunk":{m[3]},"us_by_kind":{{{us}}}}}' if m is not None
-                else f'{{"us_by_kind":{{{us}}}}}')
-        ts, dur = start[i] * _US, duration[i] * _US
-        out.append(f'{{"ph":"X","name":{q(_label(m, k))},"cat":{q(k)},"pid":{pid},"tid":{tid},"ts":{_r(ts)!r},'
-                   f'"dur":{max(_r(dur), 0.001)!r},"args":{args}}}')
+        m, k, r, d = meta.get(i), kind[i], resource[i], duration[i]
+        own = parts.get(i, ())
+        us = by_parts.get(own)
+        if us is None:
+            us = by_parts[own] = ",".join(f"{q(name)}:{round(v * _US, 3)!r}" for name, v in own)
+        thread = where.get((r, k))
+        if thread is None:
+            pid, tid = threads[r]
+            thread = where[(r, k)] = f',"cat":{q(k)},"pid":{pid},"tid":{tid},"ts":'
+        length = lengths.get(d)
+        if length is None:
+            length = lengths[d] = f',"dur":{max(round(d * _US, 3), 0.001)!r},"args":'
+        critical = ',"critical":true' if i in chain else ""
+        args = (f'{{"micro_batch":{m[2]},"chunk":{m[3]},"us_by_kind":{{{us}}}{critical}}}' if m is not None
+                else f'{{"us_by_kind":{{{us}}}{critical}}}')
+        ts = start[i] * _US
+        out.append(f'{{"ph":"X","name":{q(_label(m, k))}{thread}{round(ts, 3)!r}{length}{args}}}')
         if layers_per_chunk and m is not None:
+            pid, tid = threads[r]
+            dur = d * _US
             step = dur / layers_per_chunk
             for layer in range(layers_per_chunk):
                 out.append(f'{{"ph":"X","name":"layer {layer}","cat":"layer","pid":{pid},"tid":{tid},'

@@ -200,3 +200,22 @@ def test_hierarchical_rings_cross_domains_on_every_rail():
     crossing = [(a, b) for a, b in zip(src.tolist(), dst.tolist()) if a // 8 != b // 8]
     assert sorted(a % 8 for a, _ in crossing) == sorted(list(range(8)) * 2)
     assert all(a % 8 == b % 8 for a, b in crossing)
+
+
+def test_what_ifs_that_change_only_the_gpus_share_link_sharing():
+    """Link sharing is cached per network (name, GPUs, NVLink domains, tiers): a cluster whose GPUs alone changed
+    gets the same rows, and one whose network changed gets its own, as if computed afresh."""
+    from autoplan.hardware import topology
+
+    base = load_cluster("dgx-h100-80g", 64)
+    s = Strategy(tp=2, pp=4, dp=8, global_batch=64)
+    classes = (("pp", 0, 1), ("dp", 1))
+    rows = link_sharing(base, s, classes)
+    assert rows
+    for change in ({"compute": 1.1}, {"memory": 1.1}, {"hbm_bandwidth": 0.9}, {"network": 0.5},
+                   {"oversubscription": 4.0}, {"latency": 2.0}):
+        other = base.scaled(**change)
+        fresh = topology._sharing.__wrapped__(other, topology._Degrees(s.tp, s.cp, s.dp, s.pp), classes)
+        assert link_sharing(other, s, classes) == fresh
+        if set(change) <= {"compute", "memory", "hbm_bandwidth"}:
+            assert link_sharing(other, s, classes) is rows

@@ -153,3 +153,26 @@ def test_analyse_hands_the_report_plain_data(small_run):
     assert len(a.sims) == 2 and a.sims[0].timeline.makespan > 0
     assert set(a.neighbours) == set(neighbours(run, run.leaderboard[0]))
     assert (a.importances, a.importance_note) == importances(run)
+
+
+def test_the_search_hands_the_report_its_plans_and_the_page_is_the_folders(tmp_path, monkeypatch):
+    """The search enumerates its space once and hands the plans and its fresh evaluations to the report (the best
+    plan is not scored again): the page is the one ``autoplan report`` draws from the folder read back."""
+    from click.testing import CliRunner
+
+    import autoplan.search.space as space
+    from autoplan.cli import main
+    from autoplan.report.write import write_report
+
+    calls = []
+    real = space.enumerate_plans
+    monkeypatch.setattr(space, "enumerate_plans", lambda *a, **k: calls.append(a) or real(*a, **k))
+    r = CliRunner().invoke(main, ["search", "--model", "llama3-8b", "--gpus", "16", "--global-batch", "64", "--top",
+                                  "5", "--out", str(tmp_path), "--json"])
+    assert r.exit_code == 0, r.output
+    assert len(calls) == 1
+    folder = tmp_path / json.loads(r.output[r.output.index("{"):])["run"].split("/")[-1]
+    written = (folder / "report.html").read_text()
+    write_report(load_run(folder))
+    assert len(calls) == 2                         # read back, the report enumerates the space itself
+    assert (folder / "report.html").read_text() == written

@@ -115,3 +115,19 @@ def test_a_failing_trial_under_a_sampler_is_recorded_too(tmp_path, monkeypatch):
     failed = [r for r in records if r["plan"].startswith("tp2 ")]
     assert failed and all(r["violations"] == ["simulator error: ZeroDivisionError: boom"] for r in failed)
     assert len(records) == 60 and result.leaderboard and all(e.strategy.tp != 2 for e in result.leaderboard)
+
+
+def test_equal_bounds_are_put_in_label_order_where_the_search_reaches_them():
+    """The search orders a group of equal bounds by label only when it reaches it: group by group, the order is
+    the plans sorted by (bound, label), equal pairs in enumeration order."""
+    from autoplan.search.exhaustive import _by_bound, _ties_by_label
+
+    model, cluster = get_model("gpt-1.7b"), load_cluster("dgx-a100-80g", 16)
+    plans, _ = enumerate_plans(model, 16, load_space(fixed={"cp": 1}), 64)
+    order = _by_bound(model, cluster, plans)
+    want = sorted(order, key=lambda x: (x[0], x[1].short()))
+    assert sum(a[0] == b[0] for a, b in zip(order, order[1:])) > 100          # ties, many of them
+    start = 0
+    while start < len(order):
+        start = _ties_by_label(order, start)
+    assert [s for _, s in order] == [s for _, s in want]

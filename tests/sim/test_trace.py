@@ -89,11 +89,14 @@ def test_zero_bubble_traces_name_their_passes(tiny_gpt, a100_8, schedule, names)
     assert ("F0.c1" in passes) == (schedule != "zb-h1")
 
 
+@pytest.mark.parametrize("why", [False, True])
 @pytest.mark.parametrize("schedule,v,m", [("1f1b", 1, 6), ("interleaved", 2, 8), ("zbv", 1, 8), ("dualpipe", 1, 8)])
-def test_trace_json_is_json_dumps_of_the_events(tiny_gpt, a100_8, schedule, v, m):
+def test_trace_json_is_json_dumps_of_the_events(tiny_gpt, a100_8, schedule, v, m, why):
+    """The same text with and without the critical path's track and marks (a timeline that records causes: the
+    report's)."""
     from autoplan.sim.trace import trace_json
     s = Strategy(dp=2, tp=1, pp=4, micro_batch=1, global_batch=2 * m, schedule=schedule, virtual_stages=v, zero=1)
-    sim = simulate_step(tiny_gpt, a100_8, s)
+    sim = simulate_step(tiny_gpt, a100_8, s, why=why)
     for layers in (0, 1, 2):
         for bound in (MAX_EVENTS, 40):
             want = json.dumps({"traceEvents": trace_events(sim.lowered, sim.timeline, layers, max_events=bound),
