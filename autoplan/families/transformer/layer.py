@@ -51,9 +51,35 @@ def attended_keys(model: ModelSpec, s_kv: int) -> float:
     return (1 - share) * full + share * windowed
 
 
+def fused_softmax_applies(b: int, s_q: int, s_kv: int, heads: int) -> bool:
+    """Whether Megatron's fused scale-mask-softmax kernel takes the attention scores of ``b`` sequences and
+    ``heads`` local heads (s_q × s_kv each); otherwise it falls back to PyTorch's softmax in fp32."""
+    # Megatron-LM/-DeepSpeed FusedScaleMaskSoftmax.is_kernel_available (fused_softmax.py; the copy in vTrain's
+    # src/model/fused_softmax.py): sq % 4 == 0 and b·np % 4 == 0 (the causal kernel's 4 batches per block at
+    # sk ≤ 1024), 16 < sk; the key-length cap (2048, later 4096 and 16384) varies by version and is left out
+    return s_kv > 16 and s_q % 4 == 0 and (b * heads) % 4 == 0
+
+
+def unfused_softmax_ops(gpu: GPUSpec, b: int, s_q: int, s_kv: int, heads: int) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
+    """The element-wise kernels the unfused softmax adds to the attention core, forward and backward (none where
+    the fused kernel applies): the fp32 cast of the 16-bit scores, the scale, the masked fill and the cast back,
+    and their four backwards (the softmax itself runs in fp32: ``attention_ops``' ``fused_softmax``)."""
+    if fused_softmax_applies(b, s_q, s_kv, heads):
+        return (), ()
+    scores = b * heads * s_q * s_kv
+    # FusedScaleMaskSoftmax.forward_torch_softmax: input.float() (read 2, write 4 bytes a score), input * scale
+    # (4 + 4), mask_func's masked_fill_ (4 + 4), softmax, probs.half() (4 + 2); autograd runs each one's backward
+    fwd = (memory_op(gpu, "softmax.to_fp32", 6 * scores), memory_op(gpu, "softmax.scale", 8 * scores),
+           memory_op(gpu, "softmax.mask", 8 * scores), memory_op(gpu, "softmax.to_fp16", 6 * scores))
+    bwd = (memory_op(gpu, "softmax.to_fp16.bwd", 6 * scores), memory_op(gpu, "softmax.mask.bwd", 8 * scores),
+           memory_op(gpu, "softmax.scale.bwd", 8 * scores), memory_op(gpu, "softmax.to_fp32.bwd", 6 * scores))
+    return fwd, bwd
+
+
 def attention_ops(cluster: ClusterSpec, model: ModelSpec, b: int, s_q: int, s_kv: int, heads: int,
-               dropout: bool) -> tuple[Op, Op]:
-    """Forward and backward of the attention core for ``heads`` local heads, s_q queries over s_kv keys."""
+               dropout: bool, fused_softmax: bool = True) -> tuple[Op, Op]:
+    """Forward and backward of the attention core for ``heads`` local heads, s_q queries over s_kv keys; without
+    ``fused_softmax`` its softmax reads and writes fp32 scores (``unfused_softmax_ops`` has the casts around it)."""
     gpu, d = cluster.gpu, model.head_dim
     rate = gpu.peak_flops * gpu.clock_ratio * gpu.attention_efficiency
     if cluster.flash_attention:
@@ -71,8 +97,9 @@ def attention_ops(cluster: ClusterSpec, model: ModelSpec, b: int, s_q: int, s_kv
     # bf16 bytes per score (Korthikanti et al. 2022 §4.1 sizes: 2as²b softmax, as²b mask, 2as²b dropout output):
     # forward softmax reads and writes, dropout reads, writes and its mask; the backward reads the softmax
     # output and gradient and writes a gradient, and reverses dropout (gradient in, mask, gradient out)
-    elementwise_fwd = scores * (2 + 2 + (2 + 2 + 1 if dropout else 0))
-    elementwise_bwd = scores * (2 + 2 + 2 + (2 + 1 + 2 if dropout else 0))
+    v = 2 if fused_softmax else 4                      # bytes of a score the softmax reads and writes
+    elementwise_fwd = scores * (v + v + (2 + 2 + 1 if dropout else 0))
+    elementwise_bwd = scores * (v + v + v + (2 + 1 + 2 if dropout else 0))
     gemm_fwd = flops / rate + 2 * gpu.kernel_overhead
     # two GEMMs each for dgrad and wgrad: the backward's GEMMs are 2× the forward's (Narayanan et al. SC'21 §5.1)
     eff = gpu.attention_memory_efficiency
@@ -115,14 +142,16 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
     mlp_act_bytes = BF16 * tokens * fc2_k * (3 if model.gated else 2)
     # with CP each GPU's s/cp queries meet all s keys over the ring (Liu et al. 2023, Ring Attention); causal
     # balancing halves the work evenly (Megatron-Core context parallelism: two mirrored chunks per rank)
-    attn_f, attn_b = attention_ops(cluster, model, b, s, model.seq_len, heads, drop)
+    fused = cluster.flash_attention or fused_softmax_applies(b, s, model.seq_len, heads)
+    attn_f, attn_b = attention_ops(cluster, model, b, s, model.seq_len, heads, drop, fused)
+    soft_f, soft_b = ((), ()) if fused else unfused_softmax_ops(gpu, b, s, model.seq_len, heads)
     gemm = {name: gemm_op(gpu, name, *shape, fp8=fp8) for name, shape in shapes.items()}
     grads = {name: linear_backward(gpu, name, *shape, fp8=fp8) for name, shape in shapes.items()}
     quant_f, quant_b = quantize_ops(gpu, shapes, norm_tokens * h) if fp8 else ((), ())
     store_f, store_b = fp8_store_ops(gpu, "activation", tokens * fc2_k * (2 if model.gated else 1),
                                      fp8_activation_store)
     forward = (
-        memory_op(gpu, "norm1", norm), *quant_f[:1], gemm["qkv"], attn_f, *quant_f[1:2], gemm["proj"],
+        memory_op(gpu, "norm1", norm), *quant_f[:1], gemm["qkv"], *soft_f, attn_f, *quant_f[1:2], gemm["proj"],
         memory_op(gpu, "dropout_add1", residual), memory_op(gpu, "norm2", norm), *quant_f[2:3], gemm["fc1"],
         memory_op(gpu, "activation", mlp_act_bytes), *store_f, *quant_f[3:], gemm["fc2"],
         memory_op(gpu, "dropout_add2", residual),
@@ -133,7 +162,7 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
         memory_op(gpu, "dropout_add2.bwd", residual), *quant_b[3:], *grads["fc2"],
         *store_b, memory_op(gpu, "activation.bwd", 1.5 * mlp_act_bytes), *quant_b[2:3], *grads["fc1"],
         memory_op(gpu, "norm2.bwd", 2 * norm), memory_op(gpu, "dropout_add1.bwd", residual), *quant_b[1:2], *grads["proj"],
-        attn_b, *quant_b[:1], *grads["qkv"], memory_op(gpu, "norm1.bwd", 2 * norm),
+        attn_b, *soft_b, *quant_b[:1], *grads["qkv"], memory_op(gpu, "norm1.bwd", 2 * norm),
     )
     full_buffer = BF16 * tokens * h
     # Shoeybi et al. 2019 (Megatron-LM, arXiv 1909.08053) §3, Fig. 3: two all-reduces of b·s·h per layer and pass;
@@ -151,7 +180,7 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
     if recompute == "full":
         recompute_ops, recompute_coll = forward, fwd_coll
     elif recompute == "selective" and not cluster.flash_attention:
-        recompute_ops = (attn_f,)
+        recompute_ops = (*soft_f, attn_f)
     elif recompute == "op":
         recompute_ops = op_sac_recompute(model, cluster, tokens, t, fp8, (norm, residual, mlp_act_bytes))
         # the reduce-scatters' outputs are on the save list; all-gathers and all-reduces run again
