@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autoplan.sim.contention import applies, inert, sharing_of
+from autoplan.sim.contention import applies, sharing_of
 from autoplan.sim.fluid import stretch
 from autoplan.sim.pipeline import Slowed, Totals, run
 from autoplan.sim.program import DIRECT, ON_COMPUTE, Program, cycle_gc_paused, program
@@ -134,11 +134,14 @@ def totals(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> Totals:
     shape, cost = slot_costs(model, cluster, s)
     prog = program(shape)
     first, recorded, _ = run(prog, cost)
-    if inert(cluster, s) or not applies(cluster, s):
+    if not applies(cluster, s):
         return first
     fl = flows(prog)
+    sharing = sharing_of(cluster, s, fl.classes)
+    if not sharing.rows:
+        return first                                   # no link shared, none overloaded (contention.inert)
     start, end = intervals(fl, recorded)
-    hit, more = stretch(start, end, fl.bounds, fl.group_classes, sharing_of(cluster, s, fl.classes))
+    hit, more = stretch(start, end, fl.bounds, fl.group_classes, sharing)
     if not len(hit):
         return first                                   # nothing shares a link at once: exact as it is
     return run(prog, cost, slowed=slowed(fl, prog, cost, hit, more))[0]

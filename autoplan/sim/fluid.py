@@ -39,7 +39,7 @@ class Sharing:
     """Links shared by classes of transfers: each row one link (or one kind of link), as (class, utilisation).
     Immutable; remembers the shares of each combination of running classes it was asked for."""
 
-    __slots__ = ("rows", "classes", "weight", "conflicts", "_rows_of", "_memo")
+    __slots__ = ("rows", "classes", "weight", "conflicts", "_rows_of", "_memo", "_pairs")
 
     def __init__(self, rows: tuple[tuple[tuple[int, float], ...], ...], classes: int) -> None:
         for row in rows:
@@ -61,6 +61,7 @@ class Sharing:
                 near[k].update(c for c, _ in row)
         self.conflicts = [frozenset(x) for x in near]
         self._memo: dict[tuple[int, ...], dict[int, float]] = {}
+        self._pairs: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def __repr__(self) -> str:
         return f"Sharing({self.rows!r}, {self.classes})"
@@ -190,7 +191,15 @@ def first_order(tasks: Tasks, plan: Plan, timeline: Timeline, grouped: Groups, s
 
 def _pairs(classes: tuple[int, ...], sharing: Sharing) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(g, h, factor) for every two groups (of classes ``classes``) whose classes share a link: while a task of g
-    overlaps one of h it is ``factor`` seconds longer per second (1/s_gh − 1/r_g, r_g its rate alone)."""
+    overlaps one of h it is ``factor`` seconds longer per second (1/s_gh − 1/r_g, r_g its rate alone). Kept by
+    ``sharing`` per ``classes``."""
+    got = sharing._pairs.get(classes)
+    if got is None:
+        got = sharing._pairs[classes] = _pairs_of(classes, sharing)
+    return got
+
+
+def _pairs_of(classes: tuple[int, ...], sharing: Sharing) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     weight, conflicts = sharing.weight, sharing.conflicts
     of_class: dict[int, list[int]] = {}
     for h, k in enumerate(classes):

@@ -115,8 +115,6 @@ def _totals(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> _Totals:
     """Step time, stage breakdowns and activities of a step with every micro-batch: the step graph run stage by
     stage without building it (``pipeline``), transfers slowed where they share links (``flows``), to the same
     floats as ``_graph_totals``."""
-    if inert(cluster, s):
-        return pipeline.totals(model, cluster, s)
     return flows.totals(model, cluster, s)
 
 
