@@ -252,9 +252,10 @@ def stretch(start: np.ndarray, end: np.ndarray, bounds: np.ndarray, classes: tup
         span = 2.0 * float(end.max()) + 1.0
         s_axis, e_axis = start + group_of * span, end + group_of * span
         before = np.concatenate([[0.0], np.cumsum(e_axis - s_axis)])     # running time before each span
+        s_axis = np.append(s_axis, np.inf)                              # no span starts after the last
         sizes = bounds[g + 1] - bounds[g]
         pair = np.repeat(np.arange(len(g)), sizes)                       # each (task of g, group h) query
-        task = np.arange(len(pair)) - np.repeat(np.cumsum(sizes) - sizes, sizes) + np.repeat(bounds[g], sizes)
+        task = np.arange(len(pair)) + np.repeat(bounds[g] - (np.cumsum(sizes) - sizes), sizes)
         shift = h[pair] * span
         o = (_running(s_axis, e_axis, before, end[task] + shift)
              - _running(s_axis, e_axis, before, start[task] + shift))
@@ -265,10 +266,10 @@ def stretch(start: np.ndarray, end: np.ndarray, bounds: np.ndarray, classes: tup
 
 def _running(starts: np.ndarray, ends: np.ndarray, before: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Seconds of the disjoint, sorted spans (``starts``, ``ends``; ``before[k]``: the length of the first k)
-    before each time of ``at`` (a block's offset cancels: the difference of two times in one block counts)."""
+    before each time of ``at`` (a block's offset cancels: the difference of two times in one block counts).
+    ``starts`` has one more, infinite, entry: no span starts after the last."""
     k = np.searchsorted(ends, at, side="right")         # spans wholly before each time
-    inside = np.minimum(k, len(starts) - 1)
-    return before[k] + np.where((k < len(starts)) & (starts[inside] < at), at - starts[inside], 0.0)
+    return before[k] + np.maximum(at - starts[k], 0.0)
 
 
 @dataclass(frozen=True)
