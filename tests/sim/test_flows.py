@@ -46,7 +46,7 @@ def _cluster(a100_64, oversubscription):
     return a100_64.scaled(oversubscription=oversubscription) if oversubscription > 1 else a100_64
 
 
-@settings(max_examples=120, **_SETTINGS)
+@settings(max_examples=300, **_SETTINGS)
 @given(_plans())
 def test_contended_fast_path_is_the_contended_graph_bit_for_bit(tiny_gpt, a100_64, plan):
     s, over = plan
