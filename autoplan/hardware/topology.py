@@ -397,34 +397,44 @@ class _Degrees(NamedTuple):
 
 @functools.lru_cache(maxsize=1024)
 def _sharing(cluster: ClusterSpec, s: _Degrees, classes: tuple[FlowClass, ...]) -> tuple[tuple[tuple[int, float], ...], ...]:
-    links = _links(cluster)
-    parts = []
-    for k, flow in enumerate(classes):
-        src, dst, rate = class_flows(cluster, s, flow)
-        which, link = links.route(src, dst)
-        used, index = np.unique(link, return_inverse=True)
-        load = np.bincount(index, weights=rate[which]) / links.capacity[used]
-        parts.append((used, np.full(used.shape, k), load))
-    if not parts:
+    if not classes:
         return ()
-    link = np.concatenate([x[0] for x in parts])
-    cls = np.concatenate([x[1] for x in parts])
-    load = np.round(np.concatenate([x[2] for x in parts]), 12)
-    order = np.lexsort((cls, link))
-    link, cls, load = link[order], cls[order], load[order]
+    links = _links(cluster)
+    flows = [class_flows(cluster, s, flow) for flow in classes]
+    src, dst, rate = (np.concatenate([f[i] for f in flows]) for i in range(3))
+    cls = np.repeat(np.arange(len(classes)), [len(f[0]) for f in flows])
+    which, link = links.route(src, dst)
+    # every class's load on every link it uses, at once: each (link, class) summed over its flows in route order
+    used, index = np.unique(link * len(classes) + cls[which], return_inverse=True)
+    link, cls = used // len(classes), used % len(classes)                  # sorted by link, then class
+    load = np.round(np.bincount(index, weights=rate[which]) / links.capacity[link], 12)
     first = np.r_[0, np.flatnonzero(np.diff(link)) + 1]
-    group = np.repeat(np.arange(len(first)), np.diff(np.r_[first, len(link)]))
-    pos = np.arange(len(link)) - first[group]
-    width = int(pos.max()) + 1
-    table = np.full((len(first), 2 * width), -1.0)               # per link: classes, then their loads
-    table[group, pos] = cls
-    table[group, width + pos] = load
-    rows = []
-    for row in np.unique(table, axis=0):
-        pairs = tuple((int(c), float(u)) for c, u in zip(row[:width], row[width:]) if c >= 0)
-        if len(pairs) > 1 or pairs[0][1] > 1.0:
-            rows.append(pairs)
+    count = np.diff(np.r_[first, len(link)])
+    # a link of one class at most 1 never slows anything; identical rows are kept once
+    shared = (count > 1) | (np.maximum.reduceat(load, first) > 1.0)
+    if not shared.any():
+        return ()
+    keep = np.repeat(shared, count)
+    group = np.repeat(np.arange(int(shared.sum())), count[shared])
+    pos = np.arange(len(group)) - np.repeat(np.cumsum(count[shared]) - count[shared], count[shared])
+    width = int(count.max())
+    table = np.full((int(shared.sum()), 2 * width), -1.0)       # per link: classes, then their loads
+    table[group, pos] = cls[keep]
+    table[group, width + pos] = load[keep]
+    rows = set()
+    for row in table[_distinct_rows(table)].tolist():
+        rows.add(tuple((int(c), u) for c, u in zip(row[:width], row[width:]) if c >= 0))
     return tuple(sorted(rows))
+
+
+def _distinct_rows(table: "np.ndarray") -> "np.ndarray":
+    """Index of one of each distinct row of ``table``: rows hashed by a weighted sum, then checked whole (the
+    exact ``np.unique(axis=0)``, several times slower, where two distinct rows would hash alike)."""
+    weights = np.random.default_rng(0).random(table.shape[1]) + 1.0
+    _, rep, inverse = np.unique(table @ weights, return_index=True, return_inverse=True)
+    if (table[rep].take(inverse.ravel(), axis=0) == table).all():
+        return rep
+    return np.unique(table, axis=0, return_index=True)[1]
 
 
 def link_sharing_on_graph(graph: nx.Graph, cluster: ClusterSpec, s: Plan,

@@ -5,6 +5,9 @@ loaded each leaves them; ``sim/fluid.py`` slows the transfers that overlap in ti
 shares of its bandwidth). Each collective keeps its calibrated algorithm and time when alone; only the rate it
 gets while others share its links changes.
 
+``contend`` re-times a step's task graph (traces, critical paths, the tests' reference); the search's fast path
+does the same without the graph (``sim/flows.py``), to the same floats.
+
 Left out: communication inside a pass (TP, CP and EP collectives are parts of a compute-stream task, not tasks
 of their own) neither slows nor is slowed by the streams' transfers.
 """

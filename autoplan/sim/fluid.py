@@ -39,7 +39,7 @@ class Sharing:
     """Links shared by classes of transfers: each row one link (or one kind of link), as (class, utilisation).
     Immutable; remembers the shares of each combination of running classes it was asked for."""
 
-    __slots__ = ("rows", "classes", "weight", "conflicts", "_rows_of", "_memo")
+    __slots__ = ("rows", "classes", "weight", "conflicts", "_rows_of", "_memo", "_pairs")
 
     def __init__(self, rows: tuple[tuple[tuple[int, float], ...], ...], classes: int) -> None:
         for row in rows:
@@ -61,6 +61,7 @@ class Sharing:
                 near[k].update(c for c, _ in row)
         self.conflicts = [frozenset(x) for x in near]
         self._memo: dict[tuple[int, ...], dict[int, float]] = {}
+        self._pairs: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def __repr__(self) -> str:
         return f"Sharing({self.rows!r}, {self.classes})"
@@ -188,15 +189,23 @@ def first_order(tasks: Tasks, plan: Plan, timeline: Timeline, grouped: Groups, s
     return run(tasks.with_durations(duration.tolist()), plan, why)
 
 
-def _pairs(grouped: Groups, sharing: Sharing) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(g, h, factor) for every two groups whose classes share a link: while a task of g overlaps one of h it is
-    ``factor`` seconds longer per second (1/s_gh − 1/r_g, r_g its rate alone)."""
+def _pairs(classes: tuple[int, ...], sharing: Sharing) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(g, h, factor) for every two groups (of classes ``classes``) whose classes share a link: while a task of g
+    overlaps one of h it is ``factor`` seconds longer per second (1/s_gh − 1/r_g, r_g its rate alone). Kept by
+    ``sharing`` per ``classes``."""
+    got = sharing._pairs.get(classes)
+    if got is None:
+        got = sharing._pairs[classes] = _pairs_of(classes, sharing)
+    return got
+
+
+def _pairs_of(classes: tuple[int, ...], sharing: Sharing) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     weight, conflicts = sharing.weight, sharing.conflicts
     of_class: dict[int, list[int]] = {}
-    for h, k in enumerate(grouped.classes):
+    for h, k in enumerate(classes):
         of_class.setdefault(k, []).append(h)
     gs, hs, fs = [], [], []
-    for g, k in enumerate(grouped.classes):
+    for g, k in enumerate(classes):
         alone = min(1.0, 1.0 / weight[k]) if weight[k] > 0 else 1.0
         for c in conflicts[k]:
             factor = 1.0 / sharing.share_of((k, c) if k <= c else (c, k))[k] - 1.0 / alone
@@ -210,45 +219,57 @@ def _pairs(grouped: Groups, sharing: Sharing) -> tuple[np.ndarray, np.ndarray, n
 
 
 def slowdowns(timeline: Timeline, grouped: Groups, sharing: Sharing) -> tuple[np.ndarray, np.ndarray]:
-    """The slowed transfers and their extra seconds, to first order: a transfer of class a running alone at rate
-    ``r = min(1, 1/weight)`` takes d/r; for the o seconds it overlaps transfers of class b on the engine's
-    timeline it runs at the pair's share s_ab instead, o·(1/s_ab − 1/r) longer (summed over b). Exact for a
-    class alone on an overloaded link, and for equal transfers that overlap wholly (k of them: k times as long).
+    """The slowed transfers of ``timeline`` and their extra seconds, to first order (``stretch``)."""
+    if not len(grouped):
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    start = np.array(grouped.pick(timeline.start), dtype=float)
+    end = np.array(grouped.pick(timeline.end), dtype=float)
+    hit, extra = stretch(start, end, grouped.bounds, grouped.classes, sharing)
+    return grouped.ids[hit], extra
+
+
+def stretch(start: np.ndarray, end: np.ndarray, bounds: np.ndarray, classes: tuple[int, ...],
+            sharing: Sharing) -> tuple[np.ndarray, np.ndarray]:
+    """The slowed ones of grouped transfers and their extra seconds, to first order: a transfer of class a running
+    alone at rate ``r = min(1, 1/weight)`` takes d/r; for the o seconds it overlaps transfers of class b on the
+    uncontended timeline it runs at the pair's share s_ab instead, o·(1/s_ab − 1/r) longer (summed over b). Exact
+    for a class alone on an overloaded link, and for equal transfers that overlap wholly (k of them: k times as
+    long). The transfers as ``Groups`` lays them out: group g (class ``classes[g]``, one stream, in stream order)
+    holds positions ``bounds[g]:bounds[g + 1]`` of ``start`` and ``end``; the answer is positions and seconds.
 
     Vectorised over every pair of groups at once: each group's spans are shifted to a block of their own on one
     time axis (group h from h·span on), so that one search finds, for every task and every group it shares a
     link with, how much of that group's running time lies before the task's start and before its end."""
     none = (np.zeros(0, dtype=np.int64), np.zeros(0))
-    if not len(grouped):
+    if not len(classes):
         return none
-    start = np.array(grouped.pick(timeline.start), dtype=float)
-    end = np.array(grouped.pick(timeline.end), dtype=float)
-    bounds, n = grouped.bounds, len(start)
-    group_of = np.repeat(np.arange(len(grouped)), np.diff(bounds))
-    weight = np.array(sharing.weight)[np.array(grouped.classes)]
+    n = len(start)
+    group_of = np.repeat(np.arange(len(classes)), np.diff(bounds))
+    weight = np.array(sharing.weight)[np.array(classes)]
     extra = np.where(weight[group_of] > 1.0, (end - start) * (weight[group_of] - 1.0), 0.0)  # overloaded alone
-    g, h, factor = _pairs(grouped, sharing)
+    g, h, factor = _pairs(classes, sharing)
     if len(g):
         span = 2.0 * float(end.max()) + 1.0
         s_axis, e_axis = start + group_of * span, end + group_of * span
         before = np.concatenate([[0.0], np.cumsum(e_axis - s_axis)])     # running time before each span
+        s_axis = np.append(s_axis, np.inf)                              # no span starts after the last
         sizes = bounds[g + 1] - bounds[g]
         pair = np.repeat(np.arange(len(g)), sizes)                       # each (task of g, group h) query
-        task = np.arange(len(pair)) - np.repeat(np.cumsum(sizes) - sizes, sizes) + np.repeat(bounds[g], sizes)
+        task = np.arange(len(pair)) + np.repeat(bounds[g] - (np.cumsum(sizes) - sizes), sizes)
         shift = h[pair] * span
         o = (_running(s_axis, e_axis, before, end[task] + shift)
              - _running(s_axis, e_axis, before, start[task] + shift))
         extra += np.bincount(task, o * factor[pair], minlength=n)
     hit = extra > 1e-15 * np.maximum(end, 1.0)
-    return (grouped.ids[hit], extra[hit]) if hit.any() else none
+    return (np.flatnonzero(hit), extra[hit]) if hit.any() else none
 
 
 def _running(starts: np.ndarray, ends: np.ndarray, before: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Seconds of the disjoint, sorted spans (``starts``, ``ends``; ``before[k]``: the length of the first k)
-    before each time of ``at`` (a block's offset cancels: the difference of two times in one block counts)."""
+    before each time of ``at`` (a block's offset cancels: the difference of two times in one block counts).
+    ``starts`` has one more, infinite, entry: no span starts after the last."""
     k = np.searchsorted(ends, at, side="right")         # spans wholly before each time
-    inside = np.minimum(k, len(starts) - 1)
-    return before[k] + np.where((k < len(starts)) & (starts[inside] < at), at - starts[inside], 0.0)
+    return before[k] + np.maximum(at - starts[k], 0.0)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ order) that ends when the task starts. tests/sim/test_pipeline.py checks this bi
 
 from __future__ import annotations
 
-from itertools import islice
+from itertools import islice, repeat
+from typing import NamedTuple
 
 from autoplan.sim.engine import CycleError
 from autoplan.sim.metrics import BREAKDOWN_KINDS
@@ -26,6 +27,18 @@ from autoplan.specs.plan import Plan
 
 Totals = tuple[float, list[dict[str, float]], list[dict[str, float]]]
 """Step time, per-stage breakdowns and per-stage stream activities, as ``simulate._totals`` returns them."""
+
+
+class Slowed(NamedTuple):
+    """What link contention adds to a run (``sim/flows.py``; ``contention.contend`` on the graph)."""
+
+    hops: list[float]
+    """Seconds of each transfer (by id): the hop's, plus what sharing links added."""
+    dp: list[list[float]]
+    """Per stage, the extra seconds of each of its DP-stream tasks, in stream order."""
+    stretched: list[float]
+    """Extra seconds per stream, as the graph numbers them (stage i: compute i, forward link p + i, backward link
+    2p + i, DP 3p + i)."""
 
 
 @cycle_gc_paused
@@ -59,15 +72,25 @@ def totals_pair(model: ModelSpec, cluster: ClusterSpec, a: Plan, b: Plan) -> tup
     return (ta, tb) if ta is not None else (run(prog_a, cost_a)[0], tb)
 
 
-def run(prog: Program, cost: dict, stops: list[int] | None = None,
-        resume: tuple | None = None) -> tuple[Totals | None, tuple, list]:
+def run(prog: Program, cost: dict, stops: list[int] | None = None, resume: tuple | None = None,
+        slowed: Slowed | None = None) -> tuple[Totals | None, tuple, list]:
     """Time ``prog`` with the seconds of ``cost`` (slot key -> PassCost): its totals, its transfers' (ends,
-    starts) and, with ``stops``, each stage's state after its first ``stops[i]`` tasks. ``resume``: (stops,
-    states, transfers, transfers to forget) of another program's run to start from (``totals_pair``); its totals
-    None when a stage's breakdown does not start from the same seconds there."""
+    starts) and each stage's DP-stream tasks' (starts, ends) in stream order, and, with ``stops``, each stage's
+    state after its first ``stops[i]`` tasks. ``resume``: (stops, states, transfers, transfers to forget) of
+    another program's run to start from (``totals_pair``); its totals None when a stage's breakdown does not start
+    from the same seconds there. ``slowed``: the extra seconds of transfers and DP collectives that share links
+    (``sim/flows.py``)."""
     by_slot = [cost[k] for k in prog.keys]
     sec = [c.seconds for c in by_slot] + [-1.0]            # slot -1 -> -1.0: "no task"
     p = prog.stages
+    if slowed is None:
+        hops = [sec[prog.hop]] * prog.transfers
+        more = [repeat(0.0).__next__ for _ in range(p)]
+    else:
+        hops = slowed.hops
+        more = [iter(x).__next__ for x in slowed.dp]
+    dp_start: list[list[float]] = [[] for _ in range(p)]
+    dp_end: list[list[float]] = [[] for _ in range(p)]
     if resume is None:
         arr_end: list = [None] * prog.transfers
         arr_start: list = [0.0] * prog.transfers
@@ -83,18 +106,21 @@ def run(prog: Program, cost: dict, stops: list[int] | None = None,
     for i in range(p):
         acc = dict.fromkeys(BREAKDOWN_KINDS, 0.0)
         acc.update(_stage_parts(prog.counts[i][0], by_slot))
+        if slowed is not None and slowed.stretched[i]:
+            acc["pp"] += slowed.stretched[i]              # sends on the compute stream (synchronous p2p), slowed
+        dp = (hops, more[i], dp_start[i].append, dp_end[i].append)
         if resume is not None:
             skip, state = resume[0][i], resume[1][i]
             if skip and state[-1] != (acc["pp"], acc["dp"], acc["bubble"]):
                 return None, (), []                     # a different start of the breakdown sums
             st = prog.stage(i, skip)
             make = _fused_stage if st.fused_keys is not None else _stage
-            gens.append(make(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results,
+            gens.append(make(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, dp,
                              state=state if skip else None))
         else:
             st = prog.stage(i)
             make = _fused_stage if st.fused_keys is not None else _stage
-            gens.append(make(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results,
+            gens.append(make(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, dp,
                              stop=stops[i] if stops else None, snaps=snaps))
     ready.extend(range(p - 1, -1, -1))
     finished = 0
@@ -113,10 +139,12 @@ def run(prog: Program, cost: dict, stops: list[int] | None = None,
         acc["bubble"] += makespan - e_last
         breakdowns.append(acc)
     acts = []
-    for counts in prog.counts:
+    for i, counts in enumerate(prog.counts):
         busy = [sum(n * sec[k] for k, n in c) for c in counts]
+        if slowed is not None:
+            busy = [x + slowed.stretched[i + k * p] for k, x in enumerate(busy)]
         acts.append({"compute": busy[0], "pp_send_fwd": busy[1], "pp_send_bwd": busy[2], "dp": busy[3]})
-    return (makespan, breakdowns, acts), (arr_end, arr_start), snaps
+    return (makespan, breakdowns, acts), (arr_end, arr_start, dp_start, dp_end), snaps
 
 
 def _stage_parts(counts: tuple[tuple[int, int], ...], by_slot: list) -> dict[str, float]:
@@ -138,24 +166,29 @@ def _attribute(gap: float, t: float, prev: float, start: float, kind: str, acc: 
         acc["bubble"] += gap
 
 
-def _gathers(prog: Program, sec: list) -> tuple[list[float], list[float], float]:
+def _gathers(prog: Program, sec: list, dp: tuple) -> tuple[list[float], list[float], float]:
     """Ends and starts of each chunk's overlapped weight gather, first on the DP stream, and the stream's end."""
     g_end, g_start = [], []
     de, pg = 0.0, sec[prog.param_gather]
+    _, more, note_start, note_end = dp
     for _ in range(prog.chunks):
         g_start.append(de)
-        de = de + pg
+        note_start(de)
+        de = de + (pg + more())
         g_end.append(de)
+        note_end(de)
     return g_end, g_start, de
 
 
-def _stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, state=None, stop=None, snaps=None):
+def _stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, dp, state=None, stop=None,
+           snaps=None):
     """Run stage ``i``'s tasks ``st`` in order; a generator that parks (yields the transfer's id) on a transfer not
-    yet sent. ``results[i]``: (latest end on the stage's streams, end of its compute stream, breakdown). ``stop``:
-    keep the state after that many tasks in ``snaps[i]``; ``state``: the state to start from (``st`` then holds
-    the tasks after those)."""
-    hop = sec[prog.hop]
-    g_end, g_start, de = _gathers(prog, sec)
+    yet sent. ``results[i]``: (latest end on the stage's streams, end of its compute stream, breakdown). ``dp``:
+    each transfer's seconds, the next DP collective's extra seconds, and where to note each DP collective's start
+    and end. ``stop``: keep the state after that many tasks in ``snaps[i]``; ``state``: the state to start from
+    (``st`` then holds the tasks after those)."""
+    hops, more, note_start, note_end = dp
+    g_end, g_start, de = _gathers(prog, sec, dp)
     e = lf = lb = lp = dstart = 0.0
     dmax = -1.0
     pp, dpacc, bub = init = acc["pp"], acc["dp"], acc["bubble"]
@@ -190,28 +223,30 @@ def _stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, st
             else:
                 acc["pp"], acc["dp"], acc["bubble"] = pp, dpacc, bub
                 e, lf, lb, de, dmax, dstart, lp = yield from _special(
-                    specials[-2 - key], d, e, lf, lb, de, dmax, dstart, hop, sec, prog, g_end, g_start, arr_end,
+                    specials[-2 - key], d, e, lf, lb, de, dmax, dstart, dp, sec, prog, g_end, g_start, arr_end,
                     arr_start, waiter, ready, acc)
                 pp, dpacc, bub = acc["pp"], acc["dp"], acc["bubble"]
                 continue
             lp = e
             if r >= 0.0:
                 s0 = e if e > de else de
-                de = s0 + r
+                de = s0 + (r + more())
+                note_start(s0)
+                note_end(de)
                 if de > dmax:
                     dmax, dstart = de, s0
             if o >= 0:
                 if link == 0:
                     s0 = e if e > lf else lf
-                    lf = s0 + hop
+                    lf = s0 + hops[o]
                     arr_end[o] = lf
                 elif link == 1:
                     s0 = e if e > lb else lb
-                    lb = s0 + hop
+                    lb = s0 + hops[o]
                     arr_end[o] = lb
                 elif link == 2:
                     s0 = e
-                    e = e + hop
+                    e = e + hops[o]
                     arr_end[o] = e
                 else:
                     s0 = -1.0
@@ -223,15 +258,15 @@ def _stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, st
         if part is not tasks:
             snaps[i] = (e, lf, lb, lp, de, dmax, dstart, (pp, dpacc, bub), init)
     acc["pp"], acc["dp"], acc["bubble"] = pp, dpacc, bub
-    results[i] = _tail(st, sec, e, lp, lf, lb, de, dmax, dstart, acc)
+    results[i] = _tail(st, sec, e, lp, lf, lb, de, dmax, dstart, acc, dp)
 
 
-def _fused_stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, state=None, stop=None,
+def _fused_stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, dp, state=None, stop=None,
                  snaps=None):
     """``_stage`` for schedules with fused forward-backward pairs (DualPipe): a task may wait for two transfers
     and send two."""
-    hop = sec[prog.hop]
-    g_end, g_start, de = _gathers(prog, sec)
+    hops, more, note_start, note_end = dp
+    g_end, g_start, de = _gathers(prog, sec, dp)
     e = lf = lb = lp = dstart = 0.0
     dmax = -1.0
     init = acc["pp"], acc["dp"], acc["bubble"]
@@ -245,7 +280,7 @@ def _fused_stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, resul
         for d, key, o, link, r, fk, fo, fl, ff in part:
             if key <= -2:
                 e, lf, lb, de, dmax, dstart, lp = yield from _special(
-                    specials[-2 - key], d, e, lf, lb, de, dmax, dstart, hop, sec, prog, g_end, g_start, arr_end,
+                    specials[-2 - key], d, e, lf, lb, de, dmax, dstart, dp, sec, prog, g_end, g_start, arr_end,
                     arr_start, waiter, ready, acc)
                 continue
             t = e
@@ -280,7 +315,9 @@ def _fused_stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, resul
             lp = pe = e
             if r >= 0.0:
                 s0 = e if e > de else de
-                de = s0 + r
+                de = s0 + (r + more())
+                note_start(s0)
+                note_end(de)
                 if de > dmax:
                     dmax, dstart = de, s0
             # the forward's send, then the backward's (as _send, inlined)
@@ -289,15 +326,15 @@ def _fused_stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, resul
                     continue
                 if link == 0:
                     s0 = pe if pe > lf else lf
-                    lf = s0 + hop
+                    lf = s0 + hops[o]
                     arr_end[o] = lf
                 elif link == 1:
                     s0 = pe if pe > lb else lb
-                    lb = s0 + hop
+                    lb = s0 + hops[o]
                     arr_end[o] = lb
                 elif link == 2:
                     s0 = e
-                    e = e + hop
+                    e = e + hops[o]
                     arr_end[o] = e
                 else:
                     s0 = -1.0
@@ -308,25 +345,25 @@ def _fused_stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, resul
                     ready.append(w)
         if part is not tasks:
             snaps[i] = (e, lf, lb, lp, de, dmax, dstart, (acc["pp"], acc["dp"], acc["bubble"]), init)
-    results[i] = _tail(st, sec, e, lp, lf, lb, de, dmax, dstart, acc)
+    results[i] = _tail(st, sec, e, lp, lf, lb, de, dmax, dstart, acc, dp)
 
 
-def _send(o: int, link: int, pe: float, e: float, lf: float, lb: float, hop: float, arr_end: list,
+def _send(o: int, link: int, pe: float, e: float, lf: float, lb: float, hops: list, arr_end: list,
           arr_start: list, waiter: list, ready: list) -> tuple[float, float, float]:
     """Transfer ``o`` of a pass that ended at ``pe`` (the compute stream is at ``e``): on the forward or backward
     link, holding the compute stream (synchronous p2p), or straight to this GPU's next chunk; its consumer, if
     parked on it, made ready. The compute stream's and the links' ends after it."""
     if link == 0:
         s0 = pe if pe > lf else lf
-        lf = s0 + hop
+        lf = s0 + hops[o]
         arr_end[o] = lf
     elif link == 1:
         s0 = pe if pe > lb else lb
-        lb = s0 + hop
+        lb = s0 + hops[o]
         arr_end[o] = lb
     elif link == 2:
         s0 = e
-        e = e + hop
+        e = e + hops[o]
         arr_end[o] = e
     else:
         s0 = -1.0
@@ -339,17 +376,21 @@ def _send(o: int, link: int, pe: float, e: float, lf: float, lb: float, hop: flo
 
 
 def _special(sp: Special, d: float, e: float, lf: float, lb: float, de: float, dmax: float, dstart: float,
-             hop: float, sec: list, prog: Program, g_end: list, g_start: list, arr_end: list, arr_start: list,
+             dp: tuple, sec: list, prog: Program, g_end: list, g_start: list, arr_end: list, arr_start: list,
              waiter: list, ready: list, acc: dict):
     """A task of several dependencies or pieces, whole: its ZeRO-3 gathers, its start (the idle gap charged to
     the first dependency that ends when it starts), its pieces each with its DP collective, its sends. A
     generator that parks on a transfer not yet sent; returns the stage's new stream ends."""
+    hops, more, note_start, note_end = dp
     gathers = []
     if sp.gathers:
         sgd = sec[prog.shard_gather]
         for _ in range(sp.gathers):
-            gathers.append((de + sgd, de))
-            de = de + sgd
+            s0 = de
+            de = s0 + (sgd + more())
+            gathers.append((de, s0))
+            note_start(s0)
+            note_end(de)
     deps = []
     for kind, x in sp.deps:
         if kind == "a":
@@ -376,24 +417,29 @@ def _special(sp: Special, d: float, e: float, lf: float, lb: float, de: float, d
         t = e
         if r >= 0.0:
             s0 = e if e > de else de
-            de = s0 + r
+            de = s0 + (r + more())
+            note_start(s0)
+            note_end(de)
             if de > dmax:
                 dmax, dstart = de, s0
     pe = e
     for o, link in sp.sends:
-        e, lf, lb = _send(o, link, pe, e, lf, lb, hop, arr_end, arr_start, waiter, ready)
+        e, lf, lb = _send(o, link, pe, e, lf, lb, hops, arr_end, arr_start, waiter, ready)
     return e, lf, lb, de, dmax, dstart, pe
 
 
 def _tail(st: Stage, sec: list, e: float, lp: float, lf: float, lb: float, de: float, dmax: float,
-          dstart: float, acc: dict) -> tuple[float, float, dict]:
+          dstart: float, acc: dict, dp: tuple) -> tuple[float, float, dict]:
     """The end of a stage's step: the reduction after the whole backward, the tied embedding's all-reduce, the
     optimizer (after every DP reduction and the last pass) and the weight gather after it."""
+    _, more, note_start, note_end = dp
     reduce_all, tied, opt, final = st.tail
     for slot in (reduce_all, tied):
         if slot >= 0:
             s0 = lp if lp > de else de
-            de = s0 + sec[slot]
+            de = s0 + (sec[slot] + more())
+            note_start(s0)
+            note_end(de)
             if de > dmax:
                 dmax, dstart = de, s0
     t = e
@@ -411,5 +457,7 @@ def _tail(st: Stage, sec: list, e: float, lp: float, lf: float, lb: float, de: f
     e = t + sec[opt]
     if final >= 0:
         s0 = e if e > de else de
-        de = s0 + sec[final]
+        de = s0 + (sec[final] + more())
+        note_start(s0)
+        note_end(de)
     return max(e, lf, lb, de), e, acc

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from autoplan.families.registry import memory_per_stage, violations
 from autoplan.families.costs import StageMemory
 from autoplan.sim import metrics as met
-from autoplan.sim import pipeline
+from autoplan.sim import flows, pipeline
 from autoplan.sim.contention import contend, inert
 from autoplan.sim.critical import CriticalPath, analyse_path
 from autoplan.sim.engine import Timeline, run
@@ -112,12 +112,10 @@ _Totals = tuple[float, list[dict[str, float]], list[dict[str, float]]]
 
 
 def _totals(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> _Totals:
-    """Step time, stage breakdowns and activities of a step with every micro-batch: where link contention cannot
-    change the step (``contention.inert``), ``pipeline.totals`` runs the step graph stage by stage without
-    building it, to the same floats as ``_graph_totals``; else ``_graph_totals`` (the graph, contended)."""
-    if inert(cluster, s):
-        return pipeline.totals(model, cluster, s)
-    return _graph_totals(model, cluster, s)
+    """Step time, stage breakdowns and activities of a step with every micro-batch: the step graph run stage by
+    stage without building it (``pipeline``), transfers slowed where they share links (``flows``), to the same
+    floats as ``_graph_totals``."""
+    return flows.totals(model, cluster, s)
 
 
 def _graph_totals(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> _Totals:
@@ -142,7 +140,7 @@ def _extrapolated(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> _Total
     if inert(cluster, s):
         ta, tb = pipeline.totals_pair(model, cluster, sa, sb)
     else:
-        ta, tb = _graph_totals(model, cluster, sa), _graph_totals(model, cluster, sb)
+        ta, tb = flows.totals(model, cluster, sa), flows.totals(model, cluster, sb)
     k = (s.micro_batches - a) / period
     out = (_extend(ta[0], tb[0], k), _extend_dicts(ta[1], tb[1], k), _extend_dicts(ta[2], tb[2], k))
     if _long_transient(s):

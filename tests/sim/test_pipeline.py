@@ -1,7 +1,7 @@
 """The fast path (sim/program.py, sim/pipeline.py) against the task graph and the engine: the same floats, bit for
 bit, for every schedule, DP option and transfer mode, with link contention off (the fast path times the graph the
-engine times); with contention on, ``simulate._totals`` (the fast path where contention is inert, else the graph)
-against the contended graph; the two steady-state samples run once where they agree."""
+engine times); with contention on, ``simulate._totals`` (the fast path, contended by ``sim/flows.py``: see
+test_flows.py) against the contended graph; the two steady-state samples run once where they agree."""
 
 from __future__ import annotations
 
@@ -66,8 +66,8 @@ def test_fast_path_is_the_graph_bit_for_bit(tiny_gpt, a100_8, a100_64, plan):
 @settings(max_examples=60, **_SETTINGS)
 @given(_plans())
 def test_totals_are_the_contended_graphs(tiny_gpt, a100_8, a100_64, plan):
-    # link contention on (the clusters' default): the fast path where contention cannot change the step, the graph
-    # elsewhere; either way the contended graph's floats, bit for bit (test_gpt3_scores_are_the_graphs: extrapolated)
+    # link contention on (the clusters' default): the fast path, contended where links are shared (sim/flows.py):
+    # the contended graph's floats, bit for bit (test_gpt3_scores_are_the_graphs: extrapolated)
     gpus, s = plan
     assume(not violations(tiny_gpt, gpus, s))
     cluster = _cluster(gpus, a100_8, a100_64, contended=True)
@@ -133,8 +133,7 @@ def test_gpt3_steady_state_samples_share_most_of_the_shorter_run(schedule, v):
 @pytest.mark.parametrize("contended", [False, True])
 def test_gpt3_scores_are_the_graphs(monkeypatch, contended):
     # plans of the default and zero-bubble spaces, extrapolated or not: score() through the fast path and through
-    # the graph give the same metrics, bit for bit, with link contention off and on (on: only plans contention
-    # cannot change take the fast path)
+    # the graph give the same metrics, bit for bit, with link contention off and on
     model, cluster = get_model("gpt3"), load_cluster("dgx-h100-80g", 1024)
     cluster = cluster if contended else _off(cluster)
     plans = [Strategy(dp=64, tp=4, pp=4, micro_batch=2, global_batch=1536, schedule="interleaved", virtual_stages=12,

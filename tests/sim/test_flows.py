@@ -1,0 +1,115 @@
+"""The contended fast path (sim/flows.py) against the contended task graph (``simulate._graph_totals``, i.e.
+``contention.contend``): the same flow classes and groups, the same intervals, the same floats bit for bit, for
+every schedule, DP option and transfer mode, on clusters whose links are shared (oversubscribed spines too); the
+steady-state extension with contention on still the full simulation's answer."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from autoplan.families.catalog import get_model
+from autoplan.families.strategy import Strategy
+from autoplan.families.transformer.validity import violations
+from autoplan.sim import contention, flows, pipeline, program, simulate
+from autoplan.sim.engine import run
+from autoplan.sim.simulate import _graph_totals
+from autoplan.sim.workload import lower, slot_costs
+from autoplan.specs.cluster import load_cluster
+
+_SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev", "dualpipe")
+
+
+@st.composite
+def _plans(draw):
+    """A valid plan of the tiny GPT on 64 GPUs with a pipeline (pp > 1), any schedule, DP and p2p option, and an
+    oversubscription of the cluster's spine."""
+    tp, pp, cp = (draw(st.sampled_from(x)) for x in ([1, 2, 4], [2, 4, 8], [1, 1, 2]))
+    schedule = draw(st.sampled_from(SCHEDULES))
+    v = draw(st.sampled_from([2, 4])) if schedule == "interleaved" else 1
+    m = pp * draw(st.integers(1, 6)) if schedule == "interleaved" else draw(st.integers(1, 36))
+    dp = 64 // (tp * pp * cp)
+    s = Strategy(tp=tp, pp=pp, dp=dp, cp=cp, micro_batch=1, global_batch=m * dp, schedule=schedule,
+                 virtual_stages=v, sequence_parallel=tp > 1 and draw(st.booleans()),
+                 recompute=draw(st.sampled_from(["none", "selective", "full"])),
+                 zero=draw(st.sampled_from([0, 1, 2, 3])), overlap_grad_reduce=draw(st.booleans()),
+                 overlap_param_gather=draw(st.booleans()), overlap_p2p_comm=draw(st.booleans()),
+                 grad_reduce_in_fp32=draw(st.booleans()))
+    return s, draw(st.sampled_from([1.0, 2.0, 4.0]))
+
+
+def _cluster(a100_64, oversubscription):
+    return a100_64.scaled(oversubscription=oversubscription) if oversubscription > 1 else a100_64
+
+
+@settings(max_examples=300, **_SETTINGS)
+@given(_plans())
+def test_contended_fast_path_is_the_contended_graph_bit_for_bit(tiny_gpt, a100_64, plan):
+    s, over = plan
+    assume(not violations(tiny_gpt, 64, s))
+    cluster = _cluster(a100_64, over)
+    program._program.cache_clear()
+    assert repr(flows.totals(tiny_gpt, cluster, s)) == repr(_graph_totals(tiny_gpt, cluster, s))
+
+
+@settings(max_examples=40, **_SETTINGS)
+@given(_plans())
+def test_flow_classes_groups_and_intervals_are_the_graphs(tiny_gpt, a100_64, plan):
+    # the program's classes and groups are contention's of the graph, position for position, and the fast path's
+    # intervals are the engine's (each stage's DP stream noted whole)
+    s, over = plan
+    assume(not violations(tiny_gpt, 64, s))
+    cluster = _cluster(a100_64, over)
+    lowered = lower(tiny_gpt, cluster, s)
+    cls, classes, grouped = contention._of_graph(lowered)
+    shape, cost = slot_costs(tiny_gpt, cluster, s)
+    prog = program.program(shape)
+    fl = flows.flows(prog)
+    assert fl.classes == classes and fl.group_classes == grouped.classes
+    assert fl.bounds.tolist() == grouped.bounds.tolist()
+    assert fl.resource.tolist() == [lowered.tasks.resource[i] for i in grouped.ids]
+    timeline = run(lowered.tasks, lowered.plan)
+    _, recorded, _ = pipeline.run(prog, cost)
+    assert [len(x) for x in recorded[3]] == [b - a for a, b in zip(fl.dp_bounds, fl.dp_bounds[1:])]
+    start, end = flows.intervals(fl, recorded)
+    assert start.tolist() == list(grouped.pick(timeline.start))
+    assert end.tolist() == list(grouped.pick(timeline.end))
+
+
+def test_slowed_plans_take_the_fast_path_and_are_the_graphs(monkeypatch):
+    # GPT-3 plans whose transfers do share links (the graph slows some; the second's sends hold the compute
+    # stream): simulate._totals never builds the graph
+    model, cluster = get_model("gpt3"), load_cluster("dgx-h100-80g", 1024)
+    plans = [Strategy(dp=64, tp=4, pp=4, micro_batch=2, global_batch=512, schedule="interleaved", virtual_stages=12,
+                      sequence_parallel=True, zero=2),
+             Strategy(dp=16, tp=8, pp=8, micro_batch=1, global_batch=256, schedule="1f1b", sequence_parallel=True,
+                      zero=1),
+             Strategy(dp=32, tp=4, pp=8, micro_batch=1, global_batch=512, schedule="dualpipev",
+                      sequence_parallel=True, zero=2)]
+    want = []
+    for s in plans:
+        sim = simulate.simulate_step(model, cluster, s)
+        assert sim.lowered.stretched and max(sim.lowered.stretched) > 0
+        want.append(_graph_totals(model, cluster, s))
+    monkeypatch.setattr(simulate, "simulate_step", None)
+    assert [repr(simulate._totals(model, cluster, s)) for s in plans] == [repr(w) for w in want]
+
+
+@pytest.mark.parametrize("schedule,v,tp", [("1f1b", 1, 2), ("interleaved", 2, 1), ("gpipe", 1, 1)])
+def test_extended_contended_steps_are_the_full_simulation(tiny_gpt, a100_64, schedule, v, tp):
+    # contention on (ZeRO-2's reduce-scatters share links with the PP sends: 0.9-5.6 % slower): the steady-state
+    # extension of two contended sample runs is the full contended simulation's answer to rounding
+    pp = 4
+    dp = 64 // (tp * pp)
+    s = Strategy(tp=tp, pp=pp, dp=dp, micro_batch=1, global_batch=dp * 40, schedule=schedule, virtual_stages=v,
+                 zero=2)
+    assert not violations(tiny_gpt, 64, s) and not contention.inert(a100_64, s)
+    got = simulate._extrapolated(tiny_gpt, a100_64, s)
+    assert got is not None
+    full = _graph_totals(tiny_gpt, a100_64, s)
+    assert full[0] > _graph_totals(tiny_gpt, replace(a100_64, contention=False), s)[0] * 1.005
+    assert simulate._agrees(got, full, rel=1e-9)
