@@ -5,10 +5,10 @@ Residuals are log(predicted / measured): relative, so a 10 µs kernel and a 10 s
 the log ratio is the relative error). With ``weigh="time"`` each residual weighs in proportion to its measured
 seconds: the fit then minimises Σ tᵢ·log²(pᵢ/mᵢ), whose optimum in a rate constant sets the time-weighted mean log
 error to zero, so a sum of the measured kernels (a step's compute) is predicted without bias even where the model
-cannot fit every size at once (the error of a sum is the time-weighted mean of its terms' relative errors). The fit is scipy's trust-region reflective least squares inside each
-parameter's physical bounds (Branch, Coleman & Li 1999, SIAM J. Sci. Comput. 21(1)). Uncertainties are the
-Gauss-Newton covariance s²(JᵀJ)⁻¹ at the optimum, s² the residual variance over n − p degrees of freedom
-(Bates & Watts 1988, Nonlinear Regression Analysis, §2.3).
+cannot fit every size at once (the error of a sum is the time-weighted mean of its terms' relative errors). The fit
+is scipy's trust-region reflective least squares inside each parameter's physical bounds (Branch, Coleman & Li 1999,
+SIAM J. Sci. Comput. 21(1)). Uncertainties are the Gauss-Newton covariance s²(JᵀJ)⁻¹ at the optimum, s² the residual
+variance over n − p degrees of freedom (Bates & Watts 1988, Nonlinear Regression Analysis, §2.3).
 """
 
 from __future__ import annotations
@@ -193,9 +193,10 @@ def weights(obs: list[Obs], weigh: str = "equal") -> np.ndarray:
 
 def _residuals(obs: list[Obs], base: ClusterSpec, params: list[Param],
                prior: float | None = None, weigh: str = "equal") -> Callable[[np.ndarray], np.ndarray]:
-    """log(predicted / measured) of each measurement (times √weight, ``weights``); with a ``prior`` (relative sd of the base values), the
-    measurements in units of MODEL_ERROR followed by each parameter's distance from its base value in units of the
-    prior (maximum a posteriori with a Gaussian prior: Bates & Watts 1988 §2.8; ridge regression)."""
+    """log(predicted / measured) of each measurement (times √weight, ``weights``); with a ``prior`` (relative sd of the
+    base values), the measurements in units of MODEL_ERROR followed by each parameter's distance from its base value
+    in units of the prior (maximum a posteriori with a Gaussian prior: Bates & Watts 1988 §2.8; ridge
+    regression)."""
     centre = np.array([value_of(base, p) for p in params])
     scale = np.array([prior * max(abs(c), 0.01 * (p.high - p.low)) for c, p in zip(centre, params)]) if prior else None
     root = np.sqrt(weights(obs, weigh))
@@ -265,9 +266,10 @@ def solve(obs: list[Obs], base: ClusterSpec, params: list[Param], x0: list[float
 def calibrate(inputs: Inputs, base: ClusterSpec, params: list[Param] | None = None,
               max_residual: float = MAX_RESIDUAL, loo: bool = True, prior: float | None = None,
               weigh: str = "equal") -> Fit:
-    """Fit ``params`` (default: what the inputs determine) of ``base`` to the inputs; SpecError when the
-    measurements are too few or inconsistent. ``weigh``: ``equal`` or ``time`` (``weights``). ``prior``: hold each parameter near its base value with this relative
-    standard deviation (few measurements then move it only as far as they outweigh the base spec's sources)."""
+    """Fit ``params`` (default: what the inputs determine) of ``base`` to the inputs; SpecError when the measurements
+    are too few or inconsistent. ``weigh``: ``equal`` or ``time`` (``weights``). ``prior``: hold each parameter near
+    its base value with this relative standard deviation (few measurements then move it only as far as they outweigh
+    the base spec's sources)."""
     if not inputs.count():
         raise SpecError("too few measurements: the inputs hold none the model can use")
     obs = observations(inputs, base)

@@ -136,8 +136,8 @@ def _print_fit(fit: Any, inputs: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the fit as JSON.")
 @_friendly
 def calibrate_cmd(inputs: tuple[str, ...], base: str, out: str | None, name: str | None, fit_names: str | None,
-                  max_residual: float, prior: float | None, weigh: str, model_name: str | None, gpus: int | None, known_gaps: bool,
-                  as_json: bool) -> None:
+                  max_residual: float, prior: float | None, weigh: str, model_name: str | None, gpus: int | None,
+                  known_gaps: bool, as_json: bool) -> None:
     """Fit a cluster spec's physical constants to measurements and write the calibrated spec.
 
     INPUTS: any mix of `autoplan profile` JSON, nccl-tests output (all_reduce_perf ...), validation YAML of

@@ -30,19 +30,9 @@ def trace_events(lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0
     (named "F3 .. B1", with their task count and busy time), so that the whole stays within the bound.
     """
     tasks = lowered.tasks
-    events, threads = _thread_events(lowered)
-    chain: set[int] = set()
-    if timeline.cause is not None:
-        # the chain that sets the step: its own track, and ``critical`` on each of its spans
-        path = analyse_path(lowered, timeline)
-        chain = set(path.tasks)
-        events += _chain_events(path, timeline, lowered.stages)
-    shown = [i for i, dur in enumerate(tasks.duration) if dur > 0]
-    budget = max(1, max_events - len(events))
-    if layers_per_chunk and len(shown) + layers_per_chunk * len(lowered.meta) > budget:
-        layers_per_chunk = 0
-    if len(shown) > budget:
-        return events + _merged(lowered, timeline, shown, threads, budget, chain)
+    events, threads, chain, shown, layers_per_chunk, merged = _layout(lowered, timeline, layers_per_chunk, max_events)
+    if merged is not None:
+        return events + merged
     for i in shown:
         pid, tid = threads[tasks.resource[i]]
         name, args = _name(lowered, i, tasks.kind[i])
@@ -74,6 +64,27 @@ def _chain_events(path: CriticalPath, timeline: Timeline, pid: int) -> list[dict
                        "args": {"tasks": seg.tasks, "kind": seg.kind, "busy_us": _r(seg.seconds * _US),
                                 "share_of_step": round(seg.share, 6)}})
     return events
+
+
+def _layout(lowered: Lowered, timeline: Timeline, layers_per_chunk: int,
+            max_events: int) -> tuple[list[dict], dict, set[int], list[int], int, list[dict] | None]:
+    """What ``trace_events`` and ``trace_json`` both start from: the process and thread events (with the critical
+    path's track where the timeline records what set each start), each stream's (pid, tid), the critical path's
+    tasks, the tasks shown (those that take time), ``layers_per_chunk`` (0 where the layers would exceed
+    ``max_events``), and the merged spans where even one event per task would (else None)."""
+    head, threads = _thread_events(lowered)
+    chain: set[int] = set()
+    if timeline.cause is not None:
+        # the chain that sets the step: its own track, and ``critical`` on each of its spans
+        path = analyse_path(lowered, timeline)
+        chain = set(path.tasks)
+        head += _chain_events(path, timeline, lowered.stages)
+    shown = [i for i, dur in enumerate(lowered.tasks.duration) if dur > 0]
+    budget = max(1, max_events - len(head))
+    if layers_per_chunk and len(shown) + layers_per_chunk * len(lowered.meta) > budget:
+        layers_per_chunk = 0
+    merged = _merged(lowered, timeline, shown, threads, budget, chain) if len(shown) > budget else None
+    return head, threads, chain, shown, layers_per_chunk, merged
 
 
 def _r(us: float) -> float:
@@ -144,18 +155,9 @@ def trace_json(lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0, 
     ``json.dumps`` gives, written event by event without building each event's dict (a third of the time), the
     critical path's track and marks included (a timeline that records what set each start)."""
     tasks = lowered.tasks
-    head, threads = _thread_events(lowered)
-    chain: set[int] = set()
-    if timeline.cause is not None:
-        path = analyse_path(lowered, timeline)
-        chain = set(path.tasks)
-        head += _chain_events(path, timeline, lowered.stages)
-    shown = [i for i, dur in enumerate(tasks.duration) if dur > 0]
-    budget = max(1, max_events - len(head))
-    if layers_per_chunk and len(shown) + layers_per_chunk * len(lowered.meta) > budget:
-        layers_per_chunk = 0
-    if len(shown) > budget:
-        return _dumps(head + _merged(lowered, timeline, shown, threads, budget, chain))
+    head, threads, chain, shown, layers_per_chunk, merged = _layout(lowered, timeline, layers_per_chunk, max_events)
+    if merged is not None:
+        return _dumps(head + merged)
     quoted: dict[str, str] = {}
 
     def q(text: str) -> str:
