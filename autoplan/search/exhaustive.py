@@ -1,5 +1,7 @@
 """Exhaustive search with an exact leaderboard: plans are simulated in order of an optimistic bound, and
-once the bound of the next plan exceeds the k-th best step time no later plan can enter the top k."""
+once the bound of the next plan exceeds the k-th best step time no later plan can enter the top k. A plan the
+order reaches is first held against a tighter bound from its task durations (``sim/bounds``) and skipped when
+that one already exceeds the k-th best."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Callable, Iterator, Sequence
 
 from autoplan.families.registry import lower_bound, peak_memory
 from autoplan.search.executors import Executor, SerialExecutor
+from autoplan.sim.bounds import step_bound
 from autoplan.sim.simulate import Evaluation
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
@@ -51,6 +54,15 @@ def _bound_or_zero(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float
     """The bound; 0 if computing it raises, so the plan is simulated first and its error recorded."""
     try:
         return lower_bound(model, cluster, s)
+    except Exception:  # noqa: BLE001 - the evaluation records the error against the plan
+        return 0.0
+
+
+def _step_bound_or_zero(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
+    """The simulator's bound from the plan's task durations (``sim/bounds``: pipeline fill and drain, DP streams),
+    asked only of plans the family's cheaper bound lets through; 0 if it raises, so the plan is simulated."""
+    try:
+        return step_bound(model, cluster, s)
     except Exception:  # noqa: BLE001 - the evaluation records the error against the plan
         return 0.0
 
@@ -143,7 +155,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
                 state["next"] += 1
                 if s in known:
                     state["reused"] += 1
-                else:
+                elif _step_bound_or_zero(model, cluster, s) / s.global_batch <= kth_best():
                     batch.append(s)
             if batch:
                 yield batch

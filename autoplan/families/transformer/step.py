@@ -212,7 +212,9 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> StepCosts:
     if s.zero == 3 and group > 1:
         return _zero3_step(model, cluster, s)
     chunk = chunk_params(model, s)
-    segments = _segments(chunk, s) if (group > 1 and s.overlap_grad_reduce) else 0
+    # bucket-sized pieces of a chunk's last backward, each reducing its gradients as it ends (ZeRO < 2); ZeRO-2
+    # reduce-scatters after every backward, the last included (Rajbhandari et al. 2020 §5.2), so no pieces
+    segments = _segments(chunk, s) if (group > 1 and s.overlap_grad_reduce and s.zero < 2) else 0
     per_layer = model.layer_params()
     params = [_stage_params(model, s, i, per_layer) for i in range(p)]
     reduce_all = final_gather = None

@@ -1,0 +1,71 @@
+"""A lower bound on a plan's simulated step from its task durations alone (no run): what the exhaustive search
+asks of a plan before simulating it, once the family's cheaper bound has let it through.
+
+Two chains every step of a 1F1B or interleaved schedule contains (``workload._graph``):
+
+- **fill, stage, drain.** Stage i's first pass waits for micro-batch 0's forward through the i stages before it
+  (their first chunks and i transfers), and its last pass, micro-batch m−1's backward of chunk 0, is followed by
+  that backward through the same i stages: ``head_i + busy_i + max(tail_i, optimizer_i + final gather_i)``. With
+  equal stages this is the 1F1B makespan (m + p − 1)(f + b) (Narayanan et al. SC'21 §2.2, eq. 1).
+- **a DP stream's busy time.** A stream runs its tasks one after another, and the optimizer waits for the last
+  gradient reduction: the DP stream's tasks before the optimizer, then the optimizer and the weight gather after
+  it. ZeRO-2's reduce-scatter after every backward makes this the longer chain on large DP groups.
+
+Both are chains of tasks that run one after another, so no schedule of them is shorter (Graham 1969). Link
+contention only lengthens transfers and collectives. Other schedules (zero-bubble, DualPipe) give 0 here.
+"""
+
+from __future__ import annotations
+
+from autoplan.sim.workload import step_slot_costs
+from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.model import ModelSpec
+from autoplan.specs.plan import Plan
+
+CHAINED = ("1f1b", "interleaved")
+"""Schedules whose stage i starts with micro-batch 0's forward of chunk 0 and ends with micro-batch m−1's backward
+of chunk 0, every backward whole (``orders._warmup_steady_cooldown``)."""
+
+ROUNDING = 1 - 1e-9
+"""The bound is a sum taken in another order than the simulator's: kept below it by more than rounding."""
+
+
+def step_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
+    """Seconds no simulation of plan ``s`` (valid) can be shorter than; 0 for schedules outside ``CHAINED``."""
+    if s.schedule not in CHAINED:
+        return 0.0
+    shape, cost, _ = step_slot_costs(model, cluster, s)
+    p, m, v = shape.stages, shape.micro_batches, shape.chunks
+    hop, gather = cost["hop"].seconds, cost["param_gather"].seconds
+    head, tail, best = gather, 0.0, 0.0
+    for i in range(p):
+        busy = m * sum(cost[(i, True, c)].seconds + cost[(i, False, c)].seconds for c in range(v))
+        after = cost[("optimizer", i)].seconds + cost[("final_gather", i)].seconds
+        best = max(best, head + busy + max(tail, after), _dp_chain(shape, cost, i))
+        # the next stage's first forward waits for this stage's chunk 0 and the transfer; its last backward
+        # feeds this stage's chunk 0 the same way
+        head += cost[(i, True, 0)].seconds + hop
+        tail += cost[(i, False, 0)].seconds + hop
+    return best * ROUNDING
+
+
+def _dp_chain(shape, cost: dict, i: int) -> float:
+    """Stage ``i``'s DP stream before the optimizer, then (if the optimizer waits for a reduction on it) the
+    optimizer, then the weight gather after it."""
+    m, v = shape.micro_batches, shape.chunks
+    gathers = v * cost["param_gather"].seconds
+    if shape.shard_gather:
+        gathers += 2 * m * v * cost["shard_gather"].seconds      # before every pass
+    reduces = []                                   # (count, seconds) of the tasks the optimizer waits for
+    if shape.shard_reduce:
+        # after every backward but a chunk's last when that one runs in pieces (which reduce on their own)
+        reduces.append((m * v - (v if shape.segments else 0), cost["shard_reduce"].seconds))
+    if shape.segment_reduce and shape.segments:
+        reduces.append((v * shape.segments, cost["segment_reduce"].seconds))
+    if shape.reduce_all:
+        reduces.append((1, cost[("reduce_all", i)].seconds))
+    if shape.tied and i in (0, shape.stages - 1):
+        reduces.append((1, cost["tied"].seconds))
+    waited = sum(n * x for n, x in reduces)
+    optimizer = cost[("optimizer", i)].seconds if any(n for n, _ in reduces) else 0.0
+    return gathers + waited + optimizer + cost[("final_gather", i)].seconds

@@ -1,0 +1,88 @@
+"""The step bound from task durations (sim/bounds.py): never above the simulated step, for every schedule, DP
+option, p2p mode and oversubscription; tight where the pipeline fill and drain or ZeRO-2's DP stream set the step."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from autoplan.families.catalog import get_model
+from autoplan.families.registry import lower_bound
+from autoplan.families.strategy import Strategy
+from autoplan.families.transformer.validity import violations
+from autoplan.sim import simulate
+from autoplan.sim.bounds import step_bound
+from autoplan.sim.program import program
+from autoplan.sim.workload import slot_costs
+from autoplan.specs.cluster import load_cluster
+
+_SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev", "dualpipe")
+
+
+@st.composite
+def _plans(draw):
+    """A plan of the tiny GPT on 64 GPUs with a pipeline, any schedule, DP and p2p option, uneven end stages, and an
+    oversubscription of the spine."""
+    tp, pp, cp = (draw(st.sampled_from(x)) for x in ([1, 2, 4], [2, 4, 8], [1, 1, 2]))
+    schedule = draw(st.sampled_from(SCHEDULES))
+    v = draw(st.sampled_from([2, 4])) if schedule == "interleaved" else 1
+    m = pp * draw(st.integers(1, 6)) if schedule == "interleaved" else draw(st.integers(1, 36))
+    dp = 64 // (tp * pp * cp)
+    s = Strategy(tp=tp, pp=pp, dp=dp, cp=cp, micro_batch=1, global_batch=m * dp, schedule=schedule,
+                 virtual_stages=v, sequence_parallel=tp > 1 and draw(st.booleans()),
+                 recompute=draw(st.sampled_from(["none", "selective", "full"])),
+                 zero=draw(st.sampled_from([0, 1, 2, 3])), overlap_grad_reduce=draw(st.booleans()),
+                 overlap_param_gather=draw(st.booleans()), overlap_p2p_comm=draw(st.booleans()),
+                 first_stage_layers=draw(st.sampled_from([0, 0, 1])))
+    return s, draw(st.sampled_from([1.0, 2.0, 4.0]))
+
+
+@settings(max_examples=250, **_SETTINGS)
+@given(_plans())
+def test_bound_is_never_above_the_simulated_step(tiny_gpt, a100_64, plan):
+    s, over = plan
+    assume(not violations(tiny_gpt, 64, s))
+    cluster = a100_64.scaled(oversubscription=over) if over > 1 else a100_64
+    bound = step_bound(tiny_gpt, cluster, s)
+    assert bound <= simulate._totals(tiny_gpt, cluster, s)[0]
+    assert bound <= simulate.score(tiny_gpt, cluster, s).step_time
+    if s.schedule not in ("1f1b", "interleaved"):
+        assert bound == 0.0
+
+
+def _gpt3():
+    return get_model("gpt3"), load_cluster("dgx-h100-80g", 1024)
+
+
+def test_a_step_set_by_zero2s_dp_stream_is_bounded_by_that_stream():
+    # ZeRO-2 reduce-scatters after each of 144 backwards: the DP stream is the step; the busiest compute stream is
+    # about half of it
+    model, cluster = _gpt3()
+    s = Strategy(tp=4, pp=2, dp=128, micro_batch=1, global_batch=1536, schedule="interleaved", virtual_stages=12,
+                 sequence_parallel=True, zero=2)
+    step = simulate.score(model, cluster, s).step_time
+    assert lower_bound(model, cluster, s) < 0.6 * step
+    assert 0.97 * step < step_bound(model, cluster, s) <= step
+
+
+def test_a_1f1b_step_is_bounded_by_its_fill_and_drain():
+    # 1F1B on 16 stages, 48 micro-batches: (m + p − 1)(f + b) holds the bubble the busiest stream leaves out
+    model, cluster = _gpt3()
+    s = Strategy(tp=4, pp=16, dp=16, micro_batch=1, global_batch=768, schedule="1f1b", sequence_parallel=True,
+                 zero=1)
+    step = simulate.score(model, cluster, s).step_time
+    assert lower_bound(model, cluster, s) < 0.8 * step
+    assert 0.97 * step < step_bound(model, cluster, s) <= step
+
+
+def test_zero2_reduce_scatters_after_every_backward_the_last_of_each_chunk_too():
+    # Rajbhandari et al. 2020 §5.2; the last backward of a chunk ran in bucket pieces with no reduction before
+    model, cluster = _gpt3()
+    s = Strategy(tp=4, pp=2, dp=128, micro_batch=1, global_batch=1536, schedule="interleaved", virtual_stages=12,
+                 sequence_parallel=True, zero=2, overlap_grad_reduce=True)
+    shape, _ = slot_costs(model, cluster, s)
+    prog = program(shape)
+    dp_stream = {prog.keys[k]: n for k, n in prog.counts[0][3]}
+    assert shape.segments == 0
+    assert dp_stream["shard_reduce"] == s.micro_batches * s.chunks
