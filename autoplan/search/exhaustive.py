@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import heapq
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -142,30 +143,47 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
     def kth_best() -> float:
         return rank_key(board[top_k - 1])[0] if len(board) >= top_k else float("inf")
 
+    # plans the order has reached, by the tighter of the two bounds (the simulator's asked when reached): a plan is
+    # simulated once no plan not yet reached can have a lower bound, so plans go in the order of their best bound
+    reached: list[tuple[float, int, Strategy]] = []
+
+    def reach(kth: float) -> None:
+        """Move plans from the bound order to ``reached`` while the next one's bound is below every reached one's."""
+        while state["next"] < len(order) and (not reached or order[state["next"]][0] <= reached[0][0]):
+            if state["next"] == state["labelled"]:
+                state["labelled"] = _ties_by_label(order, state["next"])
+            bound, s = order[state["next"]]
+            if bound > kth:
+                state["next"] = len(order)             # the order is by bound: no later plan can enter either
+                return
+            state["next"] += 1
+            if s in known:
+                state["reused"] += 1
+            else:
+                tight = max(bound, _step_bound_or_zero(model, cluster, s) / s.global_batch)
+                heapq.heappush(reached, (tight, state["next"], s))
+
     def batches() -> Iterator[Sequence[Strategy]]:
-        while state["next"] < len(order):
-            batch = []
-            while state["next"] < len(order) and len(batch) < BATCH:
-                if state["next"] == state["labelled"]:
-                    state["labelled"] = _ties_by_label(order, state["next"])
-                bound, s = order[state["next"]]
-                if bound > kth_best():
-                    state["next"] = len(order)
+        while True:
+            batch: list[Strategy] = []
+            while len(batch) < BATCH:
+                kth = kth_best()
+                reach(kth)
+                if not reached or reached[0][0] > kth:
                     break
-                state["next"] += 1
-                if s in known:
-                    state["reused"] += 1
-                elif _step_bound_or_zero(model, cluster, s) / s.global_batch <= kth_best():
-                    batch.append(s)
-            if batch:
-                yield batch
+                batch.append(heapq.heappop(reached)[2])
+            if not batch:
+                return
+            yield batch
 
     bounds = [x[0] for x in order]
 
     def remaining() -> int | None:
         """Plans left whose bound is within the k-th best so far (the most the search may still simulate)."""
         kth = kth_best()
-        return None if kth == float("inf") else max(0, bisect.bisect_right(bounds, kth) - state["next"])
+        if kth == float("inf"):
+            return None
+        return max(0, bisect.bisect_right(bounds, kth) - state["next"]) + sum(1 for x in reached if x[0] <= kth)
 
     for results in executor.map(model, cluster, batches(), remaining=remaining):
         for e in results:

@@ -12,7 +12,8 @@ Two chains every step of a 1F1B or interleaved schedule contains (``workload._gr
   it. ZeRO-2's reduce-scatter after every backward makes this the longer chain on large DP groups.
 
 Both are chains of tasks that run one after another, so no schedule of them is shorter (Graham 1969). Link
-contention only lengthens transfers and collectives. Other schedules (zero-bubble, DualPipe) give 0 here.
+contention only lengthens transfers and collectives. Zero-bubble schedules, whose stages may end on a weight
+gradient, keep the fill and the DP stream; DualPipe gives 0 here.
 """
 
 from __future__ import annotations
@@ -26,22 +27,30 @@ CHAINED = ("1f1b", "interleaved")
 """Schedules whose stage i starts with micro-batch 0's forward of chunk 0 and ends with micro-batch m−1's backward
 of chunk 0, every backward whole (``orders._warmup_steady_cooldown``)."""
 
+HEADED = ("zb-h1", "zbv")
+"""Zero-bubble schedules: stage i starts with micro-batch 0's forward of chunk 0 too, but may end with a weight
+gradient (W), after which nothing need follow; their backwards run as B and W (``orders._zb_h1``, ``_zbv``)."""
+
 ROUNDING = 1 - 1e-9
 """The bound is a sum taken in another order than the simulator's: kept below it by more than rounding."""
 
 
 def step_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
-    """Seconds no simulation of plan ``s`` (valid) can be shorter than; 0 for schedules outside ``CHAINED``."""
-    if s.schedule not in CHAINED:
+    """Seconds no simulation of plan ``s`` (valid) can be shorter than; 0 for schedules outside ``CHAINED`` and
+    ``HEADED`` (DualPipe's fused pairs and two directions, GPipe)."""
+    if s.schedule not in CHAINED and s.schedule not in HEADED:
         return 0.0
     shape, cost, _ = step_slot_costs(model, cluster, s)
     p, m, v = shape.stages, shape.micro_batches, shape.chunks
+    split = s.schedule in HEADED
     hop, gather = cost["hop"].seconds, cost["param_gather"].seconds
     head, tail, best = gather, 0.0, 0.0
     for i in range(p):
-        busy = m * sum(cost[(i, True, c)].seconds + cost[(i, False, c)].seconds for c in range(v))
+        backward = [cost[(i, "B", c)].seconds + cost[(i, "W", c)].seconds if split else cost[(i, False, c)].seconds
+                    for c in range(v)]
+        busy = m * sum(cost[(i, True, c)].seconds + backward[c] for c in range(v))
         after = cost[("optimizer", i)].seconds + cost[("final_gather", i)].seconds
-        best = max(best, head + busy + max(tail, after), _dp_chain(shape, cost, i))
+        best = max(best, head + busy + (after if split else max(tail, after)), _dp_chain(shape, cost, i, split))
         # the next stage's first forward waits for this stage's chunk 0 and the transfer; its last backward
         # feeds this stage's chunk 0 the same way
         head += cost[(i, True, 0)].seconds + hop
@@ -49,16 +58,17 @@ def step_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
     return best * ROUNDING
 
 
-def _dp_chain(shape, cost: dict, i: int) -> float:
+def _dp_chain(shape, cost: dict, i: int, split: bool) -> float:
     """Stage ``i``'s DP stream before the optimizer, then (if the optimizer waits for a reduction on it) the
     optimizer, then the weight gather after it."""
     m, v = shape.micro_batches, shape.chunks
     gathers = v * cost["param_gather"].seconds
     if shape.shard_gather:
-        gathers += 2 * m * v * cost["shard_gather"].seconds      # before every pass
+        gathers += (3 if split else 2) * m * v * cost["shard_gather"].seconds     # before every pass (F, B, W)
     reduces = []                                   # (count, seconds) of the tasks the optimizer waits for
     if shape.shard_reduce:
-        # after every backward but a chunk's last when that one runs in pieces (which reduce on their own)
+        # after every backward (its W when split) but a chunk's last when that one runs in pieces (which reduce on
+        # their own)
         reduces.append((m * v - (v if shape.segments else 0), cost["shard_reduce"].seconds))
     if shape.segment_reduce and shape.segments:
         reduces.append((v * shape.segments, cost["segment_reduce"].seconds))

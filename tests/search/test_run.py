@@ -62,8 +62,9 @@ def test_auto_executor_chooses_once_before_the_rest_and_keeps_the_ranking(monkey
     FakeRay.started = 0
     monkeypatch.setattr(executors, "RayExecutor", FakeRay)
     auto = AutoExecutor(workers=2, start_s=0.0, clock=_ticking_clock(1.0))   # slow plans, a Ray that starts at once
-    chosen = search(MODEL, CLUSTER, _plans(), top_k=5, executor=auto)
-    serial = search(MODEL, CLUSTER, _plans(), top_k=5)
+    # a top 40: 65 plans simulated, five batches (a top 5 takes one batch: nothing left to decide on)
+    chosen = search(MODEL, CLUSTER, _plans(), top_k=40, executor=auto)
+    serial = search(MODEL, CLUSTER, _plans(), top_k=40)
     assert FakeRay.started == 1 and auto.workers == 2 and auto.choice.startswith("Ray")
     assert [e.strategy for e in chosen.leaderboard] == [e.strategy for e in serial.leaderboard]
     assert len(chosen.evaluations) == len(serial.evaluations)
@@ -91,9 +92,9 @@ def test_one_worker_never_starts_ray(monkeypatch):
 
 
 def test_interrupt_keeps_partial_ranking_and_resume_completes(monkeypatch, tmp_path):
-    plans = _plans()
+    plans = _plans()                                    # a top 40: 65 plans simulated, in batches of 16
     (tmp_path / "full").mkdir()
-    full = run_search(MODEL, CLUSTER, plans, tmp_path / "full", top_k=5, workers=0, sampler="exhaustive")
+    full = run_search(MODEL, CLUSTER, plans, tmp_path / "full", top_k=40, workers=0, sampler="exhaustive")
     real = executors.evaluate
     calls = {"n": 0}
 
@@ -107,13 +108,13 @@ def test_interrupt_keeps_partial_ranking_and_resume_completes(monkeypatch, tmp_p
     folder.mkdir()
     monkeypatch.setattr(executors, "evaluate", interrupting)
     with pytest.raises(SearchInterrupted) as stop:
-        run_search(MODEL, CLUSTER, plans, folder, top_k=5, workers=0, sampler="exhaustive")
+        run_search(MODEL, CLUSTER, plans, folder, top_k=40, workers=0, sampler="exhaustive")
     partial = stop.value.partial
     assert 0 < len(partial.evaluations) < 20 and partial.leaderboard
     assert partial.leaderboard == sorted(partial.leaderboard, key=lambda e: e.metrics.step_time)
 
     monkeypatch.setattr(executors, "evaluate", real)
-    resumed = run_search(MODEL, CLUSTER, plans, folder, top_k=5, workers=0, sampler="exhaustive")
+    resumed = run_search(MODEL, CLUSTER, plans, folder, top_k=40, workers=0, sampler="exhaustive")
     assert [e.strategy for e in resumed.leaderboard] == [e.strategy for e in full.leaderboard]
     lines = [json.loads(x)["plan"] for x in (folder / "evaluations.jsonl").read_text().splitlines()]
     assert len(lines) == len(set(lines)), "a plan was evaluated twice"
