@@ -186,7 +186,7 @@ def test_cycle_through_stream_order_raises():
     t = Tasks()
     x = t.stream("X")
     deps_a: list[int] = []
-    a = t.add(x, 1.0, deps_a, label="A")
+    t.add(x, 1.0, deps_a, label="A")
     b = t.add(x, 1.0, label="B")
     deps_a.append(b)
     with pytest.raises(CycleError):

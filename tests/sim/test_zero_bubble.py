@@ -54,8 +54,8 @@ def _pipeline(schedule: str, p: int, m: int, f: float, b: float, w: float, fb: f
                 seconds = ((fb if fb is not None else f + b + w) if len(group) == 2
                            else {"F": f, "B": b if step.part else b + w, "W": w}[kind]) / v
                 task = tasks.add(streams[i], seconds, tuple(ids[k] for k in need))
-                for (st, vs), (k, _) in zip(placed, found):
-                    ids[(k, st.micro_batch, vs)] = task
+                for (placed_step, vs), (k, _) in zip(placed, found):
+                    ids[(k, placed_step.micro_batch, vs)] = task
                 pos[i] += len(group)
                 progressed = True
         assert progressed, f"{schedule} p={p} m={m} deadlocks at positions {pos}"

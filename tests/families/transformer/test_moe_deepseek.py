@@ -216,7 +216,7 @@ def test_a_moe_backward_splits_into_b_and_its_weight_gradient_gemms(h800, schedu
 def test_dualpipev_hides_all_to_alls_in_its_pairs_not_with_ep_overlap(h800):
     assert any("dualpipev" in v for v in fam.violations(MLA, 64, _zb("dualpipev", ep_overlap=True)))
     s = _zb("dualpipev")
-    lay = moe.moe_layer(MLA, h800, moe.layer_key(s))
+    moe.moe_layer(MLA, h800, moe.layer_key(s))
     cost = fam.pass_costs(MLA, h800, s)[(True, False, False)]
     plain = fam.pass_costs(MLA, h800, _zb("zbv"))[(True, False, False)]
     # the whole all-to-all stays a communication part of the pass: the fused pair hides it and charges the
