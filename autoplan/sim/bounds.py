@@ -13,34 +13,42 @@ Two chains every step of a 1F1B or interleaved schedule contains (``workload._gr
 
 Both are chains of tasks that run one after another, so no schedule of them is shorter (Graham 1969). Link
 contention only lengthens transfers and collectives. Zero-bubble schedules, whose stages may end on a weight
-gradient, keep the fill and the DP stream; DualPipe gives 0 here.
+gradient, keep the fill and the DP stream; DualPipe(V) keeps the fill of the nearer end and counts its fused pairs
+from the compiled program.
 """
 
 from __future__ import annotations
 
+from autoplan.sim.program import program
 from autoplan.sim.workload import step_slot_costs
+from autoplan.specs.layout import BIDIRECTIONAL, virtual_stage
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.plan import Plan
 
-CHAINED = ("1f1b", "interleaved")
-"""Schedules whose stage i starts with micro-batch 0's forward of chunk 0 and ends with micro-batch m−1's backward
-of chunk 0, every backward whole (``orders._warmup_steady_cooldown``)."""
+CHAINED = ("gpipe", "1f1b", "interleaved")
+"""Schedules whose stage i starts with micro-batch 0's forward of chunk 0 and ends with a backward of chunk 0, every
+backward whole (``orders._warmup_steady_cooldown``)."""
 
 HEADED = ("zb-h1", "zbv")
 """Zero-bubble schedules: stage i starts with micro-batch 0's forward of chunk 0 too, but may end with a weight
 gradient (W), after which nothing need follow; their backwards run as B and W (``orders._zb_h1``, ``_zbv``)."""
+
+FUSED = ("dualpipev", "dualpipe")
+"""DualPipe(V): fused forward-backward pairs, counted from the compiled program's compute stream; DualPipe's two
+directions each start a pipeline at one end."""
 
 ROUNDING = 1 - 1e-9
 """The bound is a sum taken in another order than the simulator's: kept below it by more than rounding."""
 
 
 def step_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
-    """Seconds no simulation of plan ``s`` (valid) can be shorter than; 0 for schedules outside ``CHAINED`` and
-    ``HEADED`` (DualPipe's fused pairs and two directions, GPipe)."""
-    if s.schedule not in CHAINED and s.schedule not in HEADED:
+    """Seconds no simulation of plan ``s`` (valid) can be shorter than (0 for a schedule none of the above)."""
+    if s.schedule not in CHAINED and s.schedule not in HEADED and s.schedule not in FUSED:
         return 0.0
     shape, cost, _ = step_slot_costs(model, cluster, s)
+    if s.schedule in FUSED:
+        return _fused_bound(shape, cost) * ROUNDING
     p, m, v = shape.stages, shape.micro_batches, shape.chunks
     split = s.schedule in HEADED
     hop, gather = cost["hop"].seconds, cost["param_gather"].seconds
@@ -56,6 +64,33 @@ def step_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
         head += cost[(i, True, 0)].seconds + hop
         tail += cost[(i, False, 0)].seconds + hop
     return best * ROUNDING
+
+
+def _fused_bound(shape, cost: dict) -> float:
+    """DualPipe(V): each stage's compute stream (its tasks counted in the compiled program) after the shortest
+    forward chain that feeds one of its model pieces, then the weight gather; and each DP stream's tasks, the
+    optimizer after them where it waits for a reduction on that stream."""
+    prog = program(shape)
+    p, v = shape.stages, shape.chunks
+    holder = {virtual_stage(shape.schedule, i, c, p): (i, c) for i in range(p) for c in range(v)}
+    first_of = (lambda vs: vs - vs % p) if shape.schedule == BIDIRECTIONAL else (lambda vs: 0)
+    best = 0.0
+    for i in range(p):
+        # every pass of a piece waits for some micro-batch's forwards through the pieces before it (transfers left
+        # out: never negative)
+        head = min(sum(cost[(holder[u][0], True, holder[u][1])].seconds for u in range(first_of(vs), vs))
+                   for vs in (virtual_stage(shape.schedule, i, c, p) for c in range(v)))
+        compute, _, _, dp = (sum(n * cost[prog.keys[k]].seconds for k, n in stream) for stream in prog.counts[i])
+        best = max(best, head + compute + cost[("final_gather", i)].seconds)
+        waits = any(_reduces(prog.keys[k]) for k, _ in prog.counts[i][3])
+        best = max(best, dp + (cost[("optimizer", i)].seconds if waits else 0.0))
+    return best
+
+
+def _reduces(key: object) -> bool:
+    """A DP-stream task the optimizer waits for (``workload._graph``'s ``dp_tasks``)."""
+    name = key[0] if isinstance(key, tuple) else key
+    return name in ("shard_reduce", "segment_reduce", "reduce_all", "tied")
 
 
 def _dp_chain(shape, cost: dict, i: int, split: bool) -> float:

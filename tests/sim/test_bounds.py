@@ -38,7 +38,7 @@ def _plans(draw):
     return s, draw(st.sampled_from([1.0, 2.0, 4.0]))
 
 
-@settings(max_examples=250, **_SETTINGS)
+@settings(max_examples=400, **_SETTINGS)
 @given(_plans())
 def test_bound_is_never_above_the_simulated_step(tiny_gpt, a100_64, plan):
     s, over = plan
@@ -47,8 +47,7 @@ def test_bound_is_never_above_the_simulated_step(tiny_gpt, a100_64, plan):
     bound = step_bound(tiny_gpt, cluster, s)
     assert bound <= simulate._totals(tiny_gpt, cluster, s)[0]
     assert bound <= simulate.score(tiny_gpt, cluster, s).step_time
-    if s.schedule in ("gpipe", "dualpipev", "dualpipe"):
-        assert bound == 0.0
+    assert bound > 0.0
 
 
 def _gpt3():
