@@ -1,7 +1,7 @@
 """A lower bound on a plan's simulated step from its task durations alone (no run): what the exhaustive search
 asks of a plan before simulating it, once the family's cheaper bound has let it through.
 
-Two chains every step of a 1F1B or interleaved schedule contains (``workload._graph``):
+Two chains every step of a GPipe, 1F1B or interleaved schedule contains (``workload._graph``):
 
 - **fill, stage, drain.** Stage i's first pass waits for micro-batch 0's forward through the i stages before it
   (their first chunks and i transfers), and its last pass, micro-batch m−1's backward of chunk 0, is followed by
@@ -43,7 +43,8 @@ ROUNDING = 1 - 1e-9
 
 
 def step_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
-    """Seconds no simulation of plan ``s`` (valid) can be shorter than (0 for a schedule none of the above)."""
+    """Seconds no simulation of plan ``s`` (valid) can be shorter than; 0 for a schedule outside ``CHAINED``,
+    ``HEADED`` and ``FUSED``."""
     if s.schedule not in CHAINED and s.schedule not in HEADED and s.schedule not in FUSED:
         return 0.0
     shape, cost, _ = step_slot_costs(model, cluster, s)
