@@ -4,7 +4,6 @@ option, p2p mode and oversubscription; tight where the pipeline fill and drain o
 from __future__ import annotations
 
 from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
 
 from autoplan.families.catalog import get_model
 from autoplan.families.registry import lower_bound
@@ -15,31 +14,12 @@ from autoplan.sim.bounds import step_bound
 from autoplan.sim.program import program
 from autoplan.sim.workload import slot_costs
 from autoplan.specs.cluster import load_cluster
+from tests.sim.test_flows import pipeline_plans
 
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev", "dualpipe")
-
-
-@st.composite
-def _plans(draw):
-    """A plan of the tiny GPT on 64 GPUs with a pipeline, any schedule, DP and p2p option, uneven end stages, and an
-    oversubscription of the spine."""
-    tp, pp, cp = (draw(st.sampled_from(x)) for x in ([1, 2, 4], [2, 4, 8], [1, 1, 2]))
-    schedule = draw(st.sampled_from(SCHEDULES))
-    v = draw(st.sampled_from([2, 4])) if schedule == "interleaved" else 1
-    m = pp * draw(st.integers(1, 6)) if schedule == "interleaved" else draw(st.integers(1, 36))
-    dp = 64 // (tp * pp * cp)
-    s = Strategy(tp=tp, pp=pp, dp=dp, cp=cp, micro_batch=1, global_batch=m * dp, schedule=schedule,
-                 virtual_stages=v, sequence_parallel=tp > 1 and draw(st.booleans()),
-                 recompute=draw(st.sampled_from(["none", "selective", "full"])),
-                 zero=draw(st.sampled_from([0, 1, 2, 3])), overlap_grad_reduce=draw(st.booleans()),
-                 overlap_param_gather=draw(st.booleans()), overlap_p2p_comm=draw(st.booleans()),
-                 first_stage_layers=draw(st.sampled_from([0, 0, 1])))
-    return s, draw(st.sampled_from([1.0, 2.0, 4.0]))
-
 
 @settings(max_examples=400, **_SETTINGS)
-@given(_plans())
+@given(pipeline_plans(uneven=True))
 def test_bound_is_never_above_the_simulated_step(tiny_gpt, a100_64, plan):
     s, over = plan
     assume(not violations(tiny_gpt, 64, s))

@@ -25,9 +25,9 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev", "dualp
 
 
 @st.composite
-def _plans(draw):
+def pipeline_plans(draw, uneven: bool = False):
     """A valid plan of the tiny GPT on 64 GPUs with a pipeline (pp > 1), any schedule, DP and p2p option, and an
-    oversubscription of the cluster's spine."""
+    oversubscription of the cluster's spine; with ``uneven``, sometimes one layer fewer on the first stage."""
     tp, pp, cp = (draw(st.sampled_from(x)) for x in ([1, 2, 4], [2, 4, 8], [1, 1, 2]))
     schedule = draw(st.sampled_from(SCHEDULES))
     v = draw(st.sampled_from([2, 4])) if schedule == "interleaved" else 1
@@ -38,7 +38,8 @@ def _plans(draw):
                  recompute=draw(st.sampled_from(["none", "selective", "full"])),
                  zero=draw(st.sampled_from([0, 1, 2, 3])), overlap_grad_reduce=draw(st.booleans()),
                  overlap_param_gather=draw(st.booleans()), overlap_p2p_comm=draw(st.booleans()),
-                 grad_reduce_in_fp32=draw(st.booleans()))
+                 grad_reduce_in_fp32=draw(st.booleans()),
+                 first_stage_layers=draw(st.sampled_from([0, 0, 1])) if uneven else 0)
     return s, draw(st.sampled_from([1.0, 2.0, 4.0]))
 
 
@@ -47,7 +48,7 @@ def _cluster(a100_64, oversubscription):
 
 
 @settings(max_examples=300, **_SETTINGS)
-@given(_plans())
+@given(pipeline_plans())
 def test_contended_fast_path_is_the_contended_graph_bit_for_bit(tiny_gpt, a100_64, plan):
     s, over = plan
     assume(not violations(tiny_gpt, 64, s))
@@ -57,7 +58,7 @@ def test_contended_fast_path_is_the_contended_graph_bit_for_bit(tiny_gpt, a100_6
 
 
 @settings(max_examples=40, **_SETTINGS)
-@given(_plans())
+@given(pipeline_plans())
 def test_flow_classes_groups_and_intervals_are_the_graphs(tiny_gpt, a100_64, plan):
     # the program's classes and groups are contention's of the graph, position for position, and the fast path's
     # intervals are the engine's (each stage's DP stream noted whole)
