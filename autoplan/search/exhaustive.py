@@ -15,8 +15,7 @@ from typing import Callable, Iterator, Sequence
 
 from autoplan.families.registry import lower_bound, peak_memory
 from autoplan.search.executors import Executor, SerialExecutor
-from autoplan.sim.bounds import step_bound
-from autoplan.sim.simulate import Evaluation
+from autoplan.sim.simulate import Evaluation, step_bound
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.families.strategy import Strategy

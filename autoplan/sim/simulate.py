@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from autoplan.families.registry import memory_per_stage, violations
 from autoplan.families.costs import StageMemory
 from autoplan.sim import metrics as met
-from autoplan.sim import flows, pipeline
+from autoplan.sim import bounds, flows, pipeline
 from autoplan.sim.contention import contend, inert
 from autoplan.sim.critical import CriticalPath, analyse_path
 from autoplan.sim.engine import Timeline, run
@@ -226,6 +226,12 @@ def _metrics(model: ModelSpec, cluster: ClusterSpec, s: Strategy, step: float, s
         mfu=model_flops / per_gpu / cluster.gpu.peak_flops, hfu=hw_flops / per_gpu / cluster.gpu.peak_flops,
         breakdown=mean, stage_breakdown=tuple(stages), activity=tuple(acts), memory=mem, peak_memory=peak,
         memory_capacity=cluster.gpu.hbm_bytes, fits=peak <= cluster.gpu.hbm_bytes)
+
+
+def step_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
+    """Seconds no simulation of valid plan ``s`` can be shorter than, from its task durations alone
+    (``sim/bounds``: pipeline fill and drain, DP streams); what the exhaustive search holds a plan against."""
+    return bounds.step_bound(model, cluster, s)
 
 
 def evaluate(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Evaluation:
