@@ -15,7 +15,7 @@ from autoplan.search.analysis import Run, analyse, load_run
 from autoplan.search.folder import BEST_PLAN, REPORT, RunFolder, trace_name
 from autoplan.search.totals import costing_of
 from autoplan.sim.simulate import Simulation
-from autoplan.sim.trace import trace_json
+from autoplan.sim.trace import GZIP_LEVEL, trace_json
 from autoplan.specs.layout import layout_chunks
 
 
@@ -69,7 +69,7 @@ def write_traces(run: Run, sims: list[Simulation], budget: int = TRACE_BYTES) ->
             continue
         s = e.strategy
         text = trace_json(sim.lowered, sim.timeline, 0 if s.uneven else run.model.layers // (s.pp * layout_chunks(s)))
-        data = gzip.compress(text.encode(), compresslevel=6, mtime=0)          # mtime 0: the same step, the same bytes
+        data = gzip.compress(text.encode(), compresslevel=GZIP_LEVEL, mtime=0)  # mtime 0: the same step, the same bytes
         paths.append(folder.write(trace_name(rank), data))
         last = len(data)
         total += last
