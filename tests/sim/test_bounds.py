@@ -3,27 +3,24 @@ option, p2p mode and oversubscription; tight where the pipeline fill and drain o
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 
 from autoplan.families.catalog import get_model
 from autoplan.families.registry import lower_bound
 from autoplan.families.strategy import Strategy
-from autoplan.families.transformer.validity import violations
 from autoplan.sim import simulate
 from autoplan.sim.bounds import step_bound
 from autoplan.sim.program import program
 from autoplan.sim.workload import slot_costs
 from autoplan.specs.cluster import load_cluster
-from tests.sim.test_flows import pipeline_plans
+from tests.sim.test_flows import pipeline_plans, valid_case
 
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 @settings(max_examples=400, **_SETTINGS)
 @given(pipeline_plans(uneven=True))
 def test_bound_is_never_above_the_simulated_step(tiny_gpt, a100_64, plan):
-    s, over = plan
-    assume(not violations(tiny_gpt, 64, s))
-    cluster = a100_64.scaled(oversubscription=over) if over > 1 else a100_64
+    s, cluster = valid_case(tiny_gpt, a100_64, plan)
     bound = step_bound(tiny_gpt, cluster, s)
     assert bound <= simulate._totals(tiny_gpt, cluster, s)[0]
     assert bound <= simulate.score(tiny_gpt, cluster, s).step_time

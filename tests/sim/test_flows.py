@@ -47,12 +47,17 @@ def _cluster(a100_64, oversubscription):
     return a100_64.scaled(oversubscription=oversubscription) if oversubscription > 1 else a100_64
 
 
+def valid_case(tiny_gpt, a100_64, plan):
+    """A drawn ``pipeline_plans`` case as (plan, cluster); hypothesis discards it when the plan is invalid."""
+    s, over = plan
+    assume(not violations(tiny_gpt, 64, s))
+    return s, _cluster(a100_64, over)
+
+
 @settings(max_examples=300, **_SETTINGS)
 @given(pipeline_plans())
 def test_contended_fast_path_is_the_contended_graph_bit_for_bit(tiny_gpt, a100_64, plan):
-    s, over = plan
-    assume(not violations(tiny_gpt, 64, s))
-    cluster = _cluster(a100_64, over)
+    s, cluster = valid_case(tiny_gpt, a100_64, plan)
     program._program.cache_clear()
     assert repr(flows.totals(tiny_gpt, cluster, s)) == repr(_graph_totals(tiny_gpt, cluster, s))
 
@@ -62,9 +67,7 @@ def test_contended_fast_path_is_the_contended_graph_bit_for_bit(tiny_gpt, a100_6
 def test_flow_classes_groups_and_intervals_are_the_graphs(tiny_gpt, a100_64, plan):
     # the program's classes and groups are contention's of the graph, position for position, and the fast path's
     # intervals are the engine's (each stage's DP stream noted whole)
-    s, over = plan
-    assume(not violations(tiny_gpt, 64, s))
-    cluster = _cluster(a100_64, over)
+    s, cluster = valid_case(tiny_gpt, a100_64, plan)
     lowered = lower(tiny_gpt, cluster, s)
     cls, classes, grouped = contention._of_graph(lowered)
     shape, cost = slot_costs(tiny_gpt, cluster, s)
