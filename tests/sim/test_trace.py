@@ -47,6 +47,13 @@ def test_small_step_shows_every_task_and_its_layers(tiny_step):
     assert end == pytest.approx(sim.timeline.makespan * 1e6, rel=1e-6)
 
 
+def test_a_chunk_of_one_layer_gets_no_nested_layer_span(tiny_step):
+    sim, _ = tiny_step
+    spans = _spans(trace_events(sim.lowered, sim.timeline, 1))
+    assert not any(e["cat"] == "layer" for e in spans)
+    assert len(spans) == sum(d > 0 for d in sim.lowered.tasks.duration)
+
+
 def test_over_the_bound_layers_go_then_tasks_merge_into_spans(tiny_step):
     sim, layers = tiny_step
     tasks = sim.lowered.tasks
