@@ -35,7 +35,8 @@ def show_cmd(run: str, top: int | None, as_json: bool) -> None:
 
     r = load_run(run)
     costing = costing_of(r.inputs, r.model, r.cluster)
-    table = rows(r.ranked[:top or r.top_k], costing, r.model, "global_batch" in r.inputs.get("space", {}))
+    table = rows(r.ranked[:top or r.top_k], costing, r.model, "global_batch" in r.inputs.get("space", {}),
+                 rounded=as_json)
     if as_json:
         extra = {"run_budget": costing.describe()} if costing is not None else {}
         click.echo(json.dumps({"run": str(r.folder), **extra, "leaderboard": table}, indent=2))

@@ -194,7 +194,7 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
                    f"--resume {folder.path}", err=True)
         sys.exit(130)
     costing = costing_of(inputs, model, spec)
-    table = rows(result.leaderboard, costing, model, "global_batch" in inputs["space"])
+    table = rows(result.leaderboard, costing, model, "global_batch" in inputs["space"], rounded=as_json)
     if as_json:
         extra = {"run_budget": costing.describe()} if costing is not None else {}
         click.echo(json.dumps({"run": str(folder.path), **extra, "leaderboard": table}, indent=2))

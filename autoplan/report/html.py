@@ -290,7 +290,7 @@ def top_table(run: Run) -> str:
         tuple(label for _, label in TOTAL_LABELS) if costing is not None else ()) + ("launch with",)
     body = []
     batches = "global_batch" in run.inputs.get("space", {})
-    for r, e in zip(rows(run.leaderboard, costing, run.model, batches), run.leaderboard):
+    for r, e in zip(rows(run.leaderboard, costing, run.model, batches, rounded=False), run.leaderboard):
         cells = (r["rank"], r["plan"], f"{r['step_s']:.3f}", f"{r['tokens_per_s']:,}",
                  f"{100 * (e.metrics.tokens_per_s / ref - 1):+.1f} %", f"{r['mfu_pct']:.1f}", f"{r['bubble_pct']:.1f}",
                  f"{r['exposed_comm_pct']:.1f}", f"{r['peak_gib']:.1f} / {r['capacity_gib']:.0f}") + (

@@ -37,19 +37,25 @@ def launch_cell(model: Any, s: Any) -> str:
     return ", ".join(launch_with(model, s)) or "—"
 
 
-def rows(board: list[Any], costing: Any = None, model: Any = None, batches: bool = False) -> list[dict]:
+def rows(board: list[Any], costing: Any = None, model: Any = None, batches: bool = False,
+         rounded: bool = True) -> list[dict]:
     """One flat row per ranked plan: with ``model``, also the frameworks that launch it (``launch_with``); with
     ``costing`` (a ``search.totals.Costing``), the whole run's days, GPU-hours, energy and cost; with ``batches``,
-    a search over several global batches, each label ends with its batch (``gb2048``)."""
+    a search over several global batches, each label ends with its batch (``gb2048``). ``rounded``: step times to
+    4 decimals and percentages to 2, as the files keep them; unrounded for a table that rounds them itself (a
+    second rounding would show 6.2315047 s as 6.231)."""
+    def r(x: float, digits: int) -> float:
+        return round(x, digits) if rounded else x
+
     out = []
     for rank, e in enumerate(board, 1):
         m = e.metrics
         label = e.strategy.short() + (f" gb{e.strategy.global_batch}" if batches else "")
-        out.append({"rank": rank, "plan": label, "step_s": round(m.step_time, 4),
-                    "tokens_per_s": round(m.tokens_per_s), "mfu_pct": round(100 * m.mfu, 2),
-                    "bubble_pct": round(100 * m.fraction("bubble"), 2),
-                    "exposed_comm_pct": round(100 * m.exposed_comm_fraction, 2),
-                    "peak_gib": round(m.peak_memory / GIB, 1), "capacity_gib": round(m.memory_capacity / GIB, 1)})
+        out.append({"rank": rank, "plan": label, "step_s": r(m.step_time, 4),
+                    "tokens_per_s": round(m.tokens_per_s), "mfu_pct": r(100 * m.mfu, 2),
+                    "bubble_pct": r(100 * m.fraction("bubble"), 2),
+                    "exposed_comm_pct": r(100 * m.exposed_comm_fraction, 2),
+                    "peak_gib": r(m.peak_memory / GIB, 1), "capacity_gib": r(m.memory_capacity / GIB, 1)})
         if model is not None:
             out[-1]["launch_with"] = launch_cell(model, e.strategy)
         if costing is not None:
