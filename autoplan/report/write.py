@@ -3,7 +3,6 @@ and gzip'd Chrome traces of the best plans) drawn from the analysis the search l
 
 from __future__ import annotations
 
-import gzip
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +14,7 @@ from autoplan.search.analysis import Run, analyse, load_run
 from autoplan.search.folder import BEST_PLAN, REPORT, RunFolder, trace_name
 from autoplan.search.totals import costing_of
 from autoplan.sim.simulate import Simulation
-from autoplan.sim.trace import GZIP_LEVEL, trace_json
+from autoplan.sim.trace import trace_bytes
 from autoplan.specs.layout import layout_chunks
 
 
@@ -68,8 +67,7 @@ def write_traces(run: Run, sims: list[Simulation], budget: int = TRACE_BYTES) ->
             folder.file(trace_name(rank)).unlink(missing_ok=True)
             continue
         s = e.strategy
-        text = trace_json(sim.lowered, sim.timeline, 0 if s.uneven else run.model.layers // (s.pp * layout_chunks(s)))
-        data = gzip.compress(text.encode(), compresslevel=GZIP_LEVEL, mtime=0)  # mtime 0: the same step, the same bytes
+        data = trace_bytes(sim.lowered, sim.timeline, 0 if s.uneven else run.model.layers // (s.pp * layout_chunks(s)))
         paths.append(folder.write(trace_name(rank), data))
         last = len(data)
         total += last

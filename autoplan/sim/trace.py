@@ -208,11 +208,14 @@ def _dumps(events: list[dict]) -> str:
     return json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}, separators=(",", ":"))
 
 
+def trace_bytes(lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0, gzipped: bool = True) -> bytes:
+    """The trace JSON as bytes, gzip'd at ``GZIP_LEVEL`` unless ``gzipped`` is False."""
+    data = trace_json(lowered, timeline, layers_per_chunk).encode()
+    # mtime=0: the same step gives the same bytes
+    return gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0) if gzipped else data
+
+
 def write_trace(path: Path, lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0) -> None:
     """Write the trace JSON to ``path``, gzip'd if its name ends with ``.gz``."""
-    data = trace_json(lowered, timeline, layers_per_chunk).encode()
     path = Path(path)
-    if path.name.endswith(".gz"):
-        # mtime=0: the same step gives the same bytes
-        data = gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
-    path.write_bytes(data)
+    path.write_bytes(trace_bytes(lowered, timeline, layers_per_chunk, path.name.endswith(".gz")))
