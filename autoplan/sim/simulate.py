@@ -140,6 +140,9 @@ def _extrapolated(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> _Total
     sa, sb = _with_micro_batches(s, a), _with_micro_batches(s, b)
     if inert(cluster, s):
         ta, tb = pipeline.totals_pair(model, cluster, sa, sb)
+    elif a + b >= s.micro_batches:
+        # with shared links the two samples run apart (no shared prefix): more micro-batches than the step itself
+        return None
     else:
         ta, tb = flows.totals(model, cluster, sa), flows.totals(model, cluster, sb)
     k = (s.micro_batches - a) / period
