@@ -336,15 +336,22 @@ def class_flows(cluster: ClusterSpec, s: Plan | _Degrees, flow: FlowClass) -> tu
         return src, dst, _flow_rate(cluster, src, dst)
     if flow[0] != "dp":
         raise SpecError(f"unknown flow class {flow!r}; use ('pp', a, b), ('dp', i) or ('tied',)")
+    src, dst, rate = _dp_flows(cluster, s, flow[1] * stage)
+    return src, dst, _flow_rate(cluster, src, dst) if rate is None else rate
+
+
+def _dp_flows(cluster: ClusterSpec, s: Plan | _Degrees,
+              first: int) -> tuple["np.ndarray", "np.ndarray", "np.ndarray | None"]:
+    """``class_flows`` of the DP rings of the stage whose first rank is ``first``; the rates None where they are
+    ``_flow_rate``'s (rings inside domains, or spread unevenly)."""
     n = s.dp * s.cp
     members = np.arange(n) * s.tp                                    # one group's ranks, consecutive in (cp, dp)
-    bases = np.arange(s.tp) + flow[1] * stage
+    bases = np.arange(s.tp) + first
     ranks = (bases[:, None] + members[None, :])                     # [group, member]
     g = cluster.domain_gpus
     per = max(1, min(n, g // s.tp)) if s.tp < g else 1              # members per NVLink domain (group_shape)
     if n <= per or n % per:                 # one domain (an NVLink ring), or members spread unevenly: one ring
-        src, dst = ranks.ravel(), np.roll(ranks, -1, axis=1).ravel()
-        return src, dst, _flow_rate(cluster, src, dst)
+        return ranks.ravel(), np.roll(ranks, -1, axis=1).ravel(), None
     src, dst = ranks.ravel(), np.roll(ranks, -per, axis=1).ravel()  # channel of each member to the next domain
     rate = np.full(src.shape, float(cluster.tiers[-1].bandwidth))
     if per > 1:
@@ -395,14 +402,41 @@ class _Degrees(NamedTuple):
     pp: int
 
 
+def _all_flows(cluster: ClusterSpec, s: _Degrees,
+               classes: tuple[FlowClass, ...]) -> tuple["np.ndarray", "np.ndarray", "np.ndarray", "np.ndarray"]:
+    """(source, destination, rate alone, class index) of every flow of ``classes``: ``class_flows`` of each, with
+    the classes of one kind built at once (stage i's DP rings are stage 0's moved by i stages)."""
+    stage = s.tp * s.cp * s.dp
+    parts: list[tuple] = []                                     # (class indices, src, dst, rate or None), per kind
+    pp = [k for k, f in enumerate(classes) if f[0] == "pp"]
+    if pp:
+        a = np.array([classes[k][1] for k in pp])[:, None]
+        b = np.array([classes[k][2] for k in pp])[:, None]
+        src = np.arange(stage)[None, :] + a * stage
+        parts.append((pp, src, src + (b - a) * stage, None))
+    dp = [k for k, f in enumerate(classes) if f[0] == "dp"]
+    if dp:
+        src0, dst0, rate0 = _dp_flows(cluster, s, 0)
+        shift = np.array([classes[k][1] for k in dp])[:, None] * stage
+        parts.append((dp, src0[None, :] + shift, dst0[None, :] + shift,
+                      None if rate0 is None else np.broadcast_to(rate0, (len(dp), len(rate0)))))
+    for k, f in enumerate(classes):
+        if f[0] not in ("pp", "dp"):
+            one = class_flows(cluster, s, f)
+            parts.append(([k], one[0][None, :], one[1][None, :], one[2][None, :]))
+    src = np.concatenate([x[1].ravel() for x in parts])
+    dst = np.concatenate([x[2].ravel() for x in parts])
+    rate = np.concatenate([(_flow_rate(cluster, x[1], x[2]) if x[3] is None else x[3]).ravel() for x in parts])
+    cls = np.concatenate([np.repeat(x[0], x[1].shape[1]) for x in parts])
+    return src, dst, rate.astype(float), cls
+
+
 @functools.lru_cache(maxsize=1024)
 def _sharing(cluster: ClusterSpec, s: _Degrees, classes: tuple[FlowClass, ...]) -> tuple[tuple[tuple[int, float], ...], ...]:
     if not classes:
         return ()
     links = _links(cluster)
-    flows = [class_flows(cluster, s, flow) for flow in classes]
-    src, dst, rate = (np.concatenate([f[i] for f in flows]) for i in range(3))
-    cls = np.repeat(np.arange(len(classes)), [len(f[0]) for f in flows])
+    src, dst, rate, cls = _all_flows(cluster, s, classes)
     which, link = links.route(src, dst)
     # every class's load on every link it uses, at once: each (link, class) summed over its flows in route order
     used, index = np.unique(link * len(classes) + cls[which], return_inverse=True)

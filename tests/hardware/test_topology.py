@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoplan.hardware.topology import (all_groups, build_graph, class_flows, coords_of, describe_group, group_links,
+from autoplan.hardware.topology import (_all_flows, all_groups, build_graph, class_flows, coords_of, describe_group, group_links,
                                         group_ranks, link_load, link_sharing, link_sharing_on_graph, rank_of)
 from autoplan.errors import SpecError
 from autoplan.families.strategy import Strategy
@@ -173,6 +173,19 @@ def test_fast_link_sharing_agrees_with_flows_routed_over_the_networkx_graph(fact
         cluster = replace(cluster, tiers=cluster.tiers[:2] + (replace(cluster.tiers[2], oversubscription=oversubscription),))
     classes = _classes(s.pp)
     assert link_sharing(cluster, s, classes) == link_sharing_on_graph(build_graph(cluster), cluster, s, classes)
+
+
+@settings(max_examples=40, deadline=None)
+@given(factors=st.lists(st.sampled_from(["tp", "cp", "dp", "pp"]), min_size=2, max_size=8),
+       gpus_per_node=st.sampled_from([4, 8]))
+def test_every_class_at_once_is_each_class_on_its_own(factors, gpus_per_node):
+    s = Strategy(**{k: 2 ** factors.count(k) for k in ("tp", "cp", "dp", "pp")})
+    cluster = _cluster(max(s.gpus, gpus_per_node), gpus_per_node)
+    classes = _classes(s.pp)
+    src, dst, rate, cls = _all_flows(cluster, s, classes)
+    for k, flow in enumerate(classes):
+        one = class_flows(cluster, s, flow)
+        assert [x[cls == k].tolist() for x in (src, dst, rate)] == [x.tolist() for x in one]
 
 
 def test_two_stages_sending_into_one_share_its_nics_and_the_dp_ring():
