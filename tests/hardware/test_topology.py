@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoplan.hardware.topology import (_all_flows, all_groups, build_graph, class_flows, coords_of, describe_group, group_links,
-                                        group_ranks, link_load, link_sharing, link_sharing_on_graph, rank_of)
+from autoplan.hardware.topology import (_all_flows, all_groups, build_graph, class_flows, coords_of, describe_group,
+                                        group_links, group_ranks, link_load, link_sharing, link_sharing_on_graph,
+                                        rank_of)
 from autoplan.errors import SpecError
 from autoplan.families.strategy import Strategy
 from autoplan.specs import load_cluster
