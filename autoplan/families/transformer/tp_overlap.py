@@ -42,8 +42,11 @@ def pipelined(gemm: float, chunk_gemm: float, comm: float, chunks: int, exposed_
     """Exposed seconds of a collective of ``comm`` seconds split over a GEMM of ``gemm`` seconds whose ``chunks``
     pieces take ``chunk_gemm`` each: ring exchange, the pipeline ``g + (n−1)·max(c, g)`` with c = comm/(n−1) per
     step; chunked reduce-scatter (``exposed_chunk``), ``g + (n−1)·max(c, g) + c`` with c = comm/n, the last
-    chunk's reduce-scatter exposed. What exceeds the unsplit GEMM, never below 0 nor above ``comm`` (the
-    unoverlapped cost)."""
+    chunk's reduce-scatter exposed. What exceeds the unsplit GEMM, never below 0; above ``comm`` (slower than no
+    overlap) where the split GEMMs, on the SMs the communication leaves, lose more than the overlap hides, as
+    Transformer Engine's userbuffers overlap was measured to on small GEMMs (Chang et al. 2024, Flux, arXiv
+    2406.06858 §5.1 and Fig. 4: overlap efficiency −40 to +80 % on H800, −99 to +74 % on A100 NVLink, GPT-3 175B
+    shapes, TP 8)."""
     if chunks <= 1 or comm <= 0:
         return max(0.0, comm)
     # Wang et al. ASPLOS'23 §4 (decomposition): each chunk's transfer runs beside its neighbour chunk's GEMM;
@@ -51,7 +54,7 @@ def pipelined(gemm: float, chunk_gemm: float, comm: float, chunks: int, exposed_
     # "exposes one reduce-scatter chunk"
     step = comm / chunks if exposed_chunk else comm / (chunks - 1)
     total = chunk_gemm + (chunks - 1) * max(step, chunk_gemm) + (step if exposed_chunk else 0.0)
-    return min(comm, max(0.0, total - gemm))
+    return max(0.0, total - gemm)
 
 
 def bulk(comm: float, independent_gemm: float) -> float:

@@ -29,18 +29,29 @@ def test_pipelined_closed_forms():
     assert tp_overlap.bulk(3e-3, 1e-3) == pytest.approx(2e-3) and tp_overlap.bulk(1e-3, 3e-3) == 0.0
 
 
+def test_split_gemms_that_lose_more_than_the_overlap_hides_make_the_overlap_slower_than_none():
+    # four chunks on fewer SMs, 1.5 ms each where the whole GEMM takes 4 ms, beside a 0.3 ms collective:
+    # 1.5 + 3·1.5 = 6 ms, 2 ms more than the GEMM, where running the two apart costs 0.3 ms more (TE measured
+    # slower than no overlap on small GEMMs: Chang et al. 2024, Flux, arXiv 2406.06858 §5.1)
+    assert tp_overlap.pipelined(4e-3, 1.5e-3, 0.3e-3, 4) == pytest.approx(2e-3)
+
+
 @settings(max_examples=200, deadline=None)
-@given(gemm=_t, chunk_share=st.floats(1.0, 2.0), comm=_t, chunks=st.integers(2, 16), tail=st.booleans())
-def test_overlap_never_slower_than_none_and_never_faster_than_the_larger(gemm, chunk_share, comm, chunks, tail):
+@given(gemm=_t, chunk_share=st.one_of(st.just(1.0), st.floats(1.0, 2.0)), comm=_t, chunks=st.integers(2, 16),
+       tail=st.booleans())
+def test_overlap_never_faster_than_the_larger_and_never_slower_than_none_when_chunks_lose_nothing(
+        gemm, chunk_share, comm, chunks, tail):
     chunk = gemm * chunk_share / chunks              # split GEMMs are never faster in sum (wave quantization)
     exposed = tp_overlap.pipelined(gemm, chunk, comm, chunks, tail)
-    assert 0.0 <= exposed <= comm                     # never slower than the unoverlapped gemm + comm
+    assert exposed >= 0.0
     assert gemm + exposed >= max(gemm, comm) * (1 - 1e-12)
+    if chunk_share == 1.0:
+        assert exposed <= comm * (1 + 1e-12)          # the unoverlapped gemm + comm
 
 
 @pytest.mark.parametrize("model, tp, precision", [("gpt3-175b", 4, "bf16"), ("gpt3-175b", 8, "fp8"),
                                                   ("llama3-70b", 4, "bf16"), ("gpt-7.5b", 2, "bf16")])
-def test_pass_with_overlap_is_never_slower_and_compute_is_unchanged(model, tp, precision):
+def test_a_layer_with_overlap_is_faster_and_compute_is_unchanged(model, tp, precision):
     m = get_model(model)
     h100 = load_cluster("dgx-h100-80g", 64)
     cluster = replace(h100, gpu=replace(h100.gpu, host_launch=0.0))   # the GPU side (the host floor: test_passes)
@@ -49,10 +60,12 @@ def test_pass_with_overlap_is_never_slower_and_compute_is_unchanged(model, tp, p
     assert violations(m, 64, s) == []
     plain, over = pass_costs(m, cluster, s), pass_costs(m, cluster, replace(s, tp_comm_overlap=True))
     for key in plain:
-        p, o = dict(plain[key].parts), dict(over[key].parts)
-        assert o["compute"] == p["compute"]
-        assert o.get("tp", 0.0) <= p["tp"] * (1 + 1e-12)
-        assert over[key].seconds <= plain[key].seconds * (1 + 1e-12)
+        assert dict(over[key].parts)["compute"] == dict(plain[key].parts)["compute"]
+        if key[0]:
+            # a forward and its backward: the backward's bulk overlaps win back more than the forward's split
+            # GEMMs may lose
+            back = (False, *key[1:])
+            assert over[key].seconds + over[back].seconds < plain[key].seconds + plain[back].seconds
 
 
 def test_overlap_hides_part_of_the_tp_time_of_gpt3_on_h100():
@@ -60,9 +73,16 @@ def test_overlap_hides_part_of_the_tp_time_of_gpt3_on_h100():
     cluster = load_cluster("dgx-h100-80g", 128)
     s = Strategy(tp=4, pp=8, dp=4, global_batch=256, sequence_parallel=True, schedule="interleaved",
                  virtual_stages=12, zero=1)
-    plain = dict(pass_costs(m, cluster, s)[(True, False, False)].parts)["tp"]
-    over = dict(pass_costs(m, cluster, replace(s, tp_comm_overlap=True))[(True, False, False)].parts)["tp"]
-    assert 0 < over < plain
+
+    def tp_seconds(plan):
+        costs = pass_costs(m, cluster, plan)
+        return [dict(costs[(forward, False, False)].parts).get("tp", 0.0) for forward in (True, False)]
+
+    plain, over = tp_seconds(s), tp_seconds(replace(s, tp_comm_overlap=True))
+    assert 0 < sum(over) < sum(plain)
+    # the forward's reduce-scatters pipelined on 20-24 SMs cost its GEMMs more than they hide at one micro-batch
+    # of 2,048 tokens; the backward's bulk overlaps win it back
+    assert over[0] > plain[0] and over[1] < plain[1]
 
 
 @pytest.mark.parametrize("tp, sp", [(1, False), (8, False)])
