@@ -46,10 +46,11 @@ def space(model_name: str, gpus: int, cluster: str, global_batch: int, space: st
 @click.option("--out", type=_UsablePath(file_okay=False), default="results", show_default=True,
               help="Folder for run folders.")
 @click.option("--sampler", type=click.Choice(["auto", "exhaustive", "tpe", "nsga2", "random"]), default="auto",
-              show_default=True, help="auto: exhaustive when the plans fit in --budget, else TPE.")
+              show_default=True, help="auto, exhaustive: every plan that fits, in bound order, until none left can "
+                                      "enter the top k (or --budget runs out); tpe, nsga2, random: Optuna.")
 @click.option("--budget", type=click.IntRange(1, MAX_BUDGET), default=20000, show_default=True,
               help="Most distinct plans to evaluate (a budget that covers every distinct plan searches them "
-                   "exhaustively).")
+                   "exhaustively; an exhaustive search the budget cuts short says so).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sampler.")
 @click.option("--workers", type=click.IntRange(0), default=None,
               help="0: in this process; N: N workers on an embedded Ray. [default: the CPU count, on Ray only "
@@ -214,7 +215,11 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
         hint = explain_no_fit(model, gpus, spec, sp, inputs["global_batch"])
         con.print(Text(hint, style="bold red"))
     same = f" ({result.equivalent} same as another plan here)" if result.equivalent else ""
-    skipped = (f"{result.pruned} skipped by bound (cannot enter the top {top})" if result.sampler == "exhaustive"
+    skipped = (f"{result.pruned - result.unproven} skipped by bound (cannot enter the top {top})"
+               + (f", {result.unproven} left unsimulated at the --budget of {inputs['budget']:,} (their bound could "
+                  f"still enter: the top {top} is the best found in bound order, not proven exact)"
+                  if result.unproven else "")
+               if result.sampler == "exhaustive"
                else f"{result.pruned} ranked by symbolic cost only" if result.sampler == "symbolic"
                else f"{result.pruned} not sampled ({result.sampler})")
     if result.sampler == "symbolic":

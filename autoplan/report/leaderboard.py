@@ -69,6 +69,14 @@ def _totals_entry(costing: Any, e: Any) -> dict:
     return {"run_totals": t.to_dict()} if t is not None else {"run_totals": None, "why": costing.why[e.strategy]}
 
 
+def _unproven(result: Any) -> str:
+    """What the budget left unsimulated, if it cut the exhaustive search short."""
+    if not result.unproven:
+        return ""
+    return (f", {result.unproven} whose bound could still enter the top k left unsimulated at the budget (the best "
+            "found in bound order, not proven exact)")
+
+
 def leaderboard_files(inputs: dict, result: Any, costing: Any = None, model: Any = None) -> dict[str, str]:
     """leaderboard.json, .csv and .md of a search ``result`` (file name to text), with the whole run's totals when
     ``costing`` is given and the frameworks that launch each plan with ``model``."""
@@ -76,8 +84,10 @@ def leaderboard_files(inputs: dict, result: Any, costing: Any = None, model: Any
     cols = columns(costing, model)
     summary = {"raw": result.raw, "valid": result.valid, "equivalent": result.equivalent,
                "out_of_memory": result.out_of_memory,
-               "simulated": len(result.evaluations), "pruned_by_bound": result.pruned,
+               "simulated": len(result.evaluations), "pruned_by_bound": result.pruned - result.unproven,
                "seconds": round(result.seconds, 3), "rejected": dict(result.rejected)}
+    if result.unproven:
+        summary["unproven"] = result.unproven
     entries = [evaluation_dict(e) | (_totals_entry(costing, e) if costing is not None else {})
                for e in result.leaderboard]
     extra = {"run_budget": costing.describe()} if costing is not None else {}
@@ -93,7 +103,7 @@ def leaderboard_files(inputs: dict, result: Any, costing: Any = None, model: Any
     samples = model is not None and model.structure is not None
     md = [f"# {heading(inputs['model'], inputs['gpus'], inputs['gpu'], inputs['cluster'], seq, batches, samples)}", "",
           f"{result.valid} valid plans, {result.out_of_memory} do not fit, {len(result.evaluations)} simulated, "
-          f"{result.pruned} pruned by bound, in {result.seconds:.1f} s.", ""]
+          f"{result.pruned - result.unproven} pruned by bound{_unproven(result)}, in {result.seconds:.1f} s.", ""]
     if costing is not None:
         md += [f"Whole run: {costing.describe()}.", ""]
     md += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]

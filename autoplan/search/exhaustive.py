@@ -35,7 +35,7 @@ class SearchResult:
     valid: int
     out_of_memory: int
     pruned: int
-    """Valid plans that fit but could not enter the top k (never simulated)."""
+    """Valid plans that fit but were never simulated: those that could not enter the top k, and the ``unproven``."""
     equivalent: int = 0
     """Valid plans identical to another one on this cluster (selective recompute with fused attention)."""
     reused: int = 0
@@ -48,6 +48,9 @@ class SearchResult:
     """Plans the symbolic pre-filter dropped before the search (``--prefilter``)."""
     widened: int = 0
     """Plans the pre-filter had dropped whose bound could still beat its top k: searched too."""
+    unproven: int = 0
+    """Plans whose bound could still enter the top k, left unsimulated when the budget ran out: 0 when the exhaustive
+    search's top k is exact."""
 
 
 def _bound_or_zero(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
@@ -120,11 +123,12 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
            progress: Callable[[int, int, list[Evaluation]], None] | None = None, *,
            sampler: str = "exhaustive", budget: int | None = None, seed: int = 0,
            study: object | None = None) -> SearchResult:
-    """Simulate plans in order of their bound until none left can enter the top ``top_k``.
+    """Simulate plans in order of their bound until none left can enter the top ``top_k``, or until ``budget`` plans
+    (simulated and reused) have been evaluated: then ``unproven`` counts those whose bound could still enter.
 
     ``known`` holds results of a run being resumed (reused, not simulated again); ``on_result`` sees every new one.
-    The signature is every search's (``study.sampled_search``'s too); an exact search needs no sampler, budget,
-    seed or study and ignores them.
+    The signature is every search's (``study.sampled_search``'s too); an exhaustive search needs no sampler, seed or
+    study and ignores them.
     """
     executor = executor or SerialExecutor()
     t0 = time.perf_counter()
@@ -137,7 +141,8 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
     board: list[Evaluation] = sorted((e for e in known.values() if e.feasible), key=rank_key)[:top_k]
     keys = [rank_key(e) for e in board]
     evaluations: list[Evaluation] = []
-    state = {"next": 0, "reused": 0, "labelled": 0}        # labelled: order[:labelled] has its ties by label
+    state = {"next": 0, "reused": 0, "labelled": 0, "yielded": 0, "capped": False}
+    # labelled: order[:labelled] has its ties by label; yielded: plans handed to the executor
 
     def kth_best() -> float:
         return rank_key(board[top_k - 1])[0] if len(board) >= top_k else float("inf")
@@ -170,9 +175,13 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
                 reach(kth)
                 if not reached or reached[0][0] > kth:
                     break
+                if budget is not None and state["yielded"] + len(batch) + state["reused"] >= budget:
+                    state["capped"] = True
+                    break
                 batch.append(heapq.heappop(reached)[2])
             if not batch:
                 return
+            state["yielded"] += len(batch)
             yield batch
 
     bounds = [x[0] for x in order]
@@ -200,6 +209,10 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
         if progress:
             progress(len(evaluations) + state["reused"], len(order), board)
     done = len(evaluations) + state["reused"]
+    unproven = 0
+    if state["capped"]:
+        left = remaining()
+        unproven = len(order) - state["next"] + len(reached) if left is None else left
     return SearchResult(leaderboard=board, evaluations=evaluations, valid=valid, equivalent=valid - len(plans),
                         out_of_memory=len(plans) - len(fitting), pruned=len(order) - done, reused=state["reused"],
-                        seconds=time.perf_counter() - t0)
+                        seconds=time.perf_counter() - t0, unproven=unproven)

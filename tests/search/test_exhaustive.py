@@ -4,6 +4,7 @@ from hypothesis import given, settings, strategies as st
 
 from autoplan.families.registry import lower_bound
 from autoplan.search.exhaustive import rank_key, search
+from autoplan.search.run import choose_sampler
 from autoplan.search.space import enumerate_plans, load_space
 from autoplan.sim.simulate import evaluate
 from autoplan.families.catalog import get_model
@@ -23,6 +24,26 @@ def test_pruned_leaderboard_equals_full_ranking():
     assert [e.strategy for e in result.leaderboard] == [e.strategy for e in full[:5]]
     assert result.pruned > 0
     assert len(result.evaluations) + result.pruned + result.out_of_memory + result.equivalent == result.valid
+
+
+def test_a_budget_that_runs_out_stops_the_search_and_counts_what_could_still_enter():
+    model, cluster = get_model("gpt-7.5b"), load_cluster("dgx-a100-80g", 32)
+    plans, _ = enumerate_plans(model, 32, load_space(fixed={"cp": 1, "zero": 1}), 128)
+    whole = search(model, cluster, plans, top_k=5)
+    assert whole.unproven == 0
+    assert search(model, cluster, plans, top_k=5, budget=len(whole.evaluations)).leaderboard == whole.leaderboard
+    half = len(whole.evaluations) // 2
+    cut = search(model, cluster, plans, top_k=5, budget=half)
+    assert len(cut.evaluations) == half > 0
+    assert cut.unproven > 0 and cut.pruned == whole.pruned + len(whole.evaluations) - len(cut.evaluations)
+    # the best of what it simulated, in rank order
+    assert cut.leaderboard == sorted((e for e in cut.evaluations if e.feasible), key=rank_key)[:5]
+
+
+def test_auto_is_the_exhaustive_search_at_any_size_and_a_sampler_asked_for_is_kept():
+    assert choose_sampler("auto", 10**6, 20000) == "exhaustive"
+    assert choose_sampler("tpe", 10**6, 20000) == "tpe"
+    assert choose_sampler("tpe", 100, 20000) == "exhaustive"          # the budget covers every plan
 
 
 @settings(max_examples=15, deadline=None)
