@@ -47,6 +47,9 @@ def show_cmd(run: str, top: int | None, as_json: bool) -> None:
         click.echo(f"whole run: {costing.describe()}")
     if not table:
         click.echo("no plan of this run fits in memory")
+    elif r.summary.get("unproven"):
+        click.echo(f"the search stopped at its --budget with {r.summary['unproven']} plans whose bound could still "
+                   "enter its top k: the best found in bound order, not proven exact")
     elif (top or 0) > r.top_k and r.inputs.get("sampler") == "exhaustive":
         click.echo(f"ranks after {r.top_k} are the best of the plans simulated, not an exact ranking "
                    f"(the search stopped once no other plan could enter its top {r.top_k})")

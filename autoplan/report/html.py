@@ -478,6 +478,9 @@ def _subtitle(run: Run) -> str:
     if s:
         parts.append(f"{s.get('valid', '?')} valid plans in the space, {s.get('out_of_memory', '?')} do not fit, "
                      f"{s.get('pruned_by_bound', '?')} skipped by the search, {s.get('seconds', 0):.1f} s")
+        if s.get("unproven"):
+            parts.append(f"stopped at its budget with {s['unproven']} plans whose bound could still enter: the best "
+                         "found in bound order, not proven exact")
     if run.leaderboard:
         m = run.leaderboard[0].metrics
         parts.append(f"best: {run.leaderboard[0].strategy.short()}, {m.step_time:.3f} s/step, "

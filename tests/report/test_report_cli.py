@@ -92,3 +92,15 @@ def test_zero_2_plan_export(tmp_path):
     assert "--use-megatron-fsdp" in best["megatron"]["args"] and "megatron" in best["launch_with"]
     r = cli("export", folder, "--format", "deepspeed")
     assert r.exit_code == 0 and '"stage": 2' in r.output
+
+
+def test_a_search_its_budget_cut_short_says_so_in_its_summary_show_and_report(tmp_path):
+    r = cli("search", "--model", "gpt-1.7b", "--gpus", "8", "--budget", "3", "--top", "3", "--workers", "0",
+            "--out", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    assert "left unsimulated at the --budget of 3" in " ".join(r.output.split())
+    folder = next(tmp_path.iterdir())
+    summary = json.loads((folder / "leaderboard.json").read_text())["summary"]
+    assert summary["simulated"] == 3 and summary["unproven"] > 0
+    assert "not proven exact" in cli("show", str(folder)).output
+    assert "not proven exact" in (folder / "report.html").read_text()
