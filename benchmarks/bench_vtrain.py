@@ -91,7 +91,7 @@ def spearman(xs: list[float], ys: list[float]) -> float:
 
 
 def report(data: list[dict], host_us: float | None, title: str) -> dict:
-    """Error and per-group ranking of ``data``."""
+    """Error and per-group ranking of ``data`` (each row's signed error in % under "errors")."""
     t0 = time.process_time()
     pred = [predict(r, host_us) for r in data]
     meas = [r["iteration time (ms)"] for r in data]
@@ -110,7 +110,8 @@ def report(data: list[dict], host_us: float | None, title: str) -> dict:
            "max_abs_pct": max(abs(e) for e in errs), "groups": len(rhos),
            "spearman_mean": mean(rhos) if rhos else math.nan, "spearman_min": min(rhos, default=math.nan),
            "groups_below_0.85": sum(r < 0.85 for r in rhos), "regret_mean_pct": mean(regrets) if regrets else math.nan,
-           "regret_max_pct": max(regrets, default=math.nan), "cpu_s": time.process_time() - t0}
+           "regret_max_pct": max(regrets, default=math.nan), "cpu_s": time.process_time() - t0,
+           "errors": errs}
     print(f"{title}: {out['runs']} runs, mean |error| {out['mean_abs_pct']:.1f} %, signed {out['mean_signed_pct']:+.1f} %, "
           f"max {out['max_abs_pct']:.1f} %; {out['groups']} groups: Spearman mean {out['spearman_mean']:.3f}, min "
           f"{out['spearman_min']:.3f}, {out['groups_below_0.85']} below 0.85; top-1 regret mean "
@@ -127,11 +128,11 @@ def spread_dp(r: dict, node: int = 8) -> bool:
     return per_node >= 2 and dp // per_node >= 4
 
 
-def report_spread(data: list[dict], host_us: float | None) -> None:
-    """Error of the spread-DP rows and of the rest, apart (a diagnostic: the headline above counts every row)."""
-    for title, part in (("DP groups of >= 2 GPUs a node over >= 4 nodes", [r for r in data if spread_dp(r)]),
-                        ("the other runs", [r for r in data if not spread_dp(r)])):
-        errs = [100 * (predict(r, host_us) / r["iteration time (ms)"] - 1) for r in part]
+def report_spread(data: list[dict], errors: list[float]) -> None:
+    """``errors`` (``report``'s, per row of ``data``) of the spread-DP rows and of the rest, apart (a diagnostic: the
+    headline counts every row)."""
+    for title, spread in (("DP groups of >= 2 GPUs a node over >= 4 nodes", True), ("the other runs", False)):
+        errs = [e for r, e in zip(data, errors) if spread_dp(r) == spread]
         if errs:
             print(f"  {title}: {len(errs)} runs, mean |error| {mean(map(abs, errs)):.1f} %, signed "
                   f"{mean(errs):+.1f} %, max {max(map(abs, errs)):.1f} %")
@@ -178,8 +179,7 @@ def main() -> None:
     if args.multi:
         multi = [r for r in rows("ground_truth_multi.csv")]
         multi = multi[::10] if args.quick else multi
-        report(multi, host, "multi-node (64-512 GPUs)")
-        report_spread(multi, host)
+        report_spread(multi, report(multi, host, "multi-node (64-512 GPUs)")["errors"])
 
 
 if __name__ == "__main__":

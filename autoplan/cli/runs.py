@@ -29,7 +29,7 @@ def report_cmd(run: str) -> None:
 @friendly
 def show_cmd(run: str, top: int | None, as_json: bool) -> None:
     """Print the leaderboard of a run folder."""
-    from autoplan.report.leaderboard import rows
+    from autoplan.report.leaderboard import rows, unproven_note
     from autoplan.search.analysis import load_run
     from autoplan.search.totals import costing_of
 
@@ -48,8 +48,7 @@ def show_cmd(run: str, top: int | None, as_json: bool) -> None:
     if not table:
         click.echo("no plan of this run fits in memory")
     elif r.summary.get("unproven"):
-        click.echo(f"the search stopped at its --budget with {r.summary['unproven']} plans whose bound could still "
-                   "enter its top k: the best found in bound order, not proven exact")
+        click.echo(f"the search stopped early: {unproven_note(r.summary['unproven'], r.inputs.get('budget'))}")
     elif (top or 0) > r.top_k and r.inputs.get("sampler") == "exhaustive":
         click.echo(f"ranks after {r.top_k} are the best of the plans simulated, not an exact ranking "
                    f"(the search stopped once no other plan could enter its top {r.top_k})")

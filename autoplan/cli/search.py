@@ -160,7 +160,7 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
                sampler: str, workers: int | None, ray_address: str | None, storage: str | None,
                as_json: bool) -> None:
     """Run the search in ``folder`` (locked), write its results and print its leaderboard."""
-    from autoplan.report.leaderboard import rows
+    from autoplan.report.leaderboard import rows, unproven_note
     from autoplan.report.live import Progress, progress_console
     from autoplan.report.write import write_run
     from autoplan.search.run import SearchInterrupted, run_search
@@ -215,11 +215,9 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
         hint = explain_no_fit(model, gpus, spec, sp, inputs["global_batch"])
         con.print(Text(hint, style="bold red"))
     same = f" ({result.equivalent} same as another plan here)" if result.equivalent else ""
+    unproven = unproven_note(result.unproven, inputs["budget"])
     skipped = (f"{result.pruned - result.unproven} skipped by bound (cannot enter the top {top})"
-               + (f", {result.unproven} left unsimulated at the --budget of {inputs['budget']:,} (their bound could "
-                  f"still enter: the top {top} is the best found in bound order, not proven exact)"
-                  if result.unproven else "")
-               if result.sampler == "exhaustive"
+               + (f", {unproven}" if unproven else "") if result.sampler == "exhaustive"
                else f"{result.pruned} ranked by symbolic cost only" if result.sampler == "symbolic"
                else f"{result.pruned} not sampled ({result.sampler})")
     if result.sampler == "symbolic":

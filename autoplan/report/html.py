@@ -12,7 +12,7 @@ from string import Template
 
 from autoplan.errors import SpecError
 from autoplan.report.export import launch_section
-from autoplan.report.leaderboard import rows
+from autoplan.report.leaderboard import rows, unproven_note
 from autoplan.search.analysis import Analysis, Neighbour, Run
 from autoplan.search.folder import trace_name
 from autoplan.search.totals import costing_of
@@ -479,8 +479,7 @@ def _subtitle(run: Run) -> str:
         parts.append(f"{s.get('valid', '?')} valid plans in the space, {s.get('out_of_memory', '?')} do not fit, "
                      f"{s.get('pruned_by_bound', '?')} skipped by the search, {s.get('seconds', 0):.1f} s")
         if s.get("unproven"):
-            parts.append(f"stopped at its budget with {s['unproven']} plans whose bound could still enter: the best "
-                         "found in bound order, not proven exact")
+            parts.append(unproven_note(s["unproven"], run.inputs.get("budget")))
     if run.leaderboard:
         m = run.leaderboard[0].metrics
         parts.append(f"best: {run.leaderboard[0].strategy.short()}, {m.step_time:.3f} s/step, "

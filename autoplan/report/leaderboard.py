@@ -69,12 +69,14 @@ def _totals_entry(costing: Any, e: Any) -> dict:
     return {"run_totals": t.to_dict()} if t is not None else {"run_totals": None, "why": costing.why[e.strategy]}
 
 
-def _unproven(result: Any) -> str:
-    """What the budget left unsimulated, if it cut the exhaustive search short."""
-    if not result.unproven:
+def unproven_note(unproven: int, budget: int | None = None) -> str:
+    """Why a top k is not proven exact: the plans an exhaustive search its budget cut short left unsimulated
+    (``SearchResult.unproven``); "" when it finished."""
+    if not unproven:
         return ""
-    return (f", {result.unproven} whose bound could still enter the top k left unsimulated at the budget (the best "
-            "found in bound order, not proven exact)")
+    at = f"the --budget of {budget:,}" if budget is not None else "its --budget"
+    return (f"{unproven} plans whose bound could still enter the top k left unsimulated at {at} (the best found in "
+            "bound order, not proven exact)")
 
 
 def leaderboard_files(inputs: dict, result: Any, costing: Any = None, model: Any = None) -> dict[str, str]:
@@ -101,9 +103,11 @@ def leaderboard_files(inputs: dict, result: Any, costing: Any = None, model: Any
     batches = tuple(inputs.get("space", {}).get("global_batch", ())) or (inputs["global_batch"],)
     seq = model.seq_len if model is not None else None
     samples = model is not None and model.structure is not None
+    unproven = unproven_note(result.unproven, inputs.get("budget"))
     md = [f"# {heading(inputs['model'], inputs['gpus'], inputs['gpu'], inputs['cluster'], seq, batches, samples)}", "",
           f"{result.valid} valid plans, {result.out_of_memory} do not fit, {len(result.evaluations)} simulated, "
-          f"{result.pruned - result.unproven} pruned by bound{_unproven(result)}, in {result.seconds:.1f} s.", ""]
+          f"{result.pruned - result.unproven} pruned by bound{f', {unproven}' if unproven else ''}, "
+          f"in {result.seconds:.1f} s.", ""]
     if costing is not None:
         md += [f"Whole run: {costing.describe()}.", ""]
     md += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]

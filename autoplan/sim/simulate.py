@@ -137,14 +137,15 @@ def _extrapolated(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> _Total
     a, b, period = points
     if s.schedule in V_SHAPE or s.schedule == BIDIRECTIONAL:
         return _extrapolated_once_settled(model, cluster, s, a, period)
-    sa, sb = _with_micro_batches(s, a), _with_micro_batches(s, b)
-    if inert(cluster, s):
-        ta, tb = pipeline.totals_pair(model, cluster, sa, sb)
-    elif a + b >= s.micro_batches:
+    shared = not inert(cluster, s)
+    if shared and a + b >= s.micro_batches:
         # with shared links the two samples run apart (no shared prefix): more micro-batches than the step itself
         return None
-    else:
+    sa, sb = _with_micro_batches(s, a), _with_micro_batches(s, b)
+    if shared:
         ta, tb = flows.totals(model, cluster, sa), flows.totals(model, cluster, sb)
+    else:
+        ta, tb = pipeline.totals_pair(model, cluster, sa, sb)
     k = (s.micro_batches - a) / period
     out = (_extend(ta[0], tb[0], k), _extend_dicts(ta[1], tb[1], k), _extend_dicts(ta[2], tb[2], k))
     if _long_transient(s) or _backlogged(ta, tb):

@@ -29,8 +29,9 @@ def trace_events(lowered: Lowered, timeline: Timeline, layers_per_chunk: int = 0
     """Trace events: one process per stage device, one thread per stream, times in microseconds.
 
     With ``layers_per_chunk`` above 1 each pass also shows its layers as nested spans, if the trace then stays
-    within ``max_events`` (a chunk of one layer has none: its span would repeat the pass's). If even one event per task exceeds it, each stream's consecutive tasks are merged into spans
-    (named "F3 .. B1", with their task count and busy time), so that the whole stays within the bound.
+    within ``max_events`` (a chunk of one layer has none: its span would repeat the pass's). If even one event per
+    task exceeds it, each stream's consecutive tasks are merged into spans (named "F3 .. B1", with their task count
+    and busy time), so that the whole stays within the bound.
     """
     tasks = lowered.tasks
     events, threads, chain, shown, layers_per_chunk, merged = _layout(lowered, timeline, layers_per_chunk, max_events)
@@ -84,7 +85,7 @@ def _layout(lowered: Lowered, timeline: Timeline, layers_per_chunk: int,
         head += _chain_events(path, timeline, lowered.stages)
     shown = [i for i, dur in enumerate(lowered.tasks.duration) if dur > 0]
     budget = max(1, max_events - len(head))
-    if layers_per_chunk == 1 or layers_per_chunk and len(shown) + layers_per_chunk * len(lowered.meta) > budget:
+    if layers_per_chunk == 1 or (layers_per_chunk and len(shown) + layers_per_chunk * len(lowered.meta) > budget):
         layers_per_chunk = 0
     merged = _merged(lowered, timeline, shown, threads, budget, chain) if len(shown) > budget else None
     return head, threads, chain, shown, layers_per_chunk, merged
