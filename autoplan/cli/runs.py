@@ -12,13 +12,16 @@ from autoplan.cli.app import (_console, friendly,
 
 @main.command("report")
 @click.argument("run")
+@click.option("--traces", type=click.IntRange(1, 1000), default=1, show_default=True,
+              help="Chrome/Perfetto traces of this many of the best plans (trace_rank1.json.gz, ...; after the "
+                   "best plan's, while they stay small).")
 @friendly
-def report_cmd(run: str) -> None:
+def report_cmd(run: str, traces: int) -> None:
     """Rebuild a run folder's report.html, best_plan.json and traces of its best plans."""
     from autoplan.report.write import write_report
     from autoplan.search.analysis import load_run
 
-    for path in write_report(load_run(run)):
+    for path in write_report(load_run(run), traces):
         click.echo(str(path))
 
 

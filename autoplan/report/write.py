@@ -10,8 +10,8 @@ from typing import Any
 
 from autoplan.report.export import best_plan_json
 from autoplan.report.leaderboard import leaderboard_files
-from autoplan.search.analysis import Run, analyse, load_run
-from autoplan.search.folder import BEST_PLAN, REPORT, RunFolder, trace_name
+from autoplan.search.analysis import TRACES, Run, analyse, load_run
+from autoplan.search.folder import BEST_PLAN, REPORT, TRACES_GLOB, RunFolder, trace_name
 from autoplan.search.totals import costing_of
 from autoplan.sim.simulate import Simulation
 from autoplan.sim.trace import trace_bytes
@@ -58,13 +58,15 @@ run folder stays small when steps have thousands of micro-batches (GPT-3 on 64 G
 
 def write_traces(run: Run, sims: list[Simulation], budget: int = TRACE_BYTES) -> list[Path]:
     """``trace_rank1.json.gz``… (gzip'd Chrome Trace Event JSON, which Perfetto opens) for the simulated best
-    plans: always the best plan's, the next ones while the traces fit in ``budget`` bytes."""
+    plans: always the best plan's, the next ones while the traces fit in ``budget`` bytes. Traces of other ranks
+    left by an earlier report are removed (they may come from another model or code)."""
     folder = RunFolder(run.folder)
     paths: list[Path] = []
     total = last = 0
+    for old in run.folder.glob(TRACES_GLOB):
+        old.unlink(missing_ok=True)
     for rank, (e, sim) in enumerate(zip(run.ranked, sims), 1):
         if rank > 1 and total + last > budget:
-            folder.file(trace_name(rank)).unlink(missing_ok=True)
             continue
         s = e.strategy
         data = trace_bytes(sim.lowered, sim.timeline, 0 if s.uneven else run.model.layers // (s.pp * layout_chunks(s)))
@@ -74,12 +76,13 @@ def write_traces(run: Run, sims: list[Simulation], budget: int = TRACE_BYTES) ->
     return paths
 
 
-def write_report(run: Run) -> list[Path]:
-    """report.html, best_plan.json and the traces in the run folder; the paths written."""
+def write_report(run: Run, traces: int = TRACES) -> list[Path]:
+    """report.html, best_plan.json and the traces of the ``traces`` best plans in the run folder; the paths
+    written."""
     from autoplan.report.html import page
 
     folder = RunFolder(run.folder)
-    analysis = analyse(run)
+    analysis = analyse(run, traces)
     paths = write_traces(run, analysis.sims)
     if run.leaderboard:
         paths.insert(0, folder.write(BEST_PLAN, best_plan_json(run.leaderboard[0], run.model, run.cluster)))

@@ -19,8 +19,10 @@ from autoplan.families.strategy import Strategy
 from autoplan.families.catalog import get_model
 from autoplan.families.strategy import AXES
 
-TRACES = 3
-"""Steps simulated in full (timeline, traces) for this many of the best plans."""
+TRACES = 1
+"""Steps simulated in full (timeline, trace) for this many of the best plans by default: the best plan's (a
+search's report draws only its timeline; each more trace of GPT-3/1024's best plans cost 0.13-0.20 s of CPU).
+``autoplan report RUN --traces N`` writes more."""
 
 
 @dataclass(frozen=True, kw_only=True)

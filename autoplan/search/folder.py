@@ -64,6 +64,10 @@ def trace_name(rank: int) -> str:
     return f"trace_rank{rank}.json.gz"
 
 
+TRACES_GLOB = "trace_rank*.json.gz"
+"""Every ``trace_name`` in a run folder."""
+
+
 class RunFolder:
     """One run folder on disk."""
 

@@ -56,6 +56,15 @@ def test_report_command_rebuilds(small_run, tmp_path):
     r = cli("report", str(folder))
     assert r.exit_code == 0, r.output
     assert (folder / "report.html").exists() and str(folder / "report.html") in r.output
+    traces = lambda: sorted(p.name for p in folder.glob("trace_rank*"))  # noqa: E731
+    assert traces() == ["trace_rank1.json.gz"]
+    assert cli("report", str(folder), "--traces", "3").exit_code == 0
+    assert traces() == ["trace_rank1.json.gz", "trace_rank2.json.gz", "trace_rank3.json.gz"]
+    r = cli("report", str(folder), "--traces", "2")           # a rebuild with fewer leaves no stale trace behind
+    assert r.exit_code == 0 and str(folder / "trace_rank2.json.gz") in r.output
+    assert traces() == ["trace_rank1.json.gz", "trace_rank2.json.gz"]
+    r = cli("report", str(folder), "--traces", "0")
+    assert r.exit_code == 2 and "--traces" in r.output
 
 
 @pytest.mark.parametrize("args,needle", [
