@@ -106,7 +106,8 @@ def _gpt_style(m: dict) -> ModelSpec:
 
 def cluster_of(hw: dict, gpus: int) -> ClusterSpec:
     """The run's cluster spec (``hardware.cluster_spec``, else the built-in spec of its GPU type) sized to the run,
-    with ``hardware.flash_attention`` as the run's software had it."""
+    with ``hardware.flash_attention`` as the run's software had it and ``hardware.hbm_gib`` (usable GiB) where the
+    run's GPU holds more or less memory than the spec's (a 96 GB H100 beside the 80 GB spec)."""
     name = hw.get("cluster_spec") or next((n for key, n in _GPU_CLUSTERS.items() if key in str(hw.get("gpu", ""))),
                                           None)
     if name is None:
@@ -118,6 +119,11 @@ def cluster_of(hw: dict, gpus: int) -> ClusterSpec:
         if not isinstance(hw["flash_attention"], bool):
             raise SpecError(f"hardware.flash_attention must be true or false, got {hw['flash_attention']!r}")
         cluster = replace(cluster, flash_attention=hw["flash_attention"])
+    if "hbm_gib" in hw:
+        gib = hw["hbm_gib"]
+        if isinstance(gib, bool) or not isinstance(gib, (int, float)) or not 1 <= gib <= 1e4:
+            raise SpecError(f"hardware.hbm_gib must be a number of GiB (1 to 10,000), got {gib!r}")
+        cluster = replace(cluster, gpu=replace(cluster.gpu, hbm_bytes=float(gib) * 2**30))
     return cluster
 
 

@@ -320,6 +320,18 @@ def test_a_run_states_its_flash_attention(tmp_path):
     assert cluster_of({"gpu": "H100", "cluster_spec": "dgx-b200"}, 8).gpu.name.startswith("B200")
 
 
+def test_a_run_states_its_gpu_memory():
+    from autoplan.errors import SpecError
+    from autoplan.validate import cluster_of
+
+    hw = {"gpu": "H100 SXM 96GB", "cluster_spec": "dgx-h100-80g"}
+    assert cluster_of(hw, 8).gpu.hbm_bytes == 79.6 * 2**30
+    assert cluster_of({**hw, "hbm_gib": 95.58}, 8).gpu.hbm_bytes == 95.58 * 2**30
+    for bad in (True, "96", 0.5):
+        with pytest.raises(SpecError, match="hbm_gib"):
+            cluster_of({**hw, "hbm_gib": bad}, 8)
+
+
 def test_calibration_runs_are_named_and_left_out(tmp_path):
     path = tmp_path / "v.yaml"
     case = ("{id: %s, %shardware: {gpu: A100-SXM4-80GB, num_gpus: 8}, model: {layers: 4, hidden: 1024, heads: 16, "

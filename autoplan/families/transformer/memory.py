@@ -69,19 +69,22 @@ def activation_input_bytes(model: ModelSpec, s: Plan) -> int:
     return (2 if model.gated else 1) * (1 if s.fp8_activation_store else 2)
 
 
-def activation_bytes_per_layer(model: ModelSpec, s: Plan, cluster_flash_attention: bool) -> float:
-    """Bytes of activations one transformer layer stores for one micro-batch on one GPU.
+def activation_bytes_per_layer(model: ModelSpec, s: Plan, cluster_flash_attention: bool,
+                               recompute: str | None = None) -> float:
+    """Bytes of activations one transformer layer stores for one micro-batch on one GPU (under ``recompute``
+    instead of the plan's, if given).
 
     Korthikanti et al. 2022 (arXiv 2205.05198) §4 and Table 2, generalised to GQA, gated MLPs, models
     without dropout, context parallelism (s = seq_len / cp) and fused (flash) attention.
     """
+    recompute = s.recompute if recompute is None else recompute
     seq = model.seq_len / s.cp
     sb = seq * s.micro_batch
     t = s.tp
     sp = t if s.sequence_parallel else 1
-    if s.recompute == "op":
+    if recompute == "op":
         return op_sac_bytes_per_layer(model, s)
-    if s.recompute == "full":
+    if recompute == "full":
         # Korthikanti Table 2, "full activation recomputation": only the layer input 2sbh (÷t with SP)
         return 2 * sb * model.hidden / sp
     d = 1 if model.dropout else 0
@@ -97,7 +100,7 @@ def activation_bytes_per_layer(model: ModelSpec, s: Plan, cluster_flash_attentio
         # and fc2 inputs (sb·q, sb·f); the norm inputs, Q, K, V and the activation's input stay BF16
         replicated -= 2 * sb * model.hidden
         sharded -= sb * (model.q_dim + model.ffn_hidden)
-    if s.recompute == "none":
+    if recompute == "none":
         if cluster_flash_attention:
             # Dao et al. 2022 (FlashAttention, arXiv 2205.14135) Alg. 2: fp32 log-sum-exp per query row and head
             sharded += 4 * sb * model.heads
@@ -105,6 +108,18 @@ def activation_bytes_per_layer(model: ModelSpec, s: Plan, cluster_flash_attentio
             # Korthikanti §4.1: softmax output 2as²b, dropout mask as²b, dropout output 2as²b
             sharded += (2 + 3 * d) * model.heads * seq * sb
     return replicated / sp + sharded / t
+
+
+def recompute_working_bytes(model: ModelSpec, s: Plan, flash: bool) -> float:
+    """Bytes a full recompute materialises again on top of the stored layer inputs: the activations of the one
+    layer whose backward runs, less its input (a stored one already); 0 without full recompute, or with a partial
+    one, whose kept layers' backward frees more first."""
+    if s.recompute != "full" or s.recompute_layers:
+        return 0.0
+    # Chen et al. 2016 (arXiv 1604.06174) §4.1: checkpointing's peak is the stored checkpoints plus the activations
+    # of the one segment recomputed for its backward; a segment is one layer (Megatron-LM --recompute-method
+    # uniform --recompute-num-layers 1, torchtitan's full AC wraps each block)
+    return activation_bytes_per_layer(model, s, flash, "none") - activation_bytes_per_layer(model, s, flash)
 
 
 ROW_PARALLEL = ("wo", "w2")
@@ -159,7 +174,9 @@ def partial_recompute_bytes(full: float, chunk_layers: float, model: ModelSpec, 
     return (rec * full + (chunk_layers - rec) * kept) / chunk_layers
 
 
-def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_layer: float) -> StageMemory:
+def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_layer: float,
+           working: float = 0.0) -> StageMemory:
+    """``working``: ``recompute_working_bytes``, added where the stage holds layers."""
     t, p, n = s.tp, s.pp, s.dp * s.cp
     layers = stage_layers(model.layers, s, stage)
     first, last = holds_embedding(s.schedule, stage, p), holds_output(s.schedule, stage, p)
@@ -196,6 +213,10 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
     if s.zero == 3 and n > 1:
         weights /= n
         buffers = ZERO3_GATHERED_LAYERS * WEIGHT_BYTES * model.layer_params() / t
+        if s.zero3_per_tensor:
+            # imported here: zero3_tensors imports passes, which imports this module
+            from autoplan.families.transformer.zero3_tensors import gathered_elements
+            buffers = min(buffers, WEIGHT_BYTES * gathered_elements(model, s))
     if s.zero == 2 and n > 1:
         # ZeRO-2's sharded gradients exist whole only until their reduce-scatter, issued as each layer's backward
         # ends (Zhao et al. 2023, PyTorch FSDP §3.3, one unit per layer; Llama 3's FSDP, arXiv 2407.21783 §3.3.1):
@@ -210,7 +231,7 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
         per_layer = partial_recompute_bytes(per_layer, per_chunk, model, s, cluster.flash_attention)
     # Narayanan et al. SC'21 §2.2: each in-flight chunk-forward holds its layers' activations until its backward
     # (an uneven end stage's chunks: their mean layer count)
-    activations = chunks * per_chunk * per_layer
+    activations = chunks * per_chunk * per_layer + (working if layers else 0.0)
     if s.activation_offload_layers and layers:
         # Megatron-Core CPU offloading (pp 1): the offloaded layers' activations leave the GPU, one layer's in flight
         kept = layers - s.activation_offload_layers + min(1, s.activation_offload_layers)
@@ -241,13 +262,16 @@ def stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int) ->
     """Bytes per GPU of pipeline stage ``stage`` (0-based) under plan ``s``."""
     if not 0 <= stage < s.pp:
         raise SpecError(f"stage {stage} is outside the pipeline's stages 0..{s.pp - 1}")
-    return _stage(model, cluster, s, stage, activation_bytes_per_layer(model, s, cluster.flash_attention))
+    flash = cluster.flash_attention
+    return _stage(model, cluster, s, stage, activation_bytes_per_layer(model, s, flash),
+                  recompute_working_bytes(model, s, flash))
 
 
 def memory_per_stage(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> list[StageMemory]:
     """Bytes per GPU of every pipeline stage, first to last."""
     per_layer = activation_bytes_per_layer(model, s, cluster.flash_attention)
-    return [_stage(model, cluster, s, i, per_layer) for i in range(s.pp)]
+    working = recompute_working_bytes(model, s, cluster.flash_attention)
+    return [_stage(model, cluster, s, i, per_layer, working) for i in range(s.pp)]
 
 
 def peak_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
@@ -258,10 +282,11 @@ def peak_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
     fewer layers.
     """
     per_layer = activation_bytes_per_layer(model, s, cluster.flash_attention)
-    first = _stage(model, cluster, s, 0, per_layer).total
+    working = recompute_working_bytes(model, s, cluster.flash_attention)
+    first = _stage(model, cluster, s, 0, per_layer, working).total
     if s.pp == 1:
         return first
-    peak = max(first, _stage(model, cluster, s, s.pp - 1, per_layer).total)
+    peak = max(first, _stage(model, cluster, s, s.pp - 1, per_layer, working).total)
     if s.uneven and s.pp > 2:
-        peak = max(peak, _stage(model, cluster, s, 1, per_layer).total)
+        peak = max(peak, _stage(model, cluster, s, 1, per_layer, working).total)
     return peak

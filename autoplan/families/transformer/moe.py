@@ -393,12 +393,14 @@ def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
 
 # ------------------------------------------------------------------------------------------------ memory
 
-def moe_activation_bytes(model: ModelSpec, s: Plan, flash: bool) -> tuple[float, float]:
-    """Bytes of activations one (dense, MoE) layer stores for one micro-batch on one GPU."""
-    modules = s.recompute == "modules"
+def moe_activation_bytes(model: ModelSpec, s: Plan, flash: bool, recompute: str | None = None) -> tuple[float, float]:
+    """Bytes of activations one (dense, MoE) layer stores for one micro-batch on one GPU (under ``recompute``
+    instead of the plan's, if given)."""
+    recompute = s.recompute if recompute is None else recompute
+    modules = recompute == "modules"
     # recompute modules keeps what recompute none keeps, less the recomputed modules' outputs (below)
-    dense = activation_bytes_per_layer(model, replace(s, recompute="none") if modules else s, flash)
-    if s.recompute == "full":
+    dense = activation_bytes_per_layer(model, s, flash, "none" if modules else recompute)
+    if recompute == "full":
         return dense, dense                  # Korthikanti Table 2: only the layer input
     sb = model.seq_len / s.cp * s.micro_batch
     # a linear layer's saved input is its FP8 cast under an FP8 precision (Transformer Engine; DeepSeek-V3
@@ -434,8 +436,17 @@ def moe_activation_bytes(model: ModelSpec, s: Plan, flash: bool) -> tuple[float,
     return dense, dense - mlp + routed + shared
 
 
+def _working_bytes(model: ModelSpec, s: Plan, flash: bool) -> tuple[float, float]:
+    """``memory.recompute_working_bytes`` of a dense and of an MoE layer."""
+    if s.recompute != "full" or s.recompute_layers:
+        return 0.0, 0.0
+    kept, stored = moe_activation_bytes(model, s, flash, "none"), moe_activation_bytes(model, s, flash)
+    return kept[0] - stored[0], kept[1] - stored[1]
+
+
 def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int,
-                  per_layer: tuple[float, float]) -> StageMemory:
+                  per_layer: tuple[float, float], working: tuple[float, float] = (0.0, 0.0)) -> StageMemory:
+    """``working``: ``_working_bytes``; the larger of the layer kinds the stage holds is added."""
     base = _stage(model, cluster, s, stage, 0.0)     # its embedding activations and reserve (memory.py)
     non_expert, expert = stage_params(model, s, stage)
     copies = model_copies(s.schedule)      # DualPipe: both copies of a stage share its optimizer state
@@ -458,6 +469,7 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int,
         per_layer = tuple(share * a + (1 - share) * b for a, b in zip(per_layer, kept))
     # Narayanan et al. SC'21 §2.2: each in-flight chunk-forward holds its layers' activations (mean per chunk)
     acts = inflight_layer_chunks(s, stage) * (d * per_layer[0] + (layers - d) * per_layer[1]) / s.chunks
+    acts += max(working[0] if d else 0.0, working[1] if layers > d else 0.0)
     embedding = base.embedding
     if blocks:
         # the MTP modules of the one micro-batch in flight on the output layer (as memory._stage's output layer):
@@ -476,13 +488,15 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int,
 def memory(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> list[StageMemory]:
     """Bytes per GPU of every pipeline stage, first to last."""
     per_layer = moe_activation_bytes(model, s, cluster.flash_attention)
-    return [_stage_memory(model, cluster, s, i, per_layer) for i in range(s.pp)]
+    working = _working_bytes(model, s, cluster.flash_attention)
+    return [_stage_memory(model, cluster, s, i, per_layer, working) for i in range(s.pp)]
 
 
 def peak_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
     """The most bytes any GPU needs: stages 0, 1 and the last (a later middle stage holds no more)."""
     per_layer = moe_activation_bytes(model, s, cluster.flash_attention)
-    return max(_stage_memory(model, cluster, s, i, per_layer).total for i in _stages_to_check(model, s))
+    working = _working_bytes(model, s, cluster.flash_attention)
+    return max(_stage_memory(model, cluster, s, i, per_layer, working).total for i in _stages_to_check(model, s))
 
 
 # --------------------------------------------------------------------------------------- what check lists

@@ -29,6 +29,7 @@ WEIGHT_BYTES = 2                      # fp16/bf16 weights, as gathered
 PERSISTENCE_THRESHOLD = 100_000       # DeepSpeed stage3_param_persistence_threshold default (elements)
 MAX_REUSE_DISTANCE = 1_000_000_000    # DeepSpeed stage3_max_reuse_distance default (elements)
 REDUCE_BUCKET_SIZE = 500_000_000      # DeepSpeed reduce_bucket_size default (elements)
+MAX_LIVE_PARAMETERS = 1_000_000_000   # DeepSpeed stage3_max_live_parameters default (elements gathered before release)
 
 
 def layer_modules(model: ModelSpec) -> tuple[tuple[int, ...], ...]:
@@ -41,6 +42,13 @@ def layer_modules(model: ModelSpec) -> tuple[tuple[int, ...], ...]:
     qkv = model.attention_matmul_params() - q * h
     return (norm, (qkv,) + ((q + 2 * kv,) if bias else ()), (q * h,) + ((h,) if bias else ()), norm,
             (h * up,) + ((up,) if bias else ()), (f * h,) + ((h,) if bias else ()))
+
+
+def gathered_elements(model: ModelSpec, s: Plan) -> float:
+    """Elements of gathered weights a rank may hold at once: released once ``MAX_LIVE_PARAMETERS`` are live
+    (runtime/zero/constants.py: "maximum number of parameters per GPU before releasing them"), but a sub-module's
+    tensors are gathered whole (stage3.py ``fetch_sub_module``), so never fewer than the largest sub-module's."""
+    return max(MAX_LIVE_PARAMETERS, max(sum(m) for m in layer_modules(model)) / s.tp)
 
 
 def list_collective_copies(cluster: ClusterSpec, n: int, nbytes: float) -> float:

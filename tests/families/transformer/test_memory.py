@@ -9,7 +9,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from autoplan.families.transformer.memory import (activation_bytes_per_layer, memory_per_stage,
-                                                  weight_grad_bytes_per_layer, peak_memory, stage_memory)
+                                                  recompute_working_bytes, weight_grad_bytes_per_layer, peak_memory,
+                                                  stage_memory)
 from autoplan.specs.layout import inflight_layer_chunks
 from autoplan.errors import SpecError
 from autoplan.families.catalog import get_model
@@ -206,6 +207,37 @@ def test_recompute_ordering_and_sequence_parallel(case):
             on = memory_per_stage(model, cluster, _with(s, recompute=r, sequence_parallel=True))
             off = memory_per_stage(model, cluster, _with(s, recompute=r, sequence_parallel=False))
             assert all(a.activations <= b.activations and a.embedding <= b.embedding for a, b in zip(on, off))
+
+
+@pytest.mark.parametrize("flash", [False, True])
+@pytest.mark.parametrize("pp,schedule,v", [(1, "1f1b", 1), (4, "1f1b", 1), (4, "interleaved", 2)])
+def test_full_recompute_holds_the_inputs_and_one_layer_recomputed_whole(tiny_gpt, flash, pp, schedule, v):
+    # Chen et al. 2016 §4.1: the stored checkpoints plus one segment's activations during its backward
+    cluster = FLASH_CLUSTER if flash else CLUSTER
+    s = Strategy(tp=2, pp=pp, dp=8 // (2 * pp), micro_batch=2, global_batch=8 * 8, schedule=schedule,
+                 virtual_stages=v, sequence_parallel=True, recompute="full")
+    inputs = 2 * tiny_gpt.seq_len * s.micro_batch * tiny_gpt.hidden / s.tp          # Korthikanti Table 2
+    layer = activation_bytes_per_layer(tiny_gpt, _with(s, recompute="none"), flash)
+    # the recomputed layer saves its input again for the backward: the stored checkpoint, not a copy
+    assert recompute_working_bytes(tiny_gpt, s, flash) == pytest.approx(layer - inputs, rel=1e-12)
+    held = inflight_layer_chunks(s, 0) * tiny_gpt.layers / (pp * v)
+    assert stage_memory(tiny_gpt, cluster, s, 0).activations == pytest.approx((held - 1) * inputs + layer,
+                                                                               rel=1e-12)
+
+
+def test_no_working_layer_without_a_whole_full_recompute(tiny_gpt):
+    for s in (Strategy(recompute="none"), Strategy(recompute="selective"),
+              Strategy(pp=2, global_batch=8, recompute="full", recompute_layers=1)):
+        assert recompute_working_bytes(tiny_gpt, s, False) == 0.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(model_and_plan())
+def test_full_recompute_never_needs_more_than_none(case):
+    model, cluster, s = case
+    full = memory_per_stage(model, cluster, _with(s, recompute="full"))
+    none = memory_per_stage(model, cluster, _with(s, recompute="none"))
+    assert all(a.activations <= b.activations * (1 + 1e-12) for a, b in zip(full, none))
 
 
 def test_weight_gradient_stash_is_the_papers_32sbh_for_gpt3_shapes():

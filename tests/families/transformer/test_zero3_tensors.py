@@ -26,6 +26,22 @@ def test_the_tensors_add_up_to_the_layer(name):
     assert sum(sum(m) for m in zero3_tensors.layer_modules(model)) == model.layer_params()
 
 
+@pytest.mark.parametrize("name,largest", [("gpt-530b", 20480 * 81920 + 81920), ("gpt3-175b", None)])
+def test_gathered_weights_are_deepspeeds_live_parameters_or_the_largest_module(a100_64, name, largest):
+    from autoplan.families.transformer.memory import stage_memory
+    model = get_model(name) if name != "gpt-530b" else None
+    if model is None:
+        from autoplan.specs.model import ModelSpec
+        model = ModelSpec(name=name, layers=105, hidden=20480, heads=128, ffn_hidden=81920, vocab=51200, seq_len=2048)
+    s = _z3(64)
+    # runtime/zero/constants.py (2021): stage3_max_live_parameters 1e9, but fc1 (plus bias) is fetched whole
+    want = largest or zero3_tensors.MAX_LIVE_PARAMETERS
+    assert zero3_tensors.gathered_elements(model, s) == want
+    assert stage_memory(model, a100_64, s, 0).buffers == pytest.approx(2 * want, rel=1e-12)
+    per_layer = stage_memory(model, a100_64, Strategy(**{**s.to_dict(), "zero3_per_tensor": False}), 0)
+    assert per_layer.buffers == pytest.approx(2 * 2 * model.layer_params(), rel=1e-12)   # two layers prefetched
+
+
 def test_slice_copies_read_and_write_the_buffer_with_one_kernel_per_rank(a100_64):
     gpu = a100_64.gpu
     expected = 2 * 1e9 / (gpu.hbm_bandwidth * gpu.memory_efficiency) + 64 * gpu.kernel_overhead
