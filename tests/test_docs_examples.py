@@ -44,6 +44,18 @@ def test_every_example_is_current():
     assert r.returncode == 0, f"stale examples (run `python docs/examples.py` to rewrite them):\n{r.stdout}{r.stderr}"
 
 
+def test_every_file_an_example_names_exists():
+    # a moved fixture turns an example into "does not exist", which --check then keeps as the expected output
+    runner = _runner_module()
+    tree = re.compile(r"(?<![\w/.$-])(?:tests|docs|cluster_specs|search_spaces|benchmarks|autoplan)/[\w./+-]+")
+    missing = []
+    for path in runner.doc_files():
+        for example in runner.find_examples(path, path.read_text().splitlines(keepends=True)):
+            missing += [f"{path.relative_to(ROOT)}:{example.line + 1}: {name}"
+                        for name in tree.findall(example.command) if not (ROOT / name.rstrip(".")).exists()]
+    assert not missing, "examples name files that are not in the repository:\n" + "\n".join(missing)
+
+
 def test_a_planted_stale_number_is_caught(tmp_path):
     page = tmp_path / "check.md"
     text = (ROOT / "docs" / "commands" / "check.md").read_text()
