@@ -20,7 +20,7 @@ import numpy as np
 
 from autoplan.sim.contention import applies, sharing_of
 from autoplan.sim.fluid import stretch
-from autoplan.sim.pipeline import Slowed, Totals, run
+from autoplan.sim.pipeline import Ends, Slowed, Totals, run
 from autoplan.sim.program import DIRECT, ON_COMPUTE, Program, cycle_gc_paused, program
 from autoplan.sim.workload import slot_costs
 from autoplan.specs.cluster import ClusterSpec
@@ -128,23 +128,33 @@ def intervals(fl: Flows, recorded: tuple) -> tuple[np.ndarray, np.ndarray]:
 
 
 @cycle_gc_paused
-def totals(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> Totals:
+def totals(model: ModelSpec, cluster: ClusterSpec, s: Plan, tails: bool = False) -> Totals | Ends:
     """Step time, stage breakdowns and stream activities of plan ``s``'s step with every micro-batch, transfers
-    slowed where they share links: the same floats as ``simulate._graph_totals`` (the contended graph)."""
+    slowed where they share links: the same floats as ``simulate._graph_totals`` (the contended graph). ``tails``:
+    the run stopped before each stage's tail (``pipeline.Ends``; ``pipeline.finish_ends`` completes it)."""
     shape, cost = slot_costs(model, cluster, s)
     prog = program(shape)
     first, recorded, _ = run(prog, cost)
+    sl = _slowed(cluster, s, prog, cost, recorded)
+    if sl is None:
+        return run(prog, cost, tails=True)[0] if tails else first
+    out = run(prog, cost, slowed=sl, tails=tails)[0]
+    return out._replace(unslowed=first) if tails else out
+
+
+def _slowed(cluster: ClusterSpec, s: Plan, prog: Program, cost: dict, recorded: tuple) -> Slowed | None:
+    """What sharing links adds to the run that ``recorded`` the intervals of, or None if nothing."""
     if not applies(cluster, s):
-        return first
+        return None
     fl = flows(prog)
     sharing = sharing_of(cluster, s, fl.classes)
     if not sharing.rows:
-        return first                                   # no link shared, none overloaded (contention.inert)
+        return None                                    # no link shared, none overloaded (contention.inert)
     start, end = intervals(fl, recorded)
     hit, more = stretch(start, end, fl.bounds, fl.group_classes, sharing)
     if not len(hit):
-        return first                                   # nothing shares a link at once: exact as it is
-    return run(prog, cost, slowed=slowed(fl, prog, cost, hit, more))[0]
+        return None                                    # nothing shares a link at once: exact as it is
+    return slowed(fl, prog, cost, hit, more)
 
 
 def slowed(fl: Flows, prog: Program, cost: dict, hit: np.ndarray, more: np.ndarray) -> Slowed:

@@ -29,6 +29,24 @@ Totals = tuple[float, list[dict[str, float]], list[dict[str, float]]]
 """Step time, per-stage breakdowns and per-stage stream activities, as ``simulate._totals`` returns them."""
 
 
+class Ends(NamedTuple):
+    """A run stopped before each stage's tail (``run(..., tails=True)``)."""
+
+    states: list[tuple]
+    """Per stage after its last task: compute-stream end, last pass's end, forward and backward link ends, DP
+    stream end, latest DP end and that collective's start."""
+    accs: list[dict[str, float]]
+    """Per stage, its breakdown so far."""
+    stages: list[Stage]
+    sec: list[float]
+    tail_extra: list[list[float] | None]
+    """Per stage, the extra seconds of its tail's DP tasks (None: not slowed)."""
+    acts: list[dict[str, float]]
+    """Per stage, its streams' busy seconds (the whole step's)."""
+    unslowed: Totals | None = None
+    """The totals of the same step with no link shared, where sharing slowed this run (``flows.totals``)."""
+
+
 class Slowed(NamedTuple):
     """What link contention adds to a run (``sim/flows.py``; ``contention.contend`` on the graph)."""
 
@@ -73,13 +91,14 @@ def totals_pair(model: ModelSpec, cluster: ClusterSpec, a: Plan, b: Plan) -> tup
 
 
 def run(prog: Program, cost: dict, stops: list[int] | None = None, resume: tuple | None = None,
-        slowed: Slowed | None = None) -> tuple[Totals | None, tuple, list]:
+        slowed: Slowed | None = None, tails: bool = False) -> tuple[Totals | None, tuple, list]:
     """Time ``prog`` with the seconds of ``cost`` (slot key -> PassCost): its totals, its transfers' (ends,
     starts) and each stage's DP-stream tasks' (starts, ends) in stream order, and, with ``stops``, each stage's
     state after its first ``stops[i]`` tasks. ``resume``: (stops, states, transfers, transfers to forget) of
     another program's run to start from (``totals_pair``); its totals None when a stage's breakdown does not start
     from the same seconds there. ``slowed``: the extra seconds of transfers and DP collectives that share links
-    (``sim/flows.py``)."""
+    (``sim/flows.py``). ``tails``: each stage's state before its tail (``finish`` takes it) and its breakdown so
+    far instead of the totals."""
     by_slot = [cost[k] for k in prog.keys]
     sec = [c.seconds for c in by_slot] + [-1.0]            # slot -1 -> -1.0: "no task"
     p = prog.stages
@@ -102,13 +121,15 @@ def run(prog: Program, cost: dict, stops: list[int] | None = None, resume: tuple
     ready: list[int] = []
     results: list = [None] * p
     snaps: list = [None] * p
-    gens = []
+    gens, stages, accs, dps = [], [], [], []
     for i in range(p):
         acc = dict.fromkeys(BREAKDOWN_KINDS, 0.0)
         acc.update(_stage_parts(prog.counts[i][0], by_slot))
         if slowed is not None and slowed.stretched[i]:
             acc["pp"] += slowed.stretched[i]              # sends on the compute stream (synchronous p2p), slowed
         dp = (hops, more[i], dp_start[i].append, dp_end[i].append)
+        accs.append(acc)
+        dps.append(dp)
         if resume is not None:
             skip, state = resume[0][i], resume[1][i]
             if skip and state[-1] != (acc["pp"], acc["dp"], acc["bubble"]):
@@ -122,6 +143,7 @@ def run(prog: Program, cost: dict, stops: list[int] | None = None, resume: tuple
             make = _fused_stage if st.fused_keys is not None else _stage
             gens.append(make(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, dp,
                              stop=stops[i] if stops else None, snaps=snaps))
+        stages.append(st)
     ready.extend(range(p - 1, -1, -1))
     finished = 0
     while ready:
@@ -133,18 +155,47 @@ def run(prog: Program, cost: dict, stops: list[int] | None = None, resume: tuple
             waiter[key] = i
     if finished < p:
         raise CycleError(f"{p - finished} pipeline stages wait on each other in a cycle")
-    makespan = max(r[0] for r in results)
-    breakdowns = []
-    for (_, e_last, acc) in results:
-        acc["bubble"] += makespan - e_last
-        breakdowns.append(acc)
     acts = []
     for i, counts in enumerate(prog.counts):
         busy = [sum(n * sec[k] for k, n in c) for c in counts]
         if slowed is not None:
             busy = [x + slowed.stretched[i + k * p] for k, x in enumerate(busy)]
         acts.append({"compute": busy[0], "pp_send_fwd": busy[1], "pp_send_bwd": busy[2], "dp": busy[3]})
-    return (makespan, breakdowns, acts), (arr_end, arr_start, dp_start, dp_end), snaps
+    recorded = (arr_end, arr_start, dp_start, dp_end)
+    if tails:
+        # each stage's DP tasks after those it has run: its tail's, with their extra seconds
+        extra = [slowed.dp[i][len(dp_start[i]):] if slowed is not None else None for i in range(p)]
+        return Ends(results, accs, stages, sec, extra, acts), recorded, snaps
+    makespan, breakdowns = finish(stages, sec, results, accs, dps)
+    return (makespan, breakdowns, acts), recorded, snaps
+
+
+def finish(stages: list[Stage], sec: list, states: list[tuple], accs: list[dict],
+           dps: list[tuple]) -> tuple[float, list[dict[str, float]]]:
+    """Each stage's tail (``_tail``) from its state after its last task (``states``: e, lp, lf, lb, de, dmax,
+    dstart; ``accs``: its breakdown so far, completed in place), then the step's makespan and breakdowns, every
+    stage idle from its optimizer's end to the makespan."""
+    ends = [_tail(st, sec, *state, acc, dp) for st, state, acc, dp in zip(stages, states, accs, dps)]
+    makespan = max(r[0] for r in ends)
+    for _, e_last, acc in ends:
+        acc["bubble"] += makespan - e_last
+    return makespan, [r[2] for r in ends]
+
+
+def finish_ends(ends: "Ends", states: list[tuple] | None = None, accs: list[dict] | None = None,
+                acts: list[dict] | None = None) -> Totals:
+    """The totals of a run stopped before its tails (``run(..., tails=True)``), from its own states and breakdowns
+    or from others of the same program's tails (an extended step's: ``simulate``)."""
+    states = ends.states if states is None else states
+    accs = [dict(a) for a in (ends.accs if accs is None else accs)]
+    dps = [(None, iter(x).__next__ if x is not None else repeat(0.0).__next__, _ignore, _ignore)
+           for x in ends.tail_extra]
+    makespan, breakdowns = finish(ends.stages, ends.sec, states, accs, dps)
+    return makespan, breakdowns, ends.acts if acts is None else acts
+
+
+def _ignore(_: float) -> None:
+    return None
 
 
 def _stage_parts(counts: tuple[tuple[int, int], ...], by_slot: list) -> dict[str, float]:
@@ -183,7 +234,7 @@ def _gathers(prog: Program, sec: list, dp: tuple) -> tuple[list[float], list[flo
 def _stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, dp, state=None, stop=None,
            snaps=None):
     """Run stage ``i``'s tasks ``st`` in order; a generator that parks (yields the transfer's id) on a transfer not
-    yet sent. ``results[i]``: (latest end on the stage's streams, end of its compute stream, breakdown). ``dp``:
+    yet sent. ``results[i]``: its state after its last task, before its tail (``finish``). ``dp``:
     each transfer's seconds, the next DP collective's extra seconds, and where to note each DP collective's start
     and end. ``stop``: keep the state after that many tasks in ``snaps[i]``; ``state``: the state to start from
     (``st`` then holds the tasks after those)."""
@@ -258,7 +309,7 @@ def _stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, dp
         if part is not tasks:
             snaps[i] = (e, lf, lb, lp, de, dmax, dstart, (pp, dpacc, bub), init)
     acc["pp"], acc["dp"], acc["bubble"] = pp, dpacc, bub
-    results[i] = _tail(st, sec, e, lp, lf, lb, de, dmax, dstart, acc, dp)
+    results[i] = (e, lp, lf, lb, de, dmax, dstart)
 
 
 def _fused_stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, dp, state=None, stop=None,
@@ -345,7 +396,7 @@ def _fused_stage(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, resul
                     ready.append(w)
         if part is not tasks:
             snaps[i] = (e, lf, lb, lp, de, dmax, dstart, (acc["pp"], acc["dp"], acc["bubble"]), init)
-    results[i] = _tail(st, sec, e, lp, lf, lb, de, dmax, dstart, acc, dp)
+    results[i] = (e, lp, lf, lb, de, dmax, dstart)
 
 
 def _send(o: int, link: int, pe: float, e: float, lf: float, lb: float, hops: list, arr_end: list,

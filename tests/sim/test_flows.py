@@ -119,15 +119,28 @@ def test_extended_contended_steps_are_the_full_simulation(tiny_gpt, a100_64, sch
     assert simulate._agrees(got, full, rel=1e-9)
 
 
-@pytest.mark.parametrize("schedule", ["1f1b", "zb-h1"])
-def test_a_stream_running_out_of_idle_time_is_simulated_in_full(schedule):
+@settings(max_examples=100, **_SETTINGS)
+@given(pipeline_plans())
+def test_a_run_stopped_before_its_tails_finishes_to_the_same_floats(tiny_gpt, a100_64, plan):
+    s, cluster = valid_case(tiny_gpt, a100_64, plan)
+    assert repr(pipeline.finish_ends(flows.totals(tiny_gpt, cluster, s, tails=True))) == repr(
+        flows.totals(tiny_gpt, cluster, s))
+
+
+@pytest.mark.parametrize("schedule,v", [("1f1b", 1), ("zb-h1", 1), ("interleaved", 2)])
+def test_a_stream_running_out_of_idle_time(monkeypatch, schedule, v):
     # GPT-3 on 1,024 H100s, ZeRO-2 with contention: each stage's DP stream (a reduce-scatter per micro-batch,
     # slowed by the PP sends sharing its links) gets 0.6 % busier per period than the step at 32 and 48
-    # micro-batches, and later sets the pace: the extension of those samples was 0.37-0.39 % short.
+    # micro-batches, and later sets the pace: the extension of those samples' totals was 0.19-0.39 % short.
     model, cluster = get_model("gpt3"), load_cluster("dgx-h100-80g", 1024)
-    s = Strategy(tp=8, pp=16, dp=8, micro_batch=1, global_batch=1536, schedule=schedule, zero=2)
+    s = Strategy(tp=8, pp=16, dp=8, micro_batch=1, global_batch=1536, schedule=schedule, virtual_stages=v, zero=2)
     a, b, _ = simulate._steady_state_points(s)
     samples = [flows.totals(model, cluster, simulate._with_micro_batches(s, n)) for n in (a, b)]
     assert simulate._backlogged(*samples)
-    full = _graph_totals(model, cluster, s) if schedule == "1f1b" else simulate._totals(model, cluster, s)
-    assert simulate._agrees(simulate._extrapolated(model, cluster, s), full, rel=1e-9)
+    full = simulate._totals(model, cluster, s)
+    if schedule in simulate.BEFORE_TAILS:
+        # extended before the stages' tails, where the saturated DP stream then sets the step: no full run
+        monkeypatch.setattr(simulate, "_totals", None)
+    got = simulate._extrapolated(model, cluster, s)
+    assert got[0] > simulate._extend(samples[0][0], samples[1][0], (s.micro_batches - a) / (b - a)) * 1.001
+    assert simulate._agrees(got, full, rel=1e-9)
