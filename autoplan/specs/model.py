@@ -286,6 +286,17 @@ class ModelSpec:
         """Weights of the MLP matrices of one layer."""
         return (3 if self.gated else 2) * self.hidden * self.ffn_hidden
 
+    def layer_tensors(self) -> tuple[tuple[int, ...], ...]:
+        """Elements of each parameter tensor of one transformer layer, grouped by sub-module in forward order."""
+        h, q, kv, f = self.hidden, self.q_dim, self.kv_dim, self.ffn_hidden
+        norm = (h, h) if self.norm == "layernorm" else (h,)
+        up = (2 if self.gated else 1) * f
+        bias = self.bias
+        # Megatron-LM ParallelTransformerLayer: input norm, QKV, output projection, post-attention norm, fc1, fc2
+        qkv = self.attention_matmul_params() - q * h
+        return (norm, (qkv,) + ((q + 2 * kv,) if bias else ()), (q * h,) + ((h,) if bias else ()), norm,
+                (h * up,) + ((up,) if bias else ()), (f * h,) + ((h,) if bias else ()))
+
     def layer_params(self) -> int:
         """All parameters of one transformer layer: matrices, biases and two norms."""
         cached = self.__dict__.get("_layer_params")        # the search asks tens of thousands of times

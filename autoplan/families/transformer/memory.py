@@ -32,6 +32,9 @@ FP8_WEIGHT_BYTES = 2
 """FP8 weight and its transpose per layer parameter (Transformer Engine, FP8 precisions)."""
 ZERO3_GATHERED_LAYERS = 2   # Rajbhandari et al. 2020 (ZeRO) §5.3, with DeepSpeed stage-3 prefetching one ahead
 """Layers whose full bf16 weights a ZeRO-3 rank holds at once: the one computing and the one prefetched."""
+ZERO3_MAX_LIVE_PARAMETERS = 1_000_000_000   # DeepSpeed runtime/zero/constants.py (2021): stage3_max_live_parameters
+"""Gathered weight elements DeepSpeed's 2021 ZeRO-3 keeps before releasing ("maximum number of parameters per GPU
+before releasing them"; ``zero3_per_tensor`` plans)."""
 
 
 def optimizer_state_bytes(s: Plan) -> int:
@@ -108,6 +111,13 @@ def activation_bytes_per_layer(model: ModelSpec, s: Plan, cluster_flash_attentio
             # Korthikanti §4.1: softmax output 2as²b, dropout mask as²b, dropout output 2as²b
             sharded += (2 + 3 * d) * model.heads * seq * sb
     return replicated / sp + sharded / t
+
+
+def zero3_gathered_elements(model: ModelSpec, s: Plan) -> float:
+    """Elements of gathered weights a DeepSpeed 2021 ZeRO-3 rank may hold at once: released once
+    ``ZERO3_MAX_LIVE_PARAMETERS`` are live, but a sub-module's tensors are gathered whole (stage3.py
+    ``fetch_sub_module``), so never fewer than the largest sub-module's."""
+    return max(ZERO3_MAX_LIVE_PARAMETERS, max(sum(m) for m in model.layer_tensors()) / s.tp)
 
 
 def recompute_working_bytes(model: ModelSpec, s: Plan, flash: bool) -> float:
@@ -214,9 +224,7 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
         weights /= n
         buffers = ZERO3_GATHERED_LAYERS * WEIGHT_BYTES * model.layer_params() / t
         if s.zero3_per_tensor:
-            # imported here: zero3_tensors imports passes, which imports this module
-            from autoplan.families.transformer.zero3_tensors import gathered_elements
-            buffers = min(buffers, WEIGHT_BYTES * gathered_elements(model, s))
+            buffers = min(buffers, WEIGHT_BYTES * zero3_gathered_elements(model, s))
     if s.zero == 2 and n > 1:
         # ZeRO-2's sharded gradients exist whole only until their reduce-scatter, issued as each layer's backward
         # ends (Zhao et al. 2023, PyTorch FSDP §3.3, one unit per layer; Llama 3's FSDP, arXiv 2407.21783 §3.3.1):

@@ -346,7 +346,7 @@ def _pp_needs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> list[CommNeed]
 def _zero3_tensor_needs(model: ModelSpec, cluster: ClusterSpec, s: Plan,
                         shape: network.GroupShape) -> list[CommNeed]:
     """DeepSpeed-2021 ZeRO-3: one layer's per-tensor gathers and reduce-scatters, summed (``zero3_tensors``)."""
-    gathered = sum(t for m in zero3_tensors.layer_modules(model) for t in m if t > zero3_tensors.PERSISTENCE_THRESHOLD)
+    gathered = sum(t for m in model.layer_tensors() for t in m if t > zero3_tensors.PERSISTENCE_THRESHOLD)
     forward, regather = zero3_tensors.layer_gathers(model, cluster, s, shape)
     when = "per layer, one blocking list collective per tensor, "
     return [CommNeed(group="dp", op="all_gather", shape=shape, nbytes=PARAM_BYTES * gathered / s.tp, seconds=forward,

@@ -29,26 +29,6 @@ WEIGHT_BYTES = 2                      # fp16/bf16 weights, as gathered
 PERSISTENCE_THRESHOLD = 100_000       # DeepSpeed stage3_param_persistence_threshold default (elements)
 MAX_REUSE_DISTANCE = 1_000_000_000    # DeepSpeed stage3_max_reuse_distance default (elements)
 REDUCE_BUCKET_SIZE = 500_000_000      # DeepSpeed reduce_bucket_size default (elements)
-MAX_LIVE_PARAMETERS = 1_000_000_000   # DeepSpeed stage3_max_live_parameters default (elements gathered before release)
-
-
-def layer_modules(model: ModelSpec) -> tuple[tuple[int, ...], ...]:
-    """Elements of each parameter tensor of one transformer layer, grouped by sub-module in forward order."""
-    h, q, kv, f = model.hidden, model.q_dim, model.kv_dim, model.ffn_hidden
-    norm = (h, h) if model.norm == "layernorm" else (h,)
-    up = (2 if model.gated else 1) * f
-    bias = model.bias
-    # Megatron-LM ParallelTransformerLayer: input norm, QKV, output projection, post-attention norm, fc1, fc2
-    qkv = model.attention_matmul_params() - q * h
-    return (norm, (qkv,) + ((q + 2 * kv,) if bias else ()), (q * h,) + ((h,) if bias else ()), norm,
-            (h * up,) + ((up,) if bias else ()), (f * h,) + ((h,) if bias else ()))
-
-
-def gathered_elements(model: ModelSpec, s: Plan) -> float:
-    """Elements of gathered weights a rank may hold at once: released once ``MAX_LIVE_PARAMETERS`` are live
-    (runtime/zero/constants.py: "maximum number of parameters per GPU before releasing them"), but a sub-module's
-    tensors are gathered whole (stage3.py ``fetch_sub_module``), so never fewer than the largest sub-module's."""
-    return max(MAX_LIVE_PARAMETERS, max(sum(m) for m in layer_modules(model)) / s.tp)
 
 
 def list_collective_copies(cluster: ClusterSpec, n: int, nbytes: float) -> float:
@@ -80,7 +60,7 @@ def persistent_gather(model: ModelSpec, cluster: ClusterSpec, s: Plan, shape: ne
     """Seconds of the all-gather of the persistent parameters after every optimizer step: one list all-gather of
     them all, then one copy per parameter and rank holding a piece of it."""
     final_norm = (model.hidden,) * (2 if model.norm == "layernorm" else 1)
-    small = [t for m in layer_modules(model) for t in m if t <= PERSISTENCE_THRESHOLD] * model.layers
+    small = [t for m in model.layer_tensors() for t in m if t <= PERSISTENCE_THRESHOLD] * model.layers
     small += list(final_norm)
     nbytes = WEIGHT_BYTES * sum(small) / s.tp
     n = shape.size
@@ -93,7 +73,7 @@ def layer_gathers(model: ModelSpec, cluster: ClusterSpec, s: Plan,
                   shape: network.GroupShape) -> tuple[float, float]:
     """Seconds of one layer's gathers before its forward, and of the re-gathers its backward adds after a full
     recompute (the tensors released between their recompute and their backward)."""
-    modules = layer_modules(model)
+    modules = model.layer_tensors()
     forward = regather = 0.0
     for i, tensors in enumerate(modules):
         later = sum(sum(m) for m in modules[i + 1:])
@@ -112,7 +92,7 @@ def layer_gathers(model: ModelSpec, cluster: ClusterSpec, s: Plan,
 def layer_reduce(model: ModelSpec, cluster: ClusterSpec, s: Plan, shape: network.GroupShape) -> float:
     """Seconds of one layer's gradient reduce-scatters, one per parameter tensor (persistent ones too)."""
     return sum(tensor_reduce(cluster, shape, grad_bytes(s) * t / s.tp, bucketed=t <= REDUCE_BUCKET_SIZE)
-               for tensors in layer_modules(model) for t in tensors)
+               for tensors in model.layer_tensors() for t in tensors)
 
 
 def exposed(layers: int, gather: float, regather: float, reduce: float) -> tuple[float, float]:

@@ -23,11 +23,12 @@ def _z3(dp: int, **kw) -> Strategy:
 @pytest.mark.parametrize("name", ["gpt3-175b", "gpt-1.7b", "llama3.1-8b", "llama3.1-70b"])
 def test_the_tensors_add_up_to_the_layer(name):
     model = get_model(name)
-    assert sum(sum(m) for m in zero3_tensors.layer_modules(model)) == model.layer_params()
+    assert sum(sum(m) for m in model.layer_tensors()) == model.layer_params()
 
 
 @pytest.mark.parametrize("name,largest", [("gpt-530b", 20480 * 81920 + 81920), ("gpt3-175b", None)])
 def test_gathered_weights_are_deepspeeds_live_parameters_or_the_largest_module(a100_64, name, largest):
+    from autoplan.families.transformer import memory
     from autoplan.families.transformer.memory import stage_memory
     model = get_model(name) if name != "gpt-530b" else None
     if model is None:
@@ -35,8 +36,8 @@ def test_gathered_weights_are_deepspeeds_live_parameters_or_the_largest_module(a
         model = ModelSpec(name=name, layers=105, hidden=20480, heads=128, ffn_hidden=81920, vocab=51200, seq_len=2048)
     s = _z3(64)
     # runtime/zero/constants.py (2021): stage3_max_live_parameters 1e9, but fc1 (plus bias) is fetched whole
-    want = largest or zero3_tensors.MAX_LIVE_PARAMETERS
-    assert zero3_tensors.gathered_elements(model, s) == want
+    want = largest or memory.ZERO3_MAX_LIVE_PARAMETERS
+    assert memory.zero3_gathered_elements(model, s) == want
     assert stage_memory(model, a100_64, s, 0).buffers == pytest.approx(2 * want, rel=1e-12)
     per_layer = stage_memory(model, a100_64, Strategy(**{**s.to_dict(), "zero3_per_tensor": False}), 0)
     assert per_layer.buffers == pytest.approx(2 * 2 * model.layer_params(), rel=1e-12)   # two layers prefetched
@@ -86,7 +87,7 @@ def test_recompute_regathers_what_is_released_before_its_backward():
 
 def test_every_gradient_tensor_is_reduce_scattered_on_its_own(tiny_gpt, a100_64):
     shape = network.group_shape(8, 64, 1)
-    tensors = [t for m in zero3_tensors.layer_modules(tiny_gpt) for t in m]
+    tensors = [t for m in tiny_gpt.layer_tensors() for t in m]
     assert len(tensors) == 12    # 2 norms x (weight, bias), 4 matrices, 4 biases
     for fp32, nbytes in ((False, 2), (True, 4)):
         expected = sum(zero3_tensors.tensor_reduce(a100_64, shape, nbytes * t) for t in tensors)
