@@ -138,8 +138,7 @@ def totals(model: ModelSpec, cluster: ClusterSpec, s: Plan, tails: bool = False)
     sl = _slowed(cluster, s, prog, cost, recorded)
     if sl is None:
         return run(prog, cost, tails=True)[0] if tails else first
-    out = run(prog, cost, slowed=sl, tails=tails)[0]
-    return out._replace(unslowed=first) if tails else out
+    return run(prog, cost, slowed=sl, tails=tails)[0]
 
 
 def _slowed(cluster: ClusterSpec, s: Plan, prog: Program, cost: dict, recorded: tuple) -> Slowed | None:

@@ -43,8 +43,6 @@ class Ends(NamedTuple):
     """Per stage, the extra seconds of its tail's DP tasks (None: not slowed)."""
     acts: list[dict[str, float]]
     """Per stage, its streams' busy seconds (the whole step's)."""
-    unslowed: Totals | None = None
-    """The totals of the same step with no link shared, where sharing slowed this run (``flows.totals``)."""
 
 
 class Slowed(NamedTuple):
