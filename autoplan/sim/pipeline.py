@@ -180,7 +180,7 @@ def finish(stages: list[Stage], sec: list, states: list[tuple], accs: list[dict]
     return makespan, [r[2] for r in ends]
 
 
-def finish_ends(ends: "Ends", states: list[tuple] | None = None, accs: list[dict] | None = None,
+def finish_ends(ends: Ends, states: list[tuple] | None = None, accs: list[dict] | None = None,
                 acts: list[dict] | None = None) -> Totals:
     """The totals of a run stopped before its tails (``run(..., tails=True)``), from its own states and breakdowns
     or from others of the same program's tails (an extended step's: ``simulate``)."""
