@@ -66,7 +66,7 @@ def _dlrm(case: dict) -> tuple:
     plan = Strategy(dp=gpus, **{"micro_batch": st["global_batch"] // gpus, **st})
     over = []
     if hw.get("hbm_gib"):
-        over.append(("hbm_bytes", float(hw["hbm_gib"]) * 2**30))
+        over.append(("hbm_bytes", validation.transformer.hbm_bytes_of(hw)))
     if hw.get("hbm_bandwidth_gb_per_s"):
         over.append(("hbm_bandwidth", float(hw["hbm_bandwidth_gb_per_s"]) * 1e9))
     return (model, (plan,), gpus, plan.global_batch / float(case["measured"]["samples_per_s"]), tuple(over),

@@ -142,9 +142,12 @@ def _extrapolated(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> _Total
         # with shared links the two samples run apart (no shared prefix): more micro-batches than the step itself
         return None
     sa, sb = _with_micro_batches(s, a), _with_micro_batches(s, b)
+    def before_tails() -> tuple[pipeline.Ends, pipeline.Ends]:
+        return flows.totals(model, cluster, sa, tails=True), flows.totals(model, cluster, sb, tails=True)
+
     ends = None
     if shared:
-        ends = flows.totals(model, cluster, sa, tails=True), flows.totals(model, cluster, sb, tails=True)
+        ends = before_tails()
         ta, tb = pipeline.finish_ends(ends[0]), pipeline.finish_ends(ends[1])
     else:
         ta, tb = pipeline.totals_pair(model, cluster, sa, sb)
@@ -152,9 +155,7 @@ def _extrapolated(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> _Total
     out = (_extend(ta[0], tb[0], k), _extend_dicts(ta[1], tb[1], k), _extend_dicts(ta[2], tb[2], k))
     backlogged = _backlogged(ta, tb)
     if backlogged and s.schedule in BEFORE_TAILS and not _long_transient(s):
-        if ends is None:
-            ends = flows.totals(model, cluster, sa, tails=True), flows.totals(model, cluster, sb, tails=True)
-        tails = _extended_before_tails(ends[0], ends[1], k)
+        tails = _extended_before_tails(*(ends or before_tails()), k)
         if tails is not None:
             return tails
     if _long_transient(s) or backlogged:

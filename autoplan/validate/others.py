@@ -16,6 +16,7 @@ from autoplan.specs.cluster import ClusterSpec, load_cluster
 from autoplan.specs.model import ModelSpec
 from autoplan.validate.files import CNN_METRICS
 from autoplan.validate.results import CaseResult
+from autoplan.validate.transformer import hbm_bytes_of
 
 _CNN_KNOBS = ("dp", "pp", "spatial", "channel", "filter", "micro_batch", "global_batch", "schedule", "recompute",
               "overlap_grad_reduce")
@@ -103,7 +104,7 @@ def dlrm_cluster(hw: dict) -> ClusterSpec:
     base, gpus = load_cluster(str(hw.get("cluster", "dgx-a100-80g"))), hw["num_gpus"]
     gpu = base.gpu
     if hw.get("hbm_gib"):
-        gpu = replace(gpu, hbm_bytes=float(hw["hbm_gib"]) * 2**30)
+        gpu = replace(gpu, hbm_bytes=hbm_bytes_of(hw))
     if hw.get("hbm_bandwidth_gb_per_s"):
         gpu = replace(gpu, hbm_bandwidth=float(hw["hbm_bandwidth_gb_per_s"]) * 1e9)
     return _at_gpus(replace(base, gpu=gpu), gpus)

@@ -120,11 +120,16 @@ def cluster_of(hw: dict, gpus: int) -> ClusterSpec:
             raise SpecError(f"hardware.flash_attention must be true or false, got {hw['flash_attention']!r}")
         cluster = replace(cluster, flash_attention=hw["flash_attention"])
     if "hbm_gib" in hw:
-        gib = hw["hbm_gib"]
-        if isinstance(gib, bool) or not isinstance(gib, (int, float)) or not 1 <= gib <= 1e4:
-            raise SpecError(f"hardware.hbm_gib must be a number of GiB (1 to 10,000), got {gib!r}")
-        cluster = replace(cluster, gpu=replace(cluster.gpu, hbm_bytes=float(gib) * 2**30))
+        cluster = replace(cluster, gpu=replace(cluster.gpu, hbm_bytes=hbm_bytes_of(hw)))
     return cluster
+
+
+def hbm_bytes_of(hw: dict) -> float:
+    """``hardware.hbm_gib`` of a run, in bytes (SpecError unless a number of GiB from 1 to 10,000)."""
+    gib = hw["hbm_gib"]
+    if isinstance(gib, bool) or not isinstance(gib, (int, float)) or not 1 <= gib <= 1e4:
+        raise SpecError(f"hardware.hbm_gib must be a number of GiB (1 to 10,000), got {gib!r}")
+    return float(gib) * 2**30
 
 
 def _known(value: object) -> bool:

@@ -6,8 +6,6 @@ reduces them), in bytes. Plain arithmetic: the search calls this thousands of ti
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
@@ -120,16 +118,22 @@ def zero3_gathered_elements(model: ModelSpec, s: Plan) -> float:
     return max(ZERO3_MAX_LIVE_PARAMETERS, max(sum(m) for m in model.layer_tensors()) / s.tp)
 
 
-def recompute_working_bytes(model: ModelSpec, s: Plan, flash: bool) -> float:
-    """Bytes a full recompute materialises again on top of the stored layer inputs: the activations of the one
-    layer whose backward runs, less its input (a stored one already); 0 without full recompute, or with a partial
-    one, whose kept layers' backward frees more first."""
-    if s.recompute != "full" or s.recompute_layers:
+def recomputes_whole_layers(s: Plan) -> bool:
+    """Every layer recomputed whole for its backward: a full recompute that is not partial (a partial one's kept
+    layers run their backward first and free more than one recomputed layer holds)."""
+    return s.recompute == "full" and not s.recompute_layers
+
+
+def recompute_working_bytes(model: ModelSpec, s: Plan, flash: bool, stored: float) -> float:
+    """Bytes a full recompute materialises again on top of the stored layer inputs (``stored`` per layer,
+    ``activation_bytes_per_layer``): the activations of the one layer whose backward runs, less its input (a stored
+    one already); 0 unless ``recomputes_whole_layers``."""
+    if not recomputes_whole_layers(s):
         return 0.0
     # Chen et al. 2016 (arXiv 1604.06174) §4.1: checkpointing's peak is the stored checkpoints plus the activations
     # of the one segment recomputed for its backward; a segment is one layer (Megatron-LM --recompute-method
     # uniform --recompute-num-layers 1, torchtitan's full AC wraps each block)
-    return activation_bytes_per_layer(model, s, flash, "none") - activation_bytes_per_layer(model, s, flash)
+    return activation_bytes_per_layer(model, s, flash, "none") - stored
 
 
 ROW_PARALLEL = ("wo", "w2")
@@ -180,7 +184,7 @@ def partial_recompute_bytes(full: float, chunk_layers: float, model: ModelSpec, 
     if not chunk_layers:
         return full
     rec = recomputed_layers(s, chunk_layers)
-    kept = activation_bytes_per_layer(model, replace(s, recompute="none", recompute_layers=0), flash)
+    kept = activation_bytes_per_layer(model, s, flash, "none")
     return (rec * full + (chunk_layers - rec) * kept) / chunk_layers
 
 
@@ -270,15 +274,15 @@ def stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int) ->
     """Bytes per GPU of pipeline stage ``stage`` (0-based) under plan ``s``."""
     if not 0 <= stage < s.pp:
         raise SpecError(f"stage {stage} is outside the pipeline's stages 0..{s.pp - 1}")
-    flash = cluster.flash_attention
-    return _stage(model, cluster, s, stage, activation_bytes_per_layer(model, s, flash),
-                  recompute_working_bytes(model, s, flash))
+    per_layer = activation_bytes_per_layer(model, s, cluster.flash_attention)
+    return _stage(model, cluster, s, stage, per_layer,
+                  recompute_working_bytes(model, s, cluster.flash_attention, per_layer))
 
 
 def memory_per_stage(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> list[StageMemory]:
     """Bytes per GPU of every pipeline stage, first to last."""
     per_layer = activation_bytes_per_layer(model, s, cluster.flash_attention)
-    working = recompute_working_bytes(model, s, cluster.flash_attention)
+    working = recompute_working_bytes(model, s, cluster.flash_attention, per_layer)
     return [_stage(model, cluster, s, i, per_layer, working) for i in range(s.pp)]
 
 
@@ -290,7 +294,7 @@ def peak_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
     fewer layers.
     """
     per_layer = activation_bytes_per_layer(model, s, cluster.flash_attention)
-    working = recompute_working_bytes(model, s, cluster.flash_attention)
+    working = recompute_working_bytes(model, s, cluster.flash_attention, per_layer)
     first = _stage(model, cluster, s, 0, per_layer, working).total
     if s.pp == 1:
         return first

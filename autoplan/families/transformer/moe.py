@@ -29,7 +29,7 @@ from autoplan.families.costs import PAIR_COMM_SMS, CommNeed, PassCost, PassKey, 
 from autoplan.families.base import family_of_functions
 from autoplan.families.transformer.memory import (FP8_WEIGHT_BYTES, WEIGHT_BYTES, _stage, logit_bytes,
                                                   activation_bytes_per_layer, activation_input_bytes,
-                                                  optimizer_state_bytes)
+                                                  optimizer_state_bytes, recomputes_whole_layers)
 from autoplan.families.costs import StageMemory
 from autoplan.specs.layout import inflight_layer_chunks
 from autoplan.specs.cluster import ClusterSpec
@@ -436,11 +436,12 @@ def moe_activation_bytes(model: ModelSpec, s: Plan, flash: bool, recompute: str 
     return dense, dense - mlp + routed + shared
 
 
-def _working_bytes(model: ModelSpec, s: Plan, flash: bool) -> tuple[float, float]:
-    """``memory.recompute_working_bytes`` of a dense and of an MoE layer."""
-    if s.recompute != "full" or s.recompute_layers:
+def _working_bytes(model: ModelSpec, s: Plan, flash: bool, stored: tuple[float, float]) -> tuple[float, float]:
+    """``memory.recompute_working_bytes`` of a dense and of an MoE layer (``stored``: their
+    ``moe_activation_bytes``)."""
+    if not recomputes_whole_layers(s):
         return 0.0, 0.0
-    kept, stored = moe_activation_bytes(model, s, flash, "none"), moe_activation_bytes(model, s, flash)
+    kept = moe_activation_bytes(model, s, flash, "none")
     return kept[0] - stored[0], kept[1] - stored[1]
 
 
@@ -465,7 +466,7 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int,
     if s.recompute_layers and layers:
         # block recompute (knobs.recomputed_layers): a share of each chunk's layers keeps only its input
         share = recomputed_layers(s, layers / s.chunks) / (layers / s.chunks)
-        kept = moe_activation_bytes(model, replace(s, recompute="none", recompute_layers=0), cluster.flash_attention)
+        kept = moe_activation_bytes(model, s, cluster.flash_attention, "none")
         per_layer = tuple(share * a + (1 - share) * b for a, b in zip(per_layer, kept))
     # Narayanan et al. SC'21 §2.2: each in-flight chunk-forward holds its layers' activations (mean per chunk)
     acts = inflight_layer_chunks(s, stage) * (d * per_layer[0] + (layers - d) * per_layer[1]) / s.chunks
@@ -488,14 +489,14 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int,
 def memory(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> list[StageMemory]:
     """Bytes per GPU of every pipeline stage, first to last."""
     per_layer = moe_activation_bytes(model, s, cluster.flash_attention)
-    working = _working_bytes(model, s, cluster.flash_attention)
+    working = _working_bytes(model, s, cluster.flash_attention, per_layer)
     return [_stage_memory(model, cluster, s, i, per_layer, working) for i in range(s.pp)]
 
 
 def peak_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
     """The most bytes any GPU needs: stages 0, 1 and the last (a later middle stage holds no more)."""
     per_layer = moe_activation_bytes(model, s, cluster.flash_attention)
-    working = _working_bytes(model, s, cluster.flash_attention)
+    working = _working_bytes(model, s, cluster.flash_attention, per_layer)
     return max(_stage_memory(model, cluster, s, i, per_layer, working).total for i in _stages_to_check(model, s))
 
 

@@ -219,7 +219,8 @@ def test_full_recompute_holds_the_inputs_and_one_layer_recomputed_whole(tiny_gpt
     inputs = 2 * tiny_gpt.seq_len * s.micro_batch * tiny_gpt.hidden / s.tp          # Korthikanti Table 2
     layer = activation_bytes_per_layer(tiny_gpt, _with(s, recompute="none"), flash)
     # the recomputed layer saves its input again for the backward: the stored checkpoint, not a copy
-    assert recompute_working_bytes(tiny_gpt, s, flash) == pytest.approx(layer - inputs, rel=1e-12)
+    stored = activation_bytes_per_layer(tiny_gpt, s, flash)
+    assert recompute_working_bytes(tiny_gpt, s, flash, stored) == pytest.approx(layer - inputs, rel=1e-12)
     held = inflight_layer_chunks(s, 0) * tiny_gpt.layers / (pp * v)
     assert stage_memory(tiny_gpt, cluster, s, 0).activations == pytest.approx((held - 1) * inputs + layer,
                                                                                rel=1e-12)
@@ -228,7 +229,7 @@ def test_full_recompute_holds_the_inputs_and_one_layer_recomputed_whole(tiny_gpt
 def test_no_working_layer_without_a_whole_full_recompute(tiny_gpt):
     for s in (Strategy(recompute="none"), Strategy(recompute="selective"),
               Strategy(pp=2, global_batch=8, recompute="full", recompute_layers=1)):
-        assert recompute_working_bytes(tiny_gpt, s, False) == 0.0
+        assert recompute_working_bytes(tiny_gpt, s, False, activation_bytes_per_layer(tiny_gpt, s, False)) == 0.0
 
 
 @settings(max_examples=150, deadline=None)
