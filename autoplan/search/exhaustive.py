@@ -15,7 +15,7 @@ from typing import Callable, Iterator, Sequence
 
 from autoplan.families.registry import lower_bound, peak_memory
 from autoplan.search.executors import Executor, SerialExecutor
-from autoplan.sim.simulate import Evaluation, step_bound
+from autoplan.sim.simulate import Evaluation, release_bound, step_bound
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.families.strategy import Strategy
@@ -66,6 +66,15 @@ def _step_bound_or_zero(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> 
     asked only of plans the family's cheaper bound lets through; 0 if it raises, so the plan is simulated."""
     try:
         return step_bound(model, cluster, s)
+    except Exception:  # noqa: BLE001 - the evaluation records the error against the plan
+        return 0.0
+
+
+def _release_bound_or_zero(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
+    """The DP stream's reductions after their release (``sim/bounds.release_bound``), asked of a plan about to be
+    simulated; 0 if it raises."""
+    try:
+        return release_bound(model, cluster, s)
     except Exception:  # noqa: BLE001 - the evaluation records the error against the plan
         return 0.0
 
@@ -148,8 +157,9 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
         return rank_key(board[top_k - 1])[0] if len(board) >= top_k else float("inf")
 
     # plans the order has reached, by the tighter of the two bounds (the simulator's asked when reached): a plan is
-    # simulated once no plan not yet reached can have a lower bound, so plans go in the order of their best bound
-    reached: list[tuple[float, int, Strategy]] = []
+    # simulated once no plan not yet reached can have a lower bound, so plans go in the order of their best bound;
+    # the release bound, which compiles the plan's program, is asked when a plan comes first (its flag: asked)
+    reached: list[tuple[float, int, Strategy, bool]] = []
 
     def reach(kth: float) -> None:
         """Move plans from the bound order to ``reached`` while the next one's bound is below every reached one's."""
@@ -165,7 +175,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
                 state["reused"] += 1
             else:
                 tight = max(bound, _step_bound_or_zero(model, cluster, s) / s.global_batch)
-                heapq.heappush(reached, (tight, state["next"], s))
+                heapq.heappush(reached, (tight, state["next"], s, False))
 
     def batches() -> Iterator[Sequence[Strategy]]:
         while True:
@@ -178,7 +188,13 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
                 if budget is not None and state["yielded"] + len(batch) + state["reused"] >= budget:
                     state["capped"] = True
                     break
-                batch.append(heapq.heappop(reached)[2])
+                tight, at, s, asked = heapq.heappop(reached)
+                if not asked:
+                    tighter = _release_bound_or_zero(model, cluster, s) / s.global_batch
+                    if tighter > tight:
+                        heapq.heappush(reached, (tighter, at, s, True))
+                        continue
+                batch.append(s)
             if not batch:
                 return
             state["yielded"] += len(batch)

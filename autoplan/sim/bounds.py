@@ -10,6 +10,11 @@ Two chains every step of a GPipe, 1F1B or interleaved schedule contains (``workl
 - **a DP stream's busy time.** A stream runs its tasks one after another, and the optimizer waits for the last
   gradient reduction: the DP stream's tasks before the optimizer, then the optimizer and the weight gather after
   it. ZeRO-2's reduce-scatter after every backward makes this the longer chain on large DP groups.
+- **a DP stream's reductions after their release.** A reduction starts after the compute task it follows, which
+  ends no earlier than the stage's fill and the compute tasks before it: for every reduction k, the fill, the
+  compute up to k, and the reductions from k on (a single machine with release times: Lawler 1973's
+  max_k (r_k + Σ_{j≥k} p_j)). Under ZeRO-2 with a pipeline the reductions that follow the last backwards pile up
+  at the end of the step.
 
 Both are chains of tasks that run one after another, so no schedule of them is shorter (Graham 1969). Link
 contention only lengthens transfers and collectives. Zero-bubble schedules, whose stages may end on a weight
@@ -18,6 +23,8 @@ from the compiled program.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from autoplan.sim.program import program
 from autoplan.sim.workload import step_slot_costs
@@ -65,6 +72,45 @@ def step_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
         head += cost[(i, True, 0)].seconds + hop
         tail += cost[(i, False, 0)].seconds + hop
     return best * ROUNDING
+
+
+def release_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
+    """Seconds no simulation of plan ``s`` (valid) can be shorter than, from each stage's DP-stream reductions after
+    their release; 0 unless ZeRO-2/3 reduce-scatters after every backward of a ``CHAINED`` or ``HEADED`` schedule.
+    It compiles the step's program, so the search asks it last, of the plans it would otherwise simulate."""
+    if s.schedule not in CHAINED and s.schedule not in HEADED:
+        return 0.0
+    shape, cost, _ = step_slot_costs(model, cluster, s)
+    if not shape.shard_reduce:
+        return 0.0
+    hop, head, best = cost["hop"].seconds, cost["param_gather"].seconds, 0.0
+    for i, chain in enumerate(_released_chains(shape, cost)):
+        best = max(best, head + chain)
+        head += cost[(i, True, 0)].seconds + hop
+    return best * ROUNDING
+
+
+def _released_chains(shape, cost: dict) -> list[float]:
+    """Per stage, from its first task's start: the latest of (compute up to a reduction, then that reduction and
+    every later one on the DP stream), then the optimizer and the weight gather after it. Tasks run in pieces or
+    with several dependencies (``Special``) count one piece and no reduction: a lower bound still."""
+    prog = program(shape)
+    sec = np.array([cost[k].seconds for k in prog.keys])
+    a = prog.arrays
+    done = np.cumsum(sec.take(a["slot"]))
+    red = a["reduce"]
+    reduces = np.where((red >= 0) & (a["key"] >= -1), sec.take(np.maximum(red, 0)), 0.0)
+    out = []
+    for i, (tail_reduce, tied, optimizer, final) in enumerate(prog.tails):
+        lo, hi = int(a["bounds"][i]), int(a["bounds"][i + 1])
+        compute = done[lo:hi] - (done[lo - 1] if lo else 0.0)
+        after_all = sum(float(sec[x]) for x in (tail_reduce, tied) if x >= 0)
+        r = reduces[lo:hi]
+        later = np.cumsum(r[::-1])[::-1] + after_all
+        at = r > 0.0
+        chain = max(float((compute[at] + later[at]).max()) if at.any() else 0.0, float(compute[-1]) + after_all)
+        out.append(chain + float(sec[optimizer]) + (float(sec[final]) if final >= 0 else 0.0))
+    return out
 
 
 def _fused_bound(shape, cost: dict) -> float:

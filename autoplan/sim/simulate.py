@@ -272,6 +272,12 @@ def step_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
     return bounds.step_bound(model, cluster, s)
 
 
+def release_bound(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
+    """A second bound for ZeRO-2/3 plans with a pipeline: each stage's reduce-scatters after the backwards that
+    release them (``sim/bounds.release_bound``); it compiles the plan's program, so it is asked last."""
+    return bounds.release_bound(model, cluster, s)
+
+
 def evaluate(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> Evaluation:
     """Score plan ``s``: reasons if invalid or out of memory (never simulated), else its metrics. Never raises
     for a valid model and cluster."""
