@@ -84,36 +84,43 @@ def shares(active: Sequence[int], sharing: Sharing) -> list[float]:
 
 def _filling(active: Sequence[int], sharing: Sharing) -> list[float]:
     n = len(active)
-    weight = sharing.weight
+    w = [sharing.weight[k] for k in active]
     out = [1.0] * n
-    live = [a for a in range(n) if weight[active[a]] > 0]
+    live = [a for a in range(n) if w[a] > 0]
     if not live:
         return out
-    members: dict[int, list[tuple[int, float]]] = {}
+    # each row's (task, utilisation, utilisation / weight), tasks in ``live`` order: the sums below add the same
+    # floats in the same order whichever tasks are frozen
+    members: dict[int, list[tuple[int, float, float]]] = {}
     for a in live:
         for r, u in sharing._rows_of[active[a]]:
-            members.setdefault(r, []).append((a, u))
+            members.setdefault(r, []).append((a, u, u / w[a]))
     rows = list(members.values())
     frozen: dict[int, float] = {}
     level = 0.0
     while len(frozen) < len(live):
         best, full = float("inf"), None
         for idx, row in enumerate(rows):
-            used = sum(u * frozen[a] for a, u in row if a in frozen)
-            slope = sum(u / weight[active[a]] for a, u in row if a not in frozen)
+            used = slope = 0
+            for a, u, q in row:
+                x = frozen.get(a)
+                if x is None:
+                    slope += q
+                else:
+                    used += u * x
             if slope > 0:
                 at = (1.0 - used) / slope
                 if at < best:
                     best, full = at, idx
-        cap = min((weight[active[a]], a) for a in live if a not in frozen)
+        cap = min((w[a], a) for a in live if a not in frozen)
         if cap[0] <= best:
             level = cap[0]
             frozen[cap[1]] = 1.0
             continue
         level = max(level, best)
-        for a, _ in rows[full]:
+        for a, _, _ in rows[full]:
             if a not in frozen:
-                frozen[a] = level / weight[active[a]]
+                frozen[a] = level / w[a]
     for a, x in frozen.items():
         out[a] = max(x, 0.0)
     return out
@@ -204,17 +211,23 @@ def _pairs_of(classes: tuple[int, ...], sharing: Sharing) -> tuple[np.ndarray, n
     of_class: dict[int, list[int]] = {}
     for h, k in enumerate(classes):
         of_class.setdefault(k, []).append(h)
-    gs, hs, fs = [], [], []
-    for g, k in enumerate(classes):
+    slowing: dict[int, list[tuple[list[int], float]]] = {}
+    """Per class, (groups of a class it shares a link with, the factor), in ``conflicts`` order."""
+    for k in of_class:
         alone = min(1.0, 1.0 / weight[k]) if weight[k] > 0 else 1.0
+        slowing[k] = []
         for c in conflicts[k]:
             factor = 1.0 / sharing.share_of((k, c) if k <= c else (c, k))[k] - 1.0 / alone
-            if factor > 0:
-                for h in of_class.get(c, ()):
-                    if h != g:
-                        gs.append(g)
-                        hs.append(h)
-                        fs.append(factor)
+            if factor > 0 and c in of_class:
+                slowing[k].append((of_class[c], factor))
+    gs, hs, fs = [], [], []
+    for g, k in enumerate(classes):
+        for others, factor in slowing[k]:
+            for h in others:
+                if h != g:
+                    gs.append(g)
+                    hs.append(h)
+                    fs.append(factor)
     return np.array(gs, dtype=np.int64), np.array(hs, dtype=np.int64), np.array(fs)
 
 
