@@ -44,3 +44,23 @@ def test_grace_blackwell_takes_the_b200_per_clock_efficiency_and_says_its_clock_
     text = (Path(__file__).resolve().parents[2] / "cluster_specs" / f"{spec}.toml").read_text()
     clock = text[text.index("clock_ratio"):].split("\n[")[0]
     assert "UNCALIBRATED" in clock
+
+
+def test_h100_fp8_efficiency_is_the_profiled_fp8_to_bf16_ratio_times_the_bf16_efficiency():
+    # cluster_specs/dgx-h100-80g.toml: the FP8/BF16 efficiency ratio fitted to one H100's layer-GEMM timings
+    # (autoplan calibrate --fit gpu.fp8_gemm_efficiency,gpu.gemm_efficiency --weigh time), times the sourced
+    # BF16 efficiency; the H800 (same die) takes the same value
+    from pathlib import Path
+
+    from autoplan.calibrate import fit as fitting, inputs as reading, params
+
+    base = load_cluster("dgx-h100-80g")
+    profiles = Path(__file__).resolve().parents[2] / "cluster_specs" / "calibration"
+    data = reading.read([str(profiles / f"h100-profile-{m}.json") for m in ("gpt3", "llama3-70b")], base)
+    chosen = params.parse_names("gpu.fp8_gemm_efficiency,gpu.gemm_efficiency", base)
+    fit = fitting.calibrate(data, base, chosen, max_residual=10.0, loo=False, weigh="time")
+    fp8, bf16 = fit.values
+    assert [p.name for p in fit.params] == ["gpu.fp8_gemm_efficiency", "gpu.gemm_efficiency"]
+    for spec in ("dgx-h100-80g", "dgx-h800-80g"):
+        gpu = load_cluster(spec).gpu
+        assert gpu.fp8_gemm_efficiency == pytest.approx(gpu.gemm_efficiency * fp8 / bf16, abs=0.001)
