@@ -35,13 +35,18 @@ def _gpt3():
     return get_model("gpt3"), load_cluster("dgx-h100-80g", 1024)
 
 
+def _zero2_interleaved(pp: int, micro_batch: int):
+    """GPT-3 on 1024 H100s, tp 4, 12 chunks a stage, ZeRO-2: the model, cluster, plan and its simulated step."""
+    model, cluster = _gpt3()
+    s = Strategy(tp=4, pp=pp, dp=256 // pp, micro_batch=micro_batch, global_batch=1536, schedule="interleaved",
+                 virtual_stages=12, sequence_parallel=True, zero=2)
+    return model, cluster, s, simulate.score(model, cluster, s).step_time
+
+
 def test_a_step_set_by_zero2s_dp_stream_is_bounded_by_that_stream():
     # ZeRO-2 reduce-scatters after each of 144 backwards: the DP stream is the step; the busiest compute stream is
     # about half of it
-    model, cluster = _gpt3()
-    s = Strategy(tp=4, pp=2, dp=128, micro_batch=1, global_batch=1536, schedule="interleaved", virtual_stages=12,
-                 sequence_parallel=True, zero=2)
-    step = simulate.score(model, cluster, s).step_time
+    model, cluster, s, step = _zero2_interleaved(pp=2, micro_batch=1)
     assert lower_bound(model, cluster, s) < 0.6 * step
     assert 0.97 * step < step_bound(model, cluster, s) <= step
 
@@ -49,10 +54,7 @@ def test_a_step_set_by_zero2s_dp_stream_is_bounded_by_that_stream():
 def test_zero2s_reduce_scatters_after_the_last_backwards_bound_a_pipelined_step():
     # 12 micro-batches on 4 stages of 12 chunks: each stage's last backwards release reduce-scatters that the DP
     # stream, busy with the earlier ones, runs after them; the DP stream's busy time alone is 12 % short
-    model, cluster = _gpt3()
-    s = Strategy(tp=4, pp=4, dp=64, micro_batch=2, global_batch=1536, schedule="interleaved", virtual_stages=12,
-                 sequence_parallel=True, zero=2)
-    step = simulate.score(model, cluster, s).step_time
+    model, cluster, s, step = _zero2_interleaved(pp=4, micro_batch=2)
     assert step_bound(model, cluster, s) < 0.9 * step
     assert 0.95 * step < release_bound(model, cluster, s) <= step
 
