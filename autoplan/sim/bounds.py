@@ -78,8 +78,8 @@ def release_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
     """Seconds no simulation of plan ``s`` (valid) can be shorter than, from each stage's DP-stream reductions after
     their release; 0 unless ZeRO-2/3 reduce-scatters after every backward of a ``CHAINED`` or ``HEADED`` schedule.
     It compiles the step's program, so the search asks it last, of the plans it would otherwise simulate."""
-    if s.schedule not in CHAINED and s.schedule not in HEADED:
-        return 0.0
+    if s.zero < 2 or (s.schedule not in CHAINED and s.schedule not in HEADED):
+        return 0.0                      # below ZeRO-2 gradients stay whole until the step's end (ZeRO §5.2)
     shape, cost, _ = step_slot_costs(model, cluster, s)
     if not shape.shard_reduce:
         return 0.0
