@@ -24,6 +24,7 @@ def violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
         out.append(f"kv heads {model.kv_heads} are not divisible by tp {s.tp}")
     if model.ffn_hidden % s.tp:
         out.append(f"ffn_hidden {model.ffn_hidden} is not divisible by tp {s.tp}")
+    before_layout = len(out)
     if s.uneven:
         out += uneven_violations(model.layers, s)
     elif model.layers % (s.pp * layout_chunks(s)):
@@ -33,6 +34,7 @@ def violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
                 if first and last else f" (uneven: --last-stage-layers {last})" if last
                 else f" (uneven: --first-stage-layers {first})" if first else "")
         out.append(f"layers {model.layers} are not divisible by pp·virtual_stages = {s.pp}·{layout_chunks(s)}{hint}")
+    layout_valid = len(out) == before_layout
     if s.global_batch % (s.dp * s.micro_batch):
         out.append(f"global batch {s.global_batch} is not divisible by dp·micro_batch = {s.dp}·{s.micro_batch}")
     if s.cp > 1 and model.seq_len % (2 * s.cp):
@@ -66,7 +68,8 @@ def violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
     if model.mtp_layers and not model.moe:
         out.append(f"multi-token prediction (mtp_layers {model.mtp_layers}) is modelled for MoE models only")
     if s.recompute_layers:
-        out += _partial_recompute_violations(model, s)
+        # a chunk's layer count exists only for a valid layout (an uneven V on one rank has none)
+        out += _partial_recompute_violations(model, s, layout_valid)
     out += _offload_violations(model, s)
     if s.recompute == "op" and (model.moe or model.mla or model.bias):
         # torchtitan's per-op policy counts aten.mm (a biased linear is addmm, not on its list) in the dense
@@ -119,12 +122,14 @@ def _v_shape_violations(s: Plan) -> list[str]:
     return out
 
 
-def _partial_recompute_violations(model: ModelSpec, s: Plan) -> list[str]:
+def _partial_recompute_violations(model: ModelSpec, s: Plan, layout_valid: bool) -> list[str]:
     """Megatron-LM's block recompute: only with full recompute, and fewer layers than a model chunk holds."""
     if s.recompute != "full":
         # Megatron-LM arguments.py: recompute_num_layers is only for --recompute-granularity full
         return [f"recompute_layers {s.recompute_layers} needs recompute full (Megatron-LM --recompute-method block), "
                 f"not {s.recompute}"]
+    if not layout_valid:
+        return []
     most = max(chunk_layers(model.layers, s))
     if s.recompute_layers >= most:
         return [f"recompute_layers {s.recompute_layers} is every layer of a model chunk ({most} at most): that is "
