@@ -208,7 +208,8 @@ def _more_memory(model: ModelSpec, cluster: ClusterSpec, best: Evaluation, plans
             newly.append(s)
     if not newly:
         return None
-    seeded = evaluate(model, bigger, best.strategy)
+    # HBM capacity decides only whether a plan fits; a plan's step does not read it (tests/search/test_whatif.py)
+    seeded = replace(best, metrics=replace(best.metrics, memory_capacity=bigger.gpu.hbm_bytes))
     result = search(model, bigger, newly + [best.strategy], top_k=1, known={best.strategy: seeded})
     top = result.leaderboard[0] if result.leaderboard else None
     return top if top is not None and top.strategy != best.strategy else None

@@ -74,3 +74,27 @@ def test_more_memory_can_only_help_and_names_the_plan_that_needs_it(small):
     (mem,) = [x for x in elasticities(small.model, small.cluster, small.best, plans) if x.name == "memory"]
     assert mem.value <= 0 and mem.higher <= small.best.metrics.step_time
     assert (mem.plan == "") == (mem.value == 0)
+
+
+@pytest.mark.parametrize("name, spec, gpus, batch", [("gpt-1.7b", "dgx-a100-80g", 64, 512),
+                                                     ("mixtral-8x7b", "dgx-h100-80g", 64, 512),
+                                                     ("resnet50", "dgx-a100-80g", 16, 512),
+                                                     ("dlrm-criteo", "dgx-a100-80g", 8, 65536)])
+def test_hbm_capacity_decides_whether_a_plan_fits_never_its_step(name, spec, gpus, batch):
+    # the memory elasticity (whatif._more_memory) reuses the best plan's step under more HBM
+    from autoplan.families.catalog import get_model
+    from autoplan.families.registry import default_space
+    from autoplan.search.space import enumerate_plans
+    from autoplan.specs import load_cluster
+
+    model, cluster = get_model(name), load_cluster(spec, gpus)
+    plans = enumerate_plans(model, gpus, load_space(default_space(model), {}), batch)[0]
+    bigger = cluster.scaled(memory=4.0)
+    compared = 0
+    for s in plans[:: max(1, len(plans) // 12)]:
+        a, b = evaluate(model, cluster, s), evaluate(model, bigger, s)
+        if a.feasible:
+            assert b.feasible and b.metrics.step_time == a.metrics.step_time
+            assert b.metrics.stage_breakdown == a.metrics.stage_breakdown
+            compared += 1
+    assert compared >= 3
