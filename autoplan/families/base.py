@@ -101,6 +101,10 @@ class Family:
     (``families/symbolic.py``); None: the generic score of its ``step_costs`` on the unit cluster."""
     launchers: tuple[Launcher, ...] = ()
     """The frameworks that launch its plans (``autoplan export --format``), the default first."""
+    quick_bound: Callable[..., float] | None = None
+    """``(model, cluster, s) -> seconds`` no step of ``s`` can beat, never above ``lower_bound`` and far cheaper: the
+    exhaustive search orders every plan by it and asks ``lower_bound`` only of those it reaches; None: it orders
+    them by ``lower_bound``."""
 
 
 def family_of_functions(namespace: dict[str, Any], name: str, axes: tuple[str, ...],
@@ -108,4 +112,4 @@ def family_of_functions(namespace: dict[str, Any], name: str, axes: tuple[str, .
     """The family whose answers are the functions of ``namespace`` (a module's ``globals()``) named as the
     questions are."""
     return Family(name, axes, default_space=default_space, symbolic=namespace.get("symbolic"), launchers=launchers,
-                  **{q: namespace[q] for q in QUESTIONS})
+                  quick_bound=namespace.get("quick_bound"), **{q: namespace[q] for q in QUESTIONS})

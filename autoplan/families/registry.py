@@ -125,6 +125,11 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
     return out + foreign_knobs(model, s, out)
 
 
+def quick_bound(model: ModelSpec) -> Callable[[ModelSpec, ClusterSpec, Strategy], float] | None:
+    """``model``'s family's cheap bound (never above ``lower_bound``), or None if it has none."""
+    return family_of(model).quick_bound
+
+
 def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> StepCosts:
     """Seconds of every task of one step of valid plan ``s``."""
     return family_of(model).step_costs(model, cluster, s)

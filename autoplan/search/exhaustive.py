@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
-from autoplan.families.registry import lower_bound, peak_memory
+from autoplan.families.registry import lower_bound, peak_memory, quick_bound
 from autoplan.search.executors import Executor, SerialExecutor
 from autoplan.sim.simulate import Evaluation, release_bound, step_bound
 from autoplan.specs.cluster import ClusterSpec
@@ -79,6 +79,12 @@ def _release_bound_or_zero(model: ModelSpec, cluster: ClusterSpec, s: Strategy) 
         return 0.0
 
 
+LEVELS = (_bound_or_zero, _step_bound_or_zero, _release_bound_or_zero)
+"""The bounds a plan the search reaches is held against in turn, each asked only when the plan comes first under
+the ones before it: the family's lower bound (when the order used its cheap one), the simulator's step bound, and
+the release bound, which compiles the plan's program."""
+
+
 @functools.lru_cache(maxsize=16384)
 def plan_peak(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
     """``peak_memory``, kept per model, cluster and plan: the search's memory check and the report's memory
@@ -94,12 +100,27 @@ def _may_fit(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> bool:
         return True
 
 
-def _by_bound(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]) -> list[tuple[float, Strategy]]:
-    """(bound per sequence, plan) by that bound, equal bounds in the order of ``plans``: the search orders a group
-    of equal bounds by the plan's label when it reaches it (``_ties_by_label``; labels take ~10 µs each, and most
-    groups lie beyond the point where the search stops)."""
-    bounds = [_bound_or_zero(model, cluster, s) / s.global_batch for s in plans]
-    return [(bounds[i], plans[i]) for i in sorted(range(len(plans)), key=bounds.__getitem__)]
+def _quick_or_zero(quick: Callable[[ModelSpec, ClusterSpec, Strategy], float], model: ModelSpec,
+                   cluster: ClusterSpec, s: Strategy) -> float:
+    """The family's cheap bound; 0 if it raises, so the plan is reached first and its error recorded."""
+    try:
+        return quick(model, cluster, s)
+    except Exception:  # noqa: BLE001 - the evaluation records the error against the plan
+        return 0.0
+
+
+def _by_bound(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]) -> tuple[list[tuple[float, Strategy]],
+                                                                                       bool]:
+    """(bound per sequence, plan) by that bound, equal bounds in the order of ``plans``, and whether the bound is
+    the family's cheap one (``quick_bound``: ``lower_bound`` is then asked when the search reaches the plan). The
+    search orders a group of equal bounds by the plan's label when it reaches it (``_ties_by_label``; labels take
+    ~10 µs each, and most groups lie beyond the point where the search stops)."""
+    quick = quick_bound(model)
+    if quick is None:
+        bounds = [_bound_or_zero(model, cluster, s) / s.global_batch for s in plans]
+    else:
+        bounds = [_quick_or_zero(quick, model, cluster, s) / s.global_batch for s in plans]
+    return [(bounds[i], plans[i]) for i in sorted(range(len(plans)), key=bounds.__getitem__)], quick is not None
 
 
 def _ties_by_label(order: list[tuple[float, Strategy]], start: int) -> int:
@@ -146,7 +167,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
     plans = distinct_plans(cluster, plans)
     fitting = [s for s in plans if _may_fit(model, cluster, s)]
     # bounds per sequence, as rank_key ranks (one batch: the order of the bounds themselves)
-    order = _by_bound(model, cluster, fitting)
+    order, quick = _by_bound(model, cluster, fitting)
     board: list[Evaluation] = sorted((e for e in known.values() if e.feasible), key=rank_key)[:top_k]
     keys = [rank_key(e) for e in board]
     evaluations: list[Evaluation] = []
@@ -156,10 +177,9 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
     def kth_best() -> float:
         return rank_key(board[top_k - 1])[0] if len(board) >= top_k else float("inf")
 
-    # plans the order has reached, by the tighter of the two bounds (the simulator's asked when reached): a plan is
-    # simulated once no plan not yet reached can have a lower bound, so plans go in the order of their best bound;
-    # the release bound, which compiles the plan's program, is asked when a plan comes first (its flag: asked)
-    reached: list[tuple[float, int, Strategy, bool]] = []
+    # plans the order has reached, by the tightest bound asked so far, and how many of the LEVELS were asked: a plan
+    # is simulated once no other plan can have a lower bound, so plans go in the order of their best bound
+    reached: list[tuple[float, int, Strategy, int]] = []
 
     def reach(kth: float) -> None:
         """Move plans from the bound order to ``reached`` while the next one's bound is below every reached one's."""
@@ -174,8 +194,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
             if s in known:
                 state["reused"] += 1
             else:
-                tight = max(bound, _step_bound_or_zero(model, cluster, s) / s.global_batch)
-                heapq.heappush(reached, (tight, state["next"], s, False))
+                heapq.heappush(reached, (bound, state["next"], s, 0 if quick else 1))
 
     def batches() -> Iterator[Sequence[Strategy]]:
         while True:
@@ -189,12 +208,13 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
                     state["capped"] = True
                     break
                 tight, at, s, asked = heapq.heappop(reached)
-                if not asked:
-                    tighter = _release_bound_or_zero(model, cluster, s) / s.global_batch
+                for level in range(asked, len(LEVELS)):
+                    tighter = LEVELS[level](model, cluster, s) / s.global_batch
                     if tighter > tight:
-                        heapq.heappush(reached, (tighter, at, s, True))
-                        continue
-                batch.append(s)
+                        heapq.heappush(reached, (tighter, at, s, level + 1))
+                        break
+                else:
+                    batch.append(s)
             if not batch:
                 return
             state["yielded"] += len(batch)

@@ -195,6 +195,13 @@ def test_bound_never_exceeds_the_simulated_step(case):
         assert fam.lower_bound(model, cluster, s) <= e.metrics.step_time * (1 + 1e-9)
 
 
+def test_a_quick_bound_never_exceeds_the_lower_bound(case):
+    fam, model, cluster, plans = case
+    quick = getattr(fam, "quick_bound", None)
+    for s in plans if quick is not None else ():
+        assert 0.0 < quick(model, cluster, s) <= fam.lower_bound(model, cluster, s)
+
+
 def test_a_new_family_runs_through_evaluate_unchanged(monkeypatch, a100_8):
     toy = ToyFamily()
     monkeypatch.setitem(FAMILIES, "toy", toy)

@@ -145,7 +145,7 @@ def test_equal_bounds_are_put_in_label_order_where_the_search_reaches_them():
 
     model, cluster = get_model("gpt-1.7b"), load_cluster("dgx-a100-80g", 16)
     plans, _ = enumerate_plans(model, 16, load_space(fixed={"cp": 1}), 64)
-    order = _by_bound(model, cluster, plans)
+    order, _ = _by_bound(model, cluster, plans)
     want = sorted(order, key=lambda x: (x[0], x[1].short()))
     assert sum(a[0] == b[0] for a, b in zip(order, order[1:])) > 100          # ties, many of them
     start = 0

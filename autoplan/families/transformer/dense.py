@@ -10,5 +10,6 @@ from autoplan.families.transformer.validity import violations
 
 DENSE = Family("dense", ("dp", "tp", "pp", "cp"), violations=violations, step_costs=plan.step_costs,
                lower_bound=plan.lower_bound, memory=memory_per_stage, peak_memory=peak_memory,
-               collectives=plan.collectives, block_ops=passes.layer_ops)
+               collectives=plan.collectives, block_ops=passes.layer_ops,
+               quick_bound=plan.quick_bound)
 """Costs from ``passes.py``, ``step.py`` and ``memory.py``; validity from ``validity.py``."""

@@ -391,6 +391,39 @@ def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
     return worst
 
 
+def quick_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
+    """``lower_bound`` of the first stage from its layers alone: their compute, and a MoE layer's all-to-alls where
+    nothing hides them; no embedding, output layer, TP or CP communication, recompute or optimizer. Plans of one
+    layer shape share those seconds, so the search can order every plan by it and ask ``lower_bound`` only of the
+    plans it reaches."""
+    p, v = s.pp, s.chunks
+    n_first, n_mid, n_last = chunk_layers(model.layers, s)
+    # the all-to-alls a pass shows whole (_exposed: no EP overlap; DualPipe's pairs may hide them: lower_bound)
+    shown = not s.ep_overlap and s.schedule not in FUSED_PAIRS
+    dense, experts = _layer_seconds(model, cluster, type(s), tuple(getattr(s, f) for f in moe.LAYER_FIELDS), shown)
+    busy = 0.0
+    for c in range(v):
+        first, last = ends(s.schedule, virtual_stage(s.schedule, 0, c, p), p, v)
+        n = n_first if first else n_last if last else n_mid
+        d = _dense_in_first_chunk(model, s) if first else 0        # as _pass_costs splits a chunk
+        busy += d * dense + (n - d) * experts
+    # each chunk runs every micro-batch, forward and backward (DualPipe: each direction's half, model_copies)
+    return s.micro_batches / model_copies(s.schedule) * busy
+
+
+@lru_cache(maxsize=1024)
+def _layer_seconds(model: ModelSpec, cluster: ClusterSpec, plan_class: type, key: tuple,
+                   shown: bool) -> tuple[float, float]:
+    """Seconds a dense and a MoE layer add at least to a forward and a backward pass, for the plans whose
+    ``moe.LAYER_FIELDS`` hold ``key``: their compute, and with ``shown`` a MoE layer's dispatch and combine (the
+    forward's once, the backward's at least once: _pass_costs)."""
+    dense, mo = _layers(model, cluster, plan_class(**dict(zip(moe.LAYER_FIELDS, key))))
+    sec = LayerCompute.seconds
+    a2a = 2 * (mo.a2a_forward + mo.etp_forward) if shown else 0.0
+    return (sec(dense.forward) + sec(dense.backward),
+            sec(mo.compute.forward) + sec(mo.compute.backward) + a2a)
+
+
 # ------------------------------------------------------------------------------------------------ memory
 
 def moe_activation_bytes(model: ModelSpec, s: Plan, flash: bool, recompute: str | None = None) -> tuple[float, float]:

@@ -394,8 +394,11 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
     return MoELayer(compute=lay, a2a_forward=a2a, etp_forward=etp)
 
 
+LAYER_FIELDS = ("tp", "cp", "sequence_parallel", "micro_batch", "recompute", "ep", "etp", "precision",
+                "fp8_activation_store")
+"""The fields of a plan a layer's cost reads."""
+
+
 def layer_key(s: Plan) -> Plan:
-    """The fields of ``s`` a layer's cost reads (so that plans differing elsewhere share the cached layer)."""
-    return type(s)(tp=s.tp, cp=s.cp, sequence_parallel=s.sequence_parallel, micro_batch=s.micro_batch,
-                    recompute=s.recompute, ep=s.ep, etp=s.etp, precision=s.precision,
-                    fp8_activation_store=s.fp8_activation_store)
+    """``s`` with only the LAYER_FIELDS set (so that plans differing elsewhere share the cached layer)."""
+    return type(s)(**{f: getattr(s, f) for f in LAYER_FIELDS})

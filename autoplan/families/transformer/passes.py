@@ -19,7 +19,7 @@ from autoplan.specs.cluster import ClusterSpec
 from autoplan.hardware.support import cp_a2a_degree
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.layout import chunk_layers
-from autoplan.specs.plan import Plan
+from autoplan.specs.plan import FUSED_PAIRS, Plan
 
 CP_BACKWARD_FACTOR = 2.5
 """Attention backward over forward that a CP ring's two backward exchanges overlap with (Dao 2023, FA2 §3)."""
@@ -148,6 +148,21 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey
                 ("compute", b_comp), ("recompute", r * rec), ("tp", b_tp),
                 ("cp", n * cp_bwd + (r * cp_fwd if s.recompute == "full" else 0))), b_host)
     return costs
+
+
+def layer_pass_seconds(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
+    """Seconds one layer adds at least to a micro-batch's forward and backward passes on the compute stream: the
+    per-layer terms ``_pass_costs`` sums, without the host floor, offload waits, gradient accumulation and a partial
+    recompute's layers (each only adds); under DualPipe only its compute, which a fused pair cannot hide
+    (``step._stage_passes``). Plans of one layer shape share it whatever their pipeline layout."""
+    (fwd, fwd_tp, bwd, bwd_tp, rec, rec_tp, cp_fwd, cp_bwd, *_) = _layer_terms(
+        model, cluster, type(s).checked(s.values() | LAYER_NOT_READ))
+    again = not (s.recompute == "full" and s.recompute_layers)     # r = n in _pass_costs
+    if s.schedule in FUSED_PAIRS:
+        return fwd + bwd + (rec if again else 0.0)
+    full = again and s.recompute == "full"
+    return (fwd + fwd_tp + cp_fwd + bwd + bwd_tp + cp_bwd + (rec + rec_tp if again else 0.0)
+            + (cp_fwd if full else 0.0))
 
 
 @lru_cache(maxsize=1024)

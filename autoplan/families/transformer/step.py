@@ -11,8 +11,8 @@ from autoplan.hardware import compute, network, policy
 from autoplan.families.transformer import zero3_tensors
 from autoplan.families.transformer.memory import MASTER_WEIGHT_BYTES, MOMENT_BYTES
 from autoplan.families.costs import COMPUTE_KINDS, CommNeed, PassCost, PassKey, StepCosts
-from autoplan.families.transformer.passes import (cp_kv_bytes, grad_bytes, layer, pass_costs, pass_key,
-                                                  ulysses_bytes, weight_grad_costs)
+from autoplan.families.transformer.passes import (cp_kv_bytes, grad_bytes, layer, layer_pass_seconds, pass_costs,
+                                                  pass_key, ulysses_bytes, weight_grad_costs)
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.hardware.support import cp_a2a_degree
 from autoplan.specs.model import ModelSpec
@@ -272,6 +272,14 @@ def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
         busy += optimizer_seconds(model, cluster, s, i)
         worst = max(worst, busy)
     return worst
+
+
+def quick_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
+    """``lower_bound`` without the end stages' embedding and output layers, the optimizer and the host floor, for a
+    tenth of its cost: the search orders plans by it and asks ``lower_bound`` only of the plans it reaches."""
+    # the busiest rank holds at least the mean layer count over its chunks, copies·layers/pp, and runs each chunk's
+    # layers for micro_batches/copies micro-batches (DualPipe: two copies, each direction half the micro-batches)
+    return s.micro_batches * model.layers / s.pp * layer_pass_seconds(model, cluster, s)
 
 
 @lru_cache(maxsize=4096)
