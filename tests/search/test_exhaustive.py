@@ -152,3 +152,19 @@ def test_equal_bounds_are_put_in_label_order_where_the_search_reaches_them():
     while start < len(order):
         start = _ties_by_label(order, start)
     assert [s for _, s in order] == [s for _, s in want]
+
+
+def test_ordering_by_the_cheap_bound_simulates_the_plans_the_familys_bound_would(monkeypatch):
+    # the cheap bound only decides when the dearer bounds are asked: the same top k from the same simulated plans
+    import autoplan.search.exhaustive as exhaustive
+
+    for name, gpus, space, batch in (("gpt-7.5b", 32, "default", 128), ("mixtral-8x7b", 32, "moe", 128)):
+        model, cluster = get_model(name), load_cluster("dgx-h100-80g", gpus)
+        plans, _ = enumerate_plans(model, gpus, load_space(space, {"cp": 1}), batch)
+        quick = search(model, cluster, plans, top_k=5)
+        with monkeypatch.context() as m:
+            m.setattr(exhaustive, "quick_bound", lambda model: None)
+            plain = search(model, cluster, plans, top_k=5)
+        assert [e.strategy for e in quick.leaderboard] == [e.strategy for e in plain.leaderboard]
+        assert {e.strategy for e in quick.evaluations} == {e.strategy for e in plain.evaluations}
+        assert quick.pruned == plain.pruned > 0
