@@ -252,9 +252,18 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
     if waiting_w:
         activations += waiting_w * (layers / s.chunks) * weight_grad_bytes_per_layer(model, s)
 
+    return StageMemory(stage=stage, weights=weights, gradients=gradients, optimizer=optimizer,
+                       activations=activations, embedding=end_layer_bytes(model, s, stage, chunks), buffers=buffers,
+                       reserve=cluster.gpu.memory_reserve_bytes)
+
+
+def end_layer_bytes(model: ModelSpec, s: Plan, stage: int, chunks: int) -> float:
+    """Activation bytes of the embedding and output layer that ``stage`` holds, with ``chunks`` chunk-forwards in
+    flight (``inflight_layer_chunks``)."""
+    first, last = holds_embedding(s.schedule, stage, s.pp), holds_output(s.schedule, stage, s.pp)
     seq = model.seq_len / s.cp
     sbh = seq * s.micro_batch * model.hidden
-    sp = t if s.sequence_parallel else 1
+    sp = s.tp if s.sequence_parallel else 1
     embedding = 0.0
     if first:
         # the embedding belongs to the first chunk: one activation per in-flight micro-batch (ceil of chunks / v)
@@ -264,10 +273,8 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
     if last:
         # Korthikanti §4.3: output-layer input 2sbh (÷t with SP) and fp32 logits for the loss 4sbV/t, one micro-batch;
         # a fused loss keeps the 16-bit logits (their gradient in place) instead of an fp32 copy
-        embedding += 2 * sbh / sp + logit_bytes(s) * seq * s.micro_batch * model.vocab / t
-    return StageMemory(stage=stage, weights=weights, gradients=gradients, optimizer=optimizer,
-                       activations=activations, embedding=embedding, buffers=buffers,
-                       reserve=cluster.gpu.memory_reserve_bytes)
+        embedding += 2 * sbh / sp + logit_bytes(s) * seq * s.micro_batch * model.vocab / s.tp
+    return embedding
 
 
 def stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int) -> StageMemory:

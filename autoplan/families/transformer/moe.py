@@ -27,7 +27,7 @@ from autoplan.families.transformer.layer import LayerCompute
 from autoplan.hardware.compute import Op
 from autoplan.families.costs import PAIR_COMM_SMS, CommNeed, PassCost, PassKey, StepCosts, pass_cost
 from autoplan.families.base import family_of_functions
-from autoplan.families.transformer.memory import (FP8_WEIGHT_BYTES, WEIGHT_BYTES, _stage, logit_bytes,
+from autoplan.families.transformer.memory import (FP8_WEIGHT_BYTES, WEIGHT_BYTES, end_layer_bytes, logit_bytes,
                                                   activation_bytes_per_layer, activation_input_bytes,
                                                   optimizer_state_bytes, recomputes_whole_layers)
 from autoplan.families.costs import StageMemory
@@ -274,10 +274,10 @@ def _moe_layer_params(model: ModelSpec, s: Plan) -> tuple[float, float]:
     return rest / s.tp + shared / s.tp + router, routed / (s.ep * s.etp)
 
 
-def stage_params(model: ModelSpec, s: Plan, stage: int) -> tuple[float, float]:
-    """(non-expert, expert) parameters one GPU of ``stage`` holds."""
+def stage_params(model: ModelSpec, s: Plan, stage: int, dense: list[int] | None = None) -> tuple[float, float]:
+    """(non-expert, expert) parameters one GPU of ``stage`` holds (``dense``: ``dense_per_stage``, if known)."""
     layers = stage_layers(model.layers, s, stage)
-    d = dense_per_stage(model, s)[stage]
+    d = (dense_per_stage(model, s) if dense is None else dense)[stage]
     other, expert = _moe_layer_params(model, s)
     # plan._stage_params: the TP share of dense layers, embedding and output (and the tied copy)
     non_expert = plan._stage_params(model, s, stage, model.layer_params()) - (layers - d) * model.layer_params() / s.tp
@@ -367,10 +367,10 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> StepCosts:
         weight_grad=weight_grad_costs(model, cluster, s) if s.schedule in SPLIT_BACKWARD else None)
 
 
-def _stages_to_check(model: ModelSpec, s: Plan) -> tuple[int, ...]:
+def _stages_to_check(model: ModelSpec, s: Plan, dense: list[int] | None = None) -> tuple[int, ...]:
     """The first and last stages, stage 1 (the most in-flight of the middle) and every stage holding dense layers:
     any other middle stage holds the same MoE layers as stage 1 with fewer in flight."""
-    dense = dense_per_stage(model, s)
+    dense = dense_per_stage(model, s) if dense is None else dense
     return tuple(sorted({0, s.pp - 1, min(1, s.pp - 1)} | {i for i, d in enumerate(dense) if d}))
 
 
@@ -382,12 +382,13 @@ def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
     worst = 0.0
     # DualPipe(V)'s fused pairs may hide all of a pass's communication (DeepSeek-V3 §3.2.1): only compute is certain
     seconds = plan._compute_seconds if s.schedule in FUSED_PAIRS else (lambda c: c.seconds)
-    for i in _stages_to_check(model, s):
+    dense = dense_per_stage(model, s)
+    for i in _stages_to_check(model, s, dense):
         # each chunk runs every micro-batch (DualPipe: each direction's half, model_copies)
         busy = m / model_copies(s.schedule) * sum(
             seconds(costs[(fwd, *ends(s.schedule, virtual_stage(s.schedule, i, c, p), p, v))])
             for c in range(v) for fwd in (True, False))
-        worst = max(worst, busy + _optimizer(cluster, s, stage_params(model, s, i)))
+        worst = max(worst, busy + _optimizer(cluster, s, stage_params(model, s, i, dense)))
     return worst
 
 
@@ -478,16 +479,16 @@ def _working_bytes(model: ModelSpec, s: Plan, flash: bool, stored: tuple[float, 
     return kept[0] - stored[0], kept[1] - stored[1]
 
 
-def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int,
-                  per_layer: tuple[float, float], working: tuple[float, float] = (0.0, 0.0)) -> StageMemory:
-    """``working``: ``_working_bytes``; the larger of the layer kinds the stage holds is added."""
-    base = _stage(model, cluster, s, stage, 0.0)     # its embedding activations and reserve (memory.py)
-    non_expert, expert = stage_params(model, s, stage)
+def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_layer: tuple[float, float],
+                  working: tuple[float, float], dense: list[int]) -> StageMemory:
+    """``working``: ``_working_bytes``, the larger of the layer kinds the stage holds added; ``dense``:
+    ``dense_per_stage``."""
+    non_expert, expert = stage_params(model, s, stage, dense)
     copies = model_copies(s.schedule)      # DualPipe: both copies of a stage share its optimizer state
     n, e = s.dp * s.cp * copies, s.edp * copies
     optimizer = optimizer_state_bytes(s) * (non_expert / n + expert / e if s.zero >= 1 else non_expert + expert)
     layers = stage_layers(model.layers, s, stage)
-    d = dense_per_stage(model, s)[stage]
+    d = dense[stage]
     blocks = model.mtp_layers if holds_output(s.schedule, stage, s.pp) else 0
     weights = WEIGHT_BYTES * (non_expert + expert)
     if moe.fp8(s):
@@ -502,9 +503,10 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int,
         kept = moe_activation_bytes(model, s, cluster.flash_attention, "none")
         per_layer = tuple(share * a + (1 - share) * b for a, b in zip(per_layer, kept))
     # Narayanan et al. SC'21 §2.2: each in-flight chunk-forward holds its layers' activations (mean per chunk)
-    acts = inflight_layer_chunks(s, stage) * (d * per_layer[0] + (layers - d) * per_layer[1]) / s.chunks
+    chunks = inflight_layer_chunks(s, stage)
+    acts = chunks * (d * per_layer[0] + (layers - d) * per_layer[1]) / s.chunks
     acts += max(working[0] if d else 0.0, working[1] if layers > d else 0.0)
-    embedding = base.embedding
+    embedding = end_layer_bytes(model, s, stage, chunks)       # memory.py's, with the reserve
     if blocks:
         # the MTP modules of the one micro-batch in flight on the output layer (as memory._stage's output layer):
         # each its MoE block, its projection's inputs and the shared head's input and fp32 logits once more
@@ -516,21 +518,24 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int,
                                                                   s.sequence_parallel))
     return StageMemory(stage=stage, weights=weights,
                        gradients=passes.grad_bytes(s) * (non_expert + expert), optimizer=optimizer, activations=acts,
-                       embedding=embedding, buffers=0.0, reserve=base.reserve)
+                       embedding=embedding, buffers=0.0, reserve=cluster.gpu.memory_reserve_bytes)
 
 
 def memory(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> list[StageMemory]:
     """Bytes per GPU of every pipeline stage, first to last."""
     per_layer = moe_activation_bytes(model, s, cluster.flash_attention)
     working = _working_bytes(model, s, cluster.flash_attention, per_layer)
-    return [_stage_memory(model, cluster, s, i, per_layer, working) for i in range(s.pp)]
+    dense = dense_per_stage(model, s)
+    return [_stage_memory(model, cluster, s, i, per_layer, working, dense) for i in range(s.pp)]
 
 
 def peak_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
     """The most bytes any GPU needs: stages 0, 1 and the last (a later middle stage holds no more)."""
     per_layer = moe_activation_bytes(model, s, cluster.flash_attention)
     working = _working_bytes(model, s, cluster.flash_attention, per_layer)
-    return max(_stage_memory(model, cluster, s, i, per_layer, working).total for i in _stages_to_check(model, s))
+    dense = dense_per_stage(model, s)
+    return max(_stage_memory(model, cluster, s, i, per_layer, working, dense).total
+               for i in _stages_to_check(model, s, dense))
 
 
 # --------------------------------------------------------------------------------------- what check lists
