@@ -5,7 +5,7 @@ step time those loads give (one critical path per micro-batch), and the planner 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from autoplan.hardware import compute, network, policy
 from autoplan.families.dlrm.embedding import (ID_BYTES, hot_bytes, lookup_bytes, lookup_seconds, output_bytes,
@@ -107,6 +107,17 @@ class Context:
         """Samples of one micro-batch over all GPUs."""
         return self.strategy.dp * self.strategy.micro_batch
 
+    @cached_property
+    def groups(self) -> tuple[network.GroupShape, network.GroupShape]:
+        """The all-GPU group and one node's group (``step_times`` prices a plan's collectives on them)."""
+        domain = self.cluster.domain_gpus
+        return network.group_shape(domain, self.world, 1), network.group_shape(domain, self.node_size, 1)
+
+    @cached_property
+    def dense_params(self) -> int:
+        """``DLRMSpec.dense_params``, kept (the planner prices thousands of candidate shardings)."""
+        return self.spec.dense_params()
+
 
 def epilogue_times(cluster: ClusterSpec, b: int, n: int) -> tuple[float, float]:
     """Forward and backward seconds of one layer's bias + activation over a (b×n) output: memory-bound element-wise
@@ -195,42 +206,68 @@ def node_gpus(ctx: Context, node: int) -> tuple[int, ...]:
 
 def apply(ctx: Context, loads: Loads, index: int, plan: TablePlan, sign: float = 1.0) -> None:
     """Add (or with ``sign`` -1, remove) table ``index`` sharded as ``plan`` to ``loads``."""
+    # sign is ±1.0 and every term is priced in floats from its first factor, so sign · term is the float that
+    # pricing the shards inline gave; the planner's local search adds and removes each candidate many times
+    shards, recv, row_wise, node_rs, dp_params = _footprint(ctx, index, plan.kind, plan.gpus)
+    for g, look_s, look_b, write_b, hot, memory, send, ids, dense_grad in shards:
+        loads.lookup_s[g] += sign * look_s
+        loads.lookup_b[g] += sign * look_b
+        loads.write_b[g] += sign * write_b
+        loads.hot_b[g] += sign * hot
+        loads.memory[g] += sign * memory
+        if send is not None:
+            loads.send[g] += sign * send
+        if ids is not None:
+            loads.ids[g] += sign * ids
+        if dense_grad is not None:
+            loads.memory[g] += sign * dense_grad
+    if recv is not None:
+        for g in range(ctx.world):
+            loads.recv[g] += sign * recv
+    if row_wise is not None:
+        loads.row_wise += sign * row_wise
+    elif node_rs is not None:
+        loads.node_rs_by_node[node_rs[0]] += sign * node_rs[1]
+        loads.node_rs = max(loads.node_rs_by_node)
+    elif dp_params is not None:
+        loads.dp_params += sign * dp_params
+
+
+@lru_cache(maxsize=65536)
+def _footprint(ctx: Context, index: int, kind: str, gpus: tuple[int, ...]) -> tuple:
+    """What table ``index`` sharded as ``kind`` on ``gpus`` adds to the loads: per shard (GPU, lookup seconds,
+    lookup bytes, output bytes, L2-hit bytes, stored bytes, all-to-all bytes sent, index bytes received, a
+    data-parallel table's dense gradient bytes; None where it adds nothing), the all-to-all bytes every GPU receives,
+    and the row-wise, node (table-row-wise: node, bytes) and data-parallel terms."""
     table = ctx.spec.tables[index]
     gpu, e, world, batch = ctx.cluster.gpu, ctx.spec.embedding_bytes, ctx.world, ctx.batch
     local = batch / world
     # bytes per pooled value on the wire: fp32, or the AMP dtype where the code casts before the all-to-all
     # (DLRMSpec.pooled_comm_bytes)
     pooled = ctx.spec.pooled_comm_bytes
-    for sh in shards_of(table, index, plan.kind, plan.gpus, world, batch):
+    shards = []
+    for sh in shards_of(table, index, kind, gpus, world, batch):
         hot = hot_bytes(gpu, sh, e)
-        loads.lookup_s[sh.gpu] += sign * lookup_seconds(gpu, sh, e, hot)
-        loads.lookup_b[sh.gpu] += sign * lookup_bytes(sh, e)
-        loads.write_b[sh.gpu] += sign * output_bytes(sh)
-        loads.hot_b[sh.gpu] += sign * hot
-        loads.memory[sh.gpu] += sign * shard_bytes(sh, e)
-        if plan.kind in ("table_wise", "column_wise"):
+        send = ids = None
+        if kind in ("table_wise", "column_wise"):
             # the owner sends every sample's pooled vector but the 1/world that stays on it (TorchRec TW/CW a2a)
-            loads.send[sh.gpu] += sign * sh.outputs * sh.width * pooled * (world - 1) / world
-            loads.ids[sh.gpu] += sign * table.pooling * batch * ID_BYTES * (world - 1) / world
-        elif plan.kind == "table_row_wise":
+            send = 1.0 * sh.outputs * sh.width * pooled * (world - 1) / world
+            ids = 1.0 * table.pooling * batch * ID_BYTES * (world - 1) / world
+        elif kind == "table_row_wise":
             # after the node's reduce-scatter each member holds 1/k of the pooled vectors and sends them on
-            loads.send[sh.gpu] += sign * batch * table.dim * pooled / len(plan.gpus) * (world - 1) / world
-            loads.ids[sh.gpu] += sign * sh.lookups * ID_BYTES
-        elif plan.kind == "row_wise":
-            loads.ids[sh.gpu] += sign * sh.lookups * ID_BYTES
-        if plan.kind == "data_parallel":
-            loads.memory[sh.gpu] += sign * table.params * GRAD_BYTES       # a dense gradient of the whole table
-    if plan.kind != "data_parallel":
-        for g in range(world):
-            loads.recv[g] += sign * local * table.dim * pooled * (world - 1) / world
-    if plan.kind == "row_wise":
-        loads.row_wise += sign * batch * table.dim * pooled
-    elif plan.kind == "table_row_wise":
-        node = plan.gpus[0] // ctx.node_size
-        loads.node_rs_by_node[node] += sign * batch * table.dim * pooled
-        loads.node_rs = max(loads.node_rs_by_node)
-    elif plan.kind == "data_parallel":
-        loads.dp_params += sign * table.params
+            send = 1.0 * batch * table.dim * pooled / len(gpus) * (world - 1) / world
+            ids = 1.0 * sh.lookups * ID_BYTES
+        elif kind == "row_wise":
+            ids = 1.0 * sh.lookups * ID_BYTES
+        # a data-parallel table also keeps a dense gradient of the whole table
+        dense_grad = 1.0 * table.params * GRAD_BYTES if kind == "data_parallel" else None
+        shards.append((sh.gpu, lookup_seconds(gpu, sh, e, hot), lookup_bytes(sh, e), output_bytes(sh), hot,
+                       shard_bytes(sh, e), send, ids, dense_grad))
+    recv = local * table.dim * pooled * (world - 1) / world if kind != "data_parallel" else None
+    row_wise = 1.0 * batch * table.dim * pooled if kind == "row_wise" else None
+    node_rs = (gpus[0] // ctx.node_size, 1.0 * batch * table.dim * pooled) if kind == "table_row_wise" else None
+    dp_params = table.params if kind == "data_parallel" else None
+    return tuple(shards), recv, row_wise, node_rs, dp_params
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,8 +297,7 @@ def step_times(ctx: Context, loads: Loads) -> StepTimes:
     top MLP; the backward mirrors it, and the embedding update runs after the gradient all-to-all.
     """
     cl, world, pol = ctx.cluster, ctx.world, ctx.strategy.collective_policy
-    everyone = network.group_shape(cl.domain_gpus, world, 1)
-    node = network.group_shape(cl.domain_gpus, ctx.node_size, 1)
+    everyone, node = ctx.groups
     # collectives priced under the plan's collective policy (nccl, or Themis-style chunked schedules: hardware/policy.py)
     a2a = policy.all_to_all(cl, everyone, max(max(loads.send), max(loads.recv)), pol)
     rw = policy.reduce_scatter(cl, everyone, loads.row_wise, pol)
@@ -275,7 +311,7 @@ def step_times(ctx: Context, loads: Loads) -> StepTimes:
     # the next batch's input distribution (indices) runs during this batch's dense layers (TorchRec
     # TrainPipelineSparseDist); only what exceeds them is exposed, at the end of the backward
     ids = policy.all_to_all(cl, everyone, max(loads.ids), pol)
-    dense = ctx.spec.dense_params() + loads.dp_params
+    dense = ctx.dense_params + loads.dp_params
     if ctx.rank0:
         # GPU 0's bottom MLP (global batch) runs beside the other GPUs' lookups; the all-to-all carries its output,
         # so it waits for it and nothing hides it (NVIDIA DLRM DistributedDlrm.forward: bottom MLP, then

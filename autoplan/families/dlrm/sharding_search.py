@@ -46,18 +46,20 @@ def allowed_kinds(ctx: sh.Context, index: int) -> tuple[str, ...]:
     return tuple(kinds)
 
 
-def _need(ctx: sh.Context, index: int, kind: str, gpus: tuple[int, ...]) -> dict[int, float]:
-    """Bytes each GPU would store for table ``index`` sharded as ``kind`` on ``gpus``."""
+@lru_cache(maxsize=65536)
+def _need(ctx: sh.Context, index: int, kind: str, gpus: tuple[int, ...]) -> tuple[tuple[int, float], ...]:
+    """(GPU, bytes) it would store for table ``index`` sharded as ``kind`` on ``gpus`` (kept: the local search asks
+    the same candidates in every sweep)."""
     out: dict[int, float] = {}
     table = ctx.spec.tables[index]
     for s in shards_of(table, index, kind, gpus, ctx.world, ctx.batch):
         extra = table.params * sh.GRAD_BYTES if kind == "data_parallel" else 0.0
         out[s.gpu] = out.get(s.gpu, 0.0) + shard_bytes(s, ctx.spec.embedding_bytes) + extra
-    return out
+    return tuple(out.items())
 
 
-def _fits(loads: sh.Loads, need: dict[int, float], room: float) -> bool:
-    return all(loads.memory[g] + b <= room for g, b in need.items())
+def _fits(loads: sh.Loads, need: tuple[tuple[int, float], ...], room: float) -> bool:
+    return all(loads.memory[g] + b <= room for g, b in need)
 
 
 def _busy(loads: sh.Loads, g: int) -> tuple[float, int]:

@@ -506,7 +506,7 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, p
     chunks = inflight_layer_chunks(s, stage)
     acts = chunks * (d * per_layer[0] + (layers - d) * per_layer[1]) / s.chunks
     acts += max(working[0] if d else 0.0, working[1] if layers > d else 0.0)
-    embedding = end_layer_bytes(model, s, stage, chunks)       # memory.py's, with the reserve
+    embedding = end_layer_bytes(model, s, stage, chunks)       # the embedding and output layer (memory.py)
     if blocks:
         # the MTP modules of the one micro-batch in flight on the output layer (as memory._stage's output layer):
         # each its MoE block, its projection's inputs and the shared head's input and fp32 logits once more
