@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from autoplan.errors import SpecError
-from autoplan.search.exhaustive import rank_key
+from autoplan.search.exhaustive import rank_key, same_plan
 from autoplan.search.folder import RunFolder
 from autoplan.sim.simulate import CriticalPath, Evaluation, Simulation, critical_path, evaluate, simulate_step
 from autoplan.specs import ClusterSpec, ModelSpec, load_cluster
@@ -194,7 +194,11 @@ def neighbours(run: Run, best: Evaluation) -> dict[str, list[Neighbour]]:
             except SpecError as err:
                 row.append(Neighbour(axis=axis, value=_label(axis, value), evaluation=None, reason=str(err)))
                 continue
-            e = known.get(s) or evaluate(run.model, run.cluster, s)
+            e = known.get(s)
+            if e is None:
+                # a plan the same as another on this cluster (selective recompute beside fused attention) scores as it
+                same = known.get(same_plan(run.cluster, s))
+                e = replace(same, strategy=s) if same is not None else evaluate(run.model, run.cluster, s)
             row.append(Neighbour(axis=axis, value=_label(axis, value), evaluation=e,
                                  reason="" if e.feasible else "; ".join(e.violations)))
         out[axis] = row

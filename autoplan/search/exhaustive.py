@@ -10,7 +10,7 @@ import functools
 import heapq
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Sequence
 
 from autoplan.families.registry import lower_bound, peak_memory, quick_bound
@@ -145,6 +145,11 @@ def distinct_plans(cluster: ClusterSpec, plans: list[Strategy]) -> list[Strategy
         # a fused attention kernel keeps no s×s scores: selective recompute is then the same plan as none
         return [s for s in plans if s.recompute != "selective"]
     return plans
+
+
+def same_plan(cluster: ClusterSpec, s: Strategy) -> Strategy:
+    """The plan ``distinct_plans`` keeps for ``s`` on this cluster (``s`` itself, unless it drops ``s``)."""
+    return replace(s, recompute="none") if cluster.flash_attention and s.recompute == "selective" else s
 
 
 def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k: int = 10,
