@@ -208,7 +208,7 @@ def apply(ctx: Context, loads: Loads, index: int, plan: TablePlan, sign: float =
     """Add (or with ``sign`` -1, remove) table ``index`` sharded as ``plan`` to ``loads``."""
     # sign is ±1.0 and every term is priced in floats from its first factor, so sign · term is the float that
     # pricing the shards inline gave; the planner's local search adds and removes each candidate many times
-    shards, recv, row_wise, node_rs, dp_params = _footprint(ctx, index, plan.kind, plan.gpus)
+    shards, recv, row_wise, node_rs, dp_params = footprint(ctx, index, plan.kind, plan.gpus)
     for g, look_s, look_b, write_b, hot, memory, send, ids, dense_grad in shards:
         loads.lookup_s[g] += sign * look_s
         loads.lookup_b[g] += sign * look_b
@@ -234,7 +234,7 @@ def apply(ctx: Context, loads: Loads, index: int, plan: TablePlan, sign: float =
 
 
 @lru_cache(maxsize=65536)
-def _footprint(ctx: Context, index: int, kind: str, gpus: tuple[int, ...]) -> tuple:
+def footprint(ctx: Context, index: int, kind: str, gpus: tuple[int, ...]) -> tuple:
     """What table ``index`` sharded as ``kind`` on ``gpus`` adds to the loads: per shard (GPU, lookup seconds,
     lookup bytes, output bytes, L2-hit bytes, stored bytes, all-to-all bytes sent, index bytes received, a
     data-parallel table's dense gradient bytes; None where it adds nothing), the all-to-all bytes every GPU receives,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from autoplan.families.dlrm import sharding as sh
-from autoplan.families.dlrm.embedding import column_shards, shard_bytes, shards_of
+from autoplan.families.dlrm.embedding import column_shards
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.families.dlrm.spec import SHARDINGS
 from autoplan.specs.model import ModelSpec
@@ -46,20 +46,16 @@ def allowed_kinds(ctx: sh.Context, index: int) -> tuple[str, ...]:
     return tuple(kinds)
 
 
-@lru_cache(maxsize=65536)
-def _need(ctx: sh.Context, index: int, kind: str, gpus: tuple[int, ...]) -> tuple[tuple[int, float], ...]:
-    """(GPU, bytes) it would store for table ``index`` sharded as ``kind`` on ``gpus`` (kept: the local search asks
-    the same candidates in every sweep)."""
+def _need(ctx: sh.Context, index: int, kind: str, gpus: tuple[int, ...]) -> dict[int, float]:
+    """Bytes each GPU would store for table ``index`` sharded as ``kind`` on ``gpus`` (``sharding.footprint``)."""
     out: dict[int, float] = {}
-    table = ctx.spec.tables[index]
-    for s in shards_of(table, index, kind, gpus, ctx.world, ctx.batch):
-        extra = table.params * sh.GRAD_BYTES if kind == "data_parallel" else 0.0
-        out[s.gpu] = out.get(s.gpu, 0.0) + shard_bytes(s, ctx.spec.embedding_bytes) + extra
-    return tuple(out.items())
+    for g, _, _, _, _, memory, _, _, dense_grad in sh.footprint(ctx, index, kind, gpus)[0]:
+        out[g] = out.get(g, 0.0) + memory + (dense_grad or 0.0)
+    return out
 
 
-def _fits(loads: sh.Loads, need: tuple[tuple[int, float], ...], room: float) -> bool:
-    return all(loads.memory[g] + b <= room for g, b in need)
+def _fits(loads: sh.Loads, need: dict[int, float], room: float) -> bool:
+    return all(loads.memory[g] + b <= room for g, b in need.items())
 
 
 def _busy(loads: sh.Loads, g: int) -> tuple[float, int]:
