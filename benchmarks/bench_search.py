@@ -82,7 +82,8 @@ profile.dump_stats(OUT)
 PHASES = [
     # (phase, the functions whose time it is: (name, file))
     ("enumerate the space", [("enumerate_plans", "space.py")]),
-    ("bounds", [("_quick_or_zero", "exhaustive.py"), ("_bound_or_zero", "exhaustive.py"),
+    # _or_zero: every bound the search asks (this code); the named ones: an older checkout's
+    ("bounds", [("_or_zero", "exhaustive.py"), ("_bound_or_zero", "exhaustive.py"),
                 ("_step_bound_or_zero", "exhaustive.py"), ("_release_bound_or_zero", "exhaustive.py")]),
     ("memory check", [("_may_fit", "exhaustive.py")]),
     ("simulate", [("evaluate_batch", "executors.py")]),

@@ -53,36 +53,20 @@ class SearchResult:
     search's top k is exact."""
 
 
-def _bound_or_zero(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
-    """The bound; 0 if computing it raises, so the plan is simulated first and its error recorded."""
+def _or_zero(bound: Callable[[ModelSpec, ClusterSpec, Strategy], float], model: ModelSpec, cluster: ClusterSpec,
+             s: Strategy) -> float:
+    """``bound(model, cluster, s)``; 0 if it raises, so the plan comes first and its evaluation records the error."""
     try:
-        return lower_bound(model, cluster, s)
+        return bound(model, cluster, s)
     except Exception:  # noqa: BLE001 - the evaluation records the error against the plan
         return 0.0
 
 
-def _step_bound_or_zero(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
-    """The simulator's bound from the plan's task durations (``sim/bounds``: pipeline fill and drain, DP streams),
-    asked only of plans the family's cheaper bound lets through; 0 if it raises, so the plan is simulated."""
-    try:
-        return step_bound(model, cluster, s)
-    except Exception:  # noqa: BLE001 - the evaluation records the error against the plan
-        return 0.0
-
-
-def _release_bound_or_zero(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> float:
-    """The DP stream's reductions after their release (``sim/bounds.release_bound``), asked of a plan about to be
-    simulated; 0 if it raises."""
-    try:
-        return release_bound(model, cluster, s)
-    except Exception:  # noqa: BLE001 - the evaluation records the error against the plan
-        return 0.0
-
-
-LEVELS = (_bound_or_zero, _step_bound_or_zero, _release_bound_or_zero)
+LEVELS = (lower_bound, step_bound, release_bound)
 """The bounds a plan the search reaches is held against in turn, each asked only when the plan comes first under
-the ones before it: the family's lower bound (when the order used its cheap one), the simulator's step bound, and
-the release bound, which compiles the plan's program."""
+the ones before it: the family's lower bound (when the order used its cheap one), the simulator's bound from the
+plan's task durations (``sim/bounds``: pipeline fill and drain, DP streams), and the release bound (the DP stream's
+reductions after their release), which compiles the plan's program."""
 
 
 @functools.lru_cache(maxsize=16384)
@@ -100,15 +84,6 @@ def _may_fit(model: ModelSpec, cluster: ClusterSpec, s: Strategy) -> bool:
         return True
 
 
-def _quick_or_zero(quick: Callable[[ModelSpec, ClusterSpec, Strategy], float], model: ModelSpec,
-                   cluster: ClusterSpec, s: Strategy) -> float:
-    """The family's cheap bound; 0 if it raises, so the plan is reached first and its error recorded."""
-    try:
-        return quick(model, cluster, s)
-    except Exception:  # noqa: BLE001 - the evaluation records the error against the plan
-        return 0.0
-
-
 def _by_bound(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]) -> tuple[list[tuple[float, Strategy]],
                                                                                        bool]:
     """(bound per sequence, plan) by that bound, equal bounds in the order of ``plans``, and whether the bound is
@@ -116,10 +91,7 @@ def _by_bound(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]) -> 
     search orders a group of equal bounds by the plan's label when it reaches it (``_ties_by_label``; labels take
     ~10 µs each, and most groups lie beyond the point where the search stops)."""
     quick = quick_bound(model)
-    if quick is None:
-        bounds = [_bound_or_zero(model, cluster, s) / s.global_batch for s in plans]
-    else:
-        bounds = [_quick_or_zero(quick, model, cluster, s) / s.global_batch for s in plans]
+    bounds = [_or_zero(quick or lower_bound, model, cluster, s) / s.global_batch for s in plans]
     return [(bounds[i], plans[i]) for i in sorted(range(len(plans)), key=bounds.__getitem__)], quick is not None
 
 
@@ -214,7 +186,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
                     break
                 tight, at, s, asked = heapq.heappop(reached)
                 for level in range(asked, len(LEVELS)):
-                    tighter = LEVELS[level](model, cluster, s) / s.global_batch
+                    tighter = _or_zero(LEVELS[level], model, cluster, s) / s.global_batch
                     if tighter > tight:
                         heapq.heappush(reached, (tighter, at, s, level + 1))
                         break
