@@ -74,8 +74,30 @@ def _list(data: dict, key: str, where: str) -> list:
     return items
 
 
+def _names(items: list, what: str, where: str) -> None:
+    """Each item's ``id`` a non-empty string, once in its list (results are keyed by it), and its ``group``, if
+    given, a string."""
+    seen: dict[str, int] = {}
+    for i, item in enumerate(items, 1):
+        if not isinstance(item, dict):
+            continue
+        name, group = item.get("id"), item.get("group")
+        if not isinstance(name, str) or not name.strip():
+            raise SpecError(f"{where}: {what} #{i}: id must be a non-empty string, got {excerpt(name)}")
+        if name in seen:
+            raise SpecError(f"{where}: {what} #{i}: id {name[:60]!r} is also {what} #{seen[name]}'s (ids name one "
+                            "run each)")
+        seen[name] = i
+        if group is not None and not isinstance(group, str):
+            raise SpecError(f"{where}: {what} #{i} ({name[:60]!r}): group must be a string, got {excerpt(group)}")
+
+
 def check_cases(data: dict, where: str) -> None:
     """Every key the predictions read, with the type it must have; errors name the file, case and key."""
+    _names(data["cases"], "case", where)
+    for key, what in (("memory_cases", "memory case"), ("memory_runs", "memory run"), ("cnn_cases", "CNN case"),
+                      ("dlrm_cases", "DLRM case"), ("collective_bandwidth", "collective case")):
+        _names(_list(data, key, where), what, where)
     for i, case in enumerate(data["cases"], 1):
         if not isinstance(case, dict):
             raise SpecError(f"{where}: case #{i} must be a mapping, got {case!r}")

@@ -216,6 +216,13 @@ def test_memory_and_bandwidth_within_ten_percent(report):
      b"vocab: 1000, seq_len: '256'}, strategy: {}, measured: {}}]", "model.seq_len must be a positive integer, got '256'"),
     (b"cases: []\ncollective_bandwidth: [{id: b, op: all_reduce, hardware: H100, busbw_gbps: 'a-b'}]",
      "collective 'b' is malformed"),
+    # results are keyed by id and printed by it: a number, a list, an empty or a repeated id is refused by name
+    (b"cases: [{id: 5}]", "case #1: id must be a non-empty string, got 5"),
+    (b"cases: [{id: [a]}]", "case #1: id must be a non-empty string, got ['a']"),
+    (b"cases: [{id: ' '}]", "case #1: id must be a non-empty string"),
+    (b"cases: [{id: a}, {id: a}]", "case #2: id 'a' is also case #1's"),
+    (b"cases: [{id: a, group: [x]}]", "case #1 ('a'): group must be a string, got ['x']"),
+    (b"cases: []\nmemory_runs: [{group: g}]", "memory run #1: id must be a non-empty string, got None"),
 ])
 def test_malformed_validation_files_name_what_is_wrong(tmp_path, text, needle):
     from autoplan.errors import SpecError
