@@ -39,7 +39,7 @@ class Sharing:
     """Links shared by classes of transfers: each row one link (or one kind of link), as (class, utilisation).
     Immutable; remembers the shares of each combination of running classes it was asked for."""
 
-    __slots__ = ("rows", "classes", "weight", "conflicts", "_rows_of", "_memo", "_pairs")
+    __slots__ = ("rows", "classes", "weight", "conflicts", "_rows_of", "_row_dicts", "_memo", "_pairs")
 
     def __init__(self, rows: tuple[tuple[tuple[int, float], ...], ...], classes: int) -> None:
         for row in rows:
@@ -60,6 +60,8 @@ class Sharing:
                 self._rows_of[k].append((r, u))
                 near[k].update(c for c, _ in row)
         self.conflicts = [frozenset(x) for x in near]
+        self._row_dicts = [d if len(d) == len(x) else None for x in self._rows_of for d in (dict(x),)]
+        """Each class's rows as {row: utilisation} (None where a row lists the class twice)."""
         self._memo: dict[tuple[int, ...], dict[int, float]] = {}
         self._pairs: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
@@ -71,7 +73,8 @@ class Sharing:
         of one class get one share)."""
         got = self._memo.get(running)
         if got is None:
-            got = self._memo[running] = dict(zip(running, _filling(running, self)))
+            fill = _pair_filling if len(running) == 2 else _filling
+            got = self._memo[running] = dict(zip(running, fill(running, self)))
         return got
 
 
@@ -124,6 +127,57 @@ def _filling(active: Sequence[int], sharing: Sharing) -> list[float]:
     for a, x in frozen.items():
         out[a] = max(x, 0.0)
     return out
+
+
+def _pair_filling(active: tuple[int, int], sharing: Sharing) -> list[float]:
+    """``_filling`` of two tasks, the same floats from the same operations in the same order (the pairwise shares
+    ``_pairs_of`` asks for every two classes that share a link: most of a cold contended step's filling): each row
+    as (k's utilisation, c's) in ``_filling``'s row order, at most two levels."""
+    k, c = active
+    w = (sharing.weight[k], sharing.weight[c])
+    if not (w[0] > 0 and w[1] > 0):
+        return _filling(active, sharing)
+    of_k, of_c = sharing._row_dicts[k], sharing._row_dicts[c]
+    if of_k is None or of_c is None:
+        return _filling(active, sharing)                # a class twice in one row
+    rows = [(u, of_c.get(r)) for r, u in sharing._rows_of[k]]
+    if k != c:
+        rows += [(None, u) for r, u in sharing._rows_of[c] if r not in of_k]
+    # first level: nothing frozen, each row fills at 1 / (q0 + q1)
+    best, full = float("inf"), None
+    for row in rows:
+        u0, u1 = row
+        slope = (u0 / w[0] + u1 / w[1]) if u0 is not None and u1 is not None else (
+            u0 / w[0] if u0 is not None else u1 / w[1])
+        at = 1.0 / slope
+        if at < best:
+            best, full = at, row
+    cap = 0 if w[0] <= w[1] else 1
+    frozen: dict[int, float] = {}
+    if w[cap] <= best:
+        level = w[cap]
+        frozen[cap] = 1.0
+    else:
+        level = best
+        for a in (0, 1):
+            if full[a] is not None:
+                frozen[a] = level / w[a]
+    if len(frozen) < 2:
+        # second level: the other task alone rises on the rows it is in, beside the frozen one's use
+        (f, x), = frozen.items()
+        o = 1 - f
+        best = float("inf")
+        for row in rows:
+            if row[o] is not None:
+                used = row[f] * x if row[f] is not None else 0
+                at = (1.0 - used) / (row[o] / w[o])
+                if at < best:
+                    best = at
+        if w[o] <= best:
+            frozen[o] = 1.0
+        else:
+            frozen[o] = max(level, best) / w[o]
+    return [max(frozen[0], 0.0), max(frozen[1], 0.0)]
 
 
 def overlapping(timeline: Timeline, cls: Sequence[int], ids: Sequence[int], sharing: Sharing) -> bool:

@@ -123,3 +123,20 @@ def test_shares_fill_no_link_past_its_bandwidth_and_leave_none_idle_for_a_slowed
     for a, x in enumerate(got):
         if x < 1 - 1e-9:                      # slowed: some link it uses is full
             assert any(u >= 1 - 1e-9 for u in used)
+
+
+_UTILISATIONS = st.one_of(st.sampled_from([0.25, 0.5, 1.0, 1.5, 2.0]), st.floats(0.05, 3.0))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 5).flatmap(lambda n: st.tuples(st.just(n), st.lists(
+    st.lists(st.tuples(st.integers(0, n - 1), _UTILISATIONS), min_size=1, max_size=n, unique_by=lambda e: e[0]),
+    min_size=1, max_size=8))))
+def test_the_pairwise_filling_gives_the_general_fillings_floats(case):
+    from autoplan.sim.fluid import _filling, _pair_filling
+
+    n, rows = case
+    sharing = Sharing(tuple(tuple(sorted(row)) for row in rows), n)
+    for k in range(n):
+        for c in range(k, n):                     # ties of level, of weight and one class twice included
+            assert _pair_filling((k, c), sharing) == _filling((k, c), sharing)
