@@ -105,6 +105,10 @@ class Family:
     """``(model, cluster, s) -> seconds`` no step of ``s`` can beat, never above ``lower_bound`` and far cheaper: the
     exhaustive search orders every plan by it and asks ``lower_bound`` only of those it reaches; None: it orders
     them by ``lower_bound``."""
+    violation_groups: tuple[tuple[tuple[str, ...], Callable[..., list[str]]], ...] = ()
+    """``violations`` as groups of rules, each ``(fields it reads, (model, gpus, s) -> reasons)``, whose reasons in
+    order are ``violations``': a space's enumeration asks each group once per distinct value of its fields
+    (``registry.violation_checker``); (): ``violations`` of every plan."""
 
 
 def family_of_functions(namespace: dict[str, Any], name: str, axes: tuple[str, ...],
@@ -112,4 +116,5 @@ def family_of_functions(namespace: dict[str, Any], name: str, axes: tuple[str, .
     """The family whose answers are the functions of ``namespace`` (a module's ``globals()``) named as the
     questions are."""
     return Family(name, axes, default_space=default_space, symbolic=namespace.get("symbolic"), launchers=launchers,
-                  quick_bound=namespace.get("quick_bound"), **{q: namespace[q] for q in QUESTIONS})
+                  quick_bound=namespace.get("quick_bound"), violation_groups=namespace.get("VIOLATION_GROUPS", ()),
+                  **{q: namespace[q] for q in QUESTIONS})

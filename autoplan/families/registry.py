@@ -125,6 +125,28 @@ def violations(model: ModelSpec, gpus: int, s: Strategy) -> list[str]:
     return out + foreign_knobs(model, s, out)
 
 
+def violation_checker(model: ModelSpec, gpus: int) -> Callable[[Strategy, dict], list[str]]:
+    """``violations(model, gpus, s)`` for the many plans of a space, as ``check(s, fields)`` (``fields``: ``s``'s
+    field values): each of the family's groups of rules (``Family.violation_groups``) asked once per distinct value
+    of the fields it reads, the same reasons in the same order."""
+    given = getattr(family_of(model), "violation_groups", ())
+    if not given:
+        return lambda s, fields: violations(model, gpus, s)
+    groups = [(operator.itemgetter(*reads), rules, {}) for reads, rules in given]
+
+    def check(s: Strategy, fields: dict) -> list[str]:
+        out: list[str] = []
+        for key_of, rules, said in groups:
+            key = key_of(fields)
+            got = said.get(key)
+            if got is None:
+                got = said[key] = rules(model, gpus, s)
+            out += got
+        return out + foreign_knobs(model, s, out)
+
+    return check
+
+
 def quick_bound(model: ModelSpec) -> Callable[[ModelSpec, ClusterSpec, Strategy], float] | None:
     """``model``'s family's cheap bound (never above ``lower_bound``), or None if it has none."""
     return family_of(model).quick_bound

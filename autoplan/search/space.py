@@ -14,7 +14,7 @@ from typing import Any
 
 from autoplan.errors import SpecError
 from autoplan.specs.model import MAX_SIZE, ModelSpec
-from autoplan.families.registry import FRAMEWORKS, framework_violations, peak_memory, violations
+from autoplan.families.registry import FRAMEWORKS, framework_violations, peak_memory, violation_checker
 from autoplan.specs.layout import V_SHAPE, balanced_layout, balanced_v_layout
 from autoplan.families.strategy import AXES, Strategy, knob_of
 from autoplan.specs.plan import data_parallel
@@ -181,6 +181,7 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
     defaults = Strategy.defaults()
     inner = [defaults | dict(zip(_INNER, combo)) for combo in itertools.product(*(a[name] for name in _INNER))]
     checked = False
+    check = violation_checker(model, gpus)
     for tp, pp, cp in itertools.product(a["tp"], a["pp"], a["cp"]):
         if gpus % (tp * pp * cp):
             rejected[f"tp·pp·cp does not divide the GPU count {gpus}"] += _rest(space)
@@ -210,7 +211,7 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
                 values.update(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=global_batch, virtual_stages=v,
                               first_stage_layers=ends[0], last_stage_layers=ends[1])
                 s = Strategy.checked(values)
-                reasons = violations(model, gpus, s)
+                reasons = check(s, values)
                 if not reasons and framework != "any":
                     reasons = framework_violations(model, s, framework)
                 if reasons:

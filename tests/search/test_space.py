@@ -149,3 +149,32 @@ def test_llama3_405b_space_proposes_meta_layout():
     # eight chunks would leave the outer chunks no layer (one reason each for the first and last stage)
     assert sorted(rejected) == [f"{end} stage layers N leave no layer for its outer chunk: the other N chunks hold N "
                                 "each" for end in ("first", "last")]
+
+
+_LAYOUTS = {"tp": [1, 3, 4], "pp": [1, 2, 4], "cp": [1, 2], "micro_batch": [1, 3], "virtual_stages": [2, 3],
+            "schedule": ["1f1b", "interleaved", "zb-h1", "zbv", "dualpipe"], "sequence_parallel": [False, True],
+            "recompute": ["none", "full"], "recompute_layers": [0, 1, 3]}
+_KNOBS = {"tp": [1, 2], "pp": [1, 2], "cp": [1, 2], "recompute": ["none", "full", "op", "modules"], "zero": [0, 1, 3],
+          "activation_offload_layers": [0, 2], "optimizer_offload_pct": [0, 50], "sequence_parallel": [False, True]}
+_NUMERICS = {"tp": [1, 2], "pp": [1, 2], "cp": [1, 2], "precision": ["bf16", "fp8"], "fp8_param_gather": [False, True],
+             "tp_comm_overlap": [False, True], "cp_comm": ["p2p", "a2a"], "ep": [1, 2], "ep_overlap": [False, True],
+             "sequence_parallel": [False, True], "micro_batch": [1], "recompute": ["none"], "zero": [0, 1]}
+
+
+@pytest.mark.parametrize("model_name, gpus, space, batch", [
+    ("gpt3", 1024, "default", 1536), ("gpt3", 1024, "zero-bubble", 1536), ("mixtral-8x7b", 64, "moe", 512),
+    ("gpt-1.7b", 48, _LAYOUTS, 96), ("gpt-1.7b", 16, _KNOBS, 32), ("mixtral-8x7b", 16, _KNOBS, 32),
+    ("gpt-1.7b", 16, _NUMERICS, 32), ("mixtral-8x7b", 16, _NUMERICS, 32), ("resnet50", 8, "cnn", 64)])
+def test_rules_asked_once_per_key_give_every_plans_own_reasons(monkeypatch, model_name, gpus, space, batch):
+    # the enumeration asks each group of a family's rules once per distinct value of the fields it reads
+    # (registry.violation_checker): the same plans and the same count of every reason as asking every plan
+    import autoplan.search.space as space_module
+    from autoplan.families import registry
+
+    sp = Space(dict(load_space("default").axes) | space) if isinstance(space, dict) else load_space(space)
+    model = get_model(model_name)
+    fast = enumerate_plans(model, gpus, sp, batch)
+    monkeypatch.setattr(space_module, "violation_checker",
+                        lambda m, g: lambda s, fields: registry.violations(m, g, s))
+    assert enumerate_plans(model, gpus, sp, batch) == fast
+    assert fast[0] and sum(fast[1].values()) > 0

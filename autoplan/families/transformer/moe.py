@@ -37,16 +37,25 @@ from autoplan.specs.layout import (BIDIRECTIONAL, chunk_layers, ends, holds_embe
                                    model_copies, rank_of, stage_layers, virtual_stage)
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.plan import FUSED_PAIRS, SPLIT_BACKWARD, Plan
-from autoplan.families.transformer.validity import violations as dense_violations
+from autoplan.families.transformer.validity import VIOLATION_GROUPS as DENSE_GROUPS, violations as dense_violations
 
 
 # ----------------------------------------------------------------------------------------------- validity
 
 def violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
     """The dense rules plus Megatron-Core's MoE rules (megatron/core/parallel_state.py, transformer_config.py)."""
-    out = dense_violations(model, gpus, s)
+    return dense_violations(model, gpus, s) + expert_violations(model, gpus, s)
+
+
+EXPERT_READS = ("ep", "etp", "tp", "cp", "dp", "pp", "sequence_parallel", "ep_overlap", "schedule", "recompute", "zero")
+"""Every plan field ``expert_violations`` may read (as ``validity.PLACEMENT_READS``)."""
+
+
+def expert_violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
+    """Megatron-Core's MoE rules: expert groups, sequence parallelism with TP, EP overlap, ZeRO."""
+    out: list[str] = []
     if not model.moe:
-        return out + [f"model {model.name} has no experts (family moe needs experts > 0)"]
+        return [f"model {model.name} has no experts (family moe needs experts > 0)"]
     if model.experts % s.ep:
         out.append(f"experts {model.experts} are not divisible by ep {s.ep}")
     if (s.tp * s.cp * s.dp) % (s.ep * s.etp):
@@ -78,6 +87,10 @@ def violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
         out.append(f"ZeRO stage {s.zero} is not modelled for MoE models (Megatron-Core's distributed optimizer is "
                    "ZeRO-1)")
     return out
+
+
+VIOLATION_GROUPS = DENSE_GROUPS + ((EXPERT_READS, expert_violations),)
+"""``violations`` as groups of rules with the fields each reads (``Family.violation_groups``)."""
 
 
 # --------------------------------------------------------------------------------------------- layers

@@ -13,6 +13,17 @@ _CNN_AXES = ("spatial", "channel", "filter")
 
 def violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
     """Every reason ``s`` cannot run ``model`` on ``gpus`` GPUs, in words a person can act on; [] if valid."""
+    return [reason for _, rules in VIOLATION_GROUPS for reason in rules(model, gpus, s)]
+
+
+PLACEMENT_READS = ("dp", "tp", "pp", "cp", "spatial", "channel", "filter", "global_batch", "micro_batch", "schedule",
+                   "virtual_stages", "first_stage_layers", "last_stage_layers")
+"""Every plan field ``placement_violations`` may read (tests/families/transformer/test_validity.py records them):
+a space's enumeration asks it once per distinct value of these (``registry.violation_checker``)."""
+
+
+def placement_violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
+    """Reasons the degrees, batch, schedule and layer layout of ``s`` do not split ``model`` over ``gpus`` GPUs."""
     out: list[str] = []
     if s.gpus != gpus:
         out.append(f"dp·tp·pp·cp = {s.dp}·{s.tp}·{s.pp}·{s.cp} = {s.gpus}, not the {gpus} GPUs of the cluster")
@@ -24,23 +35,11 @@ def violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
         out.append(f"kv heads {model.kv_heads} are not divisible by tp {s.tp}")
     if model.ffn_hidden % s.tp:
         out.append(f"ffn_hidden {model.ffn_hidden} is not divisible by tp {s.tp}")
-    before_layout = len(out)
-    if s.uneven:
-        out += uneven_violations(model.layers, s)
-    elif model.layers % (s.pp * layout_chunks(s)):
-        first, last = (balanced_v_layout(model.layers, s.pp), 0) if s.schedule in V_SHAPE else balanced_layout(
-            model.layers, s.pp, output_heavy=bool(model.mtp_layers))
-        hint = (f" (uneven: --first-stage-layers {first} --last-stage-layers {last})"
-                if first and last else f" (uneven: --last-stage-layers {last})" if last
-                else f" (uneven: --first-stage-layers {first})" if first else "")
-        out.append(f"layers {model.layers} are not divisible by pp·virtual_stages = {s.pp}·{layout_chunks(s)}{hint}")
-    layout_valid = len(out) == before_layout
+    out += _layout_violations(model, s)
     if s.global_batch % (s.dp * s.micro_batch):
         out.append(f"global batch {s.global_batch} is not divisible by dp·micro_batch = {s.dp}·{s.micro_batch}")
     if s.cp > 1 and model.seq_len % (2 * s.cp):
         out.append(f"sequence length {model.seq_len} is not divisible by 2·cp = {2 * s.cp} (load-balanced ring attention)")
-    if s.sequence_parallel and s.tp == 1:
-        out.append("sequence parallelism needs tp > 1")
     if s.schedule == "interleaved":
         if s.pp == 1:
             out.append("the interleaved schedule needs pp > 1")
@@ -52,14 +51,56 @@ def violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
         out += _v_shape_violations(s)
     elif s.virtual_stages != 1:
         out.append(f"virtual_stages {s.virtual_stages} needs the interleaved schedule, not {s.schedule}")
+    if s.schedule in SPLIT_BACKWARD and s.pp == 1:
+        out.append("a zero-bubble schedule (split backward) needs pp > 1")
+    return out
+
+
+def _layout_violations(model: ModelSpec, s: Plan) -> list[str]:
+    """The layers do not split over the pipeline's stages and chunks (evenly, or as its uneven ends say)."""
+    if s.uneven:
+        return uneven_violations(model.layers, s)
+    if model.layers % (s.pp * layout_chunks(s)):
+        first, last = (balanced_v_layout(model.layers, s.pp), 0) if s.schedule in V_SHAPE else balanced_layout(
+            model.layers, s.pp, output_heavy=bool(model.mtp_layers))
+        hint = (f" (uneven: --first-stage-layers {first} --last-stage-layers {last})"
+                if first and last else f" (uneven: --last-stage-layers {last})" if last
+                else f" (uneven: --first-stage-layers {first})" if first else "")
+        return [f"layers {model.layers} are not divisible by pp·virtual_stages = {s.pp}·{layout_chunks(s)}{hint}"]
+    return []
+
+
+RECOMPUTE_LAYERS_READS = ("recompute", "recompute_layers", "pp", "schedule", "virtual_stages", "first_stage_layers",
+                          "last_stage_layers")
+"""Every plan field ``recompute_layers_violations`` may read (as ``PLACEMENT_READS``)."""
+
+
+def recompute_layers_violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
+    """Megatron-LM's block recompute (``recompute_layers``): only with full recompute, and fewer layers than a
+    model chunk holds (a chunk's layer count exists only for a valid layout: an uneven V on one rank has none)."""
+    if not s.recompute_layers:
+        return []
+    return _partial_recompute_violations(model, s, not _layout_violations(model, s))
+
+
+KNOB_READS = ("tp", "pp", "cp", "sharding", "ep", "etp", "ep_overlap", "zero", "recompute",
+              "activation_offload_layers", "optimizer_offload_pct", "loss_impl", "cross_entropy_fusion",
+              "fp8_param_gather", "precision", "tp_comm_overlap", "sequence_parallel", "cp_comm")
+"""Every plan field ``knob_violations`` may read (as ``PLACEMENT_READS``)."""
+
+
+def knob_violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
+    """Reasons the other knobs of ``s`` (sharding, ZeRO, offload, recompute, loss, numerics, overlaps) cannot run
+    ``model``."""
+    out: list[str] = []
+    if s.sequence_parallel and s.tp == 1:
+        out.append("sequence parallelism needs tp > 1")
     if s.sharding != "auto":
         out.append(f"embedding sharding {s.sharding} applies to DLRM models only")
     if s.ep_overlap and s.ep == 1:
         out.append("ep_overlap needs expert parallelism (ep > 1)")
     if (s.ep > 1 or s.etp > 1) and not model.moe:
         out.append(f"ep {s.ep} / etp {s.etp} need a mixture-of-experts model; {model.name} has no experts")
-    if s.schedule in SPLIT_BACKWARD and s.pp == 1:
-        out.append("a zero-bubble schedule (split backward) needs pp > 1")
     if s.zero >= 3 and s.pp > 1:
         # ZeRO-2 with pp > 1 is Llama 3's FSDP (arXiv 2407.21783 §3.3.1: optimizer states and gradients sharded,
         # weights kept after the forward), its gradients reduce-scattered after every micro-batch's backward;
@@ -67,9 +108,6 @@ def violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
         out.append(f"ZeRO stage {s.zero} shards weights across micro-batches and cannot run with pp > 1 (DeepSpeed)")
     if model.mtp_layers and not model.moe:
         out.append(f"multi-token prediction (mtp_layers {model.mtp_layers}) is modelled for MoE models only")
-    if s.recompute_layers:
-        # a chunk's layer count exists only for a valid layout (an uneven V on one rank has none)
-        out += _partial_recompute_violations(model, s, layout_valid)
     out += _offload_violations(model, s)
     if s.recompute == "op" and (model.moe or model.mla or model.bias):
         # torchtitan's per-op policy counts aten.mm (a biased linear is addmm, not on its list) in the dense
@@ -83,6 +121,11 @@ def violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
         out.append("recompute modules (norms, MLA up-projections, expert activations) is modelled for MoE models "
                    "only; use selective or full")
     return out + feature_violations(model, s)
+
+
+VIOLATION_GROUPS = ((PLACEMENT_READS, placement_violations), (RECOMPUTE_LAYERS_READS, recompute_layers_violations),
+                    (KNOB_READS, knob_violations))
+"""``violations`` as groups of rules, each with the plan fields it reads (``Family.violation_groups``)."""
 
 
 def feature_violations(model: ModelSpec, s: Plan) -> list[str]:
