@@ -394,7 +394,8 @@ def explain_no_plan(model: ModelSpec, gpus: int, space: Space, global_batch: int
 # ------------------------------------------------------------------------------ valid plans, none of which fits
 
 _FIT_AXES = ("pp", "tp", "zero", "recompute", "sequence_parallel", "cp", "micro_batch", "virtual_stages", "schedule")
-"""Axes whose value changes a plan's peak memory, tried in this order of preference."""
+"""Axes whose value changes a plan's peak memory, tried in this order of preference (a MoE model's expert
+parallelism first: its experts are most of its weights)."""
 _FIT_SECONDS = 3.0
 """Time the fit hint may take before it stops trying changes."""
 
@@ -412,6 +413,8 @@ def _fit_pool(model: ModelSpec, gpus: int, space: Space, name: str) -> list:
     a = space.axes
     if name in ("tp", "cp"):
         pool = [d for d in _divisors(gpus) if d <= 64]
+    elif name == "ep":
+        pool = [d for d in _divisors(gpus) if model.experts % d == 0]
     elif name == "pp":
         pool = [d for d in _divisors(gpus) if d <= model.layers]
     elif name == "micro_batch":
@@ -430,7 +433,7 @@ def fit_relaxations(model: ModelSpec, gpus: int, cluster: Any, space: Space, glo
     import time
 
     start, found = time.perf_counter(), []
-    for name in _FIT_AXES:
+    for name in (("ep",) if model.moe else ()) + _FIT_AXES:
         for v in _fit_pool(model, gpus, space, name):
             if time.perf_counter() - start > _FIT_SECONDS or len(found) == keep:
                 return found

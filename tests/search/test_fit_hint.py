@@ -50,3 +50,19 @@ def test_search_prints_the_fit_hint_and_exits_1(tmp_path):
                                   "--no-sequence-parallel", "--workers", "0", "--out", str(tmp_path)])
     assert r.exit_code == 1, r.output
     assert "no plan fits in memory" in r.output and "--pp " in r.output and "Traceback" not in r.output
+
+
+def test_a_moe_model_in_a_space_without_expert_parallelism_is_offered_ep_first():
+    # DeepSeek-V3's 671B parameters are mostly experts: the zero-bubble space (no ep axis) fits nothing on 1024
+    # H100s, and spreading the experts is the change that fits
+    model, cluster = get_model("deepseek-v3"), load_cluster("dgx-h100-80g", 1024)
+    space = load_space("zero-bubble", fixed={"tp": 8, "pp": 16, "micro_batch": 1})
+    plans, _ = enumerate_plans(model, 1024, space, 1024)
+    assert plans and all(peak_memory(model, cluster, s) > cluster.gpu.hbm_bytes for s in plans)
+    found = fit_relaxations(model, 1024, cluster, space, 1024, keep=1)
+    assert found and found[0].flags.startswith("--ep ")
+    ep = int(found[0].flags.split()[1])
+    spread = load_space("zero-bubble", fixed={"tp": 8, "pp": 16, "micro_batch": 1, "ep": ep})
+    fitting = [s for s in enumerate_plans(model, 1024, spread, 1024)[0]
+               if peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes]
+    assert len(fitting) == found[0].plans > 0
