@@ -1,7 +1,9 @@
 """One transformer layer forward+backward in eager PyTorch (BF16, SDPA attention), at the shapes of one TP shard on
 one GPU (no communication): the layer's time, and its GEMMs and attention core timed alone (CUDA events, the mean of
-20 after 5 warm-ups). Needs a CUDA GPU; what it wrote on an H100 and an H200 is in cluster_specs/calibration/
-(*-layer-steps.json), compared with autoplan's layer model by benchmarks/bench_layer_steps.py.
+20 after 5 warm-ups), each step's gradients written anew (``.grad`` cleared: the files in cluster_specs/calibration/
+were taken before it did, and include autograd's accumulation into the last step's). Needs a CUDA GPU; what it
+wrote on an H100 and an H200 is in cluster_specs/calibration/ (*-layer-steps.json), compared with autoplan's layer
+model by benchmarks/bench_layer_steps.py.
 
 Run: python benchmarks/device/layer_step.py OUT.json [--compile]
 (--compile: the layer under torch.compile, which fuses the norms, activations and residual adds as Transformer
@@ -60,7 +62,15 @@ def measure(name: str, h: int, heads: int, kv: int, ffn: int, seq: int, tp: int,
     if compiled:
         layer = torch.compile(layer, dynamic=False)
     grad = torch.randn(mb, seq, h, device=DEV, dtype=BF16)
-    forward, step = seconds(layer), seconds(lambda: layer().backward(grad))
+
+    def fresh_step() -> None:
+        # each step's gradients written anew, as Megatron's wgrad GEMMs accumulate in place: autograd would add
+        # them into the last step's .grad (3 x 2 bytes per weight and input element of extra HBM traffic)
+        for t in (x, wqkv, wo, w1, w2):
+            t.grad = None
+        layer().backward(grad)
+
+    forward, step = seconds(layer), seconds(fresh_step)
     gemms = 0.0
     for n, k in (((hq + 2 * hk) * hd, h), (h, hq * hd), (fc1_out, h), (h, f)):
         a = torch.randn(tokens, k, device=DEV, dtype=BF16)
@@ -70,10 +80,16 @@ def measure(name: str, h: int, heads: int, kv: int, ffn: int, seq: int, tp: int,
     q = torch.randn(mb, hq, seq, hd, device=DEV, dtype=BF16, requires_grad=True)
     k, v = (torch.randn(mb, hk, seq, hd, device=DEV, dtype=BF16, requires_grad=True) for _ in range(2))
     go = torch.randn(mb, hq, seq, hd, device=DEV, dtype=BF16)
-    attention = seconds(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                                               enable_gqa=hk != hq).backward(go))
+
+    def attention_step() -> None:
+        for t in (q, k, v):
+            t.grad = None
+        F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=hk != hq).backward(go)
+
+    attention = seconds(attention_step)
     flops = 2 * 3 * tokens * h * ((hq + 2 * hk) * hd + hq * hd + f * (3 if swiglu else 2))
-    return dict(model=name, tp=tp, mb=mb, seq=seq, compiled=compiled, layer_fwd_s=forward, layer_fwd_bwd_s=step,
+    return dict(model=name, tp=tp, mb=mb, seq=seq, compiled=compiled, grads_cleared=True, layer_fwd_s=forward,
+                layer_fwd_bwd_s=step,
                 gemms_alone_s=gemms, attention_fwd_bwd_alone_s=attention, gemm_tflops=flops / gemms / 1e12)
 
 
