@@ -202,6 +202,15 @@ def test_a_quick_bound_never_exceeds_the_lower_bound(case):
         assert 0.0 < quick(model, cluster, s) <= fam.lower_bound(model, cluster, s)
 
 
+def test_violation_groups_in_order_are_the_familys_violations(case):
+    # a space's enumeration reads a family's reasons from its groups (registry.violation_checker)
+    fam, model, cluster, _ = case
+    groups = getattr(fam, "violation_groups", ())
+    for s in _plans(cluster.gpus) + [Strategy(dp=cluster.gpus + 1), Strategy(dp=3, tp=3, pp=5)] if groups else ():
+        grouped = [r for _, rules in groups for r in rules(model, cluster.gpus, s)]
+        assert grouped == fam.violations(model, cluster.gpus, s)
+
+
 def test_a_new_family_runs_through_evaluate_unchanged(monkeypatch, a100_8):
     toy = ToyFamily()
     monkeypatch.setitem(FAMILIES, "toy", toy)
