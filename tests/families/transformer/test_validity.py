@@ -79,6 +79,7 @@ def test_each_group_of_rules_reads_only_the_fields_it_declares(label, model_name
     # did not declare would hand one plan another's reasons
     model = get_model(model_name)
     for reads, rules in groups:
+        assert set(reads) <= set(Strategy.defaults()), rules.__name__      # every declared name is a plan field
         assert _fields_read(rules, model, gpus, s) <= set(reads), rules.__name__
 
 
