@@ -111,17 +111,20 @@ def rank_key(e: Evaluation) -> tuple:
     return (e.metrics.step_time / e.strategy.global_batch, e.strategy.short())
 
 
+def _another_plan(cluster: ClusterSpec, s: Strategy) -> bool:
+    """``s`` is the same as another plan on this cluster: a fused attention kernel keeps no s×s scores, so selective
+    recompute is then the same plan as none."""
+    return cluster.flash_attention and s.recompute == "selective"
+
+
 def distinct_plans(cluster: ClusterSpec, plans: list[Strategy]) -> list[Strategy]:
     """Drop plans that are the same as another on this cluster."""
-    if cluster.flash_attention:
-        # a fused attention kernel keeps no s×s scores: selective recompute is then the same plan as none
-        return [s for s in plans if s.recompute != "selective"]
-    return plans
+    return [s for s in plans if not _another_plan(cluster, s)] if cluster.flash_attention else plans
 
 
 def same_plan(cluster: ClusterSpec, s: Strategy) -> Strategy:
     """The plan ``distinct_plans`` keeps for ``s`` on this cluster (``s`` itself, unless it drops ``s``)."""
-    return replace(s, recompute="none") if cluster.flash_attention and s.recompute == "selective" else s
+    return replace(s, recompute="none") if _another_plan(cluster, s) else s
 
 
 def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k: int = 10,
