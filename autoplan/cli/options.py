@@ -161,9 +161,9 @@ def legend_text() -> str:
     return "\b\nPlan labels (e.g. tp4 pp8 dp32 mb2 int12 sp z1):\n" + "\n".join(rows)
 
 
-def _frameworks() -> list[str]:
-    from autoplan.families.registry import FRAMEWORKS
-    return list(FRAMEWORKS)
+FRAMEWORK_CHOICES = ("any", "megatron", "torchtitan", "deepspeed")
+"""``--framework``'s values, kept here as text so that ``search --help`` imports no family (every family's launchers:
+``registry.FRAMEWORKS``; tests/cli/test_cli.py checks that the two agree)."""
 
 
 def _fixable() -> list[str]:
@@ -186,7 +186,7 @@ def space_options(fn: Callable) -> Callable:
         click.option("--seq-len", type=click.IntRange(1), default=None, help=SEQ_LEN_HELP),
         click.option("--space", default="default", show_default=True,
                      help="Search space name or .toml file (default: the model family's own, e.g. moe, cnn, dlrm)."),
-        click.option("--framework", type=click.Choice(_frameworks()), default=None,
+        click.option("--framework", type=click.Choice(FRAMEWORK_CHOICES), default=None,
                      help="Keep only plans this framework launches as planned (docs/export.md) [default: the space's "
                           "`framework` key, else any: every valid plan]."),
     ] + [_knob_option(name, knob_of(name), None, knob_of(name).fix_help, False) for name in _fixable()]

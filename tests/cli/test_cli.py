@@ -260,6 +260,22 @@ def test_the_help_legend_is_the_knobs_legend():
         assert "Plan labels (e.g. tp4 pp8 dp32 mb2 int12 sp z1):" in out and "tpN ppN dpN" in out, args
 
 
+def test_framework_choices_are_the_families_launchers():
+    from autoplan.cli.options import FRAMEWORK_CHOICES
+    from autoplan.families.registry import FRAMEWORKS
+    assert FRAMEWORK_CHOICES == FRAMEWORKS
+
+
+@pytest.mark.parametrize("command", ["search", "sweep", "space", "whatif"])
+def test_a_command_help_imports_no_family_registry(command):
+    # --help of the commands with the space's flags builds them from the knobs, never from the families' costs
+    code = (f"import sys; sys.argv = ['autoplan', '{command}', '--help']\nfrom autoplan.cli import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('autoplan.families.registry', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+
+
 def test_help_loads_no_command_module():
     code = ("import sys; sys.argv = ['autoplan', '--help']\nfrom autoplan.cli import main\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
