@@ -37,7 +37,9 @@ class Param:
 # cluster_specs/dgx-h100-80g.toml); a GEMM's k-half-point is a few tile stages (64-wide k stages, CUTLASS), at most a
 # few thousand; a kernel's launch-and-tail overhead is microseconds (CUDA launch ~2-5 µs, eager PyTorch ~10-20 µs
 # with the host's dispatch); NCCL's per-step latency is ~1 µs over NVLink and ~5 µs over InfiniBand (NCCL tuning
-# model), never over 100 µs; a network tier reaches between 5 % and 100 % of its line rate.
+# model), never over 100 µs; a network tier reaches between 5 % and 100 % of its line rate. Host times: eager
+# PyTorch issues a module call in tens to hundreds of µs (H. He, "Making Deep Learning Go Brrrr From First Principles",
+# 2022: overhead), a step's own host work (optimizer, logging) in at most seconds.
 GPU_PARAMS = {
     "gemm_efficiency": ("gemm_efficiency", 1.0, 0.2, 1.0,
                         "fraction of the BF16 peak that large GEMMs reach (per clock)"),
@@ -50,6 +52,8 @@ GPU_PARAMS = {
     "memory_efficiency": ("memory_efficiency", 1.0, 0.2, 1.0,
                           "fraction of HBM bandwidth element-wise and norm kernels reach"),
     "kernel_overhead_us": ("kernel_overhead", 1e-6, 0.0, 200.0, "fixed launch-and-tail time per kernel (µs)"),
+    "host_launch_us": ("host_launch", 1e-6, 0.0, 2000.0, "host time to issue one modelled op (µs)"),
+    "host_step_ms": ("host_step", 1e-3, 0.0, 10000.0, "host time per step outside its passes, the GPU idle (ms)"),
 }
 TIER_PARAMS = {
     "efficiency": ("efficiency", 1.0, 0.05, 1.0, "fraction of the tier's line rate NCCL collectives reach"),

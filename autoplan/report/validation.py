@@ -67,7 +67,8 @@ def overall(report: Any) -> dict:
             "without_known_gaps": no_gaps,
             "logo": report.calibrated_summary(report.runs, report.logo),
             "in_sample": report.calibrated_summary(report.runs, report.in_sample),
-            "calibration_runs": [{"id": r.id, "calibrates": r.calibration} for r in report.calibration_runs]}
+            "calibration_runs": [{"id": r.id, "calibrates": r.calibration} for r in report.calibration_runs],
+            "calibrated_specs": report.calibrated_specs}
 
 
 def _run_table(report: Any) -> Table:
@@ -121,6 +122,10 @@ def validation_view(report: Any) -> Group:
                               f"{_pct(s['max_abs_pct'])} ({s['n']})", style="dim"))
     for c in o["calibration_runs"]:
         parts.append(Text(f"Calibration run (left out): {c['id']} sets {c['calibrates']}", style="dim"))
+    for c in o["calibrated_specs"]:
+        parts.append(Text(f"Calibrated spec {c['spec']}: {', '.join(c['fitted'])} fitted by autoplan calibrate on "
+                          f"{', '.join(c['inputs'])} ({c['measurements']} measurements, none of them a run here)",
+                          style="dim"))
     return Group(*parts)
 
 

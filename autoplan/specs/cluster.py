@@ -74,6 +74,9 @@ class GPUSpec:
     from eager PyTorch/Transformer Engine code; 0: the host always keeps ahead of the GPU. A pass is never faster
     than its host issues it (``hardware/compute.host_exposed``); MoE layers, whose token counts sync the host every
     layer, expose it more (``families/transformer/moe_layer.py``)."""
+    host_step: float = 0.0
+    """Host seconds each training step spends outside its passes, the GPU waiting (the optimizer's launches and its
+    gradient-norm sync, the loss and logging reductions read back to the host); 0: none."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -273,7 +276,8 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "memory_efficiency": (0.01, 1.0, False), "attention_memory_efficiency": (0.01, 1.0, True),
     "clock_ratio": (0.1, 1.0, False), "gemm_half_k": (0.0, 1e5, False), "kernel_overhead_us": (0.0, 1e6, False),
     "memory_reserve_gib": (0.0, 1e5, False), "fp8_peak_tflops": (0.1, 1e5, True), "fp8_gemm_efficiency": (0.01, 1.0, True),
-    "host_launch_us": (0.0, 1e4, True), "tdp_w": (1.0, 1e5, True), "idle_w": (1.0, 1e5, True),
+    "host_launch_us": (0.0, 1e4, True), "host_step_ms": (0.0, 1e5, True),
+    "tdp_w": (1.0, 1e5, True), "idle_w": (1.0, 1e5, True),
     "host_link_gb_per_s": (0.1, 1e5, True), "host_adam_params_per_s": (1e6, 1e13, True),
     "bandwidth_gb_per_s": (0.01, 1e6, False), "efficiency": (0.01, 1.0, False), "latency_us": (0.0, 1e6, False),
     "allreduce_busbw_gb_per_s": (0.01, 1e6, True), "half_bandwidth_mib": (0.0, 1e6, False),
@@ -289,7 +293,8 @@ OPTIONAL: dict[str, dict[str, object]] = {
             "nvlink_domain_gpus": 0, "node_overhead_w": 0.0, "pue": 1.0, "gpu_hour_usd": 0.0, "contention": True},
     "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0, "clock_ratio": 1.0,
             "fp8_peak_tflops": 0.0, "fp8_gemm_efficiency": 0.0, "mxfp8": False, "l2_cache_mib": 0.0,
-            "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0, "tdp_w": 0.0, "idle_w": 0.0,
+            "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0, "host_step_ms": 0.0,
+            "tdp_w": 0.0, "idle_w": 0.0,
             "host_link_gb_per_s": 0.0, "host_adam_params_per_s": 0.0},
     # oversubscription 1: a non-blocking fat tree, as NVIDIA's DGX SuperPOD reference architectures build the compute
     # fabric (DGX A100 and H100 SuperPOD RA: "full fat-tree", every leaf's uplinks carry all of its nodes' NICs)
@@ -373,7 +378,8 @@ _DIMENSION_KEYS = {"name", "size", "topology", "bandwidth_gb_per_s", "efficiency
 _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
              "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
              "clock_ratio", "kernel_overhead_us", "memory_reserve_gib", "fp8_peak_tflops", "fp8_gemm_efficiency",
-             "mxfp8", "l2_cache_mib", "l2_bandwidth_gb_per_s", "host_launch_us", "tdp_w", "idle_w",
+             "mxfp8", "l2_cache_mib", "l2_bandwidth_gb_per_s", "host_launch_us", "host_step_ms",
+             "tdp_w", "idle_w",
              "host_link_gb_per_s", "host_adam_params_per_s"}
 _TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", "allreduce_busbw_gb_per_s",
               "half_bandwidth_mib", "oversubscription"}
@@ -404,6 +410,7 @@ def _gpu(g: _Table) -> GPUSpec:
         l2_cache_bytes=g.number("l2_cache_mib", d["l2_cache_mib"]) * 2**20,
         l2_bandwidth=g.number("l2_bandwidth_gb_per_s", d["l2_bandwidth_gb_per_s"]) * 1e9,
         host_launch=g.number("host_launch_us", d["host_launch_us"]) * 1e-6,
+        host_step=g.number("host_step_ms", d["host_step_ms"]) * 1e-3,
         tdp_w=g.number("tdp_w", d["tdp_w"]), idle_w=g.number("idle_w", d["idle_w"]),
         host_link=g.number("host_link_gb_per_s", d["host_link_gb_per_s"]) * 1e9,
         host_adam_params_per_s=g.number("host_adam_params_per_s", d["host_adam_params_per_s"]))
@@ -501,13 +508,15 @@ def _from_tables(data: dict, path: Path | str) -> ClusterSpec:
 
 _UNITS = {"peak_tflops": 1e12, "hbm_gib": GIB, "hbm_bandwidth_gb_per_s": 1e9, "kernel_overhead_us": 1e-6,
           "memory_reserve_gib": GIB, "fp8_peak_tflops": 1e12, "l2_cache_mib": 2**20, "l2_bandwidth_gb_per_s": 1e9,
-          "host_launch_us": 1e-6, "bandwidth_gb_per_s": 1e9, "latency_us": 1e-6, "allreduce_busbw_gb_per_s": 1e9,
+          "host_launch_us": 1e-6, "host_step_ms": 1e-3, "bandwidth_gb_per_s": 1e9, "latency_us": 1e-6,
+          "allreduce_busbw_gb_per_s": 1e9,
           "half_bandwidth_mib": 2**20, "host_link_gb_per_s": 1e9}
 """What one unit of a file key is in SI units (a key not listed is a plain count or fraction)."""
 _GPU_FIELDS = {"peak_tflops": "peak_flops", "hbm_gib": "hbm_bytes", "hbm_bandwidth_gb_per_s": "hbm_bandwidth",
                "kernel_overhead_us": "kernel_overhead", "memory_reserve_gib": "memory_reserve_bytes",
                "fp8_peak_tflops": "fp8_peak_flops", "l2_cache_mib": "l2_cache_bytes",
-               "l2_bandwidth_gb_per_s": "l2_bandwidth", "host_launch_us": "host_launch", "host_link_gb_per_s": "host_link"}
+               "l2_bandwidth_gb_per_s": "l2_bandwidth", "host_launch_us": "host_launch", "host_step_ms": "host_step",
+               "host_link_gb_per_s": "host_link"}
 _TIER_FIELDS = {"bandwidth_gb_per_s": "bandwidth", "latency_us": "latency", "allreduce_busbw_gb_per_s":
                 "allreduce_busbw", "half_bandwidth_mib": "half_bandwidth_bytes"}
 

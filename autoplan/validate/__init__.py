@@ -11,12 +11,14 @@ they were set from) are reported apart, as checks and not as accuracy.
 from __future__ import annotations
 
 import math
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
 from typing import Callable, TypeVar
 
 from autoplan.errors import SpecError
+from autoplan.specs.cluster import specs_dir
 from autoplan.validate import calibration
 from autoplan.validate.checks import run_bandwidth_case, run_memory_case, run_memory_run
 from autoplan.validate.files import default_file, load, load_default
@@ -43,6 +45,9 @@ class Report:
     """Consistency checks (not accuracy): formula against formula, efficiencies against their own source rows."""
     in_sample: calibration.Calibrated | None = None
     logo: calibration.Calibrated | None = None
+    calibrated_specs: list[dict] = field(default_factory=list)
+    """The cluster specs of counted runs that ``autoplan calibrate`` fitted (``calibrated_specs``): what each fitted,
+    and on which measurements (never a run of this file)."""
 
     summary = staticmethod(summary)
 
@@ -124,4 +129,20 @@ def validate(path: Path | None = None, calibrate: bool = True) -> Report:
         in_sample, logo = calibration.in_sample(curves), calibration.leave_one_group_out(curves)
     return Report(runs=runs, memory_runs=memory_runs, checks=formula + usable + [b for b in bandwidth
                                                                                  if b not in usable],
-                  in_sample=in_sample, logo=logo)
+                  in_sample=in_sample, logo=logo, calibrated_specs=calibrated_specs(cases))
+
+
+def calibrated_specs(cases: list[dict]) -> list[dict]:
+    """Each built-in cluster spec the runs name (``hardware.cluster_spec``) that carries ``autoplan calibrate``'s
+    provenance table: its name, the constants fitted, the input files and how many measurements they held."""
+    out = []
+    for name in dict.fromkeys(str(c.get("hardware", {}).get("cluster_spec") or "") for c in cases):
+        path = specs_dir() / f"{name}.toml"
+        if not name or not path.is_file():
+            continue
+        table = tomllib.loads(path.read_text()).get("calibration")
+        if table:
+            out.append({"spec": name, "fitted": [k.split(".", 1)[1] for k in table.get("fitted", {})],
+                        "inputs": [i["path"] for i in table.get("inputs", [])],
+                        "measurements": table.get("measurements", 0)})
+    return out

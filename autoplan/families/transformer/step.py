@@ -145,7 +145,9 @@ def _optimizer(cluster: ClusterSpec, s: Plan, params: float) -> float:
         # the bf16 weights come back (--overlap-cpu-optimizer-d2h-h2d): the longer of the two
         gpu = cluster.gpu
         seconds += max(host / gpu.host_adam_params_per_s, host * (grad_bytes(s) + PARAM_BYTES) / gpu.host_link)
-    return seconds
+    # the step's fixed host time (GPUSpec.host_step) ends it on every stage, the GPU idle: Megatron-LM's training
+    # step reads the grad norm and the loss back to the host, and its logging runs, before the next step's launches
+    return seconds + cluster.gpu.host_step
 
 
 def zero3_layer_gather(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:

@@ -99,3 +99,18 @@ def test_check_lists_one_entry_per_group_that_communicates(tiny_gpt, a100_64):
     assert groups == [("tp", "all_reduce"), ("tp", "all_reduce"), ("cp", "send_recv"), ("pp", "send_recv"),
                       ("tp", "all_gather"), ("dp", "reduce_scatter"), ("dp", "all_gather")]
     assert plan.collectives(tiny_gpt, a100_64, Strategy(dp=64, global_batch=64))[0].op == "all_reduce"
+
+
+@pytest.mark.parametrize("pp, schedule", [(1, "1f1b"), (4, "1f1b"), (4, "interleaved"), (4, "zb-h1")])
+def test_the_steps_host_time_adds_to_the_step_once(tiny_gpt, a100_8, pp, schedule):
+    # GPUSpec.host_step: the step's own host work ends every stage's step (each stage's optimizer) with the GPU idle,
+    # so the step grows by exactly that much whatever the pipeline
+    from autoplan.sim.simulate import score
+
+    s = Strategy(pp=pp, dp=8 // pp, micro_batch=1, global_batch=32, schedule=schedule,
+                 virtual_stages=2 if schedule == "interleaved" else 1)
+    slow = replace(a100_8, gpu=replace(a100_8.gpu, host_step=0.05))
+    before, after = score(tiny_gpt, a100_8, s), score(tiny_gpt, slow, s)
+    assert after.step_time - before.step_time == pytest.approx(0.05, rel=1e-9)
+    assert plan.optimizer_seconds(tiny_gpt, slow, s, 0) - plan.optimizer_seconds(tiny_gpt, a100_8, s, 0) == (
+        pytest.approx(0.05, rel=1e-12))
