@@ -8,8 +8,8 @@ runs on 8 GPUs (the benchmark set) and the multi-node runs:
   - per group of equal model and global batch (the plans a user would compare): Spearman's rank correlation of
     predicted against measured step time, and the regret of autoplan's top-1 (how much slower the measured time of
     the plan autoplan ranks first is than the measured best).
-The 2- and 4-GPU runs are the calibration set of ``--calibrate`` (never the benchmark set): it bisects the host
-seconds per modelled op (``host_launch_us``) that make them right and prints it.
+The 2- and 4-GPU runs are the calibration set of ``--calibrate`` (never the benchmark set): it fits the host
+seconds per modelled op (``host_launch_us``) and per step (``host_step_ms``) that make them right and prints them.
 
     python benchmarks/bench_vtrain.py [--quick] [--calibrate] [--multi]
 """
@@ -55,18 +55,22 @@ def plan_of(r: dict) -> Strategy:
                     overlap_p2p_comm=False, grad_reduce_in_fp32=False)
 
 
-def cluster_for(gpus: int, host_us: float | None = None):
+Host = tuple[float, float]
+"""(host_launch_us, host_step_ms) in place of the spec's."""
+
+
+def cluster_for(gpus: int, host: Host | None = None):
     """dgx-a100-80g at the row's GPU count, with vTrain's network: 800 Gb/s of InfiniBand per 8-GPU node (its
     validation configs' inter_node_bandwidth), half a DGX A100's eight 200 Gb/s NICs."""
     base = load_cluster("dgx-a100-80g")
     base = replace(base, tiers=base.tiers[:1] + tuple(replace(t, bandwidth=t.bandwidth / 2) for t in base.tiers[1:]))
     c = base.with_gpus(gpus) if gpus >= base.gpus_per_node else replace(base, gpus_per_node=gpus, nodes=1)
-    return c if host_us is None else replace(c, gpu=replace(c.gpu, host_launch=host_us * 1e-6))
+    return c if host is None else replace(c, gpu=replace(c.gpu, host_launch=host[0] * 1e-6, host_step=host[1] * 1e-3))
 
 
-def predict(r: dict, host_us: float | None = None) -> float:
+def predict(r: dict, host: Host | None = None) -> float:
     """Predicted iteration time (ms) of the row's plan (timed even where the memory model says it does not fit)."""
-    return 1e3 * score(model_of(r), cluster_for(int(r["# GPUs"]), host_us), plan_of(r)).step_time
+    return 1e3 * score(model_of(r), cluster_for(int(r["# GPUs"]), host), plan_of(r)).step_time
 
 
 def spearman(xs: list[float], ys: list[float]) -> float:
@@ -90,10 +94,10 @@ def spearman(xs: list[float], ys: list[float]) -> float:
     return num / den if den else 1.0
 
 
-def report(data: list[dict], host_us: float | None, title: str) -> dict:
+def report(data: list[dict], host: Host | None, title: str) -> dict:
     """Error and per-group ranking of ``data`` (each row's signed error in % under "errors")."""
     t0 = time.process_time()
-    pred = [predict(r, host_us) for r in data]
+    pred = [predict(r, host) for r in data]
     meas = [r["iteration time (ms)"] for r in data]
     errs = [100 * (p - m) / m for p, m in zip(pred, meas)]
     groups: dict[tuple, list[int]] = {}
@@ -138,30 +142,26 @@ def report_spread(data: list[dict], errors: list[float]) -> None:
                   f"{mean(errs):+.1f} %, max {max(map(abs, errs)):.1f} %")
 
 
-def calibrate(data: list[dict]) -> float:
-    """The host µs per modelled op that minimises the mean |log error| on ``data`` (golden-section search)."""
-    def loss(h: float) -> float:
-        return mean(abs(math.log(predict(r, h) / r["iteration time (ms)"])) for r in data)
-    lo, hi = 0.0, 400.0
-    g = (math.sqrt(5) - 1) / 2
-    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-    fa, fb = loss(a), loss(b)
-    for _ in range(25):
-        if fa < fb:
-            hi, b, fb = b, a, fa
-            a = hi - g * (hi - lo)
-            fa = loss(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + g * (hi - lo)
-            fb = loss(b)
-    return (lo + hi) / 2
+def calibrate(data: list[dict]) -> Host:
+    """The host µs per modelled op and ms per step that minimise the mean |log error| on ``data`` (Nelder-Mead from
+    the spec's values, each kept at 0 or more)."""
+    from scipy.optimize import minimize
+
+    def loss(x) -> float:
+        if min(x) < 0:
+            return math.inf
+        return mean(abs(math.log(predict(r, (x[0], x[1])) / r["iteration time (ms)"])) for r in data)
+    gpu = load_cluster("dgx-a100-80g").gpu
+    start = [gpu.host_launch * 1e6, max(gpu.host_step * 1e3, 1.0)]
+    best = minimize(loss, start, method="Nelder-Mead", options={"xatol": 0.1, "fatol": 1e-6}).x
+    return float(best[0]), float(best[1])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="every 20th run only (CI)")
-    ap.add_argument("--calibrate", action="store_true", help="fit host_launch_us on the 2- and 4-GPU runs first")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="fit host_launch_us and host_step_ms on the 2- and 4-GPU runs first")
     ap.add_argument("--multi", action="store_true", help="also the 64-512 GPU runs")
     args = ap.parse_args()
     single = rows("ground_truth_single.csv")
@@ -172,10 +172,11 @@ def main() -> None:
     host = None
     if args.calibrate:
         host = calibrate(calib)
-        print(f"host_launch_us fitted on the {len(calib)} 2- and 4-GPU runs: {host:.1f}")
+        print(f"fitted on the {len(calib)} 2- and 4-GPU runs: host_launch_us {host[0]:.1f}, host_step_ms "
+              f"{host[1]:.2f}")
         report(calib, host, "calibration set (2 and 4 GPUs)")
-    report(bench, host, "benchmark set (8 GPUs, the spec's host_launch_us)" if host is None
-           else "benchmark set (8 GPUs, host_launch_us fitted on the calibration set)")
+    report(bench, host, "benchmark set (8 GPUs, the spec's host times)" if host is None
+           else "benchmark set (8 GPUs, host times fitted on the calibration set)")
     if args.multi:
         multi = [r for r in rows("ground_truth_multi.csv")]
         multi = multi[::10] if args.quick else multi

@@ -36,8 +36,8 @@ def tiny_gpt() -> ModelSpec:
 
 @pytest.fixture(scope="session")
 def a100_8() -> ClusterSpec:
-    """One DGX A100 node (8 GPUs), its host never binding (host_launch 0: tests of the GPU-side model; the host
-    floor has tests of its own)."""
+    """One DGX A100 node (8 GPUs), its host never binding (host_launch and host_step 0: tests of the GPU-side model;
+    the host floor and the step's host time have tests of their own)."""
     return _hostless(load_cluster("dgx-a100-80g", 8))
 
 
@@ -49,7 +49,7 @@ def a100_64() -> ClusterSpec:
 
 def _hostless(cluster: ClusterSpec) -> ClusterSpec:
     from dataclasses import replace
-    return replace(cluster, gpu=replace(cluster.gpu, host_launch=0.0))
+    return replace(cluster, gpu=replace(cluster.gpu, host_launch=0.0, host_step=0.0))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -58,8 +58,13 @@ def test_the_shipped_h100_spec_is_the_fit_of_the_shipped_set():
     fit = calibrate(inputs, base, HOST, loo=False)
     shipped = load_cluster("megatron-ci-h100").gpu
     assert fit.values == pytest.approx([shipped.host_launch * 1e6, shipped.host_step * 1e3], rel=1e-4)
-    # a cluster of its own: only the host times differ from the base spec it was fitted on
-    assert replace(shipped, host_launch=base.gpu.host_launch, host_step=0.0) == base.gpu
+
+
+@pytest.mark.parametrize("gpu", list(SETS))
+def test_only_the_host_times_differ_from_the_base_spec(gpu):
+    base, shipped = load_cluster(f"dgx-{gpu}-80g"), load_cluster(f"megatron-ci-{gpu}")
+    assert replace(shipped.gpu, host_launch=base.gpu.host_launch, host_step=base.gpu.host_step) == base.gpu
+    assert shipped.tiers == base.tiers and shipped.gpus_per_node == base.gpus_per_node
 
 
 @pytest.mark.parametrize("gpu", list(SETS))

@@ -26,10 +26,10 @@ def _dense(report: Report) -> list:
 WRITTEN = {
     # group (prefix) → (runs, mean |error| %, max |error| %) when this was written (autoplan validate, 2026-11-26,
     # sourced constants, contention on, Megatron-Core's optimizer step, the embedding's dense weight gradient,
-    # simumax-b200's measured NVLink tier, SP's backward re-gather, simumax-b200 fitted with --weigh time); every
-    # counted run, known gaps included
-    "Korthikanti 2022 (A100)": (8, 1.74, 4.56),
-    "Megatron SC'21 (A100)": (10, 7.03, 10.67),
+    # simumax-b200's measured NVLink tier, SP's backward re-gather, simumax-b200 fitted with --weigh time, the A100's
+    # host times fitted on vTrain's 2- and 4-GPU runs); every counted run, known gaps included
+    "Korthikanti 2022 (A100)": (8, 2.05, 4.52),
+    "Megatron SC'21 (A100)": (10, 6.84, 10.56),
     "NVIDIA H100 recipes": (8, 11.27, 14.79),
     "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)": (12, 14.38, 39.64),
     "NVIDIA H100 recipes, FP8": (8, 17.41, 27.11),
@@ -47,7 +47,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 8.92, "logo": 7.69}
+OVERALL = {"all": 8.92, "logo": 7.70}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 
