@@ -87,7 +87,26 @@ def sharing_of(cluster: ClusterSpec, s: Plan, classes: tuple) -> Sharing:
 
 @functools.lru_cache(maxsize=1024)
 def _sharing(cluster: ClusterSpec, tp: int, cp: int, dp: int, pp: int, classes: tuple) -> Sharing:
-    return Sharing(placement_sharing(cluster, tp, cp, dp, pp, classes), len(classes))
+    rows = _restricted(*_possible(cluster, tp, cp, dp, pp), classes)
+    if rows is None:
+        rows = placement_sharing(cluster, tp, cp, dp, pp, classes)
+    return Sharing(rows, len(classes))
+
+
+def _restricted(every: tuple, rows: tuple, classes: tuple) -> tuple | None:
+    """``placement_sharing`` of ``classes`` from that of ``every`` class (``rows``), without routing again; None if a
+    class is not among them. A link's load by one class does not depend on the other classes, so each row keeps its
+    entries of ``classes`` (renumbered) and the link stays if two of them share it or one loads it past 1."""
+    at = {c: k for k, c in enumerate(every)}
+    if any(c not in at for c in classes):
+        return None
+    new = {at[c]: j for j, c in enumerate(classes)}
+    out = set()
+    for row in rows:
+        kept = tuple(sorted((new[c], u) for c, u in row if c in new))
+        if len(kept) > 1 or (kept and kept[0][1] > 1.0):
+            out.add(kept)
+    return tuple(sorted(out))
 
 
 def applies(cluster: ClusterSpec, s: Plan) -> bool:
@@ -114,13 +133,16 @@ def inert(cluster: ClusterSpec, s: Plan) -> bool:
     return not applies(cluster, s) or not _possible_sharing(cluster, s.tp, s.cp, s.dp, s.pp)
 
 
-@functools.lru_cache(maxsize=1024)
 def _possible_sharing(cluster: ClusterSpec, tp: int, cp: int, dp: int, pp: int) -> bool:
-    # first two classes alone (stage 0's first send and its DP collectives, a few ms less to route than all of
-    # them): a link they share is shared by the graph's classes too, or the answer is merely cautious (the graph)
-    few = (("pp", 0, 1), ("dp", 0)) if pp > 1 else (("dp", 0),)
-    return bool(placement_sharing(cluster, tp, cp, dp, pp, few)
-                or placement_sharing(cluster, tp, cp, dp, pp, possible_classes(pp)))
+    return bool(_possible(cluster, tp, cp, dp, pp)[1])
+
+
+@functools.lru_cache(maxsize=1024)
+def _possible(cluster: ClusterSpec, tp: int, cp: int, dp: int, pp: int) -> tuple[tuple, tuple]:
+    """``possible_classes`` and the links they share, routed once per placement: every graph's sharing is read off
+    it (``_restricted``)."""
+    every = possible_classes(pp)
+    return every, placement_sharing(cluster, tp, cp, dp, pp, every)
 
 
 def contend(lowered: Lowered, cluster: ClusterSpec, s: Plan, timeline: Timeline, why: bool = False,

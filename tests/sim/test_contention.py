@@ -86,3 +86,19 @@ def test_sharing_links_never_makes_a_step_faster(tp, pp, zero, schedule, oversub
     if off.metrics is None:
         return
     assert on.metrics.step_time >= off.metrics.step_time * (1 - 1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([2, 4, 8, 16]), cp=st.sampled_from([1, 2]),
+       oversubscription=st.sampled_from([1.0, 4.0]), pick=st.lists(st.booleans(), min_size=64, max_size=64))
+def test_any_classes_sharing_is_read_off_the_possible_classes_exactly(tp, pp, cp, oversubscription, pick):
+    # contention._restricted: a subset's links without routing again, equal to routing the subset itself
+    from autoplan.hardware.topology import placement_sharing
+    from autoplan.sim.contention import _possible, _sharing
+
+    cluster = load_cluster("dgx-a100-80g", 256).scaled(oversubscription=oversubscription)
+    cluster = replace(cluster, tiers=(cluster.tiers[0], replace(cluster.tiers[1], gpus=32), cluster.tiers[2]))
+    dp = 256 // (tp * pp * cp)
+    every = _possible(cluster, tp, cp, dp, pp)[0]
+    classes = tuple(c for c, keep in zip(every, pick) if keep)[::-1]     # any subset, in any order
+    assert _sharing(cluster, tp, cp, dp, pp, classes).rows == placement_sharing(cluster, tp, cp, dp, pp, classes)
