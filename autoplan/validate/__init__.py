@@ -18,7 +18,7 @@ from statistics import mean
 from typing import Callable, TypeVar
 
 from autoplan.errors import SpecError
-from autoplan.specs.cluster import specs_dir
+from autoplan.specs.cluster import list_clusters, specs_dir
 from autoplan.validate import calibration
 from autoplan.validate.checks import run_bandwidth_case, run_memory_case, run_memory_run
 from autoplan.validate.files import default_file, load, load_default
@@ -135,12 +135,11 @@ def validate(path: Path | None = None, calibrate: bool = True) -> Report:
 def calibrated_specs(cases: list[dict]) -> list[dict]:
     """Each built-in cluster spec the runs name (``hardware.cluster_spec``) that carries ``autoplan calibrate``'s
     provenance table: its name, the constants fitted, the input files and how many measurements they held."""
-    out = []
+    out, built_in = [], set(list_clusters())
     for name in dict.fromkeys(str(c.get("hardware", {}).get("cluster_spec") or "") for c in cases):
-        path = specs_dir() / f"{name}.toml"
-        if not name or not path.is_file():
+        if name not in built_in:
             continue
-        table = tomllib.loads(path.read_text()).get("calibration")
+        table = tomllib.loads((specs_dir() / f"{name}.toml").read_text()).get("calibration")
         if table:
             out.append({"spec": name, "fitted": [k.split(".", 1)[1] for k in table.get("fitted", {})],
                         "inputs": [i["path"] for i in table.get("inputs", [])],
