@@ -165,22 +165,28 @@ def default_params(inputs: Inputs, base: ClusterSpec, obs: list[Obs]) -> list[Pa
                 names.append(f"tiers.{tier.name}.latency_us")
     steps = [o for o in obs if o.kind == "step"]
     if steps:
-        names.append(_step_param(base, steps, names))
+        names += _step_params(base, steps, names)
     return [known[n] for n in names]
 
 
-def _step_param(base: ClusterSpec, steps: list[Obs], taken: list[str]) -> str:
-    """What measured steps fit: the sustained clock, unless the steps hardly depend on compute (memory-bound
-    models such as DLRMs) and the kernels have not already set the memory efficiency."""
-    if "gpu.memory_efficiency" in taken:
-        return "gpu.clock_ratio"
+def _step_params(base: ClusterSpec, steps: list[Obs], taken: list[str]) -> list[str]:
+    """What measured steps fit: the sustained clock, unless the steps depend more on the HBM bandwidth (memory-bound
+    models such as DLRMs; not once the kernels have set the memory efficiency) or on the host's time per op
+    (host-bound steps of small models, where the base spec has one); host-bound steps also fit the step's own host
+    time when there are three or more of them (two parameters, one degree of freedom left)."""
+    names = ["gpu.clock_ratio", "gpu.host_launch_us"]
+    if "gpu.memory_efficiency" not in taken:
+        names.append("gpu.memory_efficiency")
     sens = {}
-    for name in ("gpu.clock_ratio", "gpu.memory_efficiency"):
+    for name in names:
         p = all_params(base)[name]
         v = value_of(base, p)
         moved = apply(base, [p], [v * 0.99])
         sens[name] = statistics.fmean(abs(math.log(o.predict(moved) / o.predict(base))) for o in steps)
-    return max(sens, key=lambda n: (sens[n], n == "gpu.clock_ratio"))
+    best = max(sens, key=lambda n: (sens[n], n == "gpu.clock_ratio"))
+    if best == "gpu.host_launch_us" and len(steps) >= 3:
+        return [best, "gpu.host_step_ms"]
+    return [best]
 
 
 def weights(obs: list[Obs], weigh: str = "equal") -> np.ndarray:

@@ -77,3 +77,15 @@ def test_the_spec_records_the_set_it_was_fitted_on(gpu):
     assert ROOT / source["path"] == SETS[gpu]
     assert source["sha256"] == hashlib.sha256(SETS[gpu].read_bytes()).hexdigest()
     assert set(table["fitted"]) == {"gpu.host_launch_us", "gpu.host_step_ms"}
+
+
+def test_host_bound_steps_fit_the_host_times_by_default():
+    # fit.default_params: the CI's tiny steps move more with the host's time per op than with the clock
+    from autoplan.calibrate.fit import default_params, observations
+
+    inputs, base = _steps("h100")
+    assert [p.name for p in default_params(inputs, base, observations(inputs, base))] == [
+        "gpu.host_launch_us", "gpu.host_step_ms"]
+    few = Inputs()
+    few.steps = inputs.steps[:2]                # two steps: one parameter, the per-op time
+    assert [p.name for p in default_params(few, base, observations(few, base))] == ["gpu.host_launch_us"]
