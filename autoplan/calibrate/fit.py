@@ -177,9 +177,9 @@ def _step_params(base: ClusterSpec, steps: list[Obs], taken: list[str]) -> list[
     names = ["gpu.clock_ratio", "gpu.host_launch_us"]
     if "gpu.memory_efficiency" not in taken:
         names.append("gpu.memory_efficiency")
-    sens = {}
+    sens, known = {}, all_params(base)
     for name in names:
-        p = all_params(base)[name]
+        p = known[name]
         v = value_of(base, p)
         moved = apply(base, [p], [v * 0.99])
         sens[name] = statistics.fmean(abs(math.log(o.predict(moved) / o.predict(base))) for o in steps)

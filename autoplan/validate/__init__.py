@@ -11,7 +11,6 @@ they were set from) are reported apart, as checks and not as accuracy.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
@@ -19,6 +18,7 @@ from typing import Callable, TypeVar
 
 from autoplan.errors import SpecError
 from autoplan.specs.cluster import list_clusters, specs_dir
+from autoplan.specs.files import read_toml
 from autoplan.validate import calibration
 from autoplan.validate.checks import run_bandwidth_case, run_memory_case, run_memory_run
 from autoplan.validate.files import default_file, load, load_default
@@ -139,7 +139,7 @@ def calibrated_specs(cases: list[dict]) -> list[dict]:
     for name in dict.fromkeys(str(c.get("hardware", {}).get("cluster_spec") or "") for c in cases):
         if name not in built_in:
             continue
-        table = tomllib.loads((specs_dir() / f"{name}.toml").read_text()).get("calibration")
+        table = read_toml(specs_dir() / f"{name}.toml", "cluster").get("calibration")
         if table:
             out.append({"spec": name, "fitted": [k.split(".", 1)[1] for k in table.get("fitted", {})],
                         "inputs": [i["path"] for i in table.get("inputs", [])],
