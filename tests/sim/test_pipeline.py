@@ -182,15 +182,39 @@ def test_gpt3_plans_of_the_spaces_are_the_graphs(space):
 
 
 @pytest.mark.parametrize("schedule,pp,dp", [("zbv", 2, 4), ("dualpipev", 2, 4), ("dualpipe", 4, 2)])
-def test_v_shapes_sampled_until_settled_are_the_full_simulation(tiny_gpt, a100_8, schedule, pp, dp):
+def test_v_shapes_sampled_until_settled_are_the_full_simulation(tiny_gpt, a100_8, schedule, pp, dp, monkeypatch):
     # from SAMPLED_FROM_PERIODS periods on, V shapes and DualPipe are extended from sample runs whose increments
-    # agree: the full simulation's answer to rounding
+    # agree: the full simulation's answer to rounding; DualPipe's settle without a full run (its samples' cost
+    # floor, FUSED_SAMPLED_FROM_PASSES, lifted: this step is short)
+    monkeypatch.setattr(simulate, "FUSED_SAMPLED_FROM_PASSES", 0)
     m = simulate.SAMPLED_FROM_PERIODS * pp + 3 * pp
     s = Strategy(tp=1, pp=pp, dp=dp, micro_batch=1, global_batch=m * dp, schedule=schedule, zero=1)
     assert not violations(tiny_gpt, 8, s)
+    runs = []
+    totals = simulate._totals
+    monkeypatch.setattr(simulate, "_totals", lambda *a: runs.append(a[2].micro_batches) or totals(*a))
     got = simulate._extrapolated(tiny_gpt, a100_8, s)
     assert got is not None
     assert simulate._agrees(got, _graph_totals(tiny_gpt, a100_8, s), rel=1e-9)
+    if schedule in ("dualpipev", "dualpipe"):
+        assert m not in runs and len(runs) <= 6, runs
+
+
+def test_a_long_dualpipe_step_settles_to_rounding_without_a_full_run(monkeypatch):
+    # GPT-3 on 1024 H100s, pp 32, 768 micro-batches (24 periods): the fused pairs' breakdown increments differ
+    # between samples in their last digits (never equal to 1e-12 of the step), so they settle to SETTLED_TO's
+    # 1e-9 and the step is extended from samples of at most 7 periods, not run whole
+    model, cluster = get_model("gpt3"), load_cluster("dgx-h100-80g", 1024)
+    s = Strategy(tp=8, pp=32, dp=2, cp=2, micro_batch=1, global_batch=1536, schedule="dualpipe",
+                 sequence_parallel=True)
+    assert not violations(model, 1024, s) and s.micro_batches == 768
+    full = simulate._totals(model, cluster, s)
+    runs = []
+    totals = simulate._totals
+    monkeypatch.setattr(simulate, "_totals", lambda *a: runs.append(a[2].micro_batches) or totals(*a))
+    got = simulate._extrapolated(model, cluster, s)
+    assert max(runs) <= 7 * s.pp, runs
+    assert simulate._agrees(got, full, rel=1e-9)
 
 
 def test_a_program_run_again_with_other_seconds_is_run_fresh(tiny_gpt, a100_64):
