@@ -122,8 +122,9 @@ def _flows(prog: Program) -> Flows:
 def intervals(fl: Flows, recorded: tuple) -> tuple[np.ndarray, np.ndarray]:
     """Start and end of every grouped task, in ``fl``'s order, from a run's noted intervals (``pipeline.run``)."""
     arr_end, arr_start, dp_start, dp_end = recorded
-    starts = np.array(arr_start + [x for xs in dp_start for x in xs], dtype=float)
-    ends = np.array(arr_end + [x for xs in dp_end for x in xs], dtype=float)   # None (no such transfer) -> nan
+    # transfers' ends and starts as lists (None: no such transfer -> nan) or arrays (the C runner's, nan already)
+    starts = np.concatenate([np.asarray(arr_start, dtype=float), [x for xs in dp_start for x in xs]])
+    ends = np.concatenate([np.asarray(arr_end, dtype=float), [x for xs in dp_end for x in xs]])
     return starts.take(fl.index), ends.take(fl.index)
 
 

@@ -17,13 +17,24 @@ from __future__ import annotations
 from itertools import islice, repeat
 from typing import NamedTuple
 
+import numpy as np
+
 from autoplan.sim.engine import CycleError
 from autoplan.sim.metrics import BREAKDOWN_KINDS
-from autoplan.sim.program import Program, Special, Stage, cycle_gc_paused, pair_split, program
+from autoplan.sim.program import Program, Special, cycle_gc_paused, pair_split, program
 from autoplan.sim.workload import slot_costs, step_slot_costs
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.plan import Plan
+
+try:
+    from autoplan.sim import _runner
+except ImportError:                                     # installed without a C compiler: the generators below
+    _runner = None
+
+USE_COMPILED = True
+"""Run the stages with the C runner where it was built (tests switch it off to hold the generators to the same
+bits)."""
 
 Totals = tuple[float, list[dict[str, float]], list[dict[str, float]]]
 """Step time, per-stage breakdowns and per-stage stream activities, as ``simulate._totals`` returns them."""
@@ -37,7 +48,8 @@ class Ends(NamedTuple):
     stream end, latest DP end and that collective's start."""
     accs: list[dict[str, float]]
     """Per stage, its breakdown so far."""
-    stages: list[Stage]
+    tails: tuple
+    """Per stage, ``Stage.tail``."""
     sec: list[float]
     tail_extra: list[list[float] | None]
     """Per stage, the extra seconds of its tail's DP tasks (None: not slowed)."""
@@ -96,9 +108,46 @@ def run(prog: Program, cost: dict, stops: list[int] | None = None, resume: tuple
     another program's run to start from (``totals_pair``); its totals None when a stage's breakdown does not start
     from the same seconds there. ``slowed``: the extra seconds of transfers and DP collectives that share links
     (``sim/flows.py``). ``tails``: each stage's state before its tail (``finish`` takes it) and its breakdown so
-    far instead of the totals."""
+    far instead of the totals. The stages run in C where the package was built with its runner (``_runner.c``),
+    else as Python generators: the same floats either way."""
     by_slot = [cost[k] for k in prog.keys]
     sec = [c.seconds for c in by_slot] + [-1.0]            # slot -1 -> -1.0: "no task"
+    p = prog.stages
+    dp_start: list[list[float]] = [[] for _ in range(p)]
+    dp_end: list[list[float]] = [[] for _ in range(p)]
+    accs = []
+    for i in range(p):
+        acc = dict.fromkeys(BREAKDOWN_KINDS, 0.0)
+        acc.update(_stage_parts(prog.counts[i][0], by_slot))
+        if slowed is not None and slowed.stretched[i]:
+            acc["pp"] += slowed.stretched[i]              # sends on the compute stream (synchronous p2p), slowed
+        if resume is not None and resume[0][i] and resume[1][i][-1] != (acc["pp"], acc["dp"], acc["bubble"]):
+            return None, (), []                         # a different start of the breakdown sums
+        accs.append(acc)
+    runner = _run_compiled if _runner is not None and USE_COMPILED else _run_generators
+    results, arr_end, arr_start, snaps = runner(prog, sec, accs, dp_start, dp_end, stops, resume, slowed)
+    acts = []
+    for i, counts in enumerate(prog.counts):
+        busy = [sum(n * sec[k] for k, n in c) for c in counts]
+        if slowed is not None:
+            busy = [x + slowed.stretched[i + k * p] for k, x in enumerate(busy)]
+        acts.append({"compute": busy[0], "pp_send_fwd": busy[1], "pp_send_bwd": busy[2], "dp": busy[3]})
+    recorded = (arr_end, arr_start, dp_start, dp_end)
+    if tails:
+        # each stage's DP tasks after those it has run: its tail's, with their extra seconds
+        extra = [slowed.dp[i][len(dp_start[i]):] if slowed is not None else None for i in range(p)]
+        return Ends(results, accs, prog.tails, sec, extra, acts), recorded, snaps
+    dps = [(None, iter(slowed.dp[i][len(dp_start[i]):]).__next__ if slowed is not None else repeat(0.0).__next__,
+            dp_start[i].append, dp_end[i].append) for i in range(p)]
+    makespan, breakdowns = finish(prog.tails, sec, results, accs, dps)
+    return (makespan, breakdowns, acts), recorded, snaps
+
+
+def _run_generators(prog: Program, sec: list, accs: list[dict], dp_start: list, dp_end: list,
+                    stops: list[int] | None, resume: tuple | None, slowed: Slowed | None) -> tuple:
+    """``run``'s stages as Python generators, one per stage, each parked (a yield of the transfer's id) on a
+    transfer not yet sent: (each stage's state after its last task, transfers' ends (None: not sent) and starts,
+    each stage's state after its first ``stops[i]`` tasks)."""
     p = prog.stages
     if slowed is None:
         hops = [sec[prog.hop]] * prog.transfers
@@ -106,8 +155,6 @@ def run(prog: Program, cost: dict, stops: list[int] | None = None, resume: tuple
     else:
         hops = slowed.hops
         more = [iter(x).__next__ for x in slowed.dp]
-    dp_start: list[list[float]] = [[] for _ in range(p)]
-    dp_end: list[list[float]] = [[] for _ in range(p)]
     if resume is None:
         arr_end: list = [None] * prog.transfers
         arr_start: list = [0.0] * prog.transfers
@@ -119,29 +166,20 @@ def run(prog: Program, cost: dict, stops: list[int] | None = None, resume: tuple
     ready: list[int] = []
     results: list = [None] * p
     snaps: list = [None] * p
-    gens, stages, accs, dps = [], [], [], []
+    gens = []
     for i in range(p):
-        acc = dict.fromkeys(BREAKDOWN_KINDS, 0.0)
-        acc.update(_stage_parts(prog.counts[i][0], by_slot))
-        if slowed is not None and slowed.stretched[i]:
-            acc["pp"] += slowed.stretched[i]              # sends on the compute stream (synchronous p2p), slowed
         dp = (hops, more[i], dp_start[i].append, dp_end[i].append)
-        accs.append(acc)
-        dps.append(dp)
         if resume is not None:
             skip, state = resume[0][i], resume[1][i]
-            if skip and state[-1] != (acc["pp"], acc["dp"], acc["bubble"]):
-                return None, (), []                     # a different start of the breakdown sums
             st = prog.stage(i, skip)
             make = _fused_stage if st.fused_keys is not None else _stage
-            gens.append(make(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, dp,
+            gens.append(make(i, st, sec, prog, accs[i], arr_end, arr_start, waiter, ready, results, dp,
                              state=state if skip else None))
         else:
             st = prog.stage(i)
             make = _fused_stage if st.fused_keys is not None else _stage
-            gens.append(make(i, st, sec, prog, acc, arr_end, arr_start, waiter, ready, results, dp,
+            gens.append(make(i, st, sec, prog, accs[i], arr_end, arr_start, waiter, ready, results, dp,
                              stop=stops[i] if stops else None, snaps=snaps))
-        stages.append(st)
     ready.extend(range(p - 1, -1, -1))
     finished = 0
     while ready:
@@ -153,27 +191,82 @@ def run(prog: Program, cost: dict, stops: list[int] | None = None, resume: tuple
             waiter[key] = i
     if finished < p:
         raise CycleError(f"{p - finished} pipeline stages wait on each other in a cycle")
-    acts = []
-    for i, counts in enumerate(prog.counts):
-        busy = [sum(n * sec[k] for k, n in c) for c in counts]
-        if slowed is not None:
-            busy = [x + slowed.stretched[i + k * p] for k, x in enumerate(busy)]
-        acts.append({"compute": busy[0], "pp_send_fwd": busy[1], "pp_send_bwd": busy[2], "dp": busy[3]})
-    recorded = (arr_end, arr_start, dp_start, dp_end)
-    if tails:
-        # each stage's DP tasks after those it has run: its tail's, with their extra seconds
-        extra = [slowed.dp[i][len(dp_start[i]):] if slowed is not None else None for i in range(p)]
-        return Ends(results, accs, stages, sec, extra, acts), recorded, snaps
-    makespan, breakdowns = finish(stages, sec, results, accs, dps)
-    return (makespan, breakdowns, acts), recorded, snaps
+    return results, arr_end, arr_start, snaps
 
 
-def finish(stages: list[Stage], sec: list, states: list[tuple], accs: list[dict],
+def _run_compiled(prog: Program, sec: list, accs: list[dict], dp_start: list, dp_end: list,
+                  stops: list[int] | None, resume: tuple | None, slowed: Slowed | None) -> tuple:
+    """``_run_generators`` in C (``_runner.c``): the same answer, transfers' ends as an array (NaN: not sent)."""
+    p, c = prog.stages, _compiled(prog)
+    n_t = prog.transfers
+    if resume is None:
+        arr_end, arr_start = np.full(n_t, np.nan), np.zeros(n_t)
+        starts = states = has_state = None
+    else:
+        arr_end = np.array(resume[2][0], dtype=float)
+        arr_end[resume[3]] = np.nan
+        arr_start = np.asarray(resume[2][1], dtype=float)
+        starts = np.array(resume[0], dtype=np.int32)
+        has_state = np.array([bool(k) for k in resume[0]], dtype=np.uint8)
+        states = np.array([(*s[:7], *s[7]) if k else (0.0,) * 10 for k, s in zip(resume[0], resume[1])])
+    if slowed is None:
+        hops, more, more_bounds = np.full(n_t, sec[prog.hop]), None, None
+    else:
+        hops = np.array(slowed.hops, dtype=float)
+        more = np.array([x for xs in slowed.dp for x in xs], dtype=float)
+        more_bounds = np.cumsum([0] + [len(xs) for xs in slowed.dp]).astype(np.int32)
+    acc = np.array([(a["pp"], a["dp"], a["bubble"]) for a in accs])
+    init = acc.copy()
+    results, snaps = np.zeros((p, 7)), np.zeros((p, 10))
+    finished = _runner.run(
+        p, prog.chunks, prog.param_gather, prog.shard_gather, len(sec) - 1, c["bounds"], starts,
+        np.array(stops, dtype=np.int32) if stops else None, c["slot"], c["key"], c["send"], c["link"],
+        c["reduce"], c["fkey"], c["fsend"], c["flink"], c["ffirst"], np.array(sec), hops, arr_end, arr_start,
+        *c["specials"], more, more_bounds, acc, states, has_state, results, snaps, np.full(n_t, -1, np.int32),
+        np.zeros(2 * p * max(1, prog.chunks)), None, dp_start, dp_end)
+    if finished < p:
+        raise CycleError(f"{p - finished} pipeline stages wait on each other in a cycle")
+    for a, (pp, dp, bubble) in zip(accs, acc.tolist()):
+        a["pp"], a["dp"], a["bubble"] = pp, dp, bubble
+    out = [tuple(r) for r in results.tolist()]
+    kept = [None] * p
+    if stops:
+        kept = [(*s[:7], tuple(s[7:]), tuple(i)) for s, i in zip(snaps.tolist(), init.tolist())]
+    return out, arr_end, arr_start, kept
+
+
+def _compiled(prog: Program) -> dict:
+    """``prog``'s columns as the C runner reads them (int32, contiguous) and its special tasks flattened (kept
+    with the program)."""
+    got = prog.made.get("runner")
+    if got is not None:
+        return got
+    a = prog.arrays
+    col = {k: (np.ascontiguousarray(a[k], dtype=np.int32) if a[k] is not None else None)
+           for k in ("bounds", "slot", "key", "send", "link", "reduce", "fkey", "fsend", "flink")}
+    col["ffirst"] = np.ascontiguousarray(a["ffirst"], dtype=np.uint8) if a["ffirst"] is not None else None
+    specials = [prog.specials[j] for j in range(len(prog.specials))]
+    kinds = {"a": 0, "g": 1, "s": 2}
+    deps = [d for sp in specials for d in sp.deps]
+    sends = [x for sp in specials for x in sp.sends]
+    i32 = np.int32
+    col["specials"] = (
+        np.cumsum([0] + [len(sp.deps) for sp in specials]).astype(i32),
+        np.array([kinds[k] for k, _ in deps], dtype=i32), np.array([x for _, x in deps], dtype=i32),
+        np.array([sp.gathers for sp in specials], dtype=i32), np.array([sp.pieces for sp in specials], dtype=i32),
+        np.array([sp.reduce for sp in specials], dtype=i32),
+        np.cumsum([0] + [len(sp.sends) for sp in specials]).astype(i32),
+        np.array([o for o, _ in sends], dtype=i32), np.array([k for _, k in sends], dtype=i32))
+    prog.made["runner"] = col
+    return col
+
+
+def finish(tails: tuple, sec: list, states: list[tuple], accs: list[dict],
            dps: list[tuple]) -> tuple[float, list[dict[str, float]]]:
     """Each stage's tail (``_tail``) from its state after its last task (``states``: e, lp, lf, lb, de, dmax,
     dstart; ``accs``: its breakdown so far, completed in place), then the step's makespan and breakdowns, every
     stage idle from its optimizer's end to the makespan."""
-    ends = [_tail(st, sec, *state, acc, dp) for st, state, acc, dp in zip(stages, states, accs, dps)]
+    ends = [_tail(tail, sec, *state, acc, dp) for tail, state, acc, dp in zip(tails, states, accs, dps)]
     makespan = max(r[0] for r in ends)
     for _, e_last, acc in ends:
         acc["bubble"] += makespan - e_last
@@ -188,7 +281,7 @@ def finish_ends(ends: Ends, states: list[tuple] | None = None, accs: list[dict] 
     accs = [dict(a) for a in (ends.accs if accs is None else accs)]
     dps = [(None, iter(x).__next__ if x is not None else repeat(0.0).__next__, _ignore, _ignore)
            for x in ends.tail_extra]
-    makespan, breakdowns = finish(ends.stages, ends.sec, states, accs, dps)
+    makespan, breakdowns = finish(ends.tails, ends.sec, states, accs, dps)
     return makespan, breakdowns, ends.acts if acts is None else acts
 
 
@@ -477,12 +570,12 @@ def _special(sp: Special, d: float, e: float, lf: float, lb: float, de: float, d
     return e, lf, lb, de, dmax, dstart, pe
 
 
-def _tail(st: Stage, sec: list, e: float, lp: float, lf: float, lb: float, de: float, dmax: float,
+def _tail(tail: tuple, sec: list, e: float, lp: float, lf: float, lb: float, de: float, dmax: float,
           dstart: float, acc: dict, dp: tuple) -> tuple[float, float, dict]:
     """The end of a stage's step: the reduction after the whole backward, the tied embedding's all-reduce, the
     optimizer (after every DP reduction and the last pass) and the weight gather after it."""
     _, more, note_start, note_end = dp
-    reduce_all, tied, opt, final = st.tail
+    reduce_all, tied, opt, final = tail
     for slot in (reduce_all, tied):
         if slot >= 0:
             s0 = lp if lp > de else de

@@ -1,0 +1,95 @@
+"""The C runner (sim/_runner.c) against the Python one (``pipeline._run_generators``, fluid's numpy overlaps): the
+same floats, bit for bit, on every path ``pipeline.run`` takes: whole runs, the steady-state samples' stops and
+resumes, contended reruns, runs stopped before their tails. Skipped where the package was installed without a C
+compiler: the Python runner is then the only one, and the rest of tests/sim holds it to the task graph (as it holds
+the C runner where it is built)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from autoplan.families.catalog import get_model
+from autoplan.search.space import enumerate_plans, load_space
+from autoplan.sim import flows, fluid, pipeline, program, simulate
+from autoplan.sim.simulate import _with_micro_batches
+from autoplan.sim.workload import slot_costs
+from autoplan.specs.cluster import load_cluster
+from tests.sim.test_flows import _SETTINGS, pipeline_plans, valid_case
+
+pytestmark = pytest.mark.skipif(pipeline._runner is None,
+                                reason="autoplan.sim._runner was not built (no C compiler when installed)")
+
+
+def _both(fn):
+    """``fn()`` with the C runner, then with the Python one (program caches cleared before each; the switches
+    restored after)."""
+    out = []
+    try:
+        for compiled in (True, False):
+            pipeline.USE_COMPILED = fluid.USE_COMPILED = compiled
+            program._program.cache_clear()
+            program._pair.cache_clear()
+            out.append(fn())
+    finally:
+        pipeline.USE_COMPILED = fluid.USE_COMPILED = True
+    return out
+
+
+def _recorded(rec: tuple) -> tuple:
+    """A run's noted intervals with transfers' ends as floats (the C runner's nan is the Python one's None)."""
+    arr_end, arr_start, dp_start, dp_end = rec
+    return (np.asarray(arr_end, dtype=float).tobytes(), np.asarray(arr_start, dtype=float).tobytes(),
+            repr(dp_start), repr(dp_end))
+
+
+@settings(max_examples=120, **_SETTINGS)
+@given(pipeline_plans())
+def test_the_c_runner_times_every_run_as_the_generators(tiny_gpt, a100_64, plan):
+    s, cluster = valid_case(tiny_gpt, a100_64, plan)
+    shape, cost = slot_costs(tiny_gpt, cluster, s)
+
+    def runs():
+        prog = program.program(shape)
+        whole, rec, _ = pipeline.run(prog, cost)
+        ends, rec_t, _ = pipeline.run(prog, cost, tails=True)
+        contended = flows.totals(tiny_gpt, cluster, s)
+        before_tails = flows.totals(tiny_gpt, cluster, s, tails=True)
+        return (repr(whole), _recorded(rec), repr(pipeline.finish_ends(ends)), _recorded(rec_t), repr(contended),
+                repr(pipeline.finish_ends(before_tails)), repr(before_tails.states), repr(before_tails.tail_extra))
+
+    c, py = _both(runs)
+    assert c == py
+
+
+@settings(max_examples=60, **_SETTINGS)
+@given(pipeline_plans())
+def test_the_c_runner_stops_and_resumes_as_the_generators(tiny_gpt, a100_64, plan):
+    # totals_pair: the longer sample run with stops (each stage's state noted there), the shorter resumed from them
+    s, cluster = valid_case(tiny_gpt, a100_64, plan)
+    b = _with_micro_batches(s, s.micro_batches + s.pp)
+    c, py = _both(lambda: repr(pipeline.totals_pair(tiny_gpt, cluster, s, b)))
+    assert c == py
+    shape_a, cost_a = slot_costs(tiny_gpt, cluster, s)
+    shape_b, cost_b = slot_costs(tiny_gpt, cluster, b)
+    split = program.pair_split(shape_a, shape_b)
+    if split is not None:
+        def snaps():
+            _, rec, kept = pipeline.run(program.program(shape_b), cost_b, stops=split[0])
+            return repr(kept), _recorded(rec)
+        c, py = _both(snaps)
+        assert c == py
+
+
+@pytest.mark.parametrize("space", ["default", "zero-bubble"])
+def test_gpt3_scores_are_the_same_with_either_runner(space):
+    # GPT-3 on 1024 H100s: 40 plans of each space, extrapolated and contended as a search scores them
+    model, cluster = get_model("gpt3"), load_cluster("dgx-h100-80g", 1024)
+    plans, _ = enumerate_plans(model, 1024, load_space(space), 1536)
+    for s in random.Random(space).sample(plans, 40):
+        c, py = _both(lambda: simulate.score(model, cluster, s))
+        assert repr((c.step_time, c.stage_breakdown, c.activity)) == \
+            repr((py.step_time, py.stage_breakdown, py.activity)), s.short()
