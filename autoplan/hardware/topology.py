@@ -21,6 +21,15 @@ from autoplan.errors import SpecError
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.plan import RANK_ORDER, Plan
 
+try:
+    from autoplan.hardware import _links as _tally
+except ImportError:                                     # installed without a C compiler: numpy in _sharing
+    _tally = None
+
+USE_COMPILED = True
+"""Tally link sharing with the C extension where it was built (tests switch it off to hold numpy to the same
+rows)."""
+
 if TYPE_CHECKING:
     import networkx as nx
 
@@ -438,6 +447,12 @@ def _sharing(cluster: ClusterSpec, s: _Degrees, classes: tuple[FlowClass, ...]) 
     links = _links(cluster)
     src, dst, rate, cls = _all_flows(cluster, s, classes)
     which, link = links.route(src, dst)
+    if _tally is not None and USE_COMPILED:
+        # the tally below in C (_links.c): the same rows
+        return tuple(sorted(_tally.link_rows(np.ascontiguousarray(link, dtype=np.int64),
+                                             np.ascontiguousarray(cls[which], dtype=np.int64),
+                                             np.ascontiguousarray(rate[which], dtype=float), links.capacity,
+                                             len(classes))))
     # every class's load on every link it uses, at once: each (link, class) summed over its flows in route order
     used, index = np.unique(link * len(classes) + cls[which], return_inverse=True)
     link, cls = used // len(classes), used % len(classes)                  # sorted by link, then class

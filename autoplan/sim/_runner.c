@@ -32,9 +32,11 @@ typedef struct {
     /* specials */
     const int32_t *sp_dep_bounds, *sp_dep_kind, *sp_dep_x, *sp_gathers, *sp_pieces, *sp_reduce;
     const int32_t *sp_send_bounds, *sp_send_o, *sp_send_link;
-    /* DP collectives' extra seconds, per stage (NULL: none) */
+    /* the DP stream's collectives, each stage's in a block of a flat array (dp_bounds): their extra seconds
+     * (NULL: none) and where each run's start and end are noted */
     const double *more;
-    const int32_t *more_bounds;
+    const int32_t *dp_bounds;
+    double *note_start, *note_end;
     int chunks;
     int param_gather, shard_gather;
 } Prog;
@@ -43,7 +45,7 @@ typedef struct {
     Py_ssize_t pos, end, stop;            /* next task, one past the last, task count to snapshot after (-1) */
     int phase;                            /* 0: at a task's head; 1: inside a special (its deps) */
     double e, lf, lb, lp, de, dmax, dstart, pp, dp, bub;
-    Py_ssize_t more_at, more_end;
+    Py_ssize_t at, at_end;                /* the stage's next DP collective, one past its block */
     double *g_end, *g_start;              /* per chunk */
     /* a special in progress */
     int sp, sp_dep;                       /* special index, next dependency */
@@ -53,20 +55,21 @@ typedef struct {
     int deps_cap, gath_cap;
     int fused_wait;                       /* fused pair: 0 none yet, 1 after fkey */
     int snapped;
-    PyObject *dp_start, *dp_end;          /* lists */
 } Stage;
 
-static inline double take_more(const Prog *pr, Stage *st) {
-    if (pr->more == NULL || st->more_at >= st->more_end) return 0.0;
-    return pr->more[st->more_at++];
+static inline double take_more(const Prog *pr, const Stage *st) {
+    return pr->more == NULL || st->at >= st->at_end ? 0.0 : pr->more[st->at];
 }
 
-static int note(Stage *st, double s0, double end) {
-    PyObject *a = PyFloat_FromDouble(s0), *b = PyFloat_FromDouble(end);
-    if (!a || !b) { Py_XDECREF(a); Py_XDECREF(b); return -1; }
-    int r = PyList_Append(st->dp_start, a) | PyList_Append(st->dp_end, b);
-    Py_DECREF(a); Py_DECREF(b);
-    return r ? -1 : 0;
+static int note(const Prog *pr, Stage *st, double s0, double end) {
+    if (st->at >= st->at_end) {
+        PyErr_SetString(PyExc_RuntimeError, "_runner.run: a stage ran more DP collectives than its program counts");
+        return -1;
+    }
+    pr->note_start[st->at] = s0;
+    pr->note_end[st->at] = end;
+    st->at++;
+    return 0;
 }
 
 /* pipeline._attribute */
@@ -109,7 +112,7 @@ static inline void send(const Prog *pr, Stage *st, int o, int link, double pe, i
 static inline int dp_after(const Prog *pr, Stage *st, double r) {
     double s0 = st->e > st->de ? st->e : st->de;
     st->de = s0 + (r + take_more(pr, st));
-    if (note(st, s0, st->de)) return -1;
+    if (note(pr, st, s0, st->de)) return -1;
     if (st->de > st->dmax) { st->dmax = st->de; st->dstart = s0; }
     return 0;
 }
@@ -169,7 +172,7 @@ static Py_ssize_t step(const Prog *pr, Stage *st, int32_t *ready, int *n_ready, 
                         st->de = s0 + (sgd + take_more(pr, st));
                         st->gath_end[g] = st->de;
                         st->gath_start[g] = s0;
-                        if (note(st, s0, st->de)) return -2;
+                        if (note(pr, st, s0, st->de)) return -2;
                     }
                 }
                 st->sp = j;
@@ -294,29 +297,31 @@ static int buf(PyObject *obj, Py_buffer *view, int writable, const char *what) {
     return 0;
 }
 
-#define NARGS 35
+#define NARGS 37
 
 /* run(p, chunks, param_gather, shard_gather, n_slots, bounds, starts, stops, slot, key, send, link, reduce, fkey,
  *     fsend, flink, ffirst, sec, hops, arr_end, arr_start, sp_dep_bounds, sp_dep_kind, sp_dep_x, sp_gathers,
- *     sp_pieces, sp_reduce, sp_send_bounds, sp_send_o, sp_send_link, more, more_bounds, acc, states, has_state,
- *     results, snaps, dp_start, dp_end) -> number of stages that finished */
+ *     sp_pieces, sp_reduce, sp_send_bounds, sp_send_o, sp_send_link, more, dp_bounds, acc, states, has_state,
+ *     results, snaps, waiter, gathers, note_start, note_end, noted) -> number of stages that finished */
 static PyObject *run(PyObject *self, PyObject *args) {
+    (void)self;
     int p, chunks, param_gather, shard_gather;
     Py_ssize_t n_slots;
     PyObject *o[NARGS];
-    PyObject *dp_start, *dp_end;
-    if (!PyArg_ParseTuple(args, "iiiin" "OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO" "O!O!", &p, &chunks, &param_gather,
+    if (!PyArg_ParseTuple(args, "iiiin" "OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO", &p, &chunks, &param_gather,
                           &shard_gather, &n_slots,
                           &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11],
                           &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &o[18], &o[19], &o[20], &o[21], &o[22],
                           &o[23], &o[24], &o[25], &o[26], &o[27], &o[28], &o[29], &o[30], &o[31], &o[32], &o[33],
-                          &o[34], &PyList_Type, &dp_start, &PyList_Type, &dp_end))
+                          &o[34], &o[35], &o[36]))
         return NULL;
     /* o: 0 bounds 1 starts 2 stops 3 slot 4 key 5 send 6 link 7 reduce 8 fkey 9 fsend 10 flink 11 ffirst 12 sec
      * 13 hops 14 arr_end 15 arr_start 16 sp_dep_bounds 17 sp_dep_kind 18 sp_dep_x 19 sp_gathers 20 sp_pieces
-     * 21 sp_reduce 22 sp_send_bounds 23 sp_send_o 24 sp_send_link 25 more 26 more_bounds 27 acc 28 states
-     * 29 has_state 30 results 31 snaps 32 waiter 33 g (chunk gathers, p x 2 x chunks scratch) 34 unused */
-    const int writable[NARGS] = {[14] = 1, [15] = 1, [27] = 1, [30] = 1, [31] = 1, [32] = 1, [33] = 1};
+     * 21 sp_reduce 22 sp_send_bounds 23 sp_send_o 24 sp_send_link 25 more 26 dp_bounds 27 acc 28 states
+     * 29 has_state 30 results 31 snaps 32 waiter 33 gathers (p x 2 x chunks scratch) 34 note_start 35 note_end
+     * 36 noted (per stage, DP collectives noted) */
+    const int writable[NARGS] = {[14] = 1, [15] = 1, [27] = 1, [30] = 1, [31] = 1, [32] = 1, [33] = 1, [34] = 1,
+                                 [35] = 1, [36] = 1};
     Py_buffer v[NARGS];
     int got = 0;
     PyObject *result = NULL;
@@ -326,22 +331,19 @@ static PyObject *run(PyObject *self, PyObject *args) {
         if (o[got] == Py_None) { memset(&v[got], 0, sizeof(Py_buffer)); continue; }
         if (buf(o[got], &v[got], writable[got], "an argument")) goto done;
     }
-    if (PyList_GET_SIZE(dp_start) != p || PyList_GET_SIZE(dp_end) != p) {
-        PyErr_SetString(PyExc_ValueError, "_runner.run: dp_start and dp_end need one list per stage");
-        goto done;
-    }
     Prog pr = {
         .slot = v[3].buf, .key = v[4].buf, .send = v[5].buf, .link = v[6].buf, .reduce = v[7].buf,
         .fkey = v[8].buf, .fsend = v[9].buf, .flink = v[10].buf, .ffirst = v[11].buf, .sec = v[12].buf,
         .n_slots = n_slots, .hops = v[13].buf, .arr_end = v[14].buf, .arr_start = v[15].buf, .waiter = v[32].buf,
         .sp_dep_bounds = v[16].buf, .sp_dep_kind = v[17].buf, .sp_dep_x = v[18].buf, .sp_gathers = v[19].buf,
         .sp_pieces = v[20].buf, .sp_reduce = v[21].buf, .sp_send_bounds = v[22].buf, .sp_send_o = v[23].buf,
-        .sp_send_link = v[24].buf, .more = v[25].buf, .more_bounds = v[26].buf, .chunks = chunks,
-        .param_gather = param_gather, .shard_gather = shard_gather};
+        .sp_send_link = v[24].buf, .more = v[25].buf, .dp_bounds = v[26].buf, .note_start = v[34].buf,
+        .note_end = v[35].buf, .chunks = chunks, .param_gather = param_gather, .shard_gather = shard_gather};
     const int32_t *bounds = v[0].buf, *starts = v[1].buf, *stops = v[2].buf;
     const uint8_t *has_state = v[29].buf;
     const double *states = v[28].buf;
     double *acc = v[27].buf, *results = v[30].buf, *snaps = v[31].buf, *g = v[33].buf;
+    int32_t *noted = v[36].buf;
     stages = calloc(p, sizeof(Stage));
     ready = malloc(sizeof(int32_t) * (2 * (size_t)p + 2));
     if (!stages || !ready) { PyErr_NoMemory(); goto done; }
@@ -353,10 +355,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
         st->stop = stops ? bounds[i] + stops[i] : -1;
         st->pp = acc[3 * i]; st->dp = acc[3 * i + 1]; st->bub = acc[3 * i + 2];
         st->dmax = -1.0;
-        st->more_at = pr.more ? pr.more_bounds[i] : 0;
-        st->more_end = pr.more ? pr.more_bounds[i + 1] : 0;
-        st->dp_start = PyList_GET_ITEM(dp_start, i);
-        st->dp_end = PyList_GET_ITEM(dp_end, i);
+        st->at = pr.dp_bounds[i];
+        st->at_end = pr.dp_bounds[i + 1];
         st->g_end = g + (size_t)i * 2 * chunks;
         st->g_start = st->g_end + chunks;
         /* pipeline._gathers: each chunk's weight gather first on the DP stream */
@@ -366,7 +366,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
             double s0 = de;
             de = de + (pg + take_more(&pr, st));
             st->g_end[c] = de;
-            if (note(st, s0, de)) goto done;
+            if (note(&pr, st, s0, de)) goto done;
         }
         st->de = de;
         if (has_state && has_state[i]) {
@@ -389,6 +389,7 @@ static PyObject *run(PyObject *self, PyObject *args) {
         double *r = results + 7 * (size_t)i;
         r[0] = st->e; r[1] = st->lp; r[2] = st->lf; r[3] = st->lb; r[4] = st->de; r[5] = st->dmax; r[6] = st->dstart;
         acc[3 * i] = st->pp; acc[3 * i + 1] = st->dp; acc[3 * i + 2] = st->bub;
+        noted[i] = (int32_t)(st->at - pr.dp_bounds[i]);
     }
     result = PyLong_FromLong(finished);
 done:
@@ -403,7 +404,6 @@ done:
     free(ready);
     return result;
 }
-
 
 /* fluid.stretch's overlaps: for every pair (g, h) of groups whose classes share a link, each task of g's overlap
  * with the running time of h, times the pair's factor, added per task in pair order (np.bincount's order). The
@@ -453,9 +453,106 @@ done:
     Py_RETURN_NONE;
 }
 
+/* fluid._pair_filling for many pairs of classes at once: the max-min fair shares of two running tasks (classes a,
+ * b) over the links they use, the same floats from the same operations in the same order; NaN where the Python
+ * one must answer (a class without weight, or listed twice in one row: fluid._filling).
+ * pair_shares(weight, row_bounds, row_cls, row_u, a, b, out_a, out_b) */
+static int row_util(const int64_t *cls, const double *u, int64_t lo, int64_t hi, int64_t k, double *got) {
+    int n = 0;
+    for (int64_t x = lo; x < hi; x++) if (cls[x] == k) { *got = u[x]; n++; }
+    return n;
+}
+
+static PyObject *pair_shares(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[8];
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7])) return NULL;
+    Py_buffer v[8];
+    int got = 0, ok = 0;
+    double *r0 = NULL, *r1 = NULL;
+    for (; got < 8; got++) if (buf(o[got], &v[got], got >= 6, "an argument")) goto done;
+    const double *weight = v[0].buf, *row_u = v[3].buf;
+    const int64_t *bounds = v[1].buf, *row_cls = v[2].buf, *as = v[4].buf, *bs = v[5].buf;
+    double *out_a = v[6].buf, *out_b = v[7].buf;
+    Py_ssize_t n_rows = v[1].len / (Py_ssize_t)sizeof(int64_t) - 1, pairs = v[4].len / (Py_ssize_t)sizeof(int64_t);
+    r0 = malloc(sizeof(double) * (2 * (size_t)n_rows + 1));
+    r1 = malloc(sizeof(double) * (2 * (size_t)n_rows + 1));
+    if (!r0 || !r1) { PyErr_NoMemory(); goto done; }
+    const double NONE = NAN;                 /* a row without that task */
+    for (Py_ssize_t q = 0; q < pairs; q++) {
+        int64_t k = as[q], c = bs[q];
+        double w[2] = {weight[k], weight[c]};
+        out_a[q] = out_b[q] = NAN;
+        if (!(w[0] > 0 && w[1] > 0)) continue;
+        /* the rows as (k's utilisation, c's): k's rows in order, then c's without k */
+        int n = 0, bad = 0;
+        for (Py_ssize_t r = 0; r < n_rows && !bad; r++) {
+            double uk = 0.0, uc = 0.0;
+            int nk = row_util(row_cls, row_u, bounds[r], bounds[r + 1], k, &uk);
+            int nc = row_util(row_cls, row_u, bounds[r], bounds[r + 1], c, &uc);
+            if (nk > 1 || nc > 1) bad = 1;
+            else if (nk) { r0[n] = uk; r1[n] = nc ? uc : NONE; n++; }
+        }
+        if (bad) continue;
+        if (k != c) {
+            for (Py_ssize_t r = 0; r < n_rows; r++) {
+                double uk = 0.0, uc = 0.0;
+                int nk = row_util(row_cls, row_u, bounds[r], bounds[r + 1], k, &uk);
+                int nc = row_util(row_cls, row_u, bounds[r], bounds[r + 1], c, &uc);
+                if (nc && !nk) { r0[n] = NONE; r1[n] = uc; n++; }
+            }
+        }
+        /* first level: nothing frozen, each row fills at 1 / (q0 + q1) */
+        double best = INFINITY;
+        int full = -1;
+        for (int j = 0; j < n; j++) {
+            double slope;
+            if (!isnan(r0[j]) && !isnan(r1[j])) slope = r0[j] / w[0] + r1[j] / w[1];
+            else if (!isnan(r0[j])) slope = r0[j] / w[0];
+            else slope = r1[j] / w[1];
+            double at = 1.0 / slope;
+            if (at < best) { best = at; full = j; }
+        }
+        int cap = w[0] <= w[1] ? 0 : 1;
+        double frozen[2] = {NAN, NAN}, level;
+        if (w[cap] <= best) {
+            level = w[cap];
+            frozen[cap] = 1.0;
+        } else {
+            level = best;
+            if (!isnan(r0[full])) frozen[0] = level / w[0];
+            if (!isnan(r1[full])) frozen[1] = level / w[1];
+        }
+        if (isnan(frozen[0]) || isnan(frozen[1])) {
+            /* second level: the other task alone rises on the rows it is in, beside the frozen one's use */
+            int f = isnan(frozen[0]) ? 1 : 0, oth = 1 - f;
+            double x = frozen[f];
+            const double *rf = f ? r1 : r0, *ro = oth ? r1 : r0;
+            best = INFINITY;
+            for (int j = 0; j < n; j++) {
+                if (isnan(ro[j])) continue;
+                double used = !isnan(rf[j]) ? rf[j] * x : 0.0;
+                double at = (1.0 - used) / (ro[j] / w[oth]);
+                if (at < best) best = at;
+            }
+            if (w[oth] <= best) frozen[oth] = 1.0;
+            else frozen[oth] = (best > level ? best : level) / w[oth];
+        }
+        out_a[q] = 0.0 > frozen[0] ? 0.0 : frozen[0];
+        out_b[q] = 0.0 > frozen[1] ? 0.0 : frozen[1];
+    }
+    ok = 1;
+done:
+    free(r0); free(r1);
+    for (int k = 0; k < got; k++) PyBuffer_Release(&v[k]);
+    if (!ok) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, "Run a compiled program's stages (pipeline.run's loop); see _runner.c."},
     {"overlaps", overlaps, METH_VARARGS, "fluid.stretch's overlap of every pair of groups; see _runner.c."},
+    {"pair_shares", pair_shares, METH_VARARGS, "fluid._pair_filling for many pairs of classes; see _runner.c."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_runner", "pipeline.run's stage loop in C.", -1,

@@ -122,9 +122,10 @@ def _flows(prog: Program) -> Flows:
 def intervals(fl: Flows, recorded: tuple) -> tuple[np.ndarray, np.ndarray]:
     """Start and end of every grouped task, in ``fl``'s order, from a run's noted intervals (``pipeline.run``)."""
     arr_end, arr_start, dp_start, dp_end = recorded
-    # transfers' ends and starts as lists (None: no such transfer -> nan) or arrays (the C runner's, nan already)
-    starts = np.concatenate([np.asarray(arr_start, dtype=float), [x for xs in dp_start for x in xs]])
-    ends = np.concatenate([np.asarray(arr_end, dtype=float), [x for xs in dp_end for x in xs]])
+    # transfers' ends and starts as lists (None: no such transfer -> nan) or arrays (the C runner's, nan already);
+    # the DP-stream tasks' flat, at fl.dp_bounds (pipeline.dp_bounds)
+    starts = np.concatenate([np.asarray(arr_start, dtype=float), dp_start])
+    ends = np.concatenate([np.asarray(arr_end, dtype=float), dp_end])
     return starts.take(fl.index), ends.take(fl.index)
 
 
@@ -166,6 +167,5 @@ def slowed(fl: Flows, prog: Program, cost: dict, hit: np.ndarray, more: np.ndarr
     hops[at[t]] += more[t]
     dp = np.zeros(fl.dp_bounds[-1])
     dp[at[~t] - n_t] += more[~t]
-    b = fl.dp_bounds
     stretched = np.bincount(fl.resource.take(hit), more, 4 * p).tolist()
-    return Slowed(hops.tolist(), [dp[b[i]:b[i + 1]].tolist() for i in range(p)], stretched)
+    return Slowed(hops, dp, stretched)

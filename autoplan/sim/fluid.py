@@ -47,7 +47,7 @@ class Sharing:
     """Links shared by classes of transfers: each row one link (or one kind of link), as (class, utilisation).
     Immutable; remembers the shares of each combination of running classes it was asked for."""
 
-    __slots__ = ("rows", "classes", "weight", "conflicts", "_rows_of", "_row_dicts", "_memo", "_pairs")
+    __slots__ = ("rows", "classes", "weight", "conflicts", "_rows_of", "_row_dicts", "_memo", "_pairs", "_flat")
 
     def __init__(self, rows: tuple[tuple[tuple[int, float], ...], ...], classes: int) -> None:
         for row in rows:
@@ -72,9 +72,31 @@ class Sharing:
         """Each class's rows as {row: utilisation} (None where a row lists the class twice)."""
         self._memo: dict[tuple[int, ...], dict[int, float]] = {}
         self._pairs: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._flat: tuple | None = None
 
     def __repr__(self) -> str:
         return f"Sharing({self.rows!r}, {self.classes})"
+
+    def know_pairs(self, pairs: list[tuple[int, int]]) -> None:
+        """The shares of the sorted class pairs ``pairs`` (``share_of``'s keys) it has not yet been asked for,
+        all at once with the C runner (``_runner.pair_shares``: ``_pair_filling``'s floats), kept for
+        ``share_of``; a pair the C runner leaves (NaN) is ``share_of``'s to fill."""
+        todo = [q for q in dict.fromkeys(pairs) if q not in self._memo]
+        if not todo:
+            return
+        if self._flat is None:
+            self._flat = (np.cumsum([0] + [len(r) for r in self.rows], dtype=np.int64),
+                          np.array([k for r in self.rows for k, _ in r], dtype=np.int64),
+                          np.array([u for r in self.rows for _, u in r], dtype=float),
+                          np.array(self.weight, dtype=float))
+        bounds, cls, util, weight = self._flat
+        a = np.array([q[0] for q in todo], dtype=np.int64)
+        b = np.array([q[1] for q in todo], dtype=np.int64)
+        sa, sb = np.empty(len(todo)), np.empty(len(todo))
+        _runner.pair_shares(weight, bounds, cls, util, a, b, sa, sb)
+        for q, x, y in zip(todo, sa.tolist(), sb.tolist()):
+            if x == x:                                  # not NaN
+                self._memo[q] = dict(zip(q, (x, y)))
 
     def share_of(self, running: tuple[int, ...]) -> dict[int, float]:
         """Share of each class among ``running`` (a sorted tuple of classes, one entry per running task: tasks
@@ -275,6 +297,8 @@ def _pairs_of(classes: tuple[int, ...], sharing: Sharing) -> tuple[np.ndarray, n
         of_class.setdefault(k, []).append(h)
     slowing: dict[int, list[tuple[list[int], float]]] = {}
     """Per class, (groups of a class it shares a link with, the factor), in ``conflicts`` order."""
+    if _runner is not None and USE_COMPILED:
+        sharing.know_pairs([(k, c) if k <= c else (c, k) for k in of_class for c in conflicts[k]])
     for k in of_class:
         alone = min(1.0, 1.0 / weight[k]) if weight[k] > 0 else 1.0
         slowing[k] = []

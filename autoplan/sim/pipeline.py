@@ -14,7 +14,7 @@ order) that ends when the task starts. tests/sim/test_pipeline.py checks this bi
 
 from __future__ import annotations
 
-from itertools import islice, repeat
+from itertools import accumulate, islice, repeat
 from typing import NamedTuple
 
 import numpy as np
@@ -60,10 +60,10 @@ class Ends(NamedTuple):
 class Slowed(NamedTuple):
     """What link contention adds to a run (``sim/flows.py``; ``contention.contend`` on the graph)."""
 
-    hops: list[float]
+    hops: np.ndarray
     """Seconds of each transfer (by id): the hop's, plus what sharing links added."""
-    dp: list[list[float]]
-    """Per stage, the extra seconds of each of its DP-stream tasks, in stream order."""
+    dp: np.ndarray
+    """The extra seconds of every DP-stream task: stage i's in stream order at ``dp_bounds(prog)[i]`` on."""
     stretched: list[float]
     """Extra seconds per stream, as the graph numbers them (stage i: compute i, forward link p + i, backward link
     2p + i, DP 3p + i)."""
@@ -103,18 +103,16 @@ def totals_pair(model: ModelSpec, cluster: ClusterSpec, a: Plan, b: Plan) -> tup
 def run(prog: Program, cost: dict, stops: list[int] | None = None, resume: tuple | None = None,
         slowed: Slowed | None = None, tails: bool = False) -> tuple[Totals | None, tuple, list]:
     """Time ``prog`` with the seconds of ``cost`` (slot key -> PassCost): its totals, its transfers' (ends,
-    starts) and each stage's DP-stream tasks' (starts, ends) in stream order, and, with ``stops``, each stage's
-    state after its first ``stops[i]`` tasks. ``resume``: (stops, states, transfers, transfers to forget) of
-    another program's run to start from (``totals_pair``); its totals None when a stage's breakdown does not start
-    from the same seconds there. ``slowed``: the extra seconds of transfers and DP collectives that share links
-    (``sim/flows.py``). ``tails``: each stage's state before its tail (``finish`` takes it) and its breakdown so
-    far instead of the totals. The stages run in C where the package was built with its runner (``_runner.c``),
-    else as Python generators: the same floats either way."""
+    starts) and its DP-stream tasks' (starts, ends) (stage i's in stream order from ``dp_bounds(prog)[i]`` on), and,
+    with ``stops``, each stage's state after its first ``stops[i]`` tasks. ``resume``: (stops, states, transfers,
+    transfers to forget) of another program's run to start from (``totals_pair``); its totals None when a stage's
+    breakdown does not start from the same seconds there. ``slowed``: the extra seconds of transfers and DP
+    collectives that share links (``sim/flows.py``). ``tails``: each stage's state before its tail (``finish``
+    takes it) and its breakdown so far instead of the totals. The stages run in C where the package was built with
+    its runner (``_runner.c``), else as Python generators: the same floats either way."""
     by_slot = [cost[k] for k in prog.keys]
     sec = [c.seconds for c in by_slot] + [-1.0]            # slot -1 -> -1.0: "no task"
     p = prog.stages
-    dp_start: list[list[float]] = [[] for _ in range(p)]
-    dp_end: list[list[float]] = [[] for _ in range(p)]
     accs = []
     for i in range(p):
         acc = dict.fromkeys(BREAKDOWN_KINDS, 0.0)
@@ -124,37 +122,65 @@ def run(prog: Program, cost: dict, stops: list[int] | None = None, resume: tuple
         if resume is not None and resume[0][i] and resume[1][i][-1] != (acc["pp"], acc["dp"], acc["bubble"]):
             return None, (), []                         # a different start of the breakdown sums
         accs.append(acc)
+    bounds = dp_bounds(prog)
+    note_start, note_end = np.full(bounds[-1], np.nan), np.full(bounds[-1], np.nan)
     runner = _run_compiled if _runner is not None and USE_COMPILED else _run_generators
-    results, arr_end, arr_start, snaps = runner(prog, sec, accs, dp_start, dp_end, stops, resume, slowed)
+    results, arr_end, arr_start, snaps, noted = runner(prog, sec, accs, (bounds, note_start, note_end), stops,
+                                                       resume, slowed)
     acts = []
     for i, counts in enumerate(prog.counts):
         busy = [sum(n * sec[k] for k, n in c) for c in counts]
         if slowed is not None:
             busy = [x + slowed.stretched[i + k * p] for k, x in enumerate(busy)]
         acts.append({"compute": busy[0], "pp_send_fwd": busy[1], "pp_send_bwd": busy[2], "dp": busy[3]})
-    recorded = (arr_end, arr_start, dp_start, dp_end)
+    recorded = (arr_end, arr_start, note_start, note_end)
+    # each stage's DP tasks after those it has run: its tail's, with their extra seconds
+    after = [bounds[i] + noted[i] for i in range(p)]
     if tails:
-        # each stage's DP tasks after those it has run: its tail's, with their extra seconds
-        extra = [slowed.dp[i][len(dp_start[i]):] if slowed is not None else None for i in range(p)]
+        extra = [slowed.dp[after[i]:bounds[i + 1]].tolist() if slowed is not None else None for i in range(p)]
         return Ends(results, accs, prog.tails, sec, extra, acts), recorded, snaps
-    dps = [(None, iter(slowed.dp[i][len(dp_start[i]):]).__next__ if slowed is not None else repeat(0.0).__next__,
-            dp_start[i].append, dp_end[i].append) for i in range(p)]
+    dps = [(None, iter(slowed.dp[after[i]:bounds[i + 1]].tolist()).__next__ if slowed is not None
+            else repeat(0.0).__next__, _Notes(note_start, after[i]), _Notes(note_end, after[i])) for i in range(p)]
     makespan, breakdowns = finish(prog.tails, sec, results, accs, dps)
     return (makespan, breakdowns, acts), recorded, snaps
 
 
-def _run_generators(prog: Program, sec: list, accs: list[dict], dp_start: list, dp_end: list,
-                    stops: list[int] | None, resume: tuple | None, slowed: Slowed | None) -> tuple:
+def dp_bounds(prog: Program) -> list[int]:
+    """Where each stage's DP-stream tasks start in a flat array of all of them (stage after stage, each in stream
+    order, its tail's included), and the end (kept with the program)."""
+    got = prog.made.get("dp_bounds")
+    if got is None:
+        sizes = [sum(n for _, n in prog.counts[i][3]) for i in range(prog.stages)]
+        got = prog.made["dp_bounds"] = [0, *accumulate(sizes)]
+    return got
+
+
+class _Notes:
+    """Notes a stage's DP-stream times into its block of a flat array, from position ``at`` on."""
+
+    __slots__ = ("values", "at")
+
+    def __init__(self, values: np.ndarray, at: int) -> None:
+        self.values, self.at = values, at
+
+    def __call__(self, x: float) -> None:
+        self.values[self.at] = x
+        self.at += 1
+
+
+def _run_generators(prog: Program, sec: list, accs: list[dict], notes: tuple, stops: list[int] | None,
+                    resume: tuple | None, slowed: Slowed | None) -> tuple:
     """``run``'s stages as Python generators, one per stage, each parked (a yield of the transfer's id) on a
     transfer not yet sent: (each stage's state after its last task, transfers' ends (None: not sent) and starts,
-    each stage's state after its first ``stops[i]`` tasks)."""
+    each stage's state after its first ``stops[i]`` tasks, each stage's DP-stream tasks noted in ``notes``)."""
     p = prog.stages
+    bounds, note_start, note_end = notes
     if slowed is None:
         hops = [sec[prog.hop]] * prog.transfers
         more = [repeat(0.0).__next__ for _ in range(p)]
     else:
-        hops = slowed.hops
-        more = [iter(x).__next__ for x in slowed.dp]
+        hops = slowed.hops.tolist()
+        more = [iter(slowed.dp[bounds[i]:bounds[i + 1]].tolist()).__next__ for i in range(p)]
     if resume is None:
         arr_end: list = [None] * prog.transfers
         arr_start: list = [0.0] * prog.transfers
@@ -166,9 +192,10 @@ def _run_generators(prog: Program, sec: list, accs: list[dict], dp_start: list, 
     ready: list[int] = []
     results: list = [None] * p
     snaps: list = [None] * p
-    gens = []
+    gens, noters = [], []
     for i in range(p):
-        dp = (hops, more[i], dp_start[i].append, dp_end[i].append)
+        noters.append((_Notes(note_start, bounds[i]), _Notes(note_end, bounds[i])))
+        dp = (hops, more[i], *noters[i])
         if resume is not None:
             skip, state = resume[0][i], resume[1][i]
             st = prog.stage(i, skip)
@@ -191,13 +218,14 @@ def _run_generators(prog: Program, sec: list, accs: list[dict], dp_start: list, 
             waiter[key] = i
     if finished < p:
         raise CycleError(f"{p - finished} pipeline stages wait on each other in a cycle")
-    return results, arr_end, arr_start, snaps
+    return results, arr_end, arr_start, snaps, [noters[i][0].at - bounds[i] for i in range(p)]
 
 
-def _run_compiled(prog: Program, sec: list, accs: list[dict], dp_start: list, dp_end: list,
-                  stops: list[int] | None, resume: tuple | None, slowed: Slowed | None) -> tuple:
+def _run_compiled(prog: Program, sec: list, accs: list[dict], notes: tuple, stops: list[int] | None,
+                  resume: tuple | None, slowed: Slowed | None) -> tuple:
     """``_run_generators`` in C (``_runner.c``): the same answer, transfers' ends as an array (NaN: not sent)."""
     p, c = prog.stages, _compiled(prog)
+    bounds, note_start, note_end = notes
     n_t = prog.transfers
     if resume is None:
         arr_end, arr_start = np.full(n_t, np.nan), np.zeros(n_t)
@@ -210,20 +238,18 @@ def _run_compiled(prog: Program, sec: list, accs: list[dict], dp_start: list, dp
         has_state = np.array([bool(k) for k in resume[0]], dtype=np.uint8)
         states = np.array([(*s[:7], *s[7]) if k else (0.0,) * 10 for k, s in zip(resume[0], resume[1])])
     if slowed is None:
-        hops, more, more_bounds = np.full(n_t, sec[prog.hop]), None, None
+        hops, more = np.full(n_t, sec[prog.hop]), None
     else:
-        hops = np.array(slowed.hops, dtype=float)
-        more = np.array([x for xs in slowed.dp for x in xs], dtype=float)
-        more_bounds = np.cumsum([0] + [len(xs) for xs in slowed.dp]).astype(np.int32)
+        hops, more = slowed.hops, slowed.dp
     acc = np.array([(a["pp"], a["dp"], a["bubble"]) for a in accs])
     init = acc.copy()
-    results, snaps = np.zeros((p, 7)), np.zeros((p, 10))
+    results, snaps, noted = np.zeros((p, 7)), np.zeros((p, 10)), np.zeros(p, np.int32)
     finished = _runner.run(
         p, prog.chunks, prog.param_gather, prog.shard_gather, len(sec) - 1, c["bounds"], starts,
         np.array(stops, dtype=np.int32) if stops else None, c["slot"], c["key"], c["send"], c["link"],
         c["reduce"], c["fkey"], c["fsend"], c["flink"], c["ffirst"], np.array(sec), hops, arr_end, arr_start,
-        *c["specials"], more, more_bounds, acc, states, has_state, results, snaps, np.full(n_t, -1, np.int32),
-        np.zeros(2 * p * max(1, prog.chunks)), None, dp_start, dp_end)
+        *c["specials"], more, c["dp_bounds"], acc, states, has_state, results, snaps, np.full(n_t, -1, np.int32),
+        np.zeros(2 * p * max(1, prog.chunks)), note_start, note_end, noted)
     if finished < p:
         raise CycleError(f"{p - finished} pipeline stages wait on each other in a cycle")
     for a, (pp, dp, bubble) in zip(accs, acc.tolist()):
@@ -232,7 +258,7 @@ def _run_compiled(prog: Program, sec: list, accs: list[dict], dp_start: list, dp
     kept = [None] * p
     if stops:
         kept = [(*s[:7], tuple(s[7:]), tuple(i)) for s, i in zip(snaps.tolist(), init.tolist())]
-    return out, arr_end, arr_start, kept
+    return out, arr_end, arr_start, kept, noted.tolist()
 
 
 def _compiled(prog: Program) -> dict:
@@ -245,6 +271,7 @@ def _compiled(prog: Program) -> dict:
     col = {k: (np.ascontiguousarray(a[k], dtype=np.int32) if a[k] is not None else None)
            for k in ("bounds", "slot", "key", "send", "link", "reduce", "fkey", "fsend", "flink")}
     col["ffirst"] = np.ascontiguousarray(a["ffirst"], dtype=np.uint8) if a["ffirst"] is not None else None
+    col["dp_bounds"] = np.array(dp_bounds(prog), dtype=np.int32)
     specials = [prog.specials[j] for j in range(len(prog.specials))]
     kinds = {"a": 0, "g": 1, "s": 2}
     deps = [d for sp in specials for d in sp.deps]

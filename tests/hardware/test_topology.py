@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autoplan.hardware import topology
 from autoplan.hardware.topology import (_all_flows, all_groups, build_graph, class_flows, coords_of, describe_group,
                                         group_links, group_ranks, link_load, link_sharing, link_sharing_on_graph,
                                         rank_of)
@@ -233,3 +234,24 @@ def test_what_ifs_that_change_only_the_gpus_share_link_sharing():
         assert link_sharing(other, s, classes) == fresh
         if set(change) <= {"compute", "memory", "hbm_bandwidth"}:
             assert link_sharing(other, s, classes) is rows
+
+
+@pytest.mark.skipif(topology._tally is None, reason="autoplan.hardware._links was not built (no C compiler when installed)")
+@settings(max_examples=60, deadline=None)
+@given(factors=st.lists(st.sampled_from(["tp", "cp", "dp", "pp"]), min_size=4, max_size=8),
+       gpus_per_node=st.sampled_from([4, 8]), leaf_gpus=st.sampled_from([8, 16, 24, 160]), spine=st.booleans(),
+       oversubscription=st.sampled_from([1.0, 2.0, 4.0]))
+def test_the_c_tally_of_link_sharing_is_numpys(factors, gpus_per_node, leaf_gpus, spine, oversubscription):
+    # hardware/_links.c against the numpy tally of topology._sharing: the same rows, bit for bit
+    s = Strategy(**{k: 2 ** factors.count(k) for k in ("tp", "cp", "dp", "pp")})
+    cluster = _cluster(s.gpus, gpus_per_node, leaf_gpus, spine)
+    if spine:
+        cluster = replace(cluster, tiers=cluster.tiers[:2] + (replace(cluster.tiers[2], oversubscription=oversubscription),))
+    args = (cluster, topology._Degrees(s.tp, s.cp, s.dp, s.pp), _classes(s.pp))
+    try:
+        got = topology._sharing.__wrapped__(*args)
+        topology.USE_COMPILED = False
+        want = topology._sharing.__wrapped__(*args)
+    finally:
+        topology.USE_COMPILED = True
+    assert repr(got) == repr(want)

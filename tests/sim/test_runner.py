@@ -11,6 +11,7 @@ import random
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autoplan.families.catalog import get_model
 from autoplan.search.space import enumerate_plans, load_space
@@ -41,9 +42,7 @@ def _both(fn):
 
 def _recorded(rec: tuple) -> tuple:
     """A run's noted intervals with transfers' ends as floats (the C runner's nan is the Python one's None)."""
-    arr_end, arr_start, dp_start, dp_end = rec
-    return (np.asarray(arr_end, dtype=float).tobytes(), np.asarray(arr_start, dtype=float).tobytes(),
-            repr(dp_start), repr(dp_end))
+    return tuple(np.asarray(x, dtype=float).tobytes() for x in rec)
 
 
 @settings(max_examples=120, **_SETTINGS)
@@ -93,3 +92,26 @@ def test_gpt3_scores_are_the_same_with_either_runner(space):
         c, py = _both(lambda: simulate.score(model, cluster, s))
         assert repr((c.step_time, c.stage_breakdown, c.activity)) == \
             repr((py.step_time, py.stage_breakdown, py.activity)), s.short()
+
+
+@st.composite
+def _sharings(draw):
+    """Links as rows of (class, utilisation), a class sometimes twice in a row (``fluid._filling``'s case)."""
+    classes = draw(st.integers(1, 6))
+    util = st.sampled_from([0.1, 0.5, 1.0, 1.5, 2.0]) | st.floats(0.01, 3.0)
+    rows = []
+    for _ in range(draw(st.integers(1, 6))):
+        ks = draw(st.lists(st.integers(0, classes - 1), min_size=1, max_size=classes + 1))
+        rows.append(tuple((k, draw(util)) for k in ks))
+    return tuple(rows), classes
+
+
+@settings(max_examples=300, **_SETTINGS)
+@given(_sharings())
+def test_the_c_runner_shares_every_pair_as_the_pairwise_filling(case):
+    rows, classes = case
+    pairs = [(a, b) for a in range(classes) for b in range(a, classes)]
+    c, py = fluid.Sharing(rows, classes), fluid.Sharing(rows, classes)
+    c.know_pairs(pairs)
+    for q in pairs:
+        assert repr(c.share_of(q)) == repr(py.share_of(q)), q
