@@ -463,6 +463,70 @@ static int row_util(const int64_t *cls, const double *u, int64_t lo, int64_t hi,
     return n;
 }
 
+/* The pair (k, c)'s shares into *sa, *sb: 0, or 1 where fluid._filling must answer. r0, r1: scratch for 2·rows. */
+static int fill_pair(const double *weight, const int64_t *bounds, const int64_t *row_cls, const double *row_u,
+                     Py_ssize_t n_rows, int64_t k, int64_t c, double *r0, double *r1, double *sa, double *sb) {
+    const double NONE = NAN;                 /* a row without that task */
+    double w[2] = {weight[k], weight[c]};
+    if (!(w[0] > 0 && w[1] > 0)) return 1;
+    /* the rows as (k's utilisation, c's): k's rows in order, then c's without k */
+    int n = 0;
+    for (Py_ssize_t r = 0; r < n_rows; r++) {
+        double uk = 0.0, uc = 0.0;
+        int nk = row_util(row_cls, row_u, bounds[r], bounds[r + 1], k, &uk);
+        int nc = row_util(row_cls, row_u, bounds[r], bounds[r + 1], c, &uc);
+        if (nk > 1 || nc > 1) return 1;
+        if (nk) { r0[n] = uk; r1[n] = nc ? uc : NONE; n++; }
+    }
+    if (k != c) {
+        for (Py_ssize_t r = 0; r < n_rows; r++) {
+            double uk = 0.0, uc = 0.0;
+            int nk = row_util(row_cls, row_u, bounds[r], bounds[r + 1], k, &uk);
+            int nc = row_util(row_cls, row_u, bounds[r], bounds[r + 1], c, &uc);
+            if (nc && !nk) { r0[n] = NONE; r1[n] = uc; n++; }
+        }
+    }
+    /* first level: nothing frozen, each row fills at 1 / (q0 + q1) */
+    double best = INFINITY;
+    int full = -1;
+    for (int j = 0; j < n; j++) {
+        double slope;
+        if (!isnan(r0[j]) && !isnan(r1[j])) slope = r0[j] / w[0] + r1[j] / w[1];
+        else if (!isnan(r0[j])) slope = r0[j] / w[0];
+        else slope = r1[j] / w[1];
+        double at = 1.0 / slope;
+        if (at < best) { best = at; full = j; }
+    }
+    int cap = w[0] <= w[1] ? 0 : 1;
+    double frozen[2] = {NAN, NAN}, level;
+    if (w[cap] <= best) {
+        level = w[cap];
+        frozen[cap] = 1.0;
+    } else {
+        level = best;
+        if (!isnan(r0[full])) frozen[0] = level / w[0];
+        if (!isnan(r1[full])) frozen[1] = level / w[1];
+    }
+    if (isnan(frozen[0]) || isnan(frozen[1])) {
+        /* second level: the other task alone rises on the rows it is in, beside the frozen one's use */
+        int f = isnan(frozen[0]) ? 1 : 0, oth = 1 - f;
+        double x = frozen[f];
+        const double *rf = f ? r1 : r0, *ro = oth ? r1 : r0;
+        best = INFINITY;
+        for (int j = 0; j < n; j++) {
+            if (isnan(ro[j])) continue;
+            double used = !isnan(rf[j]) ? rf[j] * x : 0.0;
+            double at = (1.0 - used) / (ro[j] / w[oth]);
+            if (at < best) best = at;
+        }
+        if (w[oth] <= best) frozen[oth] = 1.0;
+        else frozen[oth] = (best > level ? best : level) / w[oth];
+    }
+    *sa = 0.0 > frozen[0] ? 0.0 : frozen[0];
+    *sb = 0.0 > frozen[1] ? 0.0 : frozen[1];
+    return 0;
+}
+
 static PyObject *pair_shares(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *o[8];
@@ -478,68 +542,9 @@ static PyObject *pair_shares(PyObject *self, PyObject *args) {
     r0 = malloc(sizeof(double) * (2 * (size_t)n_rows + 1));
     r1 = malloc(sizeof(double) * (2 * (size_t)n_rows + 1));
     if (!r0 || !r1) { PyErr_NoMemory(); goto done; }
-    const double NONE = NAN;                 /* a row without that task */
     for (Py_ssize_t q = 0; q < pairs; q++) {
-        int64_t k = as[q], c = bs[q];
-        double w[2] = {weight[k], weight[c]};
-        out_a[q] = out_b[q] = NAN;
-        if (!(w[0] > 0 && w[1] > 0)) continue;
-        /* the rows as (k's utilisation, c's): k's rows in order, then c's without k */
-        int n = 0, bad = 0;
-        for (Py_ssize_t r = 0; r < n_rows && !bad; r++) {
-            double uk = 0.0, uc = 0.0;
-            int nk = row_util(row_cls, row_u, bounds[r], bounds[r + 1], k, &uk);
-            int nc = row_util(row_cls, row_u, bounds[r], bounds[r + 1], c, &uc);
-            if (nk > 1 || nc > 1) bad = 1;
-            else if (nk) { r0[n] = uk; r1[n] = nc ? uc : NONE; n++; }
-        }
-        if (bad) continue;
-        if (k != c) {
-            for (Py_ssize_t r = 0; r < n_rows; r++) {
-                double uk = 0.0, uc = 0.0;
-                int nk = row_util(row_cls, row_u, bounds[r], bounds[r + 1], k, &uk);
-                int nc = row_util(row_cls, row_u, bounds[r], bounds[r + 1], c, &uc);
-                if (nc && !nk) { r0[n] = NONE; r1[n] = uc; n++; }
-            }
-        }
-        /* first level: nothing frozen, each row fills at 1 / (q0 + q1) */
-        double best = INFINITY;
-        int full = -1;
-        for (int j = 0; j < n; j++) {
-            double slope;
-            if (!isnan(r0[j]) && !isnan(r1[j])) slope = r0[j] / w[0] + r1[j] / w[1];
-            else if (!isnan(r0[j])) slope = r0[j] / w[0];
-            else slope = r1[j] / w[1];
-            double at = 1.0 / slope;
-            if (at < best) { best = at; full = j; }
-        }
-        int cap = w[0] <= w[1] ? 0 : 1;
-        double frozen[2] = {NAN, NAN}, level;
-        if (w[cap] <= best) {
-            level = w[cap];
-            frozen[cap] = 1.0;
-        } else {
-            level = best;
-            if (!isnan(r0[full])) frozen[0] = level / w[0];
-            if (!isnan(r1[full])) frozen[1] = level / w[1];
-        }
-        if (isnan(frozen[0]) || isnan(frozen[1])) {
-            /* second level: the other task alone rises on the rows it is in, beside the frozen one's use */
-            int f = isnan(frozen[0]) ? 1 : 0, oth = 1 - f;
-            double x = frozen[f];
-            const double *rf = f ? r1 : r0, *ro = oth ? r1 : r0;
-            best = INFINITY;
-            for (int j = 0; j < n; j++) {
-                if (isnan(ro[j])) continue;
-                double used = !isnan(rf[j]) ? rf[j] * x : 0.0;
-                double at = (1.0 - used) / (ro[j] / w[oth]);
-                if (at < best) best = at;
-            }
-            if (w[oth] <= best) frozen[oth] = 1.0;
-            else frozen[oth] = (best > level ? best : level) / w[oth];
-        }
-        out_a[q] = 0.0 > frozen[0] ? 0.0 : frozen[0];
-        out_b[q] = 0.0 > frozen[1] ? 0.0 : frozen[1];
+        if (fill_pair(weight, bounds, row_cls, row_u, n_rows, as[q], bs[q], r0, r1, &out_a[q], &out_b[q]))
+            out_a[q] = out_b[q] = NAN;
     }
     ok = 1;
 done:
@@ -549,10 +554,89 @@ done:
     Py_RETURN_NONE;
 }
 
+/* fluid._pairs_of: (g, h, factor) for every two groups (of classes ``classes``) whose classes share a link, in the
+ * order the Python loop makes them: groups in order, each class's conflicts in the order ``conf`` lists them (the
+ * frozensets' iteration order), the other class's groups in order. None where a pair needs fluid._filling.
+ * pairs_of(classes, weight, row_bounds, row_cls, row_u, conf_bounds, conf) -> (g, h, factor) lists or None */
+static PyObject *pairs_of(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o[7];
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6])) return NULL;
+    Py_buffer v[7];
+    int got = 0;
+    PyObject *result = NULL, *gl = NULL, *hl = NULL, *fl = NULL;
+    double *r0 = NULL, *r1 = NULL, *slow_f = NULL;
+    int64_t *first = NULL, *next = NULL, *slow_c = NULL, *slow_bounds = NULL;
+    for (; got < 7; got++) if (buf(o[got], &v[got], 0, "an argument")) goto done;
+    const int64_t *classes = v[0].buf, *bounds = v[2].buf, *row_cls = v[3].buf, *conf_bounds = v[5].buf,
+                  *conf = v[6].buf;
+    const double *weight = v[1].buf, *row_u = v[4].buf;
+    Py_ssize_t n_groups = v[0].len / (Py_ssize_t)sizeof(int64_t), n_classes = v[1].len / (Py_ssize_t)sizeof(double);
+    Py_ssize_t n_rows = v[2].len / (Py_ssize_t)sizeof(int64_t) - 1;
+    Py_ssize_t n_conf = v[6].len / (Py_ssize_t)sizeof(int64_t);
+    r0 = malloc(sizeof(double) * (2 * (size_t)n_rows + 1));
+    r1 = malloc(sizeof(double) * (2 * (size_t)n_rows + 1));
+    first = malloc(sizeof(int64_t) * ((size_t)n_classes + 1));
+    next = malloc(sizeof(int64_t) * ((size_t)n_groups + 1));
+    slow_c = malloc(sizeof(int64_t) * ((size_t)n_conf + 1));
+    slow_f = malloc(sizeof(double) * ((size_t)n_conf + 1));
+    slow_bounds = malloc(sizeof(int64_t) * ((size_t)n_classes + 1));
+    if (!r0 || !r1 || !first || !next || !slow_c || !slow_f || !slow_bounds) { PyErr_NoMemory(); goto done; }
+    /* each class's groups in order: a linked list through next[] from first[class] */
+    int64_t *last = slow_bounds;             /* scratch: the last group of each class while linking */
+    for (Py_ssize_t k = 0; k < n_classes; k++) first[k] = last[k] = -1;
+    for (Py_ssize_t g = 0; g < n_groups; g++) {
+        int64_t k = classes[g];
+        next[g] = -1;
+        if (first[k] < 0) first[k] = g; else next[last[k]] = g;
+        last[k] = g;
+    }
+    /* per class with groups, (c, factor) of each conflict c that has groups and slows it */
+    int64_t at = 0;
+    for (Py_ssize_t k = 0; k < n_classes; k++) {
+        slow_bounds[k] = at;
+        if (first[k] < 0) continue;
+        double alone = 1.0;
+        if (weight[k] > 0) { double inv = 1.0 / weight[k]; alone = inv < 1.0 ? inv : 1.0; }
+        for (int64_t j = conf_bounds[k]; j < conf_bounds[k + 1]; j++) {
+            int64_t c = conf[j], a = k <= c ? k : c, b = k <= c ? c : k;
+            double sa, sb;
+            if (fill_pair(weight, bounds, row_cls, row_u, n_rows, a, b, r0, r1, &sa, &sb)) { result = Py_None;
+                Py_INCREF(result); goto done; }
+            double share = k == a && k != b ? sa : sb;
+            double factor = 1.0 / share - 1.0 / alone;
+            if (factor > 0 && first[c] >= 0) { slow_c[at] = c; slow_f[at] = factor; at++; }
+        }
+    }
+    slow_bounds[n_classes] = at;
+    gl = PyList_New(0); hl = PyList_New(0); fl = PyList_New(0);
+    if (!gl || !hl || !fl) goto done;
+    for (Py_ssize_t g = 0; g < n_groups; g++) {
+        int64_t k = classes[g];
+        int64_t hi = k + 1 < n_classes ? slow_bounds[k + 1] : at;
+        for (int64_t j = slow_bounds[k]; j < hi; j++) {
+            for (int64_t h = first[slow_c[j]]; h >= 0; h = next[h]) {
+                if (h == g) continue;
+                PyObject *x = PyLong_FromLongLong(g), *y = PyLong_FromLongLong(h), *z = PyFloat_FromDouble(slow_f[j]);
+                int bad = !x || !y || !z || PyList_Append(gl, x) || PyList_Append(hl, y) || PyList_Append(fl, z);
+                Py_XDECREF(x); Py_XDECREF(y); Py_XDECREF(z);
+                if (bad) goto done;
+            }
+        }
+    }
+    result = PyTuple_Pack(3, gl, hl, fl);
+done:
+    Py_XDECREF(gl); Py_XDECREF(hl); Py_XDECREF(fl);
+    free(r0); free(r1); free(first); free(next); free(slow_c); free(slow_f); free(slow_bounds);
+    for (int k = 0; k < got; k++) PyBuffer_Release(&v[k]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, "Run a compiled program's stages (pipeline.run's loop); see _runner.c."},
     {"overlaps", overlaps, METH_VARARGS, "fluid.stretch's overlap of every pair of groups; see _runner.c."},
     {"pair_shares", pair_shares, METH_VARARGS, "fluid._pair_filling for many pairs of classes; see _runner.c."},
+    {"pairs_of", pairs_of, METH_VARARGS, "fluid._pairs_of: every two groups whose classes share a link."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_runner", "pipeline.run's stage loop in C.", -1,

@@ -84,12 +84,7 @@ class Sharing:
         todo = [q for q in dict.fromkeys(pairs) if q not in self._memo]
         if not todo:
             return
-        if self._flat is None:
-            self._flat = (np.cumsum([0] + [len(r) for r in self.rows], dtype=np.int64),
-                          np.array([k for r in self.rows for k, _ in r], dtype=np.int64),
-                          np.array([u for r in self.rows for _, u in r], dtype=float),
-                          np.array(self.weight, dtype=float))
-        bounds, cls, util, weight = self._flat
+        bounds, cls, util, weight = self.flat()[:4]
         a = np.array([q[0] for q in todo], dtype=np.int64)
         b = np.array([q[1] for q in todo], dtype=np.int64)
         sa, sb = np.empty(len(todo)), np.empty(len(todo))
@@ -97,6 +92,18 @@ class Sharing:
         for q, x, y in zip(todo, sa.tolist(), sb.tolist()):
             if x == x:                                  # not NaN
                 self._memo[q] = dict(zip(q, (x, y)))
+
+    def flat(self) -> tuple:
+        """The rows, weights and conflicts as the C runner reads them: (row bounds, row classes, row utilisations,
+        weights, conflict bounds, conflicts in each frozenset's iteration order)."""
+        if self._flat is None:
+            self._flat = (np.cumsum([0] + [len(r) for r in self.rows], dtype=np.int64),
+                          np.array([k for r in self.rows for k, _ in r], dtype=np.int64),
+                          np.array([u for r in self.rows for _, u in r], dtype=float),
+                          np.array(self.weight, dtype=float),
+                          np.cumsum([0] + [len(c) for c in self.conflicts], dtype=np.int64),
+                          np.array([k for c in self.conflicts for k in c], dtype=np.int64))
+        return self._flat
 
     def share_of(self, running: tuple[int, ...]) -> dict[int, float]:
         """Share of each class among ``running`` (a sorted tuple of classes, one entry per running task: tasks
@@ -291,6 +298,11 @@ def _pairs(classes: tuple[int, ...], sharing: Sharing) -> tuple[np.ndarray, np.n
 
 
 def _pairs_of(classes: tuple[int, ...], sharing: Sharing) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if _runner is not None and USE_COMPILED:
+        bounds, cls, util, weight_, conf_bounds, conf = sharing.flat()
+        got = _runner.pairs_of(np.array(classes, dtype=np.int64), weight_, bounds, cls, util, conf_bounds, conf)
+        if got is not None:                            # the loop below in C (None: a pair needs _filling)
+            return (np.array(got[0], dtype=np.int64), np.array(got[1], dtype=np.int64), np.array(got[2]))
     weight, conflicts = sharing.weight, sharing.conflicts
     of_class: dict[int, list[int]] = {}
     for h, k in enumerate(classes):

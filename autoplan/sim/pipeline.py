@@ -124,7 +124,7 @@ def run(prog: Program, cost: dict, stops: list[int] | None = None, resume: tuple
         accs.append(acc)
     bounds = dp_bounds(prog)
     note_start, note_end = np.full(bounds[-1], np.nan), np.full(bounds[-1], np.nan)
-    runner = _run_compiled if _runner is not None and USE_COMPILED else _run_generators
+    runner = _run_compiled if compiled() else _run_generators
     results, arr_end, arr_start, snaps, noted = runner(prog, sec, accs, (bounds, note_start, note_end), stops,
                                                        resume, slowed)
     acts = []
@@ -143,6 +143,11 @@ def run(prog: Program, cost: dict, stops: list[int] | None = None, resume: tuple
             else repeat(0.0).__next__, _Notes(note_start, after[i]), _Notes(note_end, after[i])) for i in range(p)]
     makespan, breakdowns = finish(prog.tails, sec, results, accs, dps)
     return (makespan, breakdowns, acts), recorded, snaps
+
+
+def compiled() -> bool:
+    """Whether ``run`` times stages with the C runner (``_runner.c``)."""
+    return _runner is not None and USE_COMPILED
 
 
 def dp_bounds(prog: Program) -> list[int]:

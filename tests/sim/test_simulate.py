@@ -9,13 +9,24 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from autoplan.sim import metrics as met
+from autoplan.sim import metrics as met, simulate
 from autoplan.sim.metrics import BREAKDOWN_KINDS
 from autoplan.sim.simulate import evaluate, score, simulate_step
 from autoplan.families.catalog import get_model
 from autoplan.specs.cluster import ClusterSpec, load_cluster
 from autoplan.families.strategy import Strategy
 from autoplan.families.transformer.validity import violations
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _extend_short_steps_too():
+    """The tiny GPT's steps are short: extend them from samples as long ones are (``score``'s cost floor,
+    ``EXTENDED_FROM_PASSES``, lifted), so that the extension is what these tests hold to the full simulation."""
+    was = simulate.EXTENDED_FROM_PASSES
+    simulate.EXTENDED_FROM_PASSES = 0
+    yield
+    simulate.EXTENDED_FROM_PASSES = was
+
 
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
@@ -305,3 +316,18 @@ def test_plans_of_one_shape_share_a_graph_and_score_as_if_built_alone(tiny_gpt, 
     sim = simulate_step(tiny_gpt, a100_64, plans[0])
     assert sim.lowered.meta[sim.lowered.compute_tasks[0][0]] == (0, True, 0, 0, "")
     assert set(sim.lowered.parts) == {i for ids in sim.lowered.compute_tasks for i in ids}
+
+
+def test_short_steps_are_simulated_whole_and_long_ones_extended(tiny_gpt, a100_8, monkeypatch):
+    # score()'s cost floor: with the C runner a step of fewer than EXTENDED_FROM_PASSES chunk passes is simulated
+    # whole (its samples would cost more), a longer one extended from samples; the same step time either way
+    monkeypatch.setattr(simulate, "EXTENDED_FROM_PASSES", 8192)
+    s = Strategy(pp=4, dp=2, micro_batch=1, global_batch=2 * 64, schedule="1f1b")
+    extended = []
+    real = simulate._extrapolated
+    monkeypatch.setattr(simulate, "_extrapolated", lambda *a: extended.append(a[2]) or real(*a))
+    short = score(tiny_gpt, a100_8, s)
+    assert extended == ([] if simulate.pipeline.compiled() else [s])
+    monkeypatch.setattr(simulate, "EXTENDED_FROM_PASSES", 4 * 64)
+    long = score(tiny_gpt, a100_8, s)
+    assert extended[-1] == s and long.step_time == pytest.approx(short.step_time, rel=1e-12)
