@@ -446,13 +446,13 @@ def _sharing(cluster: ClusterSpec, s: _Degrees, classes: tuple[FlowClass, ...]) 
         return ()
     links = _links(cluster)
     src, dst, rate, cls = _all_flows(cluster, s, classes)
-    which, link = links.route(src, dst)
     if _tally is not None and USE_COMPILED:
-        # the tally below in C (_links.c): the same rows
-        return tuple(sorted(_tally.link_rows(np.ascontiguousarray(link, dtype=np.int64),
-                                             np.ascontiguousarray(cls[which], dtype=np.int64),
-                                             np.ascontiguousarray(rate[which], dtype=float), links.capacity,
-                                             len(classes))))
+        # the route and the tally below in C (_links.c): the same rows
+        return tuple(sorted(_tally.routed_rows(
+            np.ascontiguousarray(src, dtype=np.int64), np.ascontiguousarray(dst, dtype=np.int64),
+            np.ascontiguousarray(rate, dtype=float), np.ascontiguousarray(cls, dtype=np.int64), links.gpus,
+            links.domain, links.per_su, links.sus, links.capacity, len(classes))))
+    which, link = links.route(src, dst)
     # every class's load on every link it uses, at once: each (link, class) summed over its flows in route order
     used, index = np.unique(link * len(classes) + cls[which], return_inverse=True)
     link, cls = used // len(classes), used % len(classes)                  # sorted by link, then class

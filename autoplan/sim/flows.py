@@ -79,7 +79,9 @@ def _flows(prog: Program) -> Flows:
         sender.append(stage[has])
         sub.append(np.full(int(has.sum()), order, I))
     key, link, sender, sub = (np.concatenate(x) if x else np.zeros(0, I) for x in (key, link, sender, sub))
-    built = np.lexsort((sub, created.take(key))) if len(key) else np.zeros(0, I)
+    # by when the pass is built, then the fused forward's send before the backward's (np.lexsort's order)
+    built = (np.argsort(created.take(key).astype(np.int64) * 2 + sub, kind="stable") if len(key)
+             else np.zeros(0, I))
     key, link, sender = key[built], link[built], sender[built]
     pair = sender * I(p) + target.take(key)
     # classes: each stage's DP (its weight gathers are the graph's first tasks), the PP pairs in the order they are
@@ -99,18 +101,15 @@ def _flows(prog: Program) -> Flows:
     # final weight gather)
     sizes = [sum(n for _, n in prog.counts[i][3]) for i in range(p)]
     dp_bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(I)
-    dp_group, dp_index = [], []
+    # each stage's tasks in its own group (one per stage and class), the tied all-reduce second to last in the tied
+    # class's; the stable sort below keeps each group in stream order
+    stage_of = np.repeat(np.arange(p, dtype=I), np.diff(dp_bounds))
+    dp_group = stage_of * I(4 * p) + I(3 * p) + stage_of
     tied_class = len(names) - 1
-    for i in range(p):
-        own = np.arange(dp_bounds[i], dp_bounds[i + 1], dtype=I) + I(n_t)
-        if i in tied:
-            dp_group.append(np.full(1, tied_class * 4 * p + 3 * p + i, I))
-            dp_index.append(own[-2:-1])
-            own = np.delete(own, len(own) - 2)
-        dp_group.append(np.full(len(own), i * 4 * p + 3 * p + i, I))
-        dp_index.append(own)
-    groups = np.concatenate([pp_group] + dp_group)
-    index = np.concatenate([pp_index] + dp_index)
+    for i in tied:
+        dp_group[dp_bounds[i + 1] - 2] = tied_class * 4 * p + 3 * p + i
+    groups = np.concatenate([pp_group, dp_group])
+    index = np.concatenate([pp_index, np.arange(dp_bounds[-1], dtype=I) + I(n_t)])
     along = np.argsort(groups, kind="stable")
     groups, index = groups[along], index[along]
     keys, starts = np.unique(groups, return_index=True)

@@ -62,11 +62,14 @@ class Sharing:
         once over)."""
         self._rows_of: list[list[tuple[int, float]]] = [[] for _ in range(classes)]
         near: list[set[int]] = [set() for _ in range(classes)]
+        weight, rows_of = self.weight, self._rows_of
         for r, row in enumerate(rows):
+            members = [c for c, _ in row]
             for k, u in row:
-                self.weight[k] = max(self.weight[k], u)
-                self._rows_of[k].append((r, u))
-                near[k].update(c for c, _ in row)
+                if u > weight[k]:
+                    weight[k] = u
+                rows_of[k].append((r, u))
+                near[k].update(members)
         self.conflicts = [frozenset(x) for x in near]
         self._row_dicts = [d if len(d) == len(x) else None for x in self._rows_of for d in (dict(x),)]
         """Each class's rows as {row: utilisation} (None where a row lists the class twice)."""

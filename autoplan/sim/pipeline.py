@@ -110,13 +110,11 @@ def run(prog: Program, cost: dict, stops: list[int] | None = None, resume: tuple
     collectives that share links (``sim/flows.py``). ``tails``: each stage's state before its tail (``finish``
     takes it) and its breakdown so far instead of the totals. The stages run in C where the package was built with
     its runner (``_runner.c``), else as Python generators: the same floats either way."""
-    by_slot = [cost[k] for k in prog.keys]
-    sec = [c.seconds for c in by_slot] + [-1.0]            # slot -1 -> -1.0: "no task"
+    sec, parts, busy_alone = seconds(prog, cost)
     p = prog.stages
     accs = []
     for i in range(p):
-        acc = dict.fromkeys(BREAKDOWN_KINDS, 0.0)
-        acc.update(_stage_parts(prog.counts[i][0], by_slot))
+        acc = dict(parts[i])
         if slowed is not None and slowed.stretched[i]:
             acc["pp"] += slowed.stretched[i]              # sends on the compute stream (synchronous p2p), slowed
         if resume is not None and resume[0][i] and resume[1][i][-1] != (acc["pp"], acc["dp"], acc["bubble"]):
@@ -128,8 +126,7 @@ def run(prog: Program, cost: dict, stops: list[int] | None = None, resume: tuple
     results, arr_end, arr_start, snaps, noted = runner(prog, sec, accs, (bounds, note_start, note_end), stops,
                                                        resume, slowed)
     acts = []
-    for i, counts in enumerate(prog.counts):
-        busy = [sum(n * sec[k] for k, n in c) for c in counts]
+    for i, busy in enumerate(busy_alone):
         if slowed is not None:
             busy = [x + slowed.stretched[i + k * p] for k, x in enumerate(busy)]
         acts.append({"compute": busy[0], "pp_send_fwd": busy[1], "pp_send_bwd": busy[2], "dp": busy[3]})
@@ -143,6 +140,25 @@ def run(prog: Program, cost: dict, stops: list[int] | None = None, resume: tuple
             else repeat(0.0).__next__, _Notes(note_start, after[i]), _Notes(note_end, after[i])) for i in range(p)]
     makespan, breakdowns = finish(prog.tails, sec, results, accs, dps)
     return (makespan, breakdowns, acts), recorded, snaps
+
+
+def seconds(prog: Program, cost: dict) -> tuple[list[float], list[dict[str, float]], list[list[float]]]:
+    """Each slot's seconds (and -1.0 for "no task" at the end), each stage's compute by kind before any wait
+    (``_stage_parts``) and each stream's busy seconds (compute, forward and backward link, DP), before contention:
+    what every run of ``prog`` with ``cost`` starts from (kept with the program for the last ``cost`` asked)."""
+    got = prog.made.get("seconds")
+    if got is not None and got[0] is cost:
+        return got[1]
+    by_slot = [cost[k] for k in prog.keys]
+    sec = [c.seconds for c in by_slot] + [-1.0]            # slot -1 -> -1.0: "no task"
+    parts = []
+    for counts in prog.counts:
+        acc = dict.fromkeys(BREAKDOWN_KINDS, 0.0)
+        acc.update(_stage_parts(counts[0], by_slot))
+        parts.append(acc)
+    busy = [[sum(n * sec[k] for k, n in c) for c in counts] for counts in prog.counts]
+    prog.made["seconds"] = (cost, (sec, parts, busy))
+    return sec, parts, busy
 
 
 def compiled() -> bool:
@@ -277,18 +293,7 @@ def _compiled(prog: Program) -> dict:
            for k in ("bounds", "slot", "key", "send", "link", "reduce", "fkey", "fsend", "flink")}
     col["ffirst"] = np.ascontiguousarray(a["ffirst"], dtype=np.uint8) if a["ffirst"] is not None else None
     col["dp_bounds"] = np.array(dp_bounds(prog), dtype=np.int32)
-    specials = [prog.specials[j] for j in range(len(prog.specials))]
-    kinds = {"a": 0, "g": 1, "s": 2}
-    deps = [d for sp in specials for d in sp.deps]
-    sends = [x for sp in specials for x in sp.sends]
-    i32 = np.int32
-    col["specials"] = (
-        np.cumsum([0] + [len(sp.deps) for sp in specials]).astype(i32),
-        np.array([kinds[k] for k, _ in deps], dtype=i32), np.array([x for _, x in deps], dtype=i32),
-        np.array([sp.gathers for sp in specials], dtype=i32), np.array([sp.pieces for sp in specials], dtype=i32),
-        np.array([sp.reduce for sp in specials], dtype=i32),
-        np.cumsum([0] + [len(sp.sends) for sp in specials]).astype(i32),
-        np.array([o for o, _ in sends], dtype=i32), np.array([k for _, k in sends], dtype=i32))
+    col["specials"] = prog.specials.flat()
     prog.made["runner"] = col
     return col
 

@@ -124,12 +124,22 @@ class Specials:
     """The special tasks' records (``Special``), made when first run: the compiler's ``make`` of row j of the
     columns ``cols`` (listed when the first is asked for)."""
 
-    def __init__(self, make, cols: dict, count: int) -> None:
+    def __init__(self, make, cols: dict, count: int, flatten=None) -> None:
         self._make = make
         self._cols: dict | None = cols
         self._lists: dict = {}
         self._count = count
         self._made: dict[int, Special] = {}
+        self._flatten = (lambda: flatten(cols)) if flatten is not None else None
+        self._flat: tuple | None = None
+
+    def flat(self) -> tuple:
+        """Every record at once as the C runner reads them (``_Compiler._flat_specials``): dependency bounds,
+        kinds (0 a transfer, 1 a chunk's weight gather, 2 a ZeRO-3 gather) and ids, gathers, pieces, reductions,
+        send bounds, sends and their links."""
+        if self._flat is None:
+            self._flat = self._flatten()
+        return self._flat
 
     def __getitem__(self, j: int) -> Special:
         got = self._made.get(j)
@@ -268,7 +278,8 @@ class _Compiler:
         cols["sent"] = created[np.maximum(r["key"][rows], 0)]
         cols["fsent"] = created[np.maximum(r["fkey"][rows], 0)] if fused_any else np.zeros(len(rows), I)
         reduce_kinds = (seg_red if not expanded else -1, sr)
-        specials = Specials(lambda row: self._special(row, *reduce_kinds), cols, len(rows))
+        specials = Specials(lambda row: self._special(row, *reduce_kinds), cols, len(rows),
+                            lambda c: self._flat_specials(c, *reduce_kinds))
         bounds = np.searchsorted(r["stage"], np.arange(p + 1))
         counts = self._counts(r, slots, reduces, -1 if expanded else seg_red, expanded)
         tails, stage_counts = [], []
@@ -398,6 +409,42 @@ class _Compiler:
         pieces = self.shape.segments if r["seg"] else 1
         reduce = seg_reduce if r["seg"] else shard_reduce if r["red"] else -1
         return Special(tuple(d for _, _, d in items), gathers, pieces, reduce, tuple(sends))
+
+    def _flat_specials(self, c: dict, seg_reduce: int, shard_reduce: int) -> tuple[np.ndarray, ...]:
+        """``_special`` of every row at once (``Specials.flat``): each row's candidate dependencies in the order
+        ``_special`` lists them (the fused forward's transfer, weight gather and ZeRO-3 gather, then the pass's),
+        the valid ones sorted by (when appended, order, that rank), as ``items.sort`` sorts them."""
+        p, n, i32 = self.p, len(c["stage"]), np.int32
+        shard = bool(self.shape.shard_gather)
+        fused = c["fused"]
+        zeros = np.zeros(n, I)
+        fkey, fch, fmb0 = ((c["fkey"], c["fch"], c["fmb0"]) if "fkey" in c else (zeros - 1, zeros, zeros.astype(bool)))
+        fstep = c["fstep"] if "fstep" in c else zeros
+        at_f, at = fstep * I(p) + c["stage"], c["step"] * I(p) + c["stage"]
+        late_f, late = ~(c["fsent"] < at_f), ~(c["sent"] < at)
+        valid = np.stack([fused & (fkey >= 0), fused & fmb0, fused & shard,
+                          c["key"] >= 0, c["f"] & (c["mb"] == 0), np.full(n, shard)], axis=1)
+        when = np.stack([np.where(late_f, c["fsent"], at_f), at_f, at_f, np.where(late, c["sent"], at), at, at], axis=1)
+        order = np.stack([late_f.astype(I), np.ones(n, I), np.full(n, 2, I), late.astype(I), np.ones(n, I),
+                          np.full(n, 2, I)], axis=1)
+        kind = np.broadcast_to(np.array([0, 1, 2, 0, 1, 2], I), (n, 6))
+        x = np.stack([fkey, fch, zeros, c["key"], c["ch"], (fused & shard).astype(I)], axis=1)
+        row, rank = np.nonzero(valid)
+        take = np.lexsort((rank, order[row, rank], when[row, rank], row))
+        row, rank = row[take], rank[take]
+        dep_bounds = np.concatenate([[0], np.cumsum(valid.sum(axis=1))]).astype(i32)
+        gathers = (valid[:, 2].astype(i32) + valid[:, 5])
+        pieces = np.where(c["seg"], i32(max(1, self.shape.segments)), i32(1))
+        reduce = np.where(c["seg"], i32(seg_reduce), np.where(c["red"], i32(shard_reduce), i32(-1)))
+        fsend = c["fsend"] if "fsend" in c else zeros - 1
+        flink = c["flink"] if "flink" in c else zeros
+        sends = np.stack([np.where(fused, fsend, -1), c["send"]], axis=1)
+        links = np.stack([flink, c["link"]], axis=1)
+        srow, scol = np.nonzero(sends >= 0)
+        send_bounds = np.concatenate([[0], np.cumsum((sends >= 0).sum(axis=1))]).astype(i32)
+        return (dep_bounds, kind[row, rank].astype(i32), x[row, rank].astype(i32), gathers.astype(i32),
+                pieces.astype(i32), reduce.astype(i32), send_bounds, sends[srow, scol].astype(i32),
+                links[srow, scol].astype(i32))
 
     def _counts(self, r: dict, slots: np.ndarray, reduces: np.ndarray, seg_reduce: int,
                 expanded: bool) -> list[tuple]:
