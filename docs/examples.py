@@ -58,6 +58,9 @@ ELAPSED = re.compile(r";\s+\d+\.\d s\.$", re.MULTILINE)
 """A search summary's last words, its wall time ("…; 2.4 s.")."""
 RUN_STAMP = re.compile(r"\b\d{8}-\d{6}(?=-)")
 """The time stamp that starts a run folder's name (20261123-174936-gpt3-175b-1024gpu)."""
+RUN_COPY = re.compile(r"(YYYYMMDD-HHMMSS-\S+?(?:gpu|sweep))-\d+\b")
+"""A run folder's name with the count ``RunFolder.create`` adds when a search of the same model and GPUs started in
+the same second (``…-1024gpu-2``): which one an example gets depends on how fast the one before it ran."""
 PROGRESS = re.compile(r"^autoplan: \d+/\d+ .*plans/s.*\n?", re.MULTILINE)
 """A search's progress line, printed to a non-terminal stderr every 5 s."""
 
@@ -68,6 +71,7 @@ def mask(text: str) -> str:
     text = PROGRESS.sub("", text)
     text = ELAPSED.sub("; <elapsed> s.", text)
     text = RUN_STAMP.sub("YYYYMMDD-HHMMSS", text)
+    text = RUN_COPY.sub(r"\1", text)
     return text.strip("\n")
 
 
