@@ -19,14 +19,7 @@ from autoplan.sim.simulate import _graph_totals, _with_micro_batches, score
 from autoplan.specs.cluster import load_cluster
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _extend_short_steps_too():
-    """The tiny GPT's steps are short: extend them from samples as long ones are (``score``'s cost floor,
-    ``EXTENDED_FROM_PASSES``, lifted), so that the extension is what these tests hold to the full simulation."""
-    was = simulate.EXTENDED_FROM_PASSES
-    simulate.EXTENDED_FROM_PASSES = 0
-    yield
-    simulate.EXTENDED_FROM_PASSES = was
+pytestmark = pytest.mark.usefixtures("extend_short_steps_too")
 
 
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

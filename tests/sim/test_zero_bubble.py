@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from autoplan.families.registry import lower_bound, step_costs
 from autoplan.specs.layout import inflight_layer_chunks, weight_grad_held_chunks
-from autoplan.sim import simulate
 from autoplan.sim.engine import Tasks, Timeline, run
 from autoplan.sim.schedule import Step, ends, max_in_flight, peak_held, stage_order, virtual_stage
 from autoplan.sim.simulate import score, simulate_step
@@ -20,14 +19,7 @@ from autoplan.families.strategy import Strategy
 from autoplan.families.transformer.validity import violations
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _extend_short_steps_too():
-    """The tiny GPT's steps are short: extend them from samples as long ones are (``score``'s cost floor,
-    ``EXTENDED_FROM_PASSES``, lifted), so that the extension is what these tests hold to the full simulation."""
-    was = simulate.EXTENDED_FROM_PASSES
-    simulate.EXTENDED_FROM_PASSES = 0
-    yield
-    simulate.EXTENDED_FROM_PASSES = was
+pytestmark = pytest.mark.usefixtures("extend_short_steps_too")
 
 
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
