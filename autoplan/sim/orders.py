@@ -103,34 +103,27 @@ def _cycle(k: int, pattern: list[tuple[bool, int, int, int, int]]) -> tuple[np.n
     """``k`` repetitions of ``pattern``: (forward, chunk, part, first micro-batch, micro-batches per repetition)
     per step, interleaved step by step."""
     n = len(pattern)
+    rep = np.broadcast_to(np.array(pattern, dtype=I), (k, n, 5)).reshape(k * n, 5)
     r = np.repeat(np.arange(k, dtype=I), n)
-    f = np.tile(np.array([x[0] for x in pattern], bool), k)
-    ch = np.tile(np.array([x[1] for x in pattern], I), k)
-    part = np.tile(np.array([x[2] for x in pattern], np.int8), k)
-    mb = np.tile(np.array([x[3] for x in pattern], I), k) + r * np.tile(np.array([x[4] for x in pattern], I), k)
-    return f, mb, ch, part
+    return rep[:, 0].astype(bool), rep[:, 3] + r * rep[:, 4], rep[:, 1].copy(), rep[:, 2].astype(np.int8)
 
 
 def _zb_h1(i: int, p: int, m: int, memo: dict) -> tuple[np.ndarray, ...]:
-    """``schedule.zb_h1``."""
-    s = _Steps()
+    """``schedule.zb_h1``, each phase a ``_cycle``: the warm-up forwards, the forward-B pairs, the F-B-W triples,
+    the cool-down's B-W pairs and the last Ws."""
     warmup = min(p - i - 1, m)
-    for j in range(warmup):
-        s.add(True, j, 0)
     steady = m - warmup
     early = min(i, steady)
-    if early:
-        s.block(*_cycle(early, [(True, 0, WHOLE, warmup, 1), (False, 0, B, 0, 1)]))
-    if steady > early:
-        s.block(*_cycle(steady - early, [(True, 0, WHOLE, warmup + early, 1), (False, 0, B, early, 1),
-                                         (False, 0, W, 0, 1)]))
     done_w = max(0, steady - i)
-    for j in range(m - warmup, m):
-        s.add(False, j, 0, B)
-        s.add(False, done_w, 0, W)
-        done_w += 1
-    for j in range(done_w, m):
-        s.add(False, j, 0, W)
+    phases = [(warmup, [(True, 0, WHOLE, 0, 1)]),
+              (early, [(True, 0, WHOLE, warmup, 1), (False, 0, B, 0, 1)]),
+              (steady - early, [(True, 0, WHOLE, warmup + early, 1), (False, 0, B, early, 1), (False, 0, W, 0, 1)]),
+              (warmup, [(False, 0, B, m - warmup, 1), (False, 0, W, done_w, 1)]),
+              (m - done_w - warmup, [(False, 0, W, done_w + warmup, 1)])]
+    s = _Steps()
+    for k, pattern in phases:
+        if k > 0:
+            s.block(*_cycle(k, pattern))
     return s.arrays()
 
 
