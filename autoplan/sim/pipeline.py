@@ -213,10 +213,11 @@ def _run_generators(prog: Program, sec: list, accs: list[dict], notes: tuple, st
     ready: list[int] = []
     results: list = [None] * p
     snaps: list = [None] * p
-    gens, noters = [], []
+    gens = []
+    started: list[list[float]] = [[] for _ in range(p)]
+    ended: list[list[float]] = [[] for _ in range(p)]
     for i in range(p):
-        noters.append((_Notes(note_start, bounds[i]), _Notes(note_end, bounds[i])))
-        dp = (hops, more[i], *noters[i])
+        dp = (hops, more[i], started[i].append, ended[i].append)
         if resume is not None:
             skip, state = resume[0][i], resume[1][i]
             st = prog.stage(i, skip)
@@ -239,7 +240,11 @@ def _run_generators(prog: Program, sec: list, accs: list[dict], notes: tuple, st
             waiter[key] = i
     if finished < p:
         raise CycleError(f"{p - finished} pipeline stages wait on each other in a cycle")
-    return results, arr_end, arr_start, snaps, [noters[i][0].at - bounds[i] for i in range(p)]
+    for i in range(p):
+        # each stage's notes into its block of the flat arrays, at once
+        note_start[bounds[i]:bounds[i] + len(started[i])] = started[i]
+        note_end[bounds[i]:bounds[i] + len(ended[i])] = ended[i]
+    return results, arr_end, arr_start, snaps, [len(x) for x in started]
 
 
 def _run_compiled(prog: Program, sec: list, accs: list[dict], notes: tuple, stops: list[int] | None,
