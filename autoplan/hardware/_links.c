@@ -16,7 +16,7 @@
 
 static int buf(PyObject *obj, Py_buffer *view) {
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS) < 0) {
-        PyErr_SetString(PyExc_TypeError, "_links.link_rows: arguments must be contiguous buffers");
+        PyErr_SetString(PyExc_TypeError, "_links.routed_rows: arguments must be contiguous buffers");
         return -1;
     }
     return 0;
@@ -129,23 +129,6 @@ done:
     return out;
 }
 
-/* link_rows(link, cls, rate, capacity, n_classes) -> list of distinct rows, each a tuple of (class, load) */
-static PyObject *link_rows(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *o[4];
-    Py_ssize_t n_classes;
-    if (!PyArg_ParseTuple(args, "OOOOn", &o[0], &o[1], &o[2], &o[3], &n_classes)) return NULL;
-    Py_buffer v[4];
-    int got = 0;
-    PyObject *out = NULL;
-    for (; got < 4; got++) if (buf(o[got], &v[got])) goto done;
-    out = tally(v[0].buf, v[1].buf, v[2].buf, v[0].len / (Py_ssize_t)sizeof(int64_t), v[3].buf,
-                v[3].len / (Py_ssize_t)sizeof(double), n_classes);
-done:
-    for (int k = 0; k < got; k++) PyBuffer_Release(&v[k]);
-    return out;
-}
-
 /* routed_rows(src, dst, rate, cls, gpus, domain, per_su, sus, capacity, n_classes): topology._Links.route's links
  * for every flow (its segments in route's order: NVLink out and in inside a domain; NIC out and in, leaf to spine
  * and spine to leaf across su's, the NVLink hop to the destination from the rail's peer), then the tally */
@@ -206,8 +189,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"link_rows", link_rows, METH_VARARGS, "topology._sharing's tally of loads per link and class; see _links.c."},
-    {"routed_rows", routed_rows, METH_VARARGS, "topology._Links.route, then link_rows; see _links.c."},
+    {"routed_rows", routed_rows, METH_VARARGS, "topology._sharing's route and tally; see _links.c."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_links", "topology._sharing's tally in C.", -1, methods,

@@ -21,6 +21,7 @@ import numpy as np
 from autoplan.sim.contention import applies, sharing_of
 from autoplan.sim.fluid import stretch
 from autoplan.sim.pipeline import Ends, Slowed, Totals, run
+from autoplan.sim.pipeline import dp_bounds as dp_bounds_of
 from autoplan.sim.program import DIRECT, ON_COMPUTE, Program, cycle_gc_paused, program
 from autoplan.sim.workload import slot_costs
 from autoplan.specs.cluster import ClusterSpec
@@ -99,8 +100,7 @@ def _flows(prog: Program) -> Flows:
     pp_group, pp_index = group[along], key[along]
     # DP-stream tasks: stage i's n_i tasks in stream order, the tied all-reduce second to last (before the
     # final weight gather)
-    sizes = [sum(n for _, n in prog.counts[i][3]) for i in range(p)]
-    dp_bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(I)
+    dp_bounds = np.array(dp_bounds_of(prog), dtype=I)
     # each stage's tasks in its own group (one per stage and class), the tied all-reduce second to last in the tied
     # class's; the stable sort below keeps each group in stream order
     stage_of = np.repeat(np.arange(p, dtype=I), np.diff(dp_bounds))
