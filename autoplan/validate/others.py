@@ -67,14 +67,14 @@ def run_cnn_case(case: dict) -> CaseResult:
 
 
 _DLRM_KNOBS = ("micro_batch", "global_batch", "sharding")
-_DLRM_AS_RUN = ("bottom_mlp_placement", "table_placement", "pooled_comm_bytes")
+_DLRM_AS_RUN = ("bottom_mlp_placement", "table_placement", "pooled_comm_bytes", "framework")
 _DLRM_HARDWARE = ("cluster", "num_gpus", "gpu", "hbm_gib", "hbm_bandwidth_gb_per_s")
 
 
 def dlrm_model(m: dict) -> ModelSpec:
     """The catalog DLRM ``m['name']``, its tables' rows scaled by one factor to ``m['embedding_params']`` if given,
-    its bottom MLP, tables and all-to-all as ``m['bottom_mlp_placement']``, ``m['table_placement']`` and
-    ``m['pooled_comm_bytes']`` say if given.
+    its bottom MLP, tables, all-to-all and collectives as ``m['bottom_mlp_placement']``, ``m['table_placement']``,
+    ``m['pooled_comm_bytes']`` and ``m['framework']`` say if given.
 
     The frequency-thresholded Criteo 1TB variants of NVIDIA's DLRM (FL=15/3/2) publish only their total embedding
     size, not per-table rows: scaling the MLPerf table sizes uniformly to that total is this file's assumption."""

@@ -22,22 +22,21 @@ def test_every_dlrm_case_loads_and_is_predicted(report):
 
 
 def test_dlrm_runs_are_predicted_within_the_documented_band(report):
-    # 7 NVIDIA DeepLearningExamples DLRM runs on DGX A100 (AMP; 5 PyTorch, 2 TensorFlow 2): mean |error| 13.5 %,
-    # max 74.9 % (13.9 % / 50.0 % before the all-to-all carried fp16 and TF2 placed its tables memory_balanced;
-    # 19.7 % / 50.0 % before the PyTorch runs' rank-0 bottom MLP; 46.2 % / 75.7 % before the element-wise ops);
-    # the 1-GPU runs within 6 %, the PyTorch 8-GPU runs within 5 %, the TF2 8-GPU run 75 % too fast, its plan
-    # as run (docs/fidelity.md, known gaps); the band fails on any regression beyond it. Since the A100 host floor
-    # (host_launch_us, calibrated on vTrain's runs) and link contention: 13.0 % / 76.9 %, PyTorch max 5.75 %
+    # 7 NVIDIA DeepLearningExamples DLRM runs on DGX A100 (AMP; 5 PyTorch, 2 TensorFlow 2): mean |error| 6.1 %, max
+    # 28.9 % since the TF2 code's collectives wait for Horovod's negotiation rounds (13.0 % / 76.9 % before; 13.9 % /
+    # 50.0 % before the all-to-all carried fp16 and TF2 placed its tables memory_balanced; 46.2 % / 75.7 % before the
+    # element-wise ops); the 1-GPU runs within 6 %, the PyTorch 8-GPU runs within 6.5 %, the TF2 8-GPU run still
+    # 29 % too fast (docs/fidelity.md); each bound sits about a point above its figure and fails on any regression
     s = Report.summary(report.dlrm)
     assert s["n"] == 7
-    assert s["mean_abs_pct"] < 14.0 and s["max_abs_pct"] < 78.0
+    assert s["mean_abs_pct"] < 7.0 and s["max_abs_pct"] < 30.0
     pytorch = Report.summary([c for c in report.dlrm if not c.id.startswith("dle-tf2")])
     assert pytorch["n"] == 5 and pytorch["mean_abs_pct"] < 4.0 and pytorch["max_abs_pct"] < 6.5
     one_gpu = [c for c in report.dlrm if "-1gpu-" in c.id]
     assert len(one_gpu) == 3 and all(abs(c.error_pct) < 6.5 for c in one_gpu)
     eight = [c for c in report.dlrm if "-8gpu-" in c.id]
     assert all(abs(c.error_pct) < 6.5 for c in eight if not c.id.startswith("dle-tf2"))
-    assert all(c.error_pct > 0 for c in eight if c.id.startswith("dle-tf2"))
+    assert all(0 < c.error_pct < 30.0 for c in eight if c.id.startswith("dle-tf2"))
 
 
 def test_every_run_is_planned_as_its_code_runs_it():
@@ -52,6 +51,8 @@ def test_every_run_is_planned_as_its_code_runs_it():
         assert spec.bottom_mlp_placement == ("data_parallel" if tf2 else "rank0"), case["id"]
         assert spec.table_placement == ("memory_balanced" if tf2 and "-8gpu-" in case["id"] else "planner"), case["id"]
         assert spec.pooled_comm_bytes == 2, case["id"]
+        # the TF2 code issues its collectives as Horovod ops (nn/trainer.py, dist_model_parallel.py)
+        assert spec.framework == ("horovod" if tf2 else "pytorch"), case["id"]
 
 
 def test_dlrm_group_does_not_enter_the_transformer_summary(report):

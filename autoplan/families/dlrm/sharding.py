@@ -26,6 +26,10 @@ EPILOGUE_FWD_PASSES = 2
 epilogue is tried only without an activation; with ReLU a cuBLAS GEMM is followed by the biasAddRelu_fprop kernel)."""
 EPILOGUE_BWD_PASSES = 3
 """Its backward: read the gradient and the output, write the masked gradient (apex mlp_cuda.cu biasAddRelu_bprop)."""
+HOROVOD_CYCLE = 1e-3
+"""Seconds between two negotiation rounds of Horovod's background thread: 1 ms by default since Horovod 0.21 (release
+notes, PR #2468; operations.cc BackgroundThreadLoop ``SetCycleTimeMs(1)``, 5 ms before), unless HOROVOD_CYCLE_TIME
+sets it."""
 SEARCH_PASSES = 4
 """Local-search sweeps over the tables at most (each sweep tries every other sharding of every table)."""
 
@@ -302,7 +306,9 @@ def step_times(ctx: Context, loads: Loads) -> StepTimes:
     a2a = policy.all_to_all(cl, everyone, max(max(loads.send), max(loads.recv)), pol)
     rw = policy.reduce_scatter(cl, everyone, loads.row_wise, pol)
     twrw = policy.reduce_scatter(cl, node, loads.node_rs, pol)
-    comm = a2a + rw + twrw
+    # under Horovod the forward all-to-all waits for a negotiation round, and so does the backward one, whose round
+    # also carries the dense gradients' all-reduce (they are ready together, after the interaction's backward)
+    comm = a2a + rw + twrw + horovod_round_wait(ctx.spec, world)
     (bot_f, inter_f, top_f), (bot_b, inter_b, top_b) = ctx.dense_fwd, ctx.dense_bwd
     overhead = cl.gpu.kernel_overhead
     look_f = max(loads.lookup_s) + overhead
@@ -332,6 +338,19 @@ def step_times(ctx: Context, loads: Loads) -> StepTimes:
                      bwd_compute=top_b + inter_b + bot_b + look_b, bwd_a2a=bwd_a2a, reduce=reduce,
                      optimizer=compute.optimizer_time(cl.gpu, dense, dense),
                      micro_batches=ctx.strategy.micro_batches)
+
+
+def horovod_round_wait(spec: DLRMSpec, world: int) -> float:
+    """Seconds a collective issued through Horovod waits, on average, for its negotiation round to start.
+
+    Horovod's background thread sleeps until a cycle has passed since the last round began, then negotiates every
+    operation the ranks have enqueued (operations.cc RunLoopOnce: "this delay determines thread frequency and
+    communication message latency"); an operation enqueued at a uniformly random point of the cycle waits half of it.
+    On one process Horovod's TensorFlow ops are skipped (distributed-embeddings and the DLRM's trainer.py call them
+    only when hvd.size() > 1)."""
+    if spec.framework != "horovod" or world <= 1:
+        return 0.0
+    return HOROVOD_CYCLE / 2
 
 
 @dataclass(frozen=True, slots=True)

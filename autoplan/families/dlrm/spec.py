@@ -18,6 +18,11 @@ distributed-embeddings' ``memory_balanced`` strategy (largest first, dealt to th
 distributed-embeddings dist_model_parallel.py DistEmbeddingStrategy.apply_stragety, as the NVIDIA DeepLearningExamples
 TensorFlow 2 DLRM runs it: nn/sparse_model.py, main.py --dist_strategy default). A ``rank0`` bottom MLP places the
 tables by NVIDIA's PyTorch get_device_mapping instead."""
+FRAMEWORKS = ("pytorch", "horovod")
+"""How the training code issues its collectives: straight to NCCL from the training loop (PyTorch, TorchRec), or as
+Horovod operations, which its background thread negotiates across ranks once per cycle before running them (the
+NVIDIA DeepLearningExamples TensorFlow 2 DLRM: hvd.alltoall in NVIDIA-Merlin distributed-embeddings, hvd.allreduce of
+the dense gradients; sharding.horovod_round_wait)."""
 INTERACTIONS = ("dot", "dcn")
 """Feature interaction: pairwise dot products (DLRM) or DCN-v2 low-rank cross layers (Wang et al. 2021)."""
 MAX_ROWS = 2**40
@@ -108,6 +113,9 @@ class DLRMSpec:
     hvd.alltoall). The cast itself stays priced at the interaction input on the receiving GPU (families/dlrm/sharding.py
     interaction_input_times): the owner's cast of its tables' global batch moves about as many bytes."""
 
+    framework: str = "pytorch"
+    """One of FRAMEWORKS: how the code issues its all-to-alls and the dense all-reduce."""
+
     def __post_init__(self) -> None:
         if not self.tables:
             raise SpecError("a DLRM needs at least one embedding table")
@@ -129,6 +137,8 @@ class DLRMSpec:
         if self.bottom_mlp_placement not in BOTTOM_MLP_PLACEMENTS:
             raise SpecError(f"DLRM bottom_mlp_placement {self.bottom_mlp_placement!r} is not one of "
                             f"{', '.join(BOTTOM_MLP_PLACEMENTS)}")
+        if self.framework not in FRAMEWORKS:
+            raise SpecError(f"DLRM framework {self.framework!r} is not one of {', '.join(FRAMEWORKS)}")
         if self.table_placement not in TABLE_PLACEMENTS:
             raise SpecError(f"DLRM table_placement {self.table_placement!r} is not one of {', '.join(TABLE_PLACEMENTS)}")
         if self.table_placement != "planner" and self.bottom_mlp_placement == "rank0":
@@ -199,7 +209,7 @@ def dlrm_from_data(data: object, where: str) -> DLRMSpec:
     if not isinstance(data, dict):
         raise SpecError(f"{where}: dlrm must be a table, got {data!r:.60}")
     allowed = {"tables", "dense_features", "bottom_mlp", "top_mlp", "interaction", "cross_layers", "cross_rank",
-               "embedding_bytes", "global_batch", "pooled_comm_bytes", "table_placement"}
+               "embedding_bytes", "global_batch", "pooled_comm_bytes", "table_placement", "framework"}
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise SpecError(f"{where}: unknown dlrm key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")

@@ -1,5 +1,6 @@
 """DLRM plans as NVIDIA's DeepLearningExamples code runs them: the all-to-all in the AMP dtype
-(``DLRMSpec.pooled_comm_bytes``) and distributed-embeddings' ``memory_balanced`` table placement (TensorFlow 2)."""
+(``DLRMSpec.pooled_comm_bytes``), distributed-embeddings' ``memory_balanced`` table placement and collectives issued
+through Horovod (TensorFlow 2, ``DLRMSpec.framework``)."""
 
 from __future__ import annotations
 
@@ -110,6 +111,7 @@ def test_one_gpu_has_no_all_to_all_whatever_its_bytes():
     ({"table_placement": "memory_balanced", "bottom_mlp_placement": "rank0"}, "needs a data-parallel bottom MLP"),
     ({"pooled_comm_bytes": 0}, "pooled_comm_bytes must be a positive integer, got 0"),
     ({"pooled_comm_bytes": 2.5}, "pooled_comm_bytes must be a positive integer, got 2.5"),
+    ({"framework": "mpi"}, "framework 'mpi' is not one of pytorch, horovod"),
 ])
 def test_bad_options_are_refused_with_the_value(kw, needle):
     with pytest.raises(SpecError, match=needle):
@@ -118,6 +120,38 @@ def test_bad_options_are_refused_with_the_value(kw, needle):
 
 def test_a_model_file_may_set_both_options():
     spec = dlrm_from_data({"tables": [{"rows": 10, "dim": 4}], "dense_features": 3, "bottom_mlp": [4],
-                           "top_mlp": [8, 1], "pooled_comm_bytes": 2, "table_placement": "memory_balanced"}, "f")
-    assert (spec.pooled_comm_bytes, spec.table_placement) == (2, "memory_balanced")
-    assert (BASE.structure.pooled_comm_bytes, BASE.structure.table_placement) == (4, "planner")
+                           "top_mlp": [8, 1], "pooled_comm_bytes": 2, "table_placement": "memory_balanced",
+                           "framework": "horovod"}, "f")
+    assert (spec.pooled_comm_bytes, spec.table_placement, spec.framework) == (2, "memory_balanced", "horovod")
+    assert (BASE.structure.pooled_comm_bytes, BASE.structure.table_placement, BASE.structure.framework) == (
+        4, "planner", "pytorch")
+
+
+@pytest.mark.parametrize("world, batch", [(2, 8192), (8, 65536), (8, 16384)])
+def test_horovod_adds_half_a_cycle_before_each_all_to_all(world, batch):
+    # a rank-0 bottom MLP hides no communication: the forward and the backward all-to-all each wait half of
+    # Horovod's 1 ms cycle for their negotiation round, once per micro-batch
+    s = replace(_plan(world, batch), micro_batch=batch // world // 2)
+    rank0 = _with(bottom_mlp_placement="rank0")
+    plain = ss.search(sh.context(rank0, A100, s), A100.gpu.hbm_bytes)
+    hvd = ss.search(sh.context(_with(bottom_mlp_placement="rank0", framework="horovod"), A100, s), A100.gpu.hbm_bytes)
+    assert plain.tables == hvd.tables
+    assert hvd.times.fwd_a2a - plain.times.fwd_a2a == pytest.approx(0.5e-3)
+    assert hvd.times.bwd_a2a - plain.times.bwd_a2a == pytest.approx(0.5e-3)
+    assert hvd.times.total - plain.times.total == pytest.approx(2 * 0.5e-3 * 2)
+
+
+def test_horovod_waits_where_the_data_parallel_bottom_mlp_cannot_hide_them():
+    # the wait sits on the communication stream: the bottom MLP overlaps it as it overlaps the all-to-all
+    s = _plan()
+    plain = ss.search(sh.context(_with(table_placement="memory_balanced"), A100, s), A100.gpu.hbm_bytes).times
+    hvd = ss.search(sh.context(_with(table_placement="memory_balanced", framework="horovod"), A100, s),
+                    A100.gpu.hbm_bytes).times
+    assert 0 < hvd.total - plain.total <= 2 * 0.5e-3 + 1e-12
+    assert (hvd.fwd_compute, hvd.bwd_compute, hvd.reduce) == (plain.fwd_compute, plain.bwd_compute, plain.reduce)
+
+
+def test_one_process_issues_no_horovod_op():
+    one, s = A100, _plan(1, 32768)
+    plain = ss.search(sh.context(BASE, one, s), one.gpu.hbm_bytes).times
+    assert ss.search(sh.context(_with(framework="horovod"), one, s), one.gpu.hbm_bytes).times == plain
