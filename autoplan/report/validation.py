@@ -64,7 +64,7 @@ def overall(report: Any) -> dict:
     s, no_gaps = report.summary(report.runs), report.summary(report.runs, gaps=False)
     return {"runs": s["n"], "mean_abs_pct": s["mean_abs_pct"], "max_abs_pct": s["max_abs_pct"],
             "mean_signed_pct": s["mean_signed_pct"], "known_gaps": s["n"] - no_gaps["n"],
-            "without_known_gaps": no_gaps,
+            "without_known_gaps": no_gaps, "not_fit": sum(not r.fits for r in report.runs if r.counted),
             "logo": report.calibrated_summary(report.runs, report.logo),
             "in_sample": report.calibrated_summary(report.runs, report.in_sample),
             "calibration_runs": [{"id": r.id, "calibrates": r.calibration} for r in report.calibration_runs],
@@ -84,7 +84,8 @@ def _run_table(report: Any) -> Table:
         first = False
         for i, r in enumerate(rows):
             mark = " v" if r.variant_of else " g" if r.known_gap else " c" if r.calibration else ""
-            plan = (plan_label(r.plan) + (" *" if r.searched else "")) if r.plan is not None else r.note
+            plan = (plan_label(r.plan) + (" *" if r.searched else "") + ("" if r.fits else f" ! {r.note}")
+                    if r.plan is not None else r.note)
             t.add_row(escape(group) if i == 0 else "", escape(r.id), _METRICS.get(r.metric, r.metric),
                       _value(r.metric, r.measured), _value(r.metric, r.predicted) if r.predicted is not None else "—",
                       _err(r.error_pct) + Text(mark, style="dim"), escape(plan))
@@ -94,7 +95,8 @@ def _run_table(report: Any) -> Table:
 def validation_view(report: Any) -> Group:
     """The run table, a line per group, the overall figures, memory, consistency checks and calibration runs."""
     parts: list = [_run_table(report), Text("* knobs the source did not publish were searched (fastest plan that "
-                                            "fits); explanations of the known gaps: --json, docs/fidelity.md",
+                                            "fits); ! no plan fits the memory model: the closest is timed and "
+                                            "counted; explanations of the known gaps: --json, docs/fidelity.md",
                                             style="dim")]
     for g in group_lines(report):
         gaps = f", {g['known_gaps']} known gap{'s' * (g['known_gaps'] > 1)}" if g["known_gaps"] else ""
@@ -107,7 +109,8 @@ def validation_view(report: Any) -> Group:
                       f"(in-sample {_pct(o['in_sample']['mean_abs_pct'])})", style="bold"))
     w = o["without_known_gaps"]
     parts.append(Text(f"Without the {o['known_gaps']} known gaps: mean |error| {_pct(w['mean_abs_pct'])}, max "
-                      f"{_pct(w['max_abs_pct'])} ({w['n']} runs)"))
+                      f"{_pct(w['max_abs_pct'])} ({w['n']} runs); {o['not_fit']} run{'s' * (o['not_fit'] != 1)} predicted not to "
+                      "fit"))
     if report.memory_runs:
         s = report.summary(report.memory_runs)
         unfit = sum("NOT to fit" in m.note for m in report.memory_runs)
@@ -133,7 +136,7 @@ def _row(c: Any) -> dict:
     return {"id": c.id, "group": c.group, "kind": c.kind, "gpu": c.gpu, "metric": c.metric, "measured": c.measured,
             "predicted": c.predicted, "error_pct": c.error_pct, "plan": c.plan.to_dict() if c.plan else None,
             "plan_label": plan_label(c.plan) if c.plan else None, "searched": list(c.searched), "note": c.note,
-            "known_gap": c.known_gap, "calibration": c.calibration, "variant_of": c.variant_of}
+            "known_gap": c.known_gap, "calibration": c.calibration, "variant_of": c.variant_of, "fits": c.fits}
 
 
 def _check(r: Any) -> dict:

@@ -35,6 +35,9 @@ class CaseResult:
     """The constant this run calibrates (``cluster_specs/*.toml`` names it): such a run is left out of every figure."""
     variant_of: str = ""
     """The run this row reads another way (a paper and its script disagree): shown beside it, never counted."""
+    fits: bool = True
+    """False when no plan of the run fits in the memory model: the plan closest to fitting is timed and counted
+    anyway (a run that ran did fit: the memory model's miss, shown, never a run left out)."""
     rerun: Callable[[Callable[[Any], Any]], float | None] | None = field(default=None, compare=False, repr=False)
     """The same prediction on a changed cluster (``rerun(change)``, change: ClusterSpec -> ClusterSpec), for the
     leave-one-group-out calibration; None when the run has no prediction."""

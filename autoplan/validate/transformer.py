@@ -186,6 +186,10 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
     axes["precision"] = [precision_of(case)]
     if axes["precision"] != ["bf16"] and not _known(st.get("fp8_param_gather")):
         axes["fp8_param_gather"] = [False, True]      # FP8 weights (Megatron --fp8-param-gather): not published
+    if not _known(st.get("grad_reduce_in_fp32")):
+        # the gradient buffer's type differs by framework (Megatron-LM forces fp32 under bf16, arguments.py; NeMo's
+        # distributed_fused_adam keeps grad_sync_dtype, Megatron-Core's DDP grad_reduce_in_fp32): not published
+        axes["grad_reduce_in_fp32"] = [True, False]
     axes["cp_comm"] = [st["cp_comm"]] if _known(st.get("cp_comm")) else ["p2p"]
     axes["loss_impl"] = [st["loss_impl"]] if _known(st.get("loss_impl")) else ["megatron"]
     # Adam's moments as published (DeepSeek-V3 §3.3.4: BF16), else Megatron-LM's fp32
@@ -237,11 +241,17 @@ def run_case(case: dict, where: Path | None = None) -> CaseResult:
     model, cluster = model_of(case["model"], where), cluster_of(case["hardware"], gpus)
     measured = case["measured"]
     plans, searched = plan_space(case, model, gpus)
-    best = None
+    best, closest = None, None
     for plan in plans:
         e = evaluate(model, cluster, plan)
         if e.feasible and (best is None or e.metrics.step_time < best.metrics.step_time):
             best = e
+        elif e.metrics is None and e.peak_memory and (closest is None or e.peak_memory < closest.peak_memory):
+            closest = e
+    fits = best is not None
+    if best is None and closest is not None:
+        # the run ran, so it fitted: time the plan the memory model finds closest to fitting, flagged, and count it
+        best = replace(closest, metrics=score(model, cluster, closest.strategy))
     if "iteration_time_s" in measured or "tokens_per_s_per_gpu" in measured:
         metric = "iteration_time_s"
         if "iteration_time_s" in measured:
@@ -260,7 +270,9 @@ def run_case(case: dict, where: Path | None = None) -> CaseResult:
 
         def convert(step: float) -> float:
             return flops / (step * gpus) / 1e12
-    note = "" if best else f"no feasible plan among {len(plans)}"
+    gib = 1024**3
+    note = ("" if fits else f"predicted NOT to fit: {best.peak_memory / gib:.1f} of {cluster.gpu.hbm_bytes / gib:.1f} GiB"
+            if best else f"no valid plan among {len(plans)}")
     rerun = None
     if best is not None:
         plan = best.strategy
@@ -271,4 +283,4 @@ def run_case(case: dict, where: Path | None = None) -> CaseResult:
                       predicted=convert(best.metrics.step_time) if best else None,
                       plan=best.strategy if best else None, gpu=cluster.gpu.name, searched=searched, note=note,
                       known_gap=" ".join(str(case.get("known_gap") or "").split()),
-                      calibration=str(case.get("calibration") or ""), rerun=rerun)
+                      calibration=str(case.get("calibration") or ""), rerun=rerun, fits=fits)

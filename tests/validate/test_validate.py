@@ -24,30 +24,32 @@ def _dense(report: Report) -> list:
 
 
 WRITTEN = {
-    # group (prefix) → (runs, mean |error| %, max |error| %) when this was written (autoplan validate, 2026-11-26,
+    # group (prefix) → (runs, mean |error| %, max |error| %) when this was written (autoplan validate, 2026-11-27,
     # sourced constants, contention on, Megatron-Core's optimizer step, the embedding's dense weight gradient,
     # simumax-b200's measured NVLink tier, SP's backward re-gather, simumax-b200 fitted with --weigh time, the A100's
-    # host times fitted on vTrain's 2- and 4-GPU runs); every counted run, known gaps included
-    "Korthikanti 2022 (A100)": (8, 2.05, 4.52),
+    # host times fitted on vTrain's 2- and 4-GPU runs, the gradient type searched where unpublished, Horovod's
+    # negotiation rounds, dgxc-benchmarking's 129 NeMo 1.x runs in the H100 recipe groups); every counted run, known
+    # gaps included
+    "Korthikanti 2022 (A100)": (8, 2.05, 4.58),
     "Megatron SC'21 (A100)": (10, 6.84, 10.56),
-    "NVIDIA H100 recipes": (8, 11.27, 14.79),
-    "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)": (12, 14.38, 39.64),
-    "NVIDIA H100 recipes, FP8": (8, 17.41, 27.11),
-    "MoE: NVIDIA H100 recipes": (1, 4.26, 4.26),
-    "MoE: NVIDIA H100 recipes, FP8": (5, 13.42, 18.29),
-    "MoE: DeepSeek-V3 technical report": (1, 24.04, 24.04),
+    "NVIDIA H100 recipes": (73, 7.17, 12.78),
+    "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)": (12, 14.35, 39.62),
+    "NVIDIA H100 recipes, FP8": (72, 8.70, 23.92),
+    "MoE: NVIDIA H100 recipes": (1, 4.60, 4.60),
+    "MoE: NVIDIA H100 recipes, FP8": (5, 13.24, 17.93),
+    "MoE: DeepSeek-V3 technical report": (1, 23.48, 23.48),
     "SimuMax B200": (43, 4.23, 14.40),
     # the CI runs on megatron-ci-{a100,h100}: host times fitted on the CI's other tests (42.66/63.93 and 19.51/28.24
     # on the plain DGX specs)
     "Megatron-LM CI functional tests, DGX A100": (5, 13.06, 21.85),
     "Megatron-LM CI functional tests, DGX H100": (3, 8.83, 14.65),
     "Kahira et al. 2021 CNN": (11, 16.19, 68.09),
-    "NVIDIA DeepLearningExamples DLRM": (7, 12.99, 76.91),
+    "NVIDIA DeepLearningExamples DLRM": (7, 6.13, 28.89),
 }
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 8.92, "logo": 7.70}
+OVERALL = {"all": 7.95, "logo": 5.61}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 
@@ -59,7 +61,7 @@ def _key(group: str) -> str:
 
 def test_every_run_has_a_prediction(report):
     assert all(r.predicted is not None for r in report.runs)
-    assert len(report.cases) == 107 and len(report.cnn) == 11 and len(report.dlrm) == 7
+    assert len(report.cases) == 236 and len(report.cnn) == 11 and len(report.dlrm) == 7
 
 
 @pytest.mark.parametrize("group", list(WRITTEN))
@@ -110,8 +112,8 @@ def test_known_gaps_are_shown_and_counted(report):
     assert len(gaps) == 14
     # every run counts in the headline; a second figure may leave the gaps out, never the first
     counted = [c for c in report.runs if c.counted]
-    assert Report.summary(report.runs)["n"] == len(counted) == 122
-    assert Report.summary(report.runs, gaps=False)["n"] == 122 - 15
+    assert Report.summary(report.runs)["n"] == len(counted) == 251
+    assert Report.summary(report.runs, gaps=False)["n"] == 251 - 15
     assert len(report.calibration_runs) == 1
     assert Report.summary(report.runs)["n"] == len(report.runs) - len(report.calibration_runs) - sum(
         bool(r.variant_of) for r in report.runs)
@@ -371,3 +373,60 @@ def test_outputs_hold_the_same_figures(report):
     assert len(d["runs"]) == len(report.runs) and all("known_gap" in r for r in d["runs"])
     md = report_markdown(report)
     assert f"**{d['overall']['mean_abs_pct']:.2f} %**" in md and md.count("\n| ") >= len(report.runs)
+
+
+def test_an_unstated_gradient_type_is_searched_and_a_stated_one_applied():
+    from autoplan.validate import model_of, plan_space
+    case = _case(interleaved_schedule=False)
+    plans, searched = plan_space(case, model_of(case["model"]), 64)
+    assert {p.grad_reduce_in_fp32 for p in plans} == {True, False} and "grad_reduce_in_fp32" in searched
+    case = _case(interleaved_schedule=False, grad_reduce_in_fp32=True)
+    plans, searched = plan_space(case, model_of(case["model"]), 64)
+    assert {p.grad_reduce_in_fp32 for p in plans} == {True} and "grad_reduce_in_fp32" not in searched
+
+
+def test_a_run_no_plan_of_which_fits_is_timed_flagged_and_counted(tmp_path):
+    # a 1.3B model unsharded on 4 GiB GPUs: the published plan is over the memory model's capacity, yet it ran
+    from autoplan.validate import run_case
+    case = _case(interleaved_schedule=False, tp=1, pp=1, grad_reduce_in_fp32=True)
+    case["model"] |= {"layers": 24, "hidden": 2048, "heads": 16, "ffn_hidden": 8192}
+    case["hardware"] |= {"hbm_gib": 4}
+    r = run_case(case)
+    assert r.predicted is not None and r.predicted > 0 and not r.fits and r.counted
+    assert re.fullmatch(r"predicted NOT to fit: [\d.]+ of 4\.0 GiB", r.note), r.note
+    fitted = run_case({**case, "hardware": {**case["hardware"], "hbm_gib": 80}})
+    assert fitted.fits and fitted.note == "" and fitted.predicted == pytest.approx(r.predicted)
+
+
+def test_the_report_counts_the_runs_predicted_not_to_fit(report):
+    # one run a team ran is over the memory model's capacity: Nemotron-4 340B in BF16 on 128 H100s (dgxc v24.11.1,
+    # TP 8, PP 8, DP 2, selective recompute), 82.6 of 79.6 GiB; it is timed and counted, flagged
+    from autoplan.report.validation import overall
+    unfit = [r.id for r in report.runs if r.counted and not r.fits]
+    assert overall(report)["not_fit"] == len(unfit) == 1
+    assert unfit == ["dgxc-v24.11.1-h100-bf16-nemotron4-340b-128gpu"]
+
+
+def test_the_dgxc_runs_file_is_what_its_generator_writes():
+    # autoplan/data/dgxc_runs.yaml is generated from the inventory of dgxc-benchmarking's measured figures: a hand
+    # edit (or a stale file) fails here
+    import importlib.util
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("make_runs", root / "benchmarks" / "data" / "dgxc" / "make_runs.py")
+    make_runs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_runs)
+    text, n = make_runs.build()
+    assert n == 129 and text == (root / "autoplan" / "data" / "dgxc_runs.yaml").read_text()
+
+
+def test_dgxc_runs_apply_their_recipes_knobs(report):
+    # every plan knob comes from the recipe's files; only the gradient type of Megatron-Core's distributed optimizer
+    # (Nemotron-4 15B at v25.02: mcore_distributed_optim, no grad_sync_dtype) is left to the search
+    rows = [c for c in report.cases if c.id.startswith("dgxc-v2")]
+    assert len(rows) == 129
+    assert all(set(c.searched) <= {"grad_reduce_in_fp32"} for c in rows)
+    assert {c.id for c in rows if c.searched} == {c.id for c in rows if c.id.startswith("dgxc-v25.02-")
+                                                  and "nemotron4-15b" in c.id}
+    fp8 = [c for c in rows if "-fp8-" in c.id]
+    assert fp8 and all(c.plan.precision == "fp8" and c.plan.fp8_param_gather for c in fp8)
+    assert all(c.plan.zero == 1 and c.plan.overlap_grad_reduce for c in rows)
