@@ -38,6 +38,8 @@ H200_HBM = 4.8 / 3.35
 def predicted(row: dict, hbm_scale: float) -> dict:
     """Seconds autoplan's layer model gives one measured row: the layer, its GEMMs, its attention core."""
     cluster = load_cluster("dgx-h100-80g", 8).scaled(hbm_bandwidth=hbm_scale)
+    # one GPU timed alone: no slower GPU of a job sets its pace (GPUSpec.pace)
+    cluster = replace(cluster, gpu=replace(cluster.gpu, speed_variability=0.0))
     model = get_model(row["model"])
     model = replace(model, seq_len=row["seq"]) if model.seq_len != row["seq"] else model
     layer = layer_compute(model, cluster, row["tp"], 1, False, row["mb"], "none")

@@ -10,8 +10,9 @@ from autoplan.calibrate.model import (ClusterSpec, SpecError, Strategy, at_gpus,
 
 
 def kernel_seconds(cluster: ClusterSpec, k: Kernel) -> float:
-    """Predicted seconds of kernel ``k``; a microbenchmark's bursts run at the quoted clock (clock_ratio 1)."""
-    gpu = cluster.gpu if k.sustained else replace(cluster.gpu, clock_ratio=1.0)
+    """Predicted seconds of kernel ``k`` on the one GPU it was timed on; a microbenchmark's bursts run at the
+    quoted clock (clock_ratio 1)."""
+    gpu = replace(cluster.gpu, job_gpus=1) if k.sustained else replace(cluster.gpu, clock_ratio=1.0, job_gpus=1)
     if k.kind in ("gemm", "gemm_fp8"):
         m, n, kk, batch = k.shape
         return gemm_time(gpu, m, n, kk, batch, k.kind == "gemm_fp8")

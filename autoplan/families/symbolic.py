@@ -87,8 +87,8 @@ def weighted_cluster(cluster: ClusterSpec, flop_weight: float, byte_weights: tup
     zero weight: free) plus ``launch_weight`` per kernel launch, with no efficiency, latency, wave quantization,
     ramp or host issue time; HBM traffic free."""
     rate = lambda w: 1.0 / w if w else FREE  # noqa: E731
-    gpu = replace(cluster.gpu, peak_flops=rate(flop_weight), clock_ratio=1.0, gemm_efficiency=1.0,
-                  attention_efficiency=1.0, gemm_half_k=0.0, gemm_tile=(1, 1), sm_count=1,
+    gpu = replace(cluster.gpu, peak_flops=rate(flop_weight), clock_ratio=1.0, speed_variability=0.0,
+                  gemm_efficiency=1.0, attention_efficiency=1.0, gemm_half_k=0.0, gemm_tile=(1, 1), sm_count=1,
                   kernel_overhead=launch_weight, host_launch=0.0,
                   hbm_bandwidth=FREE, memory_efficiency=1.0, attention_memory_efficiency=1.0)
     tiers = tuple(replace(t, bandwidth=rate(w), efficiency=1.0, latency=0.0, allreduce_busbw=0.0,

@@ -56,7 +56,7 @@ def gemm_time(gpu: GPUSpec, m: int, n: int, k: int, batch: int = 1, fp8: bool = 
     tm, tn = gpu.gemm_tile
     peak = (gpu.fp8_peak_flops * (gpu.fp8_gemm_efficiency or gpu.gemm_efficiency) if fp8
             else gpu.peak_flops * gpu.gemm_efficiency)
-    per_sm = peak * gpu.clock_ratio * k / (k + gpu.gemm_half_k) / gpu.sm_count
+    per_sm = peak * gpu.sustained_clock * k / (k + gpu.gemm_half_k) / gpu.sm_count
     best = math.inf
     for (fm, fn), tile_eff in zip(_TILE_CHOICES, _TILE_EFFICIENCY):
         rows, cols = tm * fm, tn * fn

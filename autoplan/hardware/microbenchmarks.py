@@ -57,9 +57,10 @@ SOURCES: dict[str, GemmSources] = {
 
 
 def rate(gpu: GPUSpec, shape: tuple[int, int, int]) -> float:
-    """TFLOP/s of one BF16 GEMM of ``shape`` as ``compute.gemm_time`` prices it on ``gpu``."""
+    """TFLOP/s of one BF16 GEMM of ``shape`` as ``compute.gemm_time`` prices it on ``gpu`` timed alone (one GPU: no
+    slower GPU of a job sets its pace)."""
     m, n, k = shape
-    return 2.0 * m * n * k / gemm_time(gpu, m, n, k) / 1e12
+    return 2.0 * m * n * k / gemm_time(replace(gpu, job_gpus=1), m, n, k) / 1e12
 
 
 def _solve(gpu: GPUSpec, field: str, target: float, shape: tuple[int, int, int]) -> float:

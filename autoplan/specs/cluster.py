@@ -6,6 +6,7 @@ import difflib
 import math
 import os
 from dataclasses import dataclass, replace
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from autoplan.errors import SpecError
@@ -13,6 +14,28 @@ from autoplan.specs.files import excerpt, shown
 from autoplan.specs.hashing import cache_hash
 
 GIB = 1024**3
+
+
+@lru_cache(maxsize=1024)
+def expected_max_normal(n: int) -> float:
+    """E[max of ``n`` independent standard normal variables] (0 for one): ∫ x·n·φ(x)·Φ(x)^(n-1) dx (order statistics,
+    David & Nagaraja 2003 §2.1), by the trapezoid rule over [-10, 12] in steps of 0.1 (the rule converges
+    geometrically for such smooth, fast-decaying integrands: within 1e-9 up to n = 65,536)."""
+    if n <= 1:
+        return 0.0
+    total, norm, root2 = 0.0, 1 / math.sqrt(2 * math.pi), math.sqrt(2)
+    for i in range(-100, 121):
+        x = i / 10
+        total += x * n * norm * math.exp(-x * x / 2) * (0.5 * (1 + math.erf(x / root2))) ** (n - 1)
+    return total / 10
+
+
+def slowest_pace(variability: float, gpus: int) -> float:
+    """Speed of the slowest of ``gpus`` GPUs whose speeds spread normally with relative standard deviation
+    ``variability``, over the median GPU's (1 for one GPU or no spread)."""
+    # a synchronous step waits at every collective for its slowest GPU (the straggler; Sinha et al., SC'22,
+    # arXiv 2208.11035: identical GPUs differ in power-capped speed): the expected slowest of n normal draws
+    return 1 / (1 + variability * expected_max_normal(gpus)) if variability else 1.0
 
 
 @cache_hash
@@ -77,6 +100,23 @@ class GPUSpec:
     host_step: float = 0.0
     """Host seconds each training step spends outside its passes, the GPU waiting (the optimizer's launches and its
     gradient-norm sync, the loss and logging reductions read back to the host); 0: none."""
+    speed_variability: float = 0.0
+    """Standard deviation of the sustained compute speed of GPUs of this SKU, over its median (manufacturing and
+    power management: identical GPUs run power-capped kernels at different clocks); 0: all alike."""
+    job_gpus: int = 1
+    """GPUs of the job this GPU computes in (set by the cluster it belongs to; not a file key): a synchronous step
+    runs at the pace of the slowest of them (``pace``)."""
+
+    @cached_property
+    def pace(self) -> float:
+        """Speed of the slowest of ``job_gpus`` GPUs over the median GPU's, which ``clock_ratio`` describes (kept
+        with the instance: it is asked for every GEMM)."""
+        return slowest_pace(self.speed_variability, self.job_gpus)
+
+    @property
+    def sustained_clock(self) -> float:
+        """``clock_ratio`` at the job's slowest GPU: what the job's compute-bound kernels run at."""
+        return self.clock_ratio * self.pace
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,6 +192,10 @@ class ClusterSpec:
     contention: bool = True
     """Transfers that overlap in time on a link share its bandwidth (``sim/contention.py``); False: each runs at
     its calibrated rate as if alone."""
+
+    def __post_init__(self) -> None:
+        if self.gpu.job_gpus != self.gpus:
+            object.__setattr__(self, "gpu", replace(self.gpu, job_gpus=self.gpus))
 
     @property
     def gpus(self) -> int:
@@ -276,7 +320,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "memory_efficiency": (0.01, 1.0, False), "attention_memory_efficiency": (0.01, 1.0, True),
     "clock_ratio": (0.1, 1.0, False), "gemm_half_k": (0.0, 1e5, False), "kernel_overhead_us": (0.0, 1e6, False),
     "memory_reserve_gib": (0.0, 1e5, False), "fp8_peak_tflops": (0.1, 1e5, True), "fp8_gemm_efficiency": (0.01, 1.0, True),
-    "host_launch_us": (0.0, 1e4, True), "host_step_ms": (0.0, 1e5, True),
+    "host_launch_us": (0.0, 1e4, True), "host_step_ms": (0.0, 1e5, True), "speed_variability": (0.0, 0.5, True),
     "tdp_w": (1.0, 1e5, True), "idle_w": (1.0, 1e5, True),
     "host_link_gb_per_s": (0.1, 1e5, True), "host_adam_params_per_s": (1e6, 1e13, True),
     "bandwidth_gb_per_s": (0.01, 1e6, False), "efficiency": (0.01, 1.0, False), "latency_us": (0.0, 1e6, False),
@@ -293,7 +337,7 @@ OPTIONAL: dict[str, dict[str, object]] = {
             "nvlink_domain_gpus": 0, "node_overhead_w": 0.0, "pue": 1.0, "gpu_hour_usd": 0.0, "contention": True},
     "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0, "clock_ratio": 1.0,
             "fp8_peak_tflops": 0.0, "fp8_gemm_efficiency": 0.0, "mxfp8": False, "l2_cache_mib": 0.0,
-            "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0, "host_step_ms": 0.0,
+            "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0, "host_step_ms": 0.0, "speed_variability": 0.0,
             "tdp_w": 0.0, "idle_w": 0.0,
             "host_link_gb_per_s": 0.0, "host_adam_params_per_s": 0.0},
     # oversubscription 1: a non-blocking fat tree, as NVIDIA's DGX SuperPOD reference architectures build the compute
@@ -378,7 +422,7 @@ _DIMENSION_KEYS = {"name", "size", "topology", "bandwidth_gb_per_s", "efficiency
 _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
              "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
              "clock_ratio", "kernel_overhead_us", "memory_reserve_gib", "fp8_peak_tflops", "fp8_gemm_efficiency",
-             "mxfp8", "l2_cache_mib", "l2_bandwidth_gb_per_s", "host_launch_us", "host_step_ms",
+             "mxfp8", "l2_cache_mib", "l2_bandwidth_gb_per_s", "host_launch_us", "host_step_ms", "speed_variability",
              "tdp_w", "idle_w",
              "host_link_gb_per_s", "host_adam_params_per_s"}
 _TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", "allreduce_busbw_gb_per_s",
@@ -411,6 +455,7 @@ def _gpu(g: _Table) -> GPUSpec:
         l2_bandwidth=g.number("l2_bandwidth_gb_per_s", d["l2_bandwidth_gb_per_s"]) * 1e9,
         host_launch=g.number("host_launch_us", d["host_launch_us"]) * 1e-6,
         host_step=g.number("host_step_ms", d["host_step_ms"]) * 1e-3,
+        speed_variability=g.number("speed_variability", d["speed_variability"]),
         tdp_w=g.number("tdp_w", d["tdp_w"]), idle_w=g.number("idle_w", d["idle_w"]),
         host_link=g.number("host_link_gb_per_s", d["host_link_gb_per_s"]) * 1e9,
         host_adam_params_per_s=g.number("host_adam_params_per_s", d["host_adam_params_per_s"]))

@@ -28,28 +28,28 @@ WRITTEN = {
     # sourced constants, contention on, Megatron-Core's optimizer step, the embedding's dense weight gradient,
     # simumax-b200's measured NVLink tier, SP's backward re-gather, simumax-b200 fitted with --weigh time, the A100's
     # host times fitted on vTrain's 2- and 4-GPU runs, the gradient type searched where unpublished, Horovod's
-    # negotiation rounds, dgxc-benchmarking's 129 NeMo 1.x runs in the H100 recipe groups); every counted run, known
-    # gaps included
-    "Korthikanti 2022 (A100)": (8, 2.05, 4.58),
-    "Megatron SC'21 (A100)": (10, 6.84, 10.56),
-    "NVIDIA H100 recipes": (73, 7.17, 12.78),
-    "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)": (12, 14.35, 39.62),
-    "NVIDIA H100 recipes, FP8": (72, 8.70, 23.92),
-    "MoE: NVIDIA H100 recipes": (1, 4.60, 4.60),
-    "MoE: NVIDIA H100 recipes, FP8": (5, 13.24, 17.93),
-    "MoE: DeepSeek-V3 technical report": (1, 23.48, 23.48),
-    "SimuMax B200": (43, 4.23, 14.40),
+    # negotiation rounds, dgxc-benchmarking's 129 NeMo 1.x runs in the H100 recipe groups, the job's slowest GPU
+    # setting its pace); every counted run, known gaps included
+    "Korthikanti 2022 (A100)": (8, 3.31, 4.79),
+    "Megatron SC'21 (A100)": (10, 3.50, 6.64),
+    "NVIDIA H100 recipes": (73, 3.75, 8.58),
+    "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)": (12, 11.25, 37.47),
+    "NVIDIA H100 recipes, FP8": (72, 6.47, 20.33),
+    "MoE: NVIDIA H100 recipes": (1, 2.12, 2.12),
+    "MoE: NVIDIA H100 recipes, FP8": (5, 13.01, 17.52),
+    "MoE: DeepSeek-V3 technical report": (1, 20.24, 20.24),
+    "SimuMax B200": (43, 3.63, 12.94),
     # the CI runs on megatron-ci-{a100,h100}: host times fitted on the CI's other tests (42.66/63.93 and 19.51/28.24
     # on the plain DGX specs)
-    "Megatron-LM CI functional tests, DGX A100": (5, 13.06, 21.85),
-    "Megatron-LM CI functional tests, DGX H100": (3, 8.83, 14.65),
-    "Kahira et al. 2021 CNN": (11, 16.19, 68.09),
-    "NVIDIA DeepLearningExamples DLRM": (7, 6.13, 28.89),
+    "Megatron-LM CI functional tests, DGX A100": (5, 12.41, 21.80),
+    "Megatron-LM CI functional tests, DGX H100": (3, 7.83, 13.34),
+    "Kahira et al. 2021 CNN": (11, 16.35, 67.20),
+    "NVIDIA DeepLearningExamples DLRM": (7, 6.26, 28.31),
 }
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 7.95, "logo": 5.61}
+OVERALL = {"all": 5.93, "logo": 5.29}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 

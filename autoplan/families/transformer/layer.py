@@ -81,7 +81,7 @@ def attention_ops(cluster: ClusterSpec, model: ModelSpec, b: int, s_q: int, s_kv
     """Forward and backward of the attention core for ``heads`` local heads, s_q queries over s_kv keys; without
     ``fused_softmax`` its softmax reads and writes fp32 scores (``unfused_softmax_ops`` has the casts around it)."""
     gpu, d = cluster.gpu, model.head_dim
-    rate = gpu.peak_flops * gpu.clock_ratio * gpu.attention_efficiency
+    rate = gpu.peak_flops * gpu.sustained_clock * gpu.attention_efficiency
     if cluster.flash_attention:
         # fused causal kernel: 4·b·s_q·keys·d·a FLOPs over the keys each query meets (s_kv/2 causal); backward
         # recomputes scores, 2.5× forward (Dao 2023, FA2 §3)

@@ -21,6 +21,8 @@ MEASURED = json.loads((CALIBRATION / "h100-layer-steps.json").read_text())
 COMPILED = json.loads((CALIBRATION / "h100-layer-steps-compiled.json").read_text())
 """The same layers under torch.compile: norms, activations and residual adds fused, as Transformer Engine's are."""
 H100 = load_cluster("dgx-h100-80g", 8)
+H100 = replace(H100, gpu=replace(H100.gpu, speed_variability=0.0))
+"""One GPU timed alone: no slower GPU of a job sets its pace (``GPUSpec.pace``)."""
 GEMMS = ("qkv", "proj", "fc1", "fc2")
 LAYER_MEAN_PCT, LAYER_MAX_PCT = 6.0, 9.0
 """Written figures 4.69 % mean, 6.64 % max (2026-11-26), with about 1.3 and 2.4 points of margin."""

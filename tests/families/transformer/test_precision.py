@@ -35,8 +35,8 @@ def test_gemm_time_is_flops_over_peak_times_efficiency(fp8):
     gpu = H100.gpu
     m, n, k = _one_wave(gpu)
     peak, eff = (gpu.fp8_peak_flops, gpu.fp8_gemm_efficiency) if fp8 else (gpu.peak_flops, gpu.gemm_efficiency)
-    # closed form: one wave of full tiles, each SM at peak·eff·clock·k/(k + k½)
-    rate = peak * eff * gpu.clock_ratio * k / (k + gpu.gemm_half_k)
+    # closed form: one wave of full tiles, each SM at peak·eff·clock·k/(k + k½), the clock of the job's slowest GPU
+    rate = peak * eff * gpu.clock_ratio * gpu.pace * k / (k + gpu.gemm_half_k)
     expected = 2.0 * m * n * k / rate + gpu.kernel_overhead
     assert gemm_time(gpu, m, n, k, 1, fp8) == pytest.approx(expected, rel=1e-12)
 
