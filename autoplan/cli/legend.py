@@ -63,6 +63,8 @@ ROWS: tuple[tuple[str, str], ...] = (
             '--cross-entropy-loss-fusion)'),
     ('tce', 'loss impl torch (Whose cross-entropy loss)'),
     ('tcec', 'loss impl torch-compiled (Whose cross-entropy loss)'),
+    ('rem', "The optimizer keeps only the 16 bits the BF16 weights lack of each fp32 master weight (NeMo's "
+            'distributed Adam; needs zero ≥ 1 and BF16 weights)'),
     ('TW', 'sharding table_wise (DLRM embedding sharding)'),
     ('RW', 'sharding row_wise (DLRM embedding sharding)'),
     ('CW', 'sharding column_wise (DLRM embedding sharding)'),

@@ -31,6 +31,9 @@ def _common(model: ModelSpec, s: Plan, who: str) -> list[str]:
                    "per layer, prefetched")
     if model.position == "alibi":
         out.append(f"ALiBi positions are not in {who}")
+    if getattr(s, "param_remainders", False):
+        out.append(f"param_remainders is NeMo's distributed Adam (store_param_remainders); the {who} export does not "
+                   "set it")
     return out
 
 

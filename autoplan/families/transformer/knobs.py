@@ -45,6 +45,14 @@ class TransformerPlan(PlanPart):
                                         "group (needs tp > 1).",
                                    megatron={True: ("--sequence-parallel",)})
     """Shard norms and dropout along the sequence across the TP group (Korthikanti et al. 2022)."""
+    param_remainders: bool = knob(False, after="optimizer_moments", quiet=True, choices=_BOOL,
+                                  label=lambda v: "rem" if v else "",
+                                  help="The optimizer keeps only the 16 bits the BF16 weights lack of each fp32 master "
+                                       "weight (NeMo's distributed Adam; needs zero ≥ 1 and BF16 weights).")
+    """The distributed optimizer stores each fp32 master weight as the low 16 bits the BF16 weight lacks: 2 bytes a
+    parameter instead of 4 (Apex DistributedFusedAdam ``store_param_remainders``, which NeMo's
+    megatron_base_model.py ``setup_optimization`` turns on for an fp32 optimizer over BF16 weights without FP8 weights;
+    Transformer Engine FusedAdam's ``store_param_remainders``)."""
     zero3_per_tensor: bool = knob(False, after="gradient_accumulation_fusion", choices=_BOOL,
                                   help="ZeRO-3 as DeepSpeed of 2021: one blocking list all-gather / reduce-scatter per "
                                        "weight tensor (else one per layer, prefetched).")

@@ -36,9 +36,16 @@ before releasing them"; ``zero3_per_tensor`` plans)."""
 
 
 def optimizer_state_bytes(s: Plan) -> int:
-    """Optimizer-state bytes per parameter: the fp32 master weight and Adam's two moments in their type."""
+    """Optimizer-state bytes per parameter: the fp32 master weight (or its 16-bit remainder beside the BF16 weight)
+    and Adam's two moments in their type."""
     # Megatron-LM distributed optimizer docs (4 + 4 + 4); DeepSeek-V3 §3.3.4: moments in BF16, master weight FP32
-    return MASTER_WEIGHT_BYTES + 2 * MOMENT_BYTES[s.optimizer_moments]
+    return master_weight_bytes(s) + 2 * MOMENT_BYTES[s.optimizer_moments]
+
+
+def master_weight_bytes(s: Plan) -> int:
+    """Bytes the optimizer keeps per master weight: fp32, or the low 16 bits the BF16 weight lacks."""
+    # Apex DistributedFusedAdam store_param_remainders: the BF16 weight holds the fp32 master's upper 16 bits
+    return 2 if getattr(s, "param_remainders", False) else MASTER_WEIGHT_BYTES
 
 
 def grad_bytes(s: Plan) -> int:

@@ -85,7 +85,7 @@ def recompute_layers_violations(model: ModelSpec, gpus: int, s: Plan) -> list[st
 
 KNOB_READS = ("tp", "pp", "cp", "sharding", "ep", "etp", "ep_overlap", "zero", "recompute",
               "activation_offload_layers", "optimizer_offload_pct", "loss_impl", "cross_entropy_fusion",
-              "fp8_param_gather", "precision", "tp_comm_overlap", "sequence_parallel", "cp_comm")
+              "fp8_param_gather", "precision", "tp_comm_overlap", "sequence_parallel", "cp_comm", "param_remainders")
 """Every plan field ``knob_violations`` may read (as ``PLACEMENT_READS``)."""
 
 
@@ -133,6 +133,10 @@ def feature_violations(model: ModelSpec, s: Plan) -> list[str]:
     out = []
     if s.fp8_param_gather and s.precision == "bf16":
         out.append("fp8_param_gather needs an FP8 precision, not bf16")
+    if s.param_remainders and (s.zero == 0 or s.fp8_param_gather):
+        # the remainder completes a BF16 weight: FP8 weights have none (NeMo then stores full master weights)
+        out.append("param_remainders needs the distributed optimizer (zero ≥ 1) and BF16 weights (no "
+                   "fp8_param_gather)")
     if s.tp_comm_overlap and not (s.sequence_parallel and s.tp > 1):
         # Megatron-LM arguments.py: --tp-comm-overlap requires --sequence-parallel (and TP > 1)
         out.append(f"tp_comm_overlap needs sequence parallelism and tp > 1 (tp {s.tp}, sequence_parallel "

@@ -80,6 +80,11 @@ def strategy(r: dict) -> dict:
     if "grad_sync_dtype bf16" in str(r["distributed_optimizer"]):
         # Apex distributed_fused_adam keeps its gradient buckets in grad_sync_dtype
         st["grad_reduce_in_fp32"] = False
+    if str(r["distributed_optimizer"]).startswith("distributed_fused_adam") and not fp8 and r["model"] != "GPT-3 (NeMo Megatron)":
+        # NeMo megatron_base_model.py setup_optimization: an fp32 distributed Adam over BF16 weights stores only
+        # the master weights' 16-bit remainders (store_param_remainders); GPT-3's yaml sets fp8_params, for which
+        # newer NeMo stores whole master weights, so its BF16 runs are left at the default
+        st["param_remainders"] = True
     if st["pp"] > 1:
         # overlap_p2p_comm: true (GPT-3 and Llama yaml, Nemotron-4 340B configure.sh)
         st["overlap_p2p_comm"] = True
