@@ -124,7 +124,7 @@ def _published() -> set:
     out = set()
     for c in data["cases"]:
         if str(c["id"]).startswith("dgxc-h100-") and "iteration_time_s" in c["measured"]:
-            out.add((str(c["id"]).split("-")[3], c["hardware"]["num_gpus"], float(c["measured"]["iteration_time_s"])))
+            out.add((str(c["id"]).split("-")[2], c["hardware"]["num_gpus"], float(c["measured"]["iteration_time_s"])))
     return out
 
 
