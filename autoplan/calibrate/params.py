@@ -54,6 +54,9 @@ GPU_PARAMS = {
     "kernel_overhead_us": ("kernel_overhead", 1e-6, 0.0, 200.0, "fixed launch-and-tail time per kernel (µs)"),
     "host_launch_us": ("host_launch", 1e-6, 0.0, 2000.0, "host time to issue one modelled op (µs)"),
     "host_step_ms": ("host_step", 1e-3, 0.0, 10000.0, "host time per step outside its passes, the GPU idle (ms)"),
+    # Sinha et al. SC'22 measured 2-3 % interquartile spreads of identical GPUs' power-capped speed, outliers to 1.5×
+    "speed_variability": ("speed_variability", 1.0, 0.0, 0.2,
+                          "relative spread of identical GPUs' compute speed: a job runs at its slowest GPU's pace"),
 }
 TIER_PARAMS = {
     "efficiency": ("efficiency", 1.0, 0.05, 1.0, "fraction of the tier's line rate NCCL collectives reach"),

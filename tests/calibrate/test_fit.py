@@ -114,3 +114,24 @@ def test_weighting_by_time_solves_the_weighted_mean_log_ratio(weigh) -> None:
         # the time-weighted fit predicts the sum of the kernels within the small kernel's share
         total = sum(a / x for a in work)
         assert total == pytest.approx(sum(measured), rel=0.01)
+
+
+def test_the_gpus_speed_spread_is_recovered_from_steps_at_several_scales() -> None:
+    # the same per-GPU work on 8 to 1,024 GPUs (weak scaling): only the slowest GPU's pace grows with the count
+    from autoplan.calibrate.measurements import Step
+    from autoplan.calibrate.model import Strategy, get_model, load_cluster
+    from autoplan.calibrate.params import all_params, apply
+    from autoplan.calibrate.predict import best_plan
+    base = load_cluster("dgx-h100-80g")
+    p = all_params(base)["gpu.speed_variability"]
+    true = apply(base, [p], [0.03])
+    model, steps = get_model("llama3-8b"), []
+    for gpus in (8, 32, 128, 1024):
+        plan = Strategy(dp=gpus // 2, tp=2, micro_batch=1, global_batch=8 * gpus, sequence_parallel=True,
+                        recompute="full", zero=1)
+        step = Step(name=f"weak-{gpus}", model=model, plans=(plan,), gpus=gpus, seconds=1.0, where="synthetic")
+        _, seconds = best_plan(true, step)
+        steps.append(Step(name=step.name, model=model, plans=(plan,), gpus=gpus, seconds=seconds, where=step.where))
+    fit = calibrate(Inputs(steps=steps), base, params=[p])
+    assert fit.values[0] == pytest.approx(0.03, rel=0.02)
+    assert fit.cluster.gpu.speed_variability == pytest.approx(0.03, rel=0.02)
