@@ -5,12 +5,15 @@ of the step time, the worst run.
 Every run is also in `autoplan validate` (the H100 recipe groups); this prints the slice by recipe and NeMo version
 that the validate table spreads over 129 rows.
 
-Run: python benchmarks/bench_dgxc.py
+Run: python benchmarks/bench_dgxc.py [--quick]   (--quick: Llama 3.1 8B's runs of dgxc_runs.yaml only)
 """
 from __future__ import annotations
 
+import argparse
 import re
 from collections import defaultdict
+from importlib import resources
+from pathlib import Path
 from statistics import mean
 
 from autoplan.validate import validate
@@ -21,11 +24,14 @@ ID = re.compile(r"dgxc-(?:(v[\d.]+)-)?h100-(\w+)-([a-z0-9]+)-(\d+b)-\d+gpu$")
 
 
 def main() -> None:
-    report = validate()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="Llama 3.1 8B's runs of dgxc_runs.yaml only (CI)")
+    args = ap.parse_args()
+    report = validate(Path(str(resources.files("autoplan") / "data" / "dgxc_runs.yaml")) if args.quick else None)
     groups: dict[tuple[str, str, str], list] = defaultdict(list)
     for r in report.runs:
         m = ID.match(r.id)
-        if m and r.counted:
+        if m and r.counted and (not args.quick or "llama31-8b" in r.id):
             release, precision, model, size = m.groups()
             groups[(release or "v24.11.1", precision, f"{model} {size}")].append(r)
     print(f"{'release':9} {'precision':9} {'model':16} {'runs':>4} {'signed':>8} {'|error|':>8} {'worst':>8}  unfit")
