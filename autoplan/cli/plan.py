@@ -82,13 +82,14 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
             raise SpecError(costing.why[e.strategy])
     if as_json:
         extra = {"run_totals": totals.to_dict(), "run_budget": costing.describe()} if costing else {}
-        click.echo(json.dumps(evaluation_dict(e) | {"critical_path": path} | extra, indent=2))
+        pace = {"slowest_gpu_pace": spec.gpu.pace}
+        click.echo(json.dumps(evaluation_dict(e) | {"critical_path": path} | pace | extra, indent=2))
         return
     from autoplan.report.terminal import critical_path_view, simulation_view
     from autoplan.specs.batch import heading
     title = (f"{heading(model.name, gpus, spec.gpu.name, spec.name, model.seq_len, s.global_batch, model.structure is not None)}"
              f": {s.short()}")
-    _console().print(simulation_view(title, e.metrics, gpus))
+    _console().print(simulation_view(title, e.metrics, gpus, spec.gpu))
     _console().print(critical_path_view(path))
     if costing is not None:
         from autoplan.report.terminal import totals_view

@@ -63,8 +63,8 @@ def memory_table(stages: Iterable[Any], capacity: float) -> Table:
     return t
 
 
-def summary_table(m: Any, gpus: int) -> Table:
-    """Headline figures of a simulated step."""
+def summary_table(m: Any, gpus: int, gpu: Any = None) -> Table:
+    """Headline figures of a simulated step (``gpu``: the cluster's GPU, whose job-size pace is shown when below 1)."""
     t = Table(show_header=False, box=None, pad_edge=False)
     t.add_column(style="bold")
     t.add_column()
@@ -76,6 +76,9 @@ def summary_table(m: Any, gpus: int) -> Table:
         ("hardware TFLOP/s per GPU", f"{m.hardware_tflops_per_gpu:.1f}  (HFU {100 * m.hfu:.1f} %)"),
         ("peak memory", f"{m.peak_memory / GIB:.1f} of {m.memory_capacity / GIB:.1f} GiB"),
     ]
+    if gpu is not None and gpu.pace < 1:
+        rows.append(("slowest GPU", f"computes at {100 * gpu.pace:.1f} % of a median GPU's pace (the slowest of {gpus}, "
+                                    f"speed spread {100 * gpu.speed_variability:.1f} %)"))
     for k, v in rows:
         t.add_row(k, v)
     t.add_row("verdict", verdict)
@@ -102,9 +105,9 @@ def totals_view(t: Any, budget: str) -> Group:
     return Group(Text("The whole run", style="bold"), Text(budget, style="dim"), table)
 
 
-def simulation_view(title: str, m: Any, gpus: int) -> Group:
+def simulation_view(title: str, m: Any, gpus: int, gpu: Any = None) -> Group:
     """The whole `autoplan simulate` screen."""
-    return Group(Text(title, style="bold"), summary_table(m, gpus), Text(""), breakdown_bar(m.breakdown),
+    return Group(Text(title, style="bold"), summary_table(m, gpus, gpu), Text(""), breakdown_bar(m.breakdown),
                  breakdown_table(m.breakdown), memory_table(m.memory, m.memory_capacity))
 
 

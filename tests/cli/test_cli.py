@@ -283,3 +283,19 @@ def test_help_loads_no_command_module():
             "('numpy', 'rich', 'optuna', 'ray', 'plotly', 'networkx')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "['autoplan.cli.app', 'autoplan.cli.legend']"
+
+
+def test_simulate_shows_the_slowest_gpus_pace(tmp_path):
+    # a job runs at its slowest GPU's pace (GPUSpec.pace): shown with the figures it slows, absent without a spread
+    from autoplan.specs.cluster import load_cluster
+    args = ("simulate", "--model", "gpt-1.7b", "--gpus", "16", "--tp", "2", "--global-batch", "64")
+    r = run(*args)
+    pace = load_cluster("dgx-h100-80g", 16).gpu.pace
+    assert r.exit_code == 0 and f"computes at {100 * pace:.1f} % of a median GPU's pace (the slowest of 16" in r.output
+    assert json.loads(run(*args, "--json").output)["slowest_gpu_pace"] == pytest.approx(pace)
+    flat = tmp_path / "flat.toml"
+    from pathlib import Path
+    spec = Path(__file__).resolve().parents[2] / "cluster_specs" / "dgx-h100-80g.toml"
+    flat.write_text(spec.read_text().replace("speed_variability = 0.017", "speed_variability = 0.0", 1))
+    r = run(*args, "--cluster", str(flat))
+    assert r.exit_code == 0 and "slowest GPU" not in r.output
