@@ -3,7 +3,7 @@ into public.yaml) against autoplan, by release, precision and model: how many ru
 of the step time, the worst run.
 
 Every run is also in `autoplan validate` (the H100 recipe groups); this prints the slice by recipe and NeMo version
-that the validate table spreads over 129 rows.
+that the validate table spreads over 165 rows.
 
 Run: python benchmarks/bench_dgxc.py [--quick]   (--quick: Llama 3.1 8B's runs of dgxc_runs.yaml only)
 """

@@ -28,15 +28,15 @@ WRITTEN = {
     # sourced constants, contention on, Megatron-Core's optimizer step, the embedding's dense weight gradient,
     # simumax-b200's measured NVLink tier, SP's backward re-gather, simumax-b200 fitted with --weigh time, the A100's
     # host times fitted on vTrain's 2- and 4-GPU runs, the gradient type searched where unpublished, Horovod's
-    # negotiation rounds, dgxc-benchmarking's NeMo 1.x runs (113 more) in the H100 recipe groups, the job's slowest GPU
+    # negotiation rounds, dgxc-benchmarking's NeMo 1.x runs (149 more, Grok-1's in the MoE groups) in the H100 recipe groups, the job's slowest GPU
     # setting its pace); every counted run, known gaps included
     "Korthikanti 2022 (A100)": (8, 3.31, 4.79),
     "Megatron SC'21 (A100)": (10, 3.50, 6.64),
     "NVIDIA H100 recipes": (65, 3.45, 8.58),
     "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)": (12, 11.25, 37.47),
     "NVIDIA H100 recipes, FP8": (64, 5.84, 20.33),
-    "MoE: NVIDIA H100 recipes": (1, 2.12, 2.12),
-    "MoE: NVIDIA H100 recipes, FP8": (5, 13.01, 17.52),
+    "MoE: NVIDIA H100 recipes": (19, 7.82, 12.81),
+    "MoE: NVIDIA H100 recipes, FP8": (23, 13.93, 18.72),
     "MoE: DeepSeek-V3 technical report": (1, 20.24, 20.24),
     "SimuMax B200": (43, 3.63, 12.94),
     # the CI runs on megatron-ci-{a100,h100}: host times fitted on the CI's other tests (42.66/63.93 and 19.51/28.24
@@ -49,7 +49,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.73, "logo": 5.56}
+OVERALL = {"all": 6.45, "logo": 5.93}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 
@@ -61,7 +61,7 @@ def _key(group: str) -> str:
 
 def test_every_run_has_a_prediction(report):
     assert all(r.predicted is not None for r in report.runs)
-    assert len(report.cases) == 220 and len(report.cnn) == 11 and len(report.dlrm) == 7
+    assert len(report.cases) == 256 and len(report.cnn) == 11 and len(report.dlrm) == 7
 
 
 @pytest.mark.parametrize("group", list(WRITTEN))
@@ -112,8 +112,8 @@ def test_known_gaps_are_shown_and_counted(report):
     assert len(gaps) == 14
     # every run counts in the headline; a second figure may leave the gaps out, never the first
     counted = [c for c in report.runs if c.counted]
-    assert Report.summary(report.runs)["n"] == len(counted) == 235
-    assert Report.summary(report.runs, gaps=False)["n"] == 235 - 15
+    assert Report.summary(report.runs)["n"] == len(counted) == 271
+    assert Report.summary(report.runs, gaps=False)["n"] == 271 - 15
     assert len(report.calibration_runs) == 1
     assert Report.summary(report.runs)["n"] == len(report.runs) - len(report.calibration_runs) - sum(
         bool(r.variant_of) for r in report.runs)
@@ -151,7 +151,8 @@ def test_precision_comes_from_the_file():
 
 
 def test_moe_runs_are_their_own_group_with_expert_parallel_plans(report):
-    moe = [c for c in report.cases if c.group.startswith("MoE") and "DeepSeek" not in c.group]
+    moe = [c for c in report.cases if c.group.startswith("MoE") and "DeepSeek" not in c.group
+           and not c.id.startswith("dgxc-")]
     assert len(moe) == 7 and all(c.plan.ep in (8, 32) and c.plan.etp == 1 for c in moe)
     # the GPT-OSS H100 recipe sets no all-to-all overlap, the Qwen3 235B one and the 30B 25.11 preset do: the other
     # Qwen3 30B rows search it
@@ -173,7 +174,8 @@ def test_moe_group_guard(report):
     # it does not drift. When this was written: GPT-OSS 26.02 (the H100 host calibration) -0.2 %, the held-out
     # GPT-OSS 25.11 +1.6 %, Qwen3 30B-A3B -12.8 % / -50.9 %, Qwen3 235B-A22B -17.3 % / -19.4 %; the 30B 25.11 row
     # as its release's preset ran it (micro-batch 1, VP12, EP overlap: Megatron-Bridge issue #1998) -12.5 %
-    moe = [c for c in report.cases if c.group.startswith("MoE") and "DeepSeek" not in c.group]
+    moe = [c for c in report.cases if c.group.startswith("MoE") and "DeepSeek" not in c.group
+           and not c.id.startswith("dgxc-")]
     errors = {c.id: c.error_pct for c in moe}
     assert all(c.known_gap for c in moe)
     assert all(abs(e) <= 5.0 for k, e in errors.items() if "gpt-oss" in k)
@@ -416,20 +418,33 @@ def test_the_dgxc_runs_file_is_what_its_generator_writes():
     make_runs = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(make_runs)
     text, n = make_runs.build()
-    assert n == 113 and text == (root / "autoplan" / "data" / "dgxc_runs.yaml").read_text()
+    assert n == 149 and text == (root / "autoplan" / "data" / "dgxc_runs.yaml").read_text()
 
 
 def test_dgxc_runs_apply_their_recipes_knobs(report):
     # every plan knob comes from the recipe's files; only the gradient type of Megatron-Core's distributed optimizer
-    # (Nemotron-4 15B at v25.02: mcore_distributed_optim, no grad_sync_dtype) is left to the search
+    # (Nemotron-4 15B at v25.02 and Grok-1: mcore_distributed_optim) is left to the search
     rows = [c for c in report.cases if c.id.startswith("dgxc-v2")]
-    assert len(rows) == 113
+    assert len(rows) == 149
     assert all(set(c.searched) <= {"grad_reduce_in_fp32"} for c in rows)
-    assert {c.id for c in rows if c.searched} == {c.id for c in rows if c.id.startswith("dgxc-v25.02-")
-                                                  and "nemotron4-15b" in c.id}
+    assert {c.id for c in rows if c.searched} == {c.id for c in rows if "grok1" in c.id or (
+        c.id.startswith("dgxc-v25.02-") and "nemotron4-15b" in c.id)}
     fp8 = [c for c in rows if "-fp8-" in c.id]
     assert fp8 and all(c.plan.precision == "fp8" and c.plan.fp8_param_gather for c in fp8)
     assert all(c.plan.zero == 1 and c.plan.overlap_grad_reduce for c in rows)
     # NeMo stores master-weight remainders for an fp32 distributed Adam over BF16 weights (not over FP8 weights)
-    assert all(c.plan.param_remainders == ("-bf16-" in c.id and "gpt3" not in c.id and "v25.02-h100-bf16-nemotron4"
-                                           not in c.id) for c in rows)
+    # (Apex's distributed Adam only: not Megatron-Core's, which Grok-1 and Nemotron-4 15B at v25.02 ran)
+    assert all(c.plan.param_remainders == ("-bf16-" in c.id and "gpt3" not in c.id and "grok1" not in c.id
+                                           and "v25.02-h100-bf16-nemotron4" not in c.id) for c in rows)
+
+
+def test_grok1_runs_are_mixture_of_experts_as_their_recipe_ran_them(report):
+    # dgxc-benchmarking's Grok-1 314B (8 experts, top-2, token drop padded to capacity 1.0, the all-to-all dispatcher
+    # with no EP overlap, expert TP = TP 4): 36 runs of 2 to 64 layers on 8 to 2,048 H100s. When written: BF16 -8.1 %
+    # (-6.1 to -12.8), FP8 -14.2 % (-8.5 to -18.7): too fast, as the other H100 MoE rows and more in FP8
+    grok = [c for c in report.cases if "grok1" in c.id]
+    assert len(grok) == 36 and all(c.group.startswith("MoE: NVIDIA H100 recipes") for c in grok)
+    assert all((c.plan.ep_overlap, c.plan.etp, c.plan.tp) == (False, 4, 4) and c.plan.ep in (2, 4, 8) for c in grok)
+    bf16 = [c.error_pct for c in grok if "-bf16-" in c.id]
+    fp8 = [c.error_pct for c in grok if "-fp8-" in c.id]
+    assert all(-15.0 < e < 0 for e in bf16) and all(-21.0 < e < 0 for e in fp8)
