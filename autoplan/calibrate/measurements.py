@@ -60,6 +60,10 @@ class Step:
     where: str
     gpu_overrides: tuple[tuple[str, float], ...] = ()
     """GPU fields the run's hardware differs in from the calibrated cluster's (e.g. a 40 GB A100's ``hbm_bytes``)."""
+    flash_attention: bool | None = None
+    """The run's software had a fused attention kernel (None: as the calibrated cluster says)."""
+    flash2_attention: bool = False
+    """The run's attention kernel was FlashAttention-2 (``GPUSpec.with_flash2_attention``)."""
     group: str = ""
     """The reference group it belongs to (a validation file's group), for benchmarks."""
 

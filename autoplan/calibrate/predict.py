@@ -36,6 +36,10 @@ def step_cluster(cluster: ClusterSpec, s: Step) -> ClusterSpec:
     sized = at_gpus(cluster, s.gpus)
     if s.gpu_overrides:
         sized = replace(sized, gpu=replace(sized.gpu, **dict(s.gpu_overrides)))
+    if s.flash_attention is not None:
+        sized = replace(sized, flash_attention=s.flash_attention)
+    if s.flash2_attention:
+        sized = replace(sized, gpu=sized.gpu.with_flash2_attention())
     return sized
 
 

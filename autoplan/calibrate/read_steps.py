@@ -44,7 +44,16 @@ def _transformer(case: dict) -> tuple:
         # SC'21's hardware TFLOP/s (eq. 3, full recompute counted) back to seconds, as `validate` compares them
         flops = model.hardware_flops_per_iteration(st["global_batch"], "full")
         seconds = flops / (float(measured["tflops_per_gpu"]) * 1e12 * gpus)
-    return model, tuple(plans), gpus, seconds, (), validation.group_of(case)
+    hw = case["hardware"]
+    # the run's memory and attention as validate reads them (validate.transformer.cluster_of)
+    over = (("hbm_bytes", validation.transformer.hbm_bytes_of(hw)),) if "hbm_gib" in hw else ()
+    kernels = {"flash_attention": hw["flash_attention"]} if isinstance(hw.get("flash_attention"), bool) else {}
+    kernel = hw.get("attention_kernel", "fused")
+    if kernel not in validation.transformer.ATTENTION_KERNELS:
+        raise SpecError(f"hardware.attention_kernel must be one of "
+                        f"{', '.join(validation.transformer.ATTENTION_KERNELS)}, got {kernel!r}")
+    kernels["flash2_attention"] = kernel == "flash2"
+    return model, tuple(plans), gpus, seconds, over, validation.group_of(case), kernels
 
 
 def _cnn(case: dict) -> tuple:
@@ -55,7 +64,7 @@ def _cnn(case: dict) -> tuple:
     plan = Strategy(**st)
     metric = next(k for k in validation.files.CNN_METRICS if k in case["measured"])
     per = plan.global_batch if metric == "seconds_per_sample" else 1
-    return model, (plan,), hw["num_gpus"], float(case["measured"][metric]) * per, (), str(case.get("group", "CNN"))
+    return model, (plan,), hw["num_gpus"], float(case["measured"][metric]) * per, (), str(case.get("group", "CNN")), {}
 
 
 def _dlrm(case: dict) -> tuple:
@@ -70,7 +79,7 @@ def _dlrm(case: dict) -> tuple:
     if hw.get("hbm_bandwidth_gb_per_s"):
         over.append(("hbm_bandwidth", float(hw["hbm_bandwidth_gb_per_s"]) * 1e9))
     return (model, (plan,), gpus, plan.global_batch / float(case["measured"]["samples_per_s"]), tuple(over),
-            str(case.get("group", "DLRM")))
+            str(case.get("group", "DLRM")), {})
 
 
 def parse(text: str, path: Path, base: ClusterSpec, known_gaps: bool = False) -> tuple[list[Step], list[str]]:
@@ -88,7 +97,7 @@ def parse(text: str, path: Path, base: ClusterSpec, known_gaps: bool = False) ->
                 continue
             where = f"{path}:{_line_of(text, str(case.get('id', '')))}"
             try:
-                model, plans, gpus, seconds, over, group = build(case)
+                model, plans, gpus, seconds, over, group, kernels = build(case)
             except SpecError as err:
                 raise SpecError(f"{where}: case {str(case.get('id'))[:60]!r}: {err}") from None
             except (KeyError, TypeError, ValueError, StopIteration, ArithmeticError) as err:
@@ -97,7 +106,7 @@ def parse(text: str, path: Path, base: ClusterSpec, known_gaps: bool = False) ->
             if not plans:
                 raise SpecError(f"{where}: case {str(case.get('id'))[:60]!r} has no valid plan")
             steps.append(Step(name=str(case.get("id")), model=model, plans=plans, gpus=gpus, seconds=seconds,
-                              where=where, gpu_overrides=over, group=group))
+                              where=where, gpu_overrides=over, group=group, **kernels))
     if other:
         notes.append(f"{path}: {other} runs on other hardware than {base.gpu.name} left out")
     if gaps:

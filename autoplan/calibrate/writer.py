@@ -36,6 +36,7 @@ def _gpu_rows(c: ClusterSpec) -> list[tuple[str, object]]:
         ("clock_ratio", g.clock_ratio), ("kernel_overhead_us", g.kernel_overhead * 1e6),
         ("memory_reserve_gib", g.memory_reserve_bytes / GIB)]
     optional = [("attention_memory_efficiency", g.attention_memory_efficiency),
+                ("flash2_attention_efficiency", g.flash2_attention_efficiency),
                 ("fp8_peak_tflops", g.fp8_peak_flops / 1e12), ("fp8_gemm_efficiency", g.fp8_gemm_efficiency),
                 ("l2_cache_mib", g.l2_cache_bytes / 2**20), ("l2_bandwidth_gb_per_s", g.l2_bandwidth / 1e9),
                 ("host_launch_us", g.host_launch * 1e6), ("host_step_ms", g.host_step * 1e3),

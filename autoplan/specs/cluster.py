@@ -69,6 +69,11 @@ class GPUSpec:
     attention_memory_efficiency: float = 0.0
     """Fraction of HBM bandwidth reached by the unfused attention's softmax and dropout over the s×s scores
     (0: as ``memory_efficiency``)."""
+    flash2_attention_efficiency: float = 0.0
+    """Fraction of peak reached by FlashAttention-2 (Dao's kernel, Transformer Engine's flash-attn backend) where
+    ``attention_efficiency`` describes a faster fused kernel of the GPU's stack (cuDNN's on Hopper); 0: FlashAttention-2
+    is the kernel ``attention_efficiency`` describes. Read where a run's software picks FlashAttention-2
+    (``with_flash2_attention``; validate's ``hardware.attention_kernel: flash2``)."""
     clock_ratio: float = 1.0
     """Sustained tensor-core clock under training load over the clock the peak is quoted at (power capping)."""
     fp8_peak_flops: float = 0.0
@@ -112,6 +117,11 @@ class GPUSpec:
         """Speed of the slowest of ``job_gpus`` GPUs over the median GPU's, which ``clock_ratio`` describes (kept
         with the instance: it is asked for every GEMM)."""
         return slowest_pace(self.speed_variability, self.job_gpus)
+
+    def with_flash2_attention(self) -> GPUSpec:
+        """This GPU with FlashAttention-2 as its attention kernel (``flash2_attention_efficiency``)."""
+        return replace(self, attention_efficiency=self.flash2_attention_efficiency or self.attention_efficiency,
+                       flash2_attention_efficiency=0.0)
 
     @property
     def sustained_clock(self) -> float:
@@ -317,7 +327,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     # (1e-300 TFLOP/s, an efficiency of 80) is refused instead of predicting nonsense
     "peak_tflops": (0.1, 1e5, False), "hbm_gib": (0.1, 1e5, False), "hbm_bandwidth_gb_per_s": (1.0, 1e6, False),
     "gemm_efficiency": (0.01, 1.0, False), "attention_efficiency": (0.01, 1.0, False),
-    "memory_efficiency": (0.01, 1.0, False), "attention_memory_efficiency": (0.01, 1.0, True),
+    "flash2_attention_efficiency": (0.01, 1.0, True), "memory_efficiency": (0.01, 1.0, False), "attention_memory_efficiency": (0.01, 1.0, True),
     "clock_ratio": (0.1, 1.0, False), "gemm_half_k": (0.0, 1e5, False), "kernel_overhead_us": (0.0, 1e6, False),
     "memory_reserve_gib": (0.0, 1e5, False), "fp8_peak_tflops": (0.1, 1e5, True), "fp8_gemm_efficiency": (0.01, 1.0, True),
     "host_launch_us": (0.0, 1e4, True), "host_step_ms": (0.0, 1e5, True), "speed_variability": (0.0, 0.5, True),
@@ -335,7 +345,8 @@ TOP_RANGES: dict[str, tuple[float, float, bool]] = {
 OPTIONAL: dict[str, dict[str, object]] = {
     "top": {"name": None, "description": "", "source": "", "nodes": 1, "flash_attention": True,
             "nvlink_domain_gpus": 0, "node_overhead_w": 0.0, "pue": 1.0, "gpu_hour_usd": 0.0, "contention": True},
-    "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0, "clock_ratio": 1.0,
+    "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0,
+            "flash2_attention_efficiency": 0.0, "clock_ratio": 1.0,
             "fp8_peak_tflops": 0.0, "fp8_gemm_efficiency": 0.0, "mxfp8": False, "l2_cache_mib": 0.0,
             "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0, "host_step_ms": 0.0, "speed_variability": 0.0,
             "tdp_w": 0.0, "idle_w": 0.0,
@@ -421,7 +432,7 @@ _CLUSTER_KEYS = {"name", "description", "source", "gpus_per_node", "nodes", "fla
 _DIMENSION_KEYS = {"name", "size", "topology", "bandwidth_gb_per_s", "efficiency", "latency_us"}
 _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
              "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
-             "clock_ratio", "kernel_overhead_us", "memory_reserve_gib", "fp8_peak_tflops", "fp8_gemm_efficiency",
+             "flash2_attention_efficiency", "clock_ratio", "kernel_overhead_us", "memory_reserve_gib", "fp8_peak_tflops", "fp8_gemm_efficiency",
              "mxfp8", "l2_cache_mib", "l2_bandwidth_gb_per_s", "host_launch_us", "host_step_ms", "speed_variability",
              "tdp_w", "idle_w",
              "host_link_gb_per_s", "host_adam_params_per_s"}
@@ -446,6 +457,7 @@ def _gpu(g: _Table) -> GPUSpec:
         gemm_half_k=g.number("gemm_half_k", d["gemm_half_k"]),
         attention_efficiency=g.number("attention_efficiency"), memory_efficiency=g.number("memory_efficiency"),
         attention_memory_efficiency=g.number("attention_memory_efficiency", d["attention_memory_efficiency"]),
+        flash2_attention_efficiency=g.number("flash2_attention_efficiency", d["flash2_attention_efficiency"]),
         kernel_overhead=g.number("kernel_overhead_us") * 1e-6,
         memory_reserve_bytes=g.number("memory_reserve_gib") * GIB,
         clock_ratio=g.number("clock_ratio", d["clock_ratio"]),

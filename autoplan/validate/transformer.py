@@ -106,8 +106,9 @@ def _gpt_style(m: dict) -> ModelSpec:
 
 def cluster_of(hw: dict, gpus: int) -> ClusterSpec:
     """The run's cluster spec (``hardware.cluster_spec``, else the built-in spec of its GPU type) sized to the run,
-    with ``hardware.flash_attention`` as the run's software had it and ``hardware.hbm_gib`` (usable GiB) where the
-    run's GPU holds more or less memory than the spec's (a 96 GB H100 beside the 80 GB spec)."""
+    with ``hardware.flash_attention`` and ``hardware.attention_kernel`` as the run's software had them and
+    ``hardware.hbm_gib`` (usable GiB) where the run's GPU holds more or less memory than the spec's (a 96 GB H100
+    beside the 80 GB spec)."""
     name = hw.get("cluster_spec") or next((n for key, n in _GPU_CLUSTERS.items() if key in str(hw.get("gpu", ""))),
                                           None)
     if name is None:
@@ -121,7 +122,18 @@ def cluster_of(hw: dict, gpus: int) -> ClusterSpec:
         cluster = replace(cluster, flash_attention=hw["flash_attention"])
     if "hbm_gib" in hw:
         cluster = replace(cluster, gpu=replace(cluster.gpu, hbm_bytes=hbm_bytes_of(hw)))
+    kernel = hw.get("attention_kernel", "fused")
+    if kernel not in ATTENTION_KERNELS:
+        raise SpecError(f"hardware.attention_kernel must be one of {', '.join(ATTENTION_KERNELS)}, got {excerpt(kernel)}")
+    if kernel == "flash2":
+        cluster = replace(cluster, gpu=cluster.gpu.with_flash2_attention())
     return cluster
+
+
+ATTENTION_KERNELS = ("fused", "flash2")
+"""A run's attention kernel: the fused kernel the cluster spec's ``attention_efficiency`` describes (cuDNN's on
+Hopper and later), or FlashAttention-2 (``GPUSpec.flash2_attention_efficiency``; Transformer Engine with
+NVTE_FUSED_ATTN=0 and flash-attn installed)."""
 
 
 def hbm_bytes_of(hw: dict) -> float:

@@ -53,10 +53,11 @@ def test_planted_host_times_are_recovered_from_the_ci_steps():
     assert fit.rms_pct < 0.1
 
 
-def test_the_shipped_h100_spec_is_the_fit_of_the_shipped_set():
-    inputs, base = _steps("h100")
+@pytest.mark.parametrize("gpu", list(SETS))
+def test_the_shipped_spec_is_the_fit_of_the_shipped_set(gpu):
+    inputs, base = _steps(gpu)
     fit = calibrate(inputs, base, HOST, loo=False)
-    shipped = load_cluster("megatron-ci-h100").gpu
+    shipped = load_cluster(f"megatron-ci-{gpu}").gpu
     assert fit.values == pytest.approx([shipped.host_launch * 1e6, shipped.host_step * 1e3], rel=1e-4)
 
 
@@ -89,3 +90,10 @@ def test_host_bound_steps_fit_the_host_times_by_default():
     few = Inputs()
     few.steps = inputs.steps[:2]                # two steps: one parameter, the per-op time
     assert [p.name for p in default_params(few, base, observations(few, base))] == ["gpu.host_launch_us"]
+
+
+def test_each_ci_step_keeps_the_attention_its_run_states():
+    # 9 of the A100 set's runs state TE's fused attention on a spec without it (the others: unfused, as the spec)
+    inputs, base = _steps("a100")
+    flags = [s.flash_attention for s in inputs.steps]
+    assert flags.count(True) == 9 and flags.count(False) == 24

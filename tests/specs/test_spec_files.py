@@ -110,6 +110,7 @@ def _set(table: str, key: str, value: object):
     (_set("gpu", "memory_efficiency", 80), r"memory_efficiency in \[gpu\] must be a number in \[0.01, 1\], got 80"),
     (_set("gpu", "memory_reserve_gib", 80), "memory_reserve_gib 80 in .gpu. leaves nothing of hbm_gib 80"),
     (_set("gpu", "attention_memory_efficiency", 1e-9), "attention_memory_efficiency .* must be 0 or a number"),
+    (_set("gpu", "flash2_attention_efficiency", 2.0), "flash2_attention_efficiency .* must be 0 or a number"),
     (_set("1", "bandwidth_gb_per_s", 0), r"bandwidth_gb_per_s in \[\[tiers\]\] #2 must be a number in .*, got 0"),
     (_set("1", "bandwidth_gb_per_s", float("inf")), r"bandwidth_gb_per_s in \[\[tiers\]\] #2 .*, got inf"),
     (_set("0", "latency_us", float("nan")), r"latency_us in \[\[tiers\]\] #1 must be a number in \[0, .*, got nan"),

@@ -54,6 +54,12 @@ MODELS = {
 SLUG = {"Llama 3.1": "llama31", "Nemotron4": "nemotron4", "GPT-3 (NeMo Megatron)": "gpt3", "Grok1": "grok1"}
 HARDWARE = {"gpu": "H100-SXM5-80GB HBM3 (700W)", "gpus_per_node": 8,
             "cluster": "NVIDIA DGX Cloud (dgxc-benchmarking's reference H100 cluster)"}
+FLASH2 = {("GPT-3 (NeMo Megatron)", "175b", "v24.11.1"), ("Grok1", "314b", "v24.11.1"), ("Grok1", "314b", "v25.02"),
+          ("Nemotron4", "340b", "v24.11.1"), ("Nemotron4", "340b", "v25.02")}
+"""Recipes whose launch scripts turn Transformer Engine's cuDNN attention off (export NVTE_FUSED_ATTN=0), so that TE
+runs FlashAttention-2: nemo_megatron/launch.sh:55 @35a9aec (GPT-3's configure.sh sets it to 1 @8f5cbb3),
+grok1/configure.sh:29 and nemotron/configure.sh:65 @35a9aec, :71 @8f5cbb3 (the 340B branch; 15B sets 1). Llama 3.1
+sets NVTE_FUSED_ATTN=1 and NVTE_FLASH_ATTN=0 (llama3.1/configure.sh:47-48) at both."""
 
 
 def _int(text: object) -> int:
@@ -124,7 +130,8 @@ def case(r: dict) -> dict:
         "source": {"repo_files": files,
                    "table": f"{r['file']} @{r['content_commit']} ({r['release']}): {r['table_header'][:200].strip()}",
                    "measured_as": str(r["measurement_method"])[:300]},
-        "hardware": {**HARDWARE, "num_gpus": gpus},
+        "hardware": {**HARDWARE, "num_gpus": gpus,
+                     **({"attention_kernel": "flash2"} if (*key, r["release"]) in FLASH2 else {})},
         "model": {**model, "dtype": dtype},
         "strategy": strategy(r),
         "measured": {"iteration_time_s": float(str(r["measured"]["step_time_s_per_step"]).replace(" ", ""))},
