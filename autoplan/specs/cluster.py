@@ -327,7 +327,8 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     # (1e-300 TFLOP/s, an efficiency of 80) is refused instead of predicting nonsense
     "peak_tflops": (0.1, 1e5, False), "hbm_gib": (0.1, 1e5, False), "hbm_bandwidth_gb_per_s": (1.0, 1e6, False),
     "gemm_efficiency": (0.01, 1.0, False), "attention_efficiency": (0.01, 1.0, False),
-    "flash2_attention_efficiency": (0.01, 1.0, True), "memory_efficiency": (0.01, 1.0, False), "attention_memory_efficiency": (0.01, 1.0, True),
+    "flash2_attention_efficiency": (0.01, 1.0, True), "memory_efficiency": (0.01, 1.0, False),
+    "attention_memory_efficiency": (0.01, 1.0, True),
     "clock_ratio": (0.1, 1.0, False), "gemm_half_k": (0.0, 1e5, False), "kernel_overhead_us": (0.0, 1e6, False),
     "memory_reserve_gib": (0.0, 1e5, False), "fp8_peak_tflops": (0.1, 1e5, True), "fp8_gemm_efficiency": (0.01, 1.0, True),
     "host_launch_us": (0.0, 1e4, True), "host_step_ms": (0.0, 1e5, True), "speed_variability": (0.0, 0.5, True),

@@ -124,7 +124,8 @@ def cluster_of(hw: dict, gpus: int) -> ClusterSpec:
         cluster = replace(cluster, gpu=replace(cluster.gpu, hbm_bytes=hbm_bytes_of(hw)))
     kernel = hw.get("attention_kernel", "fused")
     if kernel not in ATTENTION_KERNELS:
-        raise SpecError(f"hardware.attention_kernel must be one of {', '.join(ATTENTION_KERNELS)}, got {excerpt(kernel)}")
+        raise SpecError(f"hardware.attention_kernel must be one of {', '.join(ATTENTION_KERNELS)}, "
+                        f"got {excerpt(kernel)}")
     if kernel == "flash2":
         cluster = replace(cluster, gpu=cluster.gpu.with_flash2_attention())
     return cluster
