@@ -11,10 +11,10 @@ Run: python benchmarks/bench_jean_zay_network.py [--quick]   (--quick: the measu
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
+from autoplan.calibrate import params
 from autoplan.validate import validate
 
 PAIR = ("bloom-176b-64heads-tp4-pp12-dp8-384gpu", "bloom-176b-64heads-tp8-pp12-dp4-384gpu")
@@ -22,10 +22,8 @@ PAIR = ("bloom-176b-64heads-tp4-pp12-dp8-384gpu", "bloom-176b-64heads-tp8-pp12-d
 
 
 def at_efficiency(efficiency: float):
-    """A change of a cluster: its outermost (Omni-Path) tier at ``efficiency``."""
-    def change(cluster):
-        return replace(cluster, tiers=cluster.tiers[:-1] + (replace(cluster.tiers[-1], efficiency=efficiency),))
-    return change
+    """A change of a cluster: its Omni-Path tier at ``efficiency``."""
+    return lambda cluster: params.apply(cluster, [params.tier_param("omni-path", "efficiency")], [efficiency])
 
 
 def main() -> None:

@@ -48,11 +48,7 @@ def _transformer(case: dict) -> tuple:
     # the run's memory and attention as validate reads them (validate.transformer.cluster_of)
     over = (("hbm_bytes", validation.transformer.hbm_bytes_of(hw)),) if "hbm_gib" in hw else ()
     kernels = {"flash_attention": hw["flash_attention"]} if isinstance(hw.get("flash_attention"), bool) else {}
-    kernel = hw.get("attention_kernel", "fused")
-    if kernel not in validation.transformer.ATTENTION_KERNELS:
-        raise SpecError(f"hardware.attention_kernel must be one of "
-                        f"{', '.join(validation.transformer.ATTENTION_KERNELS)}, got {kernel!r}")
-    kernels["flash2_attention"] = kernel == "flash2"
+    kernels["flash2_attention"] = validation.transformer.attention_kernel_of(hw) == "flash2"
     return model, tuple(plans), gpus, seconds, over, validation.group_of(case), kernels
 
 

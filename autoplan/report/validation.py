@@ -109,8 +109,8 @@ def validation_view(report: Any) -> Group:
                       f"(in-sample {_pct(o['in_sample']['mean_abs_pct'])})", style="bold"))
     w = o["without_known_gaps"]
     parts.append(Text(f"Without the {o['known_gaps']} known gaps: mean |error| {_pct(w['mean_abs_pct'])}, max "
-                      f"{_pct(w['max_abs_pct'])} ({w['n']} runs); {o['not_fit']} run{'s' * (o['not_fit'] != 1)} predicted not to "
-                      "fit"))
+                      f"{_pct(w['max_abs_pct'])} ({w['n']} runs); {o['not_fit']} run{'s' * (o['not_fit'] != 1)} "
+                      "predicted not to fit"))
     if report.memory_runs:
         s = report.summary(report.memory_runs)
         unfit = sum("NOT to fit" in m.note for m in report.memory_runs)

@@ -122,11 +122,7 @@ def cluster_of(hw: dict, gpus: int) -> ClusterSpec:
         cluster = replace(cluster, flash_attention=hw["flash_attention"])
     if "hbm_gib" in hw:
         cluster = replace(cluster, gpu=replace(cluster.gpu, hbm_bytes=hbm_bytes_of(hw)))
-    kernel = hw.get("attention_kernel", "fused")
-    if kernel not in ATTENTION_KERNELS:
-        raise SpecError(f"hardware.attention_kernel must be one of {', '.join(ATTENTION_KERNELS)}, "
-                        f"got {excerpt(kernel)}")
-    if kernel == "flash2":
+    if attention_kernel_of(hw) == "flash2":
         cluster = replace(cluster, gpu=cluster.gpu.with_flash2_attention())
     return cluster
 
@@ -135,6 +131,15 @@ ATTENTION_KERNELS = ("fused", "flash2")
 """A run's attention kernel: the fused kernel the cluster spec's ``attention_efficiency`` describes (cuDNN's on
 Hopper and later), or FlashAttention-2 (``GPUSpec.flash2_attention_efficiency``; Transformer Engine with
 NVTE_FUSED_ATTN=0 and flash-attn installed)."""
+
+
+def attention_kernel_of(hw: dict) -> str:
+    """``hardware.attention_kernel`` of a run, one of ``ATTENTION_KERNELS`` (SpecError otherwise); fused if absent."""
+    kernel = hw.get("attention_kernel", "fused")
+    if kernel not in ATTENTION_KERNELS:
+        raise SpecError(f"hardware.attention_kernel must be one of {', '.join(ATTENTION_KERNELS)}, "
+                        f"got {excerpt(kernel)}")
+    return kernel
 
 
 def hbm_bytes_of(hw: dict) -> float:
