@@ -117,10 +117,11 @@ def uneven_violations(layers: int, s: PipelinePlan) -> list[str]:
     out = []
     mid = rest // left if left else 0
     for name, n in (("first", first), ("last", last)):
-        # Llama 3 (arXiv 2407.21783 §3.3.2): the end stage's outer chunk gives up the layers, the others hold mid/v
-        if n and v > 1 and left and n <= (v - 1) * (mid // v):
-            out.append(f"{name} stage layers {n} leave no layer for its outer chunk: the other {v - 1} chunks "
-                       f"hold {mid // v} each")
+        # Llama 3 (arXiv 2407.21783 §3.3.2): the end stage's outer chunk gives up the layers, the others hold
+        # mid/v; it may give up all of them, keeping only the embedding or the output layer and loss (Megatron-Core
+        # --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split at one layer a chunk)
+        if n and v > 1 and left and n < (v - 1) * (mid // v):
+            out.append(f"{name} stage layers {n} are fewer than its other {v - 1} chunks hold ({mid // v} each)")
     return out
 
 

@@ -51,8 +51,8 @@ def test_even_plans_are_unchanged():
                                  "· virtual_stages 1 = 14"),
     (dict(schedule="interleaved", virtual_stages=3), "= 112 are not divisible by the 14 middle stages · "
                                                      "virtual_stages 3 = 42"),
-    (dict(schedule="interleaved", virtual_stages=8), "first stage layers 7 leave no layer for its outer chunk: the "
-                                                     "other 7 chunks hold 1 each"),
+    (dict(schedule="interleaved", virtual_stages=2, first_stage_layers=3, last_stage_layers=11),
+     "first stage layers 3 are fewer than its other 1 chunks hold (4 each)"),
     (dict(first_stage_layers=100, last_stage_layers=100), "do not add up to the 126 layers over pp 16"),
     (dict(pp=1, dp=2048), "need pp > 1"),
 ])
