@@ -44,7 +44,8 @@ def group_of(case: dict) -> str:
     if recipe and "H100" in str(case.get("hardware", {}).get("gpu", "")) and case.get("model", {}).get("experts"):
         return "MoE: NVIDIA H100 recipes" + (", FP8" if precision_of(case) != "bf16" else "")
     if recipe and "H100" in str(case.get("hardware", {}).get("gpu", "")):
-        return "NVIDIA H100 recipes" + (", FP8" if precision_of(case) != "bf16" else "")
+        stack = ", NeMo 2.0" if "(NeMo 2.0)" in str(case.get("group", "")) else ""
+        return "NVIDIA H100 recipes" + stack + (", FP8" if precision_of(case) != "bf16" else "")
     return str(case.get("group", "other"))
 
 

@@ -1,12 +1,15 @@
 """Writes autoplan/data/dgxc_runs.yaml: NVIDIA dgxc-benchmarking's measured H100 pre-training step times of the NeMo
-1.x recipes (Llama 3.1 8B/70B/405B, Nemotron-4 15B/340B, GPT-3 175B, the Grok-1 314B mixture of experts), each with
-its recipe's configuration.
+1.x recipes (Llama 3.1 8B/70B/405B, Nemotron-4 15B/340B, GPT-3 175B, the Grok-1 314B mixture of experts) and of the
+NeMo 2.0 recipes of release v25.04 (Llama 3.1 8B/70B/405B, Nemotron-4 15B/340B), each with its recipe's configuration.
 
 Input: inventory.yaml beside this file, every measured training figure of the repository's history as printed, with
 the settings read from the recipe's files at the same commit (compiled from a clone of NVIDIA/dgxc-benchmarking, git
-only). The NeMo 1.x recipes (releases v24.11.1 and v25.02) state every knob in their hydra yaml and configure.sh;
-the NeMo 2.0 ones (v25.04 on) take most from a NeMo commit outside that repository and are left out here.
-Rows that public.yaml already holds (the same run: model, precision, GPUs and step time) are skipped.
+only). The NeMo 1.x recipes (releases v24.11.1 and v25.02) state every knob in their hydra yaml and configure.sh.
+The NeMo 2.0 ones of v25.04 take the rest from NVIDIA/NeMo at the commit their setup.sh checks out (d2b21556, with
+the repository's gsw_nemo.patch) and the container's NeMo-Run callbacks: ``NEMO2`` below, each knob with the line
+that sets it. Later NeMo 2.0 releases (v25.05 on: another NeMo commit each) and the GB200 runs are left out.
+Rows that public.yaml already holds (the same run: model, precision, GPUs and step time) are skipped, and so are
+later releases' rows that repeat a kept row's numbers (v25.04.01 reprints v25.04's Nemotron-4 step times).
 
 Run: python benchmarks/data/dgxc/make_runs.py   (rewrites autoplan/data/dgxc_runs.yaml)
 """
@@ -62,6 +65,74 @@ grok1/configure.sh:29 and nemotron/configure.sh:65 @35a9aec, :71 @8f5cbb3 (the 3
 sets NVTE_FUSED_ATTN=1 and NVTE_FLASH_ATTN=0 (llama3.1/configure.sh:47-48) at both."""
 
 
+NEMO2_COMMIT = "NVIDIA/NeMo@d2b21556 (+ dgxc gsw_nemo.patch)"
+"""The NeMo source the v25.04 recipes are built from (llama3.1/setup.sh and nemotron/setup.sh:37-50 @741c886)."""
+
+NEMO2_MODELS = {
+    # NeMo recipes llama3_8b / llama3_70b (the Llama 3 configs: gpt/model/llama.py Llama3Config8B/70B) and
+    # llama31_405b (Llama31Config405B: 8 query groups, seq_length set to 8192 at recipes/llama31_405b.py:61); the
+    # Hugging Face tokenizer of each (pretrain_llama31.py:74-90): 128256 tokens
+    ("Llama 3.1", "8b"): dict(name="Llama 3 8B (NeMo 2.0 recipe)", layers=32, hidden=4096, heads=32, kv_heads=8,
+                              ffn_hidden=14336, vocab=128256, seq_len=8192, **_LLAMA),
+    ("Llama 3.1", "70b"): dict(name="Llama 3 70B (NeMo 2.0 recipe)", layers=80, hidden=8192, heads=64, kv_heads=8,
+                               ffn_hidden=28672, vocab=128256, seq_len=8192, **_LLAMA),
+    ("Llama 3.1", "405b"): dict(name="Llama 3.1 405B (NeMo 2.0 recipe)", layers=126, hidden=16384, heads=128,
+                                kv_heads=8, ffn_hidden=53248, vocab=128256, seq_len=8192, **_LLAMA),
+    # gpt/model/nemotron.py Nemotron4Config15B/340B; the scripts' null tokenizer of 256000 ids reports 256001
+    # (common/tokenizers/null_tokenizer.py:28,46-47; gsw_nemo.patch pretrain_nemotron4_*.py:80-86)
+    ("Nemotron4", "15b"): dict(name="Nemotron-4 15B (NeMo 2.0 recipe)", layers=32, hidden=6144, heads=48, kv_heads=8,
+                               ffn_hidden=24576, vocab=256001, seq_len=4096, **_NEMOTRON),
+    ("Nemotron4", "340b"): dict(name="Nemotron-4 340B (NeMo 2.0 recipe)", layers=96, hidden=18432, heads=96,
+                                kv_heads=8, ffn_hidden=73728, vocab=256001, seq_len=4096, **_NEMOTRON),
+}
+
+NEMO2 = {
+    # (model, size): the knobs the recipe and its script set, the same in BF16 and FP8 except where FP8_PLANS says.
+    # Every recipe: Megatron-Core's distributed optimizer (recipes/optim/adam.py:37-49), no activation recompute
+    # (recompute_granularity unset), grad_reduce_in_fp32 False (each recipe's performance optimizations, e.g.
+    # llama3_70b.py:246; pretrain_llama31.py:131 again for FP8), cross_entropy_loss_fusion True (GPTConfig default,
+    # gpt/model/base.py:184), sequence parallel where tp > 1 (scripts/performance/utils.py:235), the gradient
+    # reduce-scatter and parameter all-gather overlapped where DP > 1 and the pipeline sends overlapped where
+    # interleaved (MegatronCommOverlapCallback, megatron_comm_overlap.py:153-195)
+    ("Llama 3.1", "8b"): dict(tp_comm_overlap=False),             # recipes/llama3_8b.py:229-232; tp 1
+    # userbuffers_{bf16,fp8}_h100_h8192_tp4_mbs1_seqlen8192 (pretrain_llama31.py:80-86,137-140)
+    ("Llama 3.1", "70b"): dict(tp_comm_overlap=True),
+    # userbuffers_{bf16,fp8}_h100_h16384_tp8_cp2_mbs1_seqlen8192; the embedding and the loss each count as a layer
+    # of the pipeline split (recipes/llama31_405b.py:72-73: account_for_embedding/loss_in_pipeline_split)
+    ("Llama 3.1", "405b"): dict(tp_comm_overlap=True, account_for_ends=True),
+    # tp_comm_overlap with Transformer Engine's default userbuffers config (recipes/nemotron4_*.py:211-218; the
+    # scripts set a config for B200 only, gsw_nemo.patch)
+    ("Nemotron4", "15b"): dict(tp_comm_overlap=True),
+    ("Nemotron4", "340b"): dict(tp_comm_overlap=True),
+}
+
+
+def nemo2_strategy(r: dict, layers: int) -> dict:
+    """A v25.04 NeMo 2.0 run's plan and knobs (``NEMO2``; the degrees, batches and layers from the inventory's reading
+    of llama3.1/llama31_utils.py and nemotron/launch.sh at that commit)."""
+    fp8 = r["dtype"] == "FP8"
+    knobs = dict(NEMO2[(r["model"], r["model_size"])])
+    tp, pp, cp, vp = _int(r["tp"]), _int(r["pp"]), _int(r["cp"]), _vp(r["vp"])
+    if r["model"] == "Nemotron4" and r["model_size"] == "340b":
+        vp = 12     # nemotron/launch.sh:62-71 passes -vp 12 (the README's table says NA)
+    dp = int(r["num_gpus"]) // (tp * pp * cp)
+    st = {"tp": tp, "pp": pp, "cp": cp, "microbatch": _int(r["micro_batch_size"]),
+          "global_batch": _int(r["global_batch_size"]), "virtual_stages_per_rank": vp, "interleaved_schedule": vp > 1,
+          "recompute": "none", "sequence_parallel": tp > 1, "tp_comm_overlap": knobs["tp_comm_overlap"] and tp > 1,
+          "distributed_optimizer": True, "overlap_grad_reduce": dp > 1, "overlap_param_gather": dp > 1,
+          "cross_entropy_fusion": True, "grad_reduce_in_fp32": False}
+    if pp > 1:
+        st["overlap_p2p_comm"] = vp > 1
+    if knobs.get("account_for_ends") and pp > 1:
+        # (layers + 2) / (pp·vp) a virtual stage, the first and last one less (they hold the embedding, the loss)
+        per_chunk = (layers + 2) // (pp * vp)
+        st["first_stage_layers"] = st["last_stage_layers"] = per_chunk - 1 + (vp - 1) * per_chunk
+    if fp8:
+        # bf16_with_fp8_mixed (recipes/precision/mixed_precision.py:46-54): hybrid delayed scaling, fp8_params
+        st["fp8_param_gather"] = True
+    return st
+
+
 def _int(text: object) -> int:
     return int(re.match(r"\s*(\d+)", str(text)).group(1))
 
@@ -113,7 +184,8 @@ def strategy(r: dict) -> dict:
 
 def case(r: dict) -> dict:
     key = (r["model"], r["model_size"])
-    model = dict(MODELS[key])
+    nemo2 = _is_nemo2(r)
+    model = dict((NEMO2_MODELS if nemo2 else MODELS)[key])
     layers = _int(r["num_layers"])
     if layers != model["layers"]:
         model["layers"] = layers
@@ -124,18 +196,25 @@ def case(r: dict) -> dict:
     # the image's tag, or the FW_VERSION launch.sh names a digest-pinned image by (Grok-1 at v24.11.1)
     container = re.search(r"(?:nemo:|FW_VERSION=)(\d+\.\d+)", str(r["container"])).group(1)
     files = [f"{REPO}: {p} @{r['content_commit']}" for p in r["config_files"]]
+    if nemo2:
+        files.append(NEMO2_COMMIT)
     return {
         "id": f"dgxc-{r['release']}-h100-{dtype}-{SLUG[r['model']]}-{r['model_size']}-{gpus}gpu",
-        "group": f"NVIDIA DGX Cloud benchmarking, NeMo {container}, H100 {r['dtype']}",
+        "group": f"NVIDIA DGX Cloud benchmarking, NeMo {container}{' (NeMo 2.0)' if nemo2 else ''}, H100 {r['dtype']}",
         "source": {"repo_files": files,
                    "table": f"{r['file']} @{r['content_commit']} ({r['release']}): {r['table_header'][:200].strip()}",
                    "measured_as": str(r["measurement_method"])[:300]},
         "hardware": {**HARDWARE, "num_gpus": gpus,
                      **({"attention_kernel": "flash2"} if (*key, r["release"]) in FLASH2 else {})},
         "model": {**model, "dtype": dtype},
-        "strategy": strategy(r),
+        "strategy": nemo2_strategy(r, layers) if nemo2 else strategy(r),
         "measured": {"iteration_time_s": float(str(r["measured"]["step_time_s_per_step"]).replace(" ", ""))},
     }
+
+
+def _is_nemo2(r: dict) -> bool:
+    """A NeMo 2.0 run of release v25.04 (the commit ``NEMO2`` was read at)."""
+    return str(r["framework"]).startswith("NeMo 2.0") and r["release"] in ("v25.04", "v25.04.01")
 
 
 def _published() -> set:
@@ -149,25 +228,32 @@ def _published() -> set:
 
 
 HEADER = ("# Generated by benchmarks/data/dgxc/make_runs.py from benchmarks/data/dgxc/inventory.yaml: NVIDIA\n"
-          "# dgxc-benchmarking's measured H100 pre-training step times of its NeMo 1.x recipes (the last step\n"
-          "# of a 50-step run), each with the settings its recipe files state at that commit. Do not edit by hand.\n")
+          "# dgxc-benchmarking's measured H100 pre-training step times of its NeMo 1.x and v25.04 NeMo 2.0 recipes\n"
+          "# (the last step of a 50-step run), each with the settings its recipe files state at that commit. Do not\n"
+          "# edit by hand.\n")
 
 
 def build() -> tuple[str, int]:
     """The file's text and its number of runs."""
     rows = yaml.safe_load((HERE / "inventory.yaml").read_text())
     seen = _published()
+    repeated: set = set()
     cases = []
     for r in rows:
         if (r["gpu_type"], r["training_type"]) != ("H100", "pre-training") or (r["model"], r["model_size"]) not in MODELS:
             continue
-        if not str(r["framework"]).startswith("NeMo 1"):
+        if not (str(r["framework"]).startswith("NeMo 1") or _is_nemo2(r)):
             continue
         c = case(r)
         if (r["dtype"].lower(), c["hardware"]["num_gpus"], c["measured"]["iteration_time_s"]) in seen:
             continue
+        again = (r["framework"][:8], r["model"], r["model_size"], r["dtype"], c["hardware"]["num_gpus"],
+                 c["measured"]["iteration_time_s"])
+        if again in repeated:
+            continue
+        repeated.add(again)
         cases.append(c)
-    body = yaml.safe_dump({"title": "NVIDIA dgxc-benchmarking H100 NeMo 1.x recipes (measured)", "cases": cases},
+    body = yaml.safe_dump({"title": "NVIDIA dgxc-benchmarking H100 NeMo 1.x and NeMo 2.0 recipes (measured)", "cases": cases},
                           sort_keys=False, width=120)
     return HEADER + body, len(cases)
 
