@@ -42,6 +42,8 @@ ROWS: tuple[tuple[str, str], ...] = (
              '(needs the distributed optimizer))'),
     ('oo100', 'optimizer offload pct 100 (Percent of the optimizer state kept on the host and updated by CPU Adam '
               '(needs the distributed optimizer))'),
+    ('dewN', "Micro-batches whose output layer's weight-gradient GEMM waits for the pipeline flush (0: none; needs "
+             'pp > 1)'),
     ('LF/L', 'uneven pipeline: F layers on the first stage, L on the last (-: an even share)'),
     ('baseline', 'collective policy baseline (Model of the DP/CP/TP collectives spanning network dimensions)'),
     ('themis', 'collective policy themis (Model of the DP/CP/TP collectives spanning network dimensions)'),

@@ -30,15 +30,17 @@ WRITTEN = {
     # host times fitted on vTrain's 2- and 4-GPU runs, the gradient type searched where unpublished, Horovod's
     # negotiation rounds, dgxc-benchmarking's NeMo 1.x runs (149 more, Grok-1's in the MoE groups) in the H100 recipe groups, the job's slowest GPU
     # setting its pace, FlashAttention-2 where a recipe turns cuDNN attention off, dgxc-benchmarking's v25.04 NeMo 2.0
-    # runs (58 more, their own groups)); every counted run, known gaps included
+    # runs (58 more, their own groups), the output layer's weight gradients deferred where a recipe defers them);
+    # every counted run, known gaps included
     "Korthikanti 2022 (A100)": (8, 3.31, 4.79),
     "Megatron SC'21 (A100)": (10, 3.50, 6.64),
-    "NVIDIA H100 recipes": (65, 3.45, 7.47),
+    "NVIDIA H100 recipes": (65, 3.37, 7.47),
     "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)": (12, 11.25, 37.47),
-    "NVIDIA H100 recipes, FP8": (64, 5.66, 18.81),
-    # NeMo 2.0's recipes (v25.04): predicted before any constant saw them, 3.16 % over the 58
-    "NVIDIA H100 recipes, NeMo 2.0": (29, 1.80, 8.75),
-    "NVIDIA H100 recipes, NeMo 2.0, FP8": (29, 4.53, 8.10),
+    "NVIDIA H100 recipes, FP8": (64, 5.75, 18.81),
+    # NeMo 2.0's recipes (v25.04): predicted before any constant saw them, 3.16 % over the 58 (1.80 and 4.53 %, max
+    # 8.75 %); 2.79 % once the recipes' deferred output-layer weight gradients were applied
+    "NVIDIA H100 recipes, NeMo 2.0": (29, 1.53, 6.37),
+    "NVIDIA H100 recipes, NeMo 2.0, FP8": (29, 4.05, 7.42),
     "MoE: NVIDIA H100 recipes": (19, 5.82, 11.72),
     "MoE: NVIDIA H100 recipes, FP8": (23, 11.88, 17.52),
     "MoE: DeepSeek-V3 technical report": (1, 20.24, 20.24),
@@ -58,7 +60,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.92, "logo": 6.00}
+OVERALL = {"all": 5.86, "logo": 5.84}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 
@@ -501,6 +503,11 @@ def test_dgxc_runs_apply_their_recipes_knobs(report):
     fp8 = [c for c in rows if "-fp8-" in c.id]
     assert fp8 and all(c.plan.precision == "fp8" and c.plan.fp8_param_gather for c in fp8)
     assert all(c.plan.zero == 1 and c.plan.overlap_grad_reduce for c in rows)
+    # defer_embedding_wgrad_compute: Llama 3.1 70B (limit 22), 405B (50) and Nemotron-4 340B (22) where pipelined
+    assert {(c.id.split("-")[5], c.plan.embedding_wgrad_deferral) for c in rows if c.plan.embedding_wgrad_deferral} == {
+        ("70b", 22), ("405b", 50), ("340b", 22)}
+    assert all(c.plan.embedding_wgrad_deferral for c in rows if c.plan.pp > 1 and (
+        "70b" in c.id or "405b" in c.id or "340b" in c.id))
     # NeMo stores master-weight remainders for an fp32 distributed Adam over BF16 weights (not over FP8 weights)
     # (Apex's distributed Adam only: not Megatron-Core's, which Grok-1 and Nemotron-4 15B at v25.02 ran)
     assert all(c.plan.param_remainders == ("-bf16-" in c.id and "gpt3" not in c.id and "grok1" not in c.id
@@ -515,6 +522,9 @@ def test_nemo2_runs_apply_their_recipes_knobs(report):
     assert {c.group for c in rows} == {"NVIDIA H100 recipes, NeMo 2.0", "NVIDIA H100 recipes, NeMo 2.0, FP8"}
     assert all(c.plan.zero == 1 and not c.plan.param_remainders and not c.plan.grad_reduce_in_fp32 for c in rows)
     assert all(c.plan.recompute == "none" and c.plan.cross_entropy_fusion for c in rows)
+    # the output layer's weight gradients wait for the pipeline flush where a recipe defers them (pp > 1 only)
+    assert {(c.id.split("-")[5], c.plan.embedding_wgrad_deferral) for c in rows if c.plan.pp > 1} == {
+        ("70b", 22), ("405b", 50), ("340b", 22)}
     # Llama 3.1 405B counts the embedding and the loss as a layer each of its pipeline split: the outer virtual
     # stages hold one layer fewer (none at one layer a stage: the 30-layer proxy on 64 GPUs)
     ends = {(c.plan.pp, c.plan.first_stage_layers, c.plan.last_stage_layers) for c in rows

@@ -38,6 +38,8 @@ def megatron_parallel_args(s: Plan, layers: int | None) -> list[str]:
         knob = f.metadata["knob"]
         if knob.megatron_when is None or knob.megatron_when(s):
             args += knob.megatron.get(getattr(s, f.name), ())
+    if s.embedding_wgrad_deferral:
+        args += ["--defer-embedding-wgrad-compute", f"--wgrad-deferral-limit {s.embedding_wgrad_deferral}"]
     if s.zero >= 2:
         # docs/user-guide/features/megatron_fsdp.md: ZeRO-2 = optim_grads, ZeRO-3 = optim_grads_params; Megatron-FSDP
         # needs the fsdp_dtensor checkpoint format (arguments.py validate_args)

@@ -59,6 +59,15 @@ class TransformerPlan(PlanPart):
     """ZeRO-3 communicates each weight tensor on its own through PyTorch's list collectives, gathers block the
     compute, and recomputed tensors are gathered again before their backward (DeepSpeed 0.3-0.4 stage 3,
     ``autoplan/families/transformer/zero3_tensors.py``); false: one gather per layer prefetched a layer ahead (FSDP)."""
+    embedding_wgrad_deferral: int = knob(0, after="gradient_accumulation_fusion", quiet=True, unset_zero=True,
+                                         label=lambda v: f"dew{v}" if v else "",
+                                         help="Micro-batches whose output layer's weight-gradient GEMM waits for the "
+                                              "pipeline flush (0: none; needs pp > 1).")
+    """Megatron-Core ``--defer-embedding-wgrad-compute --wgrad-deferral-limit N``: the output layer's (the embedding's,
+    when tied) weight-gradient GEMM of the first N micro-batches is kept for the end of the step, where the last
+    stage runs it while the earlier stages drain the pipeline ("enabling us to hide pipeline flush latency",
+    model_parallel_config.py; tensor_parallel/layers.py ``LinearWithGradAccumulationAndAsyncCommunication``,
+    schedules.py ``finish_embedding_wgrad_compute``); later micro-batches compute theirs in their backward."""
     fp8_param_gather: bool = knob(False, after="precision", choices=_BOOL, axis=True, label=lambda v: "fp8pg" if v else "",
                                   help="Keep the weights in FP8 and all-gather them in FP8 (needs an FP8 precision).",
                                   megatron={True: ("--fp8-param-gather",)})

@@ -139,7 +139,8 @@ def _pass_key(s: Plan) -> Plan:
     """``s`` with the fields no pass reads set to their defaults (dp, the batch, the optimizer's sharding and
     numerics, the DP overlaps), so that plans differing only there share their cached passes."""
     return replace(s, dp=1, global_batch=1, zero=0, overlap_grad_reduce=True, overlap_param_gather=True,
-                   optimizer_moments="fp32", fp8_param_gather=False, zero3_per_tensor=False)
+                   optimizer_moments="fp32", fp8_param_gather=False, zero3_per_tensor=False,
+                   embedding_wgrad_deferral=0)
 
 
 @lru_cache(maxsize=4096)
@@ -369,9 +370,11 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> StepCosts:
         pair = network.group_shape(cluster.gpus_per_node, 2, network.stride(s, "pp") * (p - 1))
         tied = network.all_reduce(cluster, pair, passes.grad_bytes(s) * model.vocab * model.hidden / s.tp)
     piece = (chunk[0] / segments, chunk[1] / segments) if segments else chunk
+    deferred, optimizer = passes.defer_output_wgrad(model, cluster, s, pass_costs(model, cluster, s),
+                                                    tuple(_optimizer(cluster, s, x) for x in params))
     return StepCosts(
-        passes=pass_costs(model, cluster, s),
-        optimizer=tuple(_optimizer(cluster, s, x) for x in params),
+        passes=deferred,
+        optimizer=optimizer,
         hop=plan.pp_hop_time(model, cluster, s, network.shape_of(cluster, s, "pp").nodes == 1) if p > 1 else 0.0,
         segments=segments,
         segment_reduce=_reduce(cluster, s, piece) if segments else None,

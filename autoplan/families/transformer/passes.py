@@ -3,6 +3,7 @@ context-parallel ring exchanges and unfused gradient accumulation) on one GPU.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 
 from autoplan.hardware import compute, network, policy
@@ -18,7 +19,7 @@ from autoplan.families.costs import PassCost, PassKey, host_bound, pass_cost
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.hardware.support import cp_a2a_degree
 from autoplan.specs.model import ModelSpec
-from autoplan.specs.layout import chunk_layers
+from autoplan.specs.layout import chunk_layers, holds_output
 from autoplan.specs.plan import FUSED_PAIRS, Plan
 
 CP_BACKWARD_FACTOR = 2.5
@@ -93,7 +94,7 @@ def layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> LayerCompute:
 
 
 NOT_READ = {"dp": 1, "global_batch": 1, "zero": 0, "overlap_grad_reduce": True, "overlap_param_gather": True,
-            "overlap_p2p_comm": True}
+            "overlap_p2p_comm": True, "embedding_wgrad_deferral": 0}
 """Plan fields a pass's seconds never read (a pass is one micro-batch through one chunk, before any DP collective
 or pipeline transfer): plans that differ only there share one answer (tests/families/transformer check it)."""
 
@@ -213,6 +214,27 @@ def weight_grad_seconds(ops: tuple[Op, ...]) -> float:
     gradient scatter; the input-gradient GEMMs, attention core and element-wise backwards stay in B."""
     # Qi et al. 2024 (arXiv 2401.10241) §2, Fig. 1: a linear layer's backward is B = ∇x (dgrad) and W = ∇W (wgrad)
     return sum(op.seconds for op in ops if op.name.endswith(".wgrad") or op.name == "embedding.bwd")
+
+
+def defer_output_wgrad(model: ModelSpec, cluster: ClusterSpec, s: Plan, costs: Mapping[PassKey, PassCost],
+                       optimizer: tuple[float, ...]) -> tuple[Mapping[PassKey, PassCost], tuple[float, ...]]:
+    """The passes and per-stage optimizer seconds with ``embedding_wgrad_deferral``: the output layer's wgrad GEMM
+    of the first N micro-batches leaves the last chunk's backward (spread evenly over its micro-batches) and runs on
+    its rank after the schedule, before the optimizer step (Megatron-Core ``finish_embedding_wgrad_compute``)."""
+    if not s.embedding_wgrad_deferral or s.pp == 1:
+        return costs, optimizer
+    wgrad = weight_grad_seconds(kernels.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
+                                                       s.micro_batch, fused_loss(s))[1])
+    deferred = min(s.embedding_wgrad_deferral, s.micro_batches)
+    share = wgrad * deferred / s.micro_batches
+    out = dict(costs)
+    for key, cost in costs.items():
+        if not key[0] and key[2]:
+            parts = dict(cost.parts)
+            parts["compute"] = max(0.0, parts.get("compute", 0.0) - share)
+            out[key] = pass_cost(*parts.items())
+    tail = tuple(x + (wgrad * deferred if holds_output(s.schedule, i, s.pp) else 0.0) for i, x in enumerate(optimizer))
+    return out, tail
 
 
 @lru_cache(maxsize=4096)

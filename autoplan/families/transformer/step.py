@@ -11,8 +11,9 @@ from autoplan.hardware import compute, network, policy
 from autoplan.families.transformer import zero3_tensors
 from autoplan.families.transformer.memory import MASTER_WEIGHT_BYTES, MOMENT_BYTES
 from autoplan.families.costs import COMPUTE_KINDS, CommNeed, PassCost, PassKey, StepCosts
-from autoplan.families.transformer.passes import (cp_kv_bytes, grad_bytes, layer, layer_pass_seconds, pass_costs,
-                                                  pass_key, ulysses_bytes, weight_grad_costs)
+from autoplan.families.transformer.passes import (cp_kv_bytes, defer_output_wgrad, grad_bytes, layer,
+                                                  layer_pass_seconds, pass_costs, pass_key, ulysses_bytes,
+                                                  weight_grad_costs)
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.hardware.support import cp_a2a_degree
 from autoplan.specs.model import ModelSpec
@@ -234,9 +235,11 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> StepCosts:
         # finalize_model_grads, _allreduce_word_embedding_grads)
         pair = network.group_shape(cluster.domain_gpus, 2, network.stride(s, "pp") * (p - 1))
         tied = network.all_reduce(cluster, pair, grad_bytes(s) * model.vocab * model.hidden / s.tp)
+    passes, optimizer = defer_output_wgrad(model, cluster, s, pass_costs(model, cluster, s),
+                                           tuple(_optimizer(cluster, s, x) for x in params))
     return StepCosts(
-        passes=pass_costs(model, cluster, s),
-        optimizer=tuple(_optimizer(cluster, s, x) for x in params),
+        passes=passes,
+        optimizer=optimizer,
         hop=pp_hop_time(model, cluster, s, network.shape_of(cluster, s, "pp").nodes == 1) if p > 1 else 0.0,
         segments=segments,
         segment_reduce=grad_reduce_time(cluster, grads, s, chunk / segments) if segments and s.zero < 2 else None,

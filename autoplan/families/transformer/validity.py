@@ -85,7 +85,8 @@ def recompute_layers_violations(model: ModelSpec, gpus: int, s: Plan) -> list[st
 
 KNOB_READS = ("tp", "pp", "cp", "sharding", "ep", "etp", "ep_overlap", "zero", "recompute",
               "activation_offload_layers", "optimizer_offload_pct", "loss_impl", "cross_entropy_fusion",
-              "fp8_param_gather", "precision", "tp_comm_overlap", "sequence_parallel", "cp_comm", "param_remainders")
+              "fp8_param_gather", "precision", "tp_comm_overlap", "sequence_parallel", "cp_comm", "param_remainders",
+              "embedding_wgrad_deferral", "schedule", "gradient_accumulation_fusion")
 """Every plan field ``knob_violations`` may read (as ``PLACEMENT_READS``)."""
 
 
@@ -117,6 +118,12 @@ def knob_violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
     if s.loss_impl != "megatron" and s.cross_entropy_fusion:
         out.append(f"cross_entropy_fusion is Megatron-Core's fused loss; loss_impl {s.loss_impl} is PyTorch's "
                    "(use torch-compiled for the fused one)")
+    if s.embedding_wgrad_deferral and (s.pp == 1 or s.schedule not in ("1f1b", "interleaved")
+                                       or not s.gradient_accumulation_fusion):
+        # Megatron-Core model_parallel_config.py: "Cannot defer embedding wgrad compute when pipeline model parallel
+        # is not used" / "... when gradient accumulation fusion is not used"; only its 1F1B schedules drain them
+        out.append(f"embedding_wgrad_deferral {s.embedding_wgrad_deferral} needs pp > 1, a 1f1b or interleaved "
+                   "schedule and gradient-accumulation fusion (Megatron-Core)")
     if s.recompute == "modules" and not model.moe:
         out.append("recompute modules (norms, MLA up-projections, expert activations) is modelled for MoE models "
                    "only; use selective or full")

@@ -130,6 +130,9 @@ def nemo2_strategy(r: dict, layers: int) -> dict:
     if fp8:
         # bf16_with_fp8_mixed (recipes/precision/mixed_precision.py:46-54): hybrid delayed scaling, fp8_params
         st["fp8_param_gather"] = True
+    deferral = DEFERRAL.get((r["model"], r["model_size"]))
+    if deferral and pp > 1:
+        st["embedding_wgrad_deferral"] = deferral
     return st
 
 
@@ -179,7 +182,17 @@ def strategy(r: dict) -> dict:
     if fp8:
         # fp8_params: true (the recipes' configure.sh +model.fp8_params, GPT-3's yaml): FP8 weights all-gathered
         st["fp8_param_gather"] = True
+    deferral = DEFERRAL.get((r["model"], r["model_size"]))
+    if deferral and st["pp"] > 1:
+        st["embedding_wgrad_deferral"] = deferral
     return st
+
+
+DEFERRAL = {("Llama 3.1", "70b"): 22, ("Llama 3.1", "405b"): 50, ("Nemotron4", "340b"): 22}
+"""wgrad_deferral_limit where a recipe sets defer_embedding_wgrad_compute: true: NeMo 1.x llama3.1/llama3.1_70b.yaml:118-119,
+llama3.1_405b.yaml:124-125, nemotron/nemotron4-340b-synth.yaml:214-215 (@35a9aec and @8f5cbb3; configure.sh turns it
+off for the 32-GPU 405B proxy, which has no pipeline); NeMo 2.0 recipes/llama3_70b.py:234-235, llama31_405b.py:241-242,
+nemotron4_340b.py:214-215 (@d2b21556). Megatron-Core defers only with a pipeline (pp > 1)."""
 
 
 def case(r: dict) -> dict:

@@ -114,3 +114,31 @@ def test_the_steps_host_time_adds_to_the_step_once(tiny_gpt, a100_8, pp, schedul
     assert after.step_time - before.step_time == pytest.approx(0.05, rel=1e-9)
     assert plan.optimizer_seconds(tiny_gpt, slow, s, 0) - plan.optimizer_seconds(tiny_gpt, a100_8, s, 0) == (
         pytest.approx(0.05, rel=1e-12))
+
+
+@pytest.mark.parametrize("limit", [4, 16, 100])
+def test_deferred_output_wgrads_move_from_the_last_chunks_backward_to_the_last_ranks_tail(tiny_gpt, a100_64, limit):
+    # Megatron-Core --defer-embedding-wgrad-compute --wgrad-deferral-limit N: the output layer's wgrad GEMM of the
+    # first min(N, m) micro-batches runs after the schedule on the rank holding it; the work only moves
+    s = _interleaved()
+    deferred = replace(s, embedding_wgrad_deferral=limit)
+    before, after = plan.step_costs(tiny_gpt, a100_64, s), plan.step_costs(tiny_gpt, a100_64, deferred)
+    wgrad = passes.weight_grad_seconds(passes.kernels.output_compute(
+        tiny_gpt, a100_64, s.tp, s.cp, s.sequence_parallel, s.micro_batch, passes.fused_loss(s))[1])
+    moved = wgrad * min(limit, s.micro_batches)
+    for key, cost in before.passes.items():
+        lighter = moved / s.micro_batches if (not key[0] and key[2]) else 0.0
+        assert after.passes[key].seconds == pytest.approx(cost.seconds - lighter, rel=1e-12)
+    tails = [a - b for a, b in zip(after.optimizer, before.optimizer)]
+    assert tails[:-1] == [0.0] * (s.pp - 1) and tails[-1] == pytest.approx(moved, rel=1e-12)
+
+
+def test_deferral_needs_a_pipeline_and_fused_gradient_accumulation(tiny_gpt):
+    from autoplan.families.transformer.validity import violations
+    from autoplan.families.transformer.export import megatron_parallel_args
+    s = _interleaved(embedding_wgrad_deferral=22)
+    assert not violations(tiny_gpt, 64, s)
+    args = megatron_parallel_args(s, tiny_gpt.layers)
+    assert "--defer-embedding-wgrad-compute" in args and "--wgrad-deferral-limit 22" in args
+    for bad in (dict(pp=1, dp=32, schedule="1f1b", virtual_stages=1), dict(gradient_accumulation_fusion=False)):
+        assert any("embedding_wgrad_deferral 22 needs pp > 1" in r for r in violations(tiny_gpt, 64, replace(s, **bad)))
