@@ -41,11 +41,11 @@ def group_of(case: dict) -> str:
     if "2104.04473" in src:
         return "Megatron SC'21 (A100)"
     recipe = any(name in src for name in _NVIDIA_RECIPES)
-    if recipe and "H100" in str(case.get("hardware", {}).get("gpu", "")) and case.get("model", {}).get("experts"):
-        return "MoE: NVIDIA H100 recipes" + (", FP8" if precision_of(case) != "bf16" else "")
-    if recipe and "H100" in str(case.get("hardware", {}).get("gpu", "")):
+    gpu = next((g for g in ("H100", "GB200") if g in str(case.get("hardware", {}).get("gpu", ""))), None)
+    if recipe and gpu:
+        moe = "MoE: " if case.get("model", {}).get("experts") else ""
         stack = ", NeMo 2.0" if "(NeMo 2.0)" in str(case.get("group", "")) else ""
-        return "NVIDIA H100 recipes" + stack + (", FP8" if precision_of(case) != "bf16" else "")
+        return f"{moe}NVIDIA {gpu} recipes{stack}" + (", FP8" if precision_of(case) != "bf16" else "")
     return str(case.get("group", "other"))
 
 

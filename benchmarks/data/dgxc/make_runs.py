@@ -1,13 +1,14 @@
-"""Writes autoplan/data/dgxc_runs.yaml: NVIDIA dgxc-benchmarking's measured H100 pre-training step times of the NeMo
-1.x recipes (Llama 3.1 8B/70B/405B, Nemotron-4 15B/340B, GPT-3 175B, the Grok-1 314B mixture of experts) and of the
-NeMo 2.0 recipes of release v25.04 (Llama 3.1 8B/70B/405B, Nemotron-4 15B/340B), each with its recipe's configuration.
+"""Writes autoplan/data/dgxc_runs.yaml: NVIDIA dgxc-benchmarking's measured pre-training step times of the NeMo 1.x
+recipes on H100 (Llama 3.1 8B/70B/405B, Nemotron-4 15B/340B, GPT-3 175B, the Grok-1 314B mixture of experts) and of
+the NeMo 2.0 recipes of releases v25.04 to v25.05.02 (Llama 3 8B/70B and Llama 3.1 405B, Nemotron-4 15B/340B on H100
+and GB200, Grok-1 on H100), each with its recipe's configuration.
 
 Input: inventory.yaml beside this file, every measured training figure of the repository's history as printed, with
 the settings read from the recipe's files at the same commit (compiled from a clone of NVIDIA/dgxc-benchmarking, git
 only). The NeMo 1.x recipes (releases v24.11.1 and v25.02) state every knob in their hydra yaml and configure.sh.
-The NeMo 2.0 ones of v25.04 take the rest from NVIDIA/NeMo at the commit their setup.sh checks out (d2b21556, with
-the repository's gsw_nemo.patch) and the container's NeMo-Run callbacks: ``NEMO2`` below, each knob with the line
-that sets it. Later NeMo 2.0 releases (v25.05 on: another NeMo commit each) and the GB200 runs are left out.
+The NeMo 2.0 ones take the rest from NVIDIA/NeMo at the commit their setup.sh checks out (``NEMO2_COMMITS``) and the
+container's NeMo-Run callbacks: ``NEMO2`` below, each knob with the line that sets it. Left out: the other NeMo 2.0
+models (DeepSeek-V3, Llama 4, Nemotron-H) and Grok-1's GB200 runs (``_is_nemo2``).
 Rows that public.yaml already holds (the same run: model, precision, GPUs and step time) are skipped, and so are
 later releases' rows that repeat a kept row's numbers (v25.04.01 reprints v25.04's Nemotron-4 step times).
 
@@ -65,8 +66,20 @@ grok1/configure.sh:29 and nemotron/configure.sh:65 @35a9aec, :71 @8f5cbb3 (the 3
 sets NVTE_FUSED_ATTN=1 and NVTE_FLASH_ATTN=0 (llama3.1/configure.sh:47-48) at both."""
 
 
-NEMO2_COMMIT = "NVIDIA/NeMo@d2b21556 (+ dgxc gsw_nemo.patch)"
-"""The NeMo source the v25.04 recipes are built from (llama3.1/setup.sh and nemotron/setup.sh:37-50 @741c886)."""
+NEMO2_COMMITS = {
+    "v25.04": "NVIDIA/NeMo@d2b21556 (+ dgxc gsw_nemo.patch)", "v25.04.01": "NVIDIA/NeMo@d2b21556 (+ dgxc gsw_nemo.patch)",
+    ("v25.05", "Nemotron4"): "NVIDIA/NeMo@b4148d21", ("v25.05.01", "Nemotron4"): "NVIDIA/NeMo@b4148d21",
+    "v25.05": "NVIDIA/NeMo@7a8f1cc7", "v25.05.01": "NVIDIA/NeMo@6f2c6fda", "v25.05.02": "NVIDIA/NeMo@6f2c6fda"}
+"""The NeMo source each NeMo 2.0 release's recipes are built from: v25.04's setup.sh checks out d2b21556 and applies
+the repository's gsw_nemo.patch (llama3.1/setup.sh and nemotron/setup.sh:37-50 @741c886); from v25.05 an unpatched
+checkout, one commit for Llama and Grok-1, another for Nemotron-4 (their setup.sh @68eaf7e, @85d9284)."""
+
+NEMO2_GPUS = {"H100": HARDWARE, "GB200": {
+    "gpu": "B200 (GB200 NVL72 superchip, 1200 W)", "gpus_per_node": 4, "cluster_spec": "gb200-nvl72",
+    # --gpus_per_node 4 and sbatch --segment 16: each 16-node block (64 GPUs) in one NVL72 rack (the launch scripts
+    # @68eaf7e, NeMo scripts/performance/utils.py:114-120); the spec's NVLink domain is the rack's 72
+    "cluster": "NVIDIA DGX Cloud GB200 NVL72 (dgxc-benchmarking's reference GB200 cluster)"}}
+"""The hardware of a NeMo 2.0 run by GPU type."""
 
 NEMO2_MODELS = {
     # NeMo recipes llama3_8b / llama3_70b (the Llama 3 configs: gpt/model/llama.py Llama3Config8B/70B) and
@@ -84,10 +97,16 @@ NEMO2_MODELS = {
                                ffn_hidden=24576, vocab=256001, seq_len=4096, **_NEMOTRON),
     ("Nemotron4", "340b"): dict(name="Nemotron-4 340B (NeMo 2.0 recipe)", layers=96, hidden=18432, heads=96,
                                 kv_heads=8, ffn_hidden=73728, vocab=256001, seq_len=4096, **_NEMOTRON),
+    # scripts/performance/llm/pretrain_grok1_314b.py:80-94 (@7a8f1cc7, @6f2c6fda): Mixtral 8x7B's config (RMSNorm,
+    # SwiGLU, no bias, untied) at Grok-1's shapes, 8 experts top-2 (mixtral.py:61), the Llama 3 70B tokenizer (:337);
+    # MegatronTokenDropCallback: capacity 1.0, each expert's input padded to it (moe_token_drop.py:36-49)
+    ("Grok1", "314b"): dict(name="Grok-1 314B (NeMo 2.0 recipe)", layers=64, hidden=6144, heads=48, kv_heads=8,
+                            ffn_hidden=32768, moe_ffn_hidden=32768, experts=8, top_k=2, vocab=128256, seq_len=8192,
+                            capacity_factor=1.0, pad_to_capacity=True, **_LLAMA),
 }
 
 NEMO2 = {
-    # (model, size): the knobs the recipe and its script set, the same in BF16 and FP8 except where FP8_PLANS says.
+    # (model, size): the knobs the recipe and its script set, the same in BF16 and FP8 and in every release.
     # Every recipe: Megatron-Core's distributed optimizer (recipes/optim/adam.py:37-49), no activation recompute
     # (recompute_granularity unset), grad_reduce_in_fp32 False (each recipe's performance optimizations, e.g.
     # llama3_70b.py:246; pretrain_llama31.py:131 again for FP8), cross_entropy_loss_fusion True (GPTConfig default,
@@ -104,6 +123,9 @@ NEMO2 = {
     # scripts set a config for B200 only, gsw_nemo.patch)
     ("Nemotron4", "15b"): dict(tp_comm_overlap=True),
     ("Nemotron4", "340b"): dict(tp_comm_overlap=True),
+    # tp_comm_overlap (pretrain_grok1_314b.py:206); the all-to-all dispatcher without expert-parallel overlap; expert
+    # TP 1 on H100 (grok1/launch.sh @85d9284: ET=1 with the H100 plan)
+    ("Grok1", "314b"): dict(tp_comm_overlap=True, etp=1),
 }
 
 
@@ -130,6 +152,8 @@ def nemo2_strategy(r: dict, layers: int) -> dict:
     if fp8:
         # bf16_with_fp8_mixed (recipes/precision/mixed_precision.py:46-54): hybrid delayed scaling, fp8_params
         st["fp8_param_gather"] = True
+    if "etp" in knobs:
+        st |= {"ep": _int(r["ep"]), "etp": knobs["etp"], "ep_overlap": False}
     deferral = DEFERRAL.get((r["model"], r["model_size"]))
     if deferral and pp > 1:
         st["embedding_wgrad_deferral"] = deferral
@@ -210,14 +234,17 @@ def case(r: dict) -> dict:
     container = re.search(r"(?:nemo:|FW_VERSION=)(\d+\.\d+)", str(r["container"])).group(1)
     files = [f"{REPO}: {p} @{r['content_commit']}" for p in r["config_files"]]
     if nemo2:
-        files.append(NEMO2_COMMIT)
+        files.append(NEMO2_COMMITS.get((r["release"], r["model"])) or NEMO2_COMMITS[r["release"]])
+    gpu = r["gpu_type"]
+    # the Nemotron-4 340B GB200 table of a fixed global batch (STRONG_SCALING=true, nemotron/launch.sh:113-115)
+    strong = "-strong" if "Strong Scaling" in str(r["table_header"]) else ""
     return {
-        "id": f"dgxc-{r['release']}-h100-{dtype}-{SLUG[r['model']]}-{r['model_size']}-{gpus}gpu",
-        "group": f"NVIDIA DGX Cloud benchmarking, NeMo {container}{' (NeMo 2.0)' if nemo2 else ''}, H100 {r['dtype']}",
+        "id": f"dgxc-{r['release']}-{gpu.lower()}-{dtype}-{SLUG[r['model']]}-{r['model_size']}-{gpus}gpu{strong}",
+        "group": f"NVIDIA DGX Cloud benchmarking, NeMo {container}{' (NeMo 2.0)' if nemo2 else ''}, {gpu} {r['dtype']}",
         "source": {"repo_files": files,
                    "table": f"{r['file']} @{r['content_commit']} ({r['release']}): {r['table_header'][:200].strip()}",
                    "measured_as": str(r["measurement_method"])[:300]},
-        "hardware": {**HARDWARE, "num_gpus": gpus,
+        "hardware": {**(NEMO2_GPUS[gpu] if nemo2 else HARDWARE), "num_gpus": gpus,
                      **({"attention_kernel": "flash2"} if (*key, r["release"]) in FLASH2 else {})},
         "model": {**model, "dtype": dtype},
         "strategy": nemo2_strategy(r, layers) if nemo2 else strategy(r),
@@ -225,9 +252,21 @@ def case(r: dict) -> dict:
     }
 
 
+CALIBRATION_RUNS = tuple(f"dgxc-v25.05-gb200-{d}-llama31-405b-{n}gpu" for d in ("bf16", "fp8") for n in (128, 256))
+"""The GB200 calibration set: the first GB200 model's two smallest scales in each precision (``autoplan calibrate``
+wants two measurements a parameter, for its uncertainty and leave-one-out error). It fits gb200-nvl72's sustained
+clock and FP8 GEMM efficiency to them (CALIBRATION_FILE); validate leaves them out of its figures and names them."""
+CALIBRATION_FILE = ROOT / "cluster_specs" / "calibration" / "dgxc-gb200-llama31-405b.yaml"
+CALIBRATES = ("GB200 clock_ratio and fp8_gemm_efficiency (cluster_specs/gb200-nvl72.toml); left out of validate's "
+              "figures")
+
+
 def _is_nemo2(r: dict) -> bool:
-    """A NeMo 2.0 run of release v25.04 (the commit ``NEMO2`` was read at)."""
-    return str(r["framework"]).startswith("NeMo 2.0") and r["release"] in ("v25.04", "v25.04.01")
+    """A NeMo 2.0 run of a release whose NeMo commit ``NEMO2`` was read at, of a model it describes: the dense
+    models on H100 and GB200, Grok-1 on H100 (its GB200 runs' expert TP is 8 in the launch script and 4 in the
+    README's table, so which ran is not known)."""
+    return (str(r["framework"]).startswith("NeMo 2.0") and r["release"] in NEMO2_COMMITS
+            and (r["model"], r["model_size"]) in NEMO2_MODELS and (r["model"] != "Grok1" or r["gpu_type"] == "H100"))
 
 
 def _published() -> set:
@@ -241,9 +280,9 @@ def _published() -> set:
 
 
 HEADER = ("# Generated by benchmarks/data/dgxc/make_runs.py from benchmarks/data/dgxc/inventory.yaml: NVIDIA\n"
-          "# dgxc-benchmarking's measured H100 pre-training step times of its NeMo 1.x and v25.04 NeMo 2.0 recipes\n"
-          "# (the last step of a 50-step run), each with the settings its recipe files state at that commit. Do not\n"
-          "# edit by hand.\n")
+          "# dgxc-benchmarking's measured pre-training step times of its NeMo 1.x (H100) and NeMo 2.0 (H100, GB200)\n"
+          "# recipes (the last step of a 50-step run; from v25.05 the mean of steps 11-44), each with the settings its\n"
+          "# recipe files state at that commit. Do not edit by hand.\n")
 
 
 def build() -> tuple[str, int]:
@@ -253,27 +292,43 @@ def build() -> tuple[str, int]:
     repeated: set = set()
     cases = []
     for r in rows:
-        if (r["gpu_type"], r["training_type"]) != ("H100", "pre-training") or (r["model"], r["model_size"]) not in MODELS:
+        if r["training_type"] != "pre-training" or (r["model"], r["model_size"]) not in MODELS:
             continue
-        if not (str(r["framework"]).startswith("NeMo 1") or _is_nemo2(r)):
+        if not ((str(r["framework"]).startswith("NeMo 1") and r["gpu_type"] == "H100") or _is_nemo2(r)):
             continue
         c = case(r)
-        if (r["dtype"].lower(), c["hardware"]["num_gpus"], c["measured"]["iteration_time_s"]) in seen:
+        if r["gpu_type"] == "H100" and (r["dtype"].lower(), c["hardware"]["num_gpus"],
+                                        c["measured"]["iteration_time_s"]) in seen:
             continue
-        again = (r["framework"][:8], r["model"], r["model_size"], r["dtype"], c["hardware"]["num_gpus"],
-                 c["measured"]["iteration_time_s"])
+        again = (r["framework"][:8], r["gpu_type"], r["model"], r["model_size"], r["dtype"], c["hardware"]["num_gpus"],
+                 c["strategy"]["global_batch"], c["measured"]["iteration_time_s"])
         if again in repeated:
             continue
         repeated.add(again)
+        if c["id"] in CALIBRATION_RUNS:
+            c["calibration"] = CALIBRATES
         cases.append(c)
-    body = yaml.safe_dump({"title": "NVIDIA dgxc-benchmarking H100 NeMo 1.x and NeMo 2.0 recipes (measured)", "cases": cases},
+    body = yaml.safe_dump({"title": "NVIDIA dgxc-benchmarking NeMo 1.x and NeMo 2.0 recipes (measured)", "cases": cases},
                           sort_keys=False, width=120)
     return HEADER + body, len(cases)
+
+
+def calibration_text() -> str:
+    """The GB200 calibration set as a validation file (``autoplan calibrate`` reads it)."""
+    rows = yaml.safe_load(build()[0])["cases"]
+    cases = [{k: v for k, v in c.items() if k != "calibration"} for c in rows if c["id"] in CALIBRATION_RUNS]
+    header = ("# Generated by benchmarks/data/dgxc/make_runs.py: the GB200 calibration set (CALIBRATION_RUNS), four runs\n"
+              "# of autoplan/data/dgxc_runs.yaml that validate leaves out. Fitted with:\n"
+              "#   autoplan calibrate cluster_specs/calibration/dgxc-gb200-llama31-405b.yaml --base gb200-nvl72 \\\n"
+              "#     --fit clock_ratio,fp8_gemm_efficiency\n")
+    return header + yaml.safe_dump({"title": "dgxc-benchmarking GB200 calibration set", "cases": cases},
+                                   sort_keys=False, width=120)
 
 
 def main() -> None:
     text, n = build()
     OUT.write_text(text)
+    CALIBRATION_FILE.write_text(calibration_text())
     print(f"{n} runs written to {OUT.relative_to(ROOT)}")
 
 
