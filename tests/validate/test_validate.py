@@ -35,9 +35,9 @@ WRITTEN = {
     # every counted run, known gaps included
     "Korthikanti 2022 (A100)": (8, 3.31, 4.79),
     "Megatron SC'21 (A100)": (10, 3.50, 6.64),
-    "NVIDIA H100 recipes": (65, 3.37, 7.47),
+    "NVIDIA H100 recipes": (65, 3.38, 7.47),
     "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)": (12, 11.25, 37.47),
-    "NVIDIA H100 recipes, FP8": (64, 5.75, 18.81),
+    "NVIDIA H100 recipes, FP8": (64, 5.76, 18.81),
     # NeMo 2.0's recipes (v25.04): predicted before any constant saw them, 3.16 % over the 58 (1.80 and 4.53 %, max
     # 8.75 %); 2.79 % once the recipes' deferred output-layer weight gradients were applied
     "NVIDIA H100 recipes, NeMo 2.0": (32, 1.50, 6.37),
@@ -68,7 +68,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.70, "logo": 5.71}
+OVERALL = {"all": 5.70, "logo": 5.70}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 
