@@ -31,7 +31,7 @@ WRITTEN = {
     # negotiation rounds, dgxc-benchmarking's NeMo 1.x runs (149 more, Grok-1's in the MoE groups) in the H100 recipe groups, the job's slowest GPU
     # setting its pace, FlashAttention-2 where a recipe turns cuDNN attention off, dgxc-benchmarking's v25.04 NeMo 2.0
     # runs (58 more, their own groups), the output layer's weight gradients deferred where a recipe defers them,
-    # v25.05's NeMo 2.0 runs on H100 and GB200 (28 more; gb200-nvl72's clock calibrated on 4 of them));
+    # v25.05's NeMo 2.0 runs on H100 and GB200 (34 more; gb200-nvl72's clock calibrated on 4 of them));
     # every counted run, known gaps included
     "Korthikanti 2022 (A100)": (8, 3.31, 4.79),
     "Megatron SC'21 (A100)": (10, 3.50, 6.64),
@@ -47,6 +47,10 @@ WRITTEN = {
     "NVIDIA GB200 recipes, NeMo 2.0": (7, 2.82, 4.32),
     "NVIDIA GB200 recipes, NeMo 2.0, FP8": (7, 3.19, 6.33),
     # Grok-1 under NeMo 2.0 (v25.05.01 and .02, 512 H100s): as the NeMo 1.x runs, FP8 12 % too fast
+    # Grok-1 on GB200 (NeMo 2.0, v25.05; expert TP 4 as the README's table, 8 as the launch script in a variant):
+    # 22-28 % too slow on the clock calibrated on Llama 3.1 405B, where the H100 runs of the recipe are too fast
+    "MoE: NVIDIA GB200 recipes, NeMo 2.0": (3, 22.37, 23.58),
+    "MoE: NVIDIA GB200 recipes, NeMo 2.0, FP8": (3, 26.04, 28.13),
     "MoE: NVIDIA H100 recipes, NeMo 2.0": (2, 3.12, 5.92),
     "MoE: NVIDIA H100 recipes, NeMo 2.0, FP8": (2, 11.86, 11.93),
     "MoE: NVIDIA H100 recipes": (19, 5.82, 11.72),
@@ -68,7 +72,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.70, "logo": 5.70}
+OVERALL = {"all": 6.00, "logo": 6.08}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 
@@ -80,7 +84,7 @@ def _key(group: str) -> str:
 
 def test_every_run_has_a_prediction(report):
     assert all(r.predicted is not None for r in report.runs)
-    assert len(report.cases) == 351 and len(report.cnn) == 11 and len(report.dlrm) == 7
+    assert len(report.cases) == 363 and len(report.cnn) == 11 and len(report.dlrm) == 7
 
 
 @pytest.mark.parametrize("group", list(WRITTEN))
@@ -131,8 +135,8 @@ def test_known_gaps_are_shown_and_counted(report):
     assert len(gaps) == 14
     # every run counts in the headline; a second figure may leave the gaps out, never the first
     counted = [c for c in report.runs if c.counted]
-    assert Report.summary(report.runs)["n"] == len(counted) == 362
-    assert Report.summary(report.runs, gaps=False)["n"] == 362 - 15
+    assert Report.summary(report.runs)["n"] == len(counted) == 368
+    assert Report.summary(report.runs, gaps=False)["n"] == 368 - 15
     assert len(report.calibration_runs) == 5
     assert Report.summary(report.runs)["n"] == len(report.runs) - len(report.calibration_runs) - sum(
         bool(r.variant_of) for r in report.runs)
@@ -498,7 +502,7 @@ def test_the_dgxc_runs_file_is_what_its_generator_writes():
     make_runs = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(make_runs)
     text, n = make_runs.build()
-    assert n == 235 and text == (root / "autoplan" / "data" / "dgxc_runs.yaml").read_text()
+    assert n == 241 and text == (root / "autoplan" / "data" / "dgxc_runs.yaml").read_text()
     # and the GB200 calibration set: the runs its file holds are the ones validate leaves out
     assert make_runs.calibration_text() == make_runs.CALIBRATION_FILE.read_text()
 
@@ -560,15 +564,24 @@ def test_grok1_runs_are_mixture_of_experts_as_their_recipe_ran_them(report):
 
 def test_nemo2_grok1_runs_are_its_h100_recipe(report):
     # v25.05.01/.02: Grok-1 under NeMo 2.0 on 512 H100s, TP 4, PP 8 (8 virtual stages), CP 2, EP 8, expert TP 1
-    grok = [c for c in report.cases if "grok1" in c.id and c.id.startswith("dgxc-v25.05")]
+    grok = [c for c in report.cases if "grok1" in c.id and c.id.startswith("dgxc-v25.05") and "-h100-" in c.id]
     assert len(grok) == 4 and all((c.plan.tp, c.plan.pp, c.plan.cp, c.plan.ep, c.plan.etp, c.plan.virtual_stages)
                                   == (4, 8, 2, 8, 1, 8) for c in grok)
+
+
+def test_grok1_gb200_runs_show_the_launch_scripts_expert_tp_beside_the_readmes(report):
+    # the README's table (expert TP 4) is counted; the launch script's default at that commit (8) is a variant
+    cases = [c for c in report.runs if "-gb200-" in c.id and "grok1" in c.id]
+    counted = [c for c in cases if not c.variant_of]
+    assert len(counted) == 6 and all(c.plan.etp == 4 and c.plan.ep == 8 for c in counted)
+    variants = [c for c in cases if c.variant_of]
+    assert len(variants) == 6 and all(c.plan.etp == 8 and not c.counted for c in variants)
 
 
 def test_gb200_runs_leave_their_calibration_set_out(report):
     # gb200-nvl72's sustained clock and FP8 efficiency come from four dgxc GB200 runs (Llama 3.1 405B, 128 and 256
     # GPUs, BF16 and FP8): validate names them and counts only the other GB200 runs
-    gb200 = [r for r in report.runs if "-gb200-" in r.id]
+    gb200 = [r for r in report.runs if "-gb200-" in r.id and "grok1" not in r.id]
     calibration = {r.id for r in gb200 if r.calibration}
     assert len(gb200) == 18 and calibration == {f"dgxc-v25.05-gb200-{d}-llama31-405b-{n}gpu"
                                                  for d in ("bf16", "fp8") for n in (128, 256)}
