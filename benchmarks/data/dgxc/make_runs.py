@@ -66,13 +66,21 @@ grok1/configure.sh:29 and nemotron/configure.sh:65 @35a9aec, :71 @8f5cbb3 (the 3
 sets NVTE_FUSED_ATTN=1 and NVTE_FLASH_ATTN=0 (llama3.1/configure.sh:47-48) at both."""
 
 
-NEMO2_COMMITS = {
-    "v25.04": "NVIDIA/NeMo@d2b21556 (+ dgxc gsw_nemo.patch)", "v25.04.01": "NVIDIA/NeMo@d2b21556 (+ dgxc gsw_nemo.patch)",
-    ("v25.05", "Nemotron4"): "NVIDIA/NeMo@b4148d21", ("v25.05.01", "Nemotron4"): "NVIDIA/NeMo@b4148d21",
-    "v25.05": "NVIDIA/NeMo@7a8f1cc7", "v25.05.01": "NVIDIA/NeMo@6f2c6fda", "v25.05.02": "NVIDIA/NeMo@6f2c6fda"}
-"""The NeMo source each NeMo 2.0 release's recipes are built from: v25.04's setup.sh checks out d2b21556 and applies
-the repository's gsw_nemo.patch (llama3.1/setup.sh and nemotron/setup.sh:37-50 @741c886); from v25.05 an unpatched
-checkout, one commit for Llama and Grok-1, another for Nemotron-4 (their setup.sh @68eaf7e, @85d9284)."""
+NEMO2_COMMITS = {"v25.04": "NVIDIA/NeMo@d2b21556 (+ dgxc gsw_nemo.patch)",
+                 "v25.04.01": "NVIDIA/NeMo@d2b21556 (+ dgxc gsw_nemo.patch)",
+                 "v25.05": "NVIDIA/NeMo@7a8f1cc7", "v25.05.01": "NVIDIA/NeMo@6f2c6fda", "v25.05.02": "NVIDIA/NeMo@6f2c6fda"}
+"""The NeMo source each NeMo 2.0 release's Llama and Grok-1 recipes are built from: v25.04's setup.sh checks out
+d2b21556 and applies the repository's gsw_nemo.patch (llama3.1/setup.sh and nemotron/setup.sh:37-50 @741c886); from
+v25.05 an unpatched checkout (llama3.1/ and grok1/setup.sh @68eaf7e, @85d9284)."""
+NEMOTRON_COMMIT_FROM_V25_05 = "NVIDIA/NeMo@b4148d21"
+"""Nemotron-4's NeMo commit from v25.05 on (nemotron/setup.sh @68eaf7e, unchanged through @f041145)."""
+
+
+def nemo2_commit(r: dict) -> str:
+    """The NeMo commit a NeMo 2.0 run's recipe was built from."""
+    if r["model"] == "Nemotron4" and not r["release"].startswith("v25.04"):
+        return NEMOTRON_COMMIT_FROM_V25_05
+    return NEMO2_COMMITS[r["release"]]
 
 NEMO2_GPUS = {"H100": HARDWARE, "GB200": {
     "gpu": "B200 (GB200 NVL72 superchip, 1200 W)", "gpus_per_node": 4, "cluster_spec": "gb200-nvl72",
@@ -132,8 +140,8 @@ NEMO2 = {
 
 
 def nemo2_strategy(r: dict, layers: int) -> dict:
-    """A v25.04 NeMo 2.0 run's plan and knobs (``NEMO2``; the degrees, batches and layers from the inventory's reading
-    of llama3.1/llama31_utils.py and nemotron/launch.sh at that commit)."""
+    """A NeMo 2.0 run's plan and knobs (``NEMO2``; the degrees, batches and layers from the inventory's reading of the
+    release's launch scripts: llama3.1/llama31_utils.py at v25.04, each workload's launch.sh from v25.05)."""
     fp8 = r["dtype"] == "FP8"
     knobs = dict(NEMO2[(r["model"], r["model_size"])])
     tp, pp, cp, vp = _int(r["tp"]), _int(r["pp"]), _int(r["cp"]), _vp(r["vp"])
@@ -236,7 +244,7 @@ def case(r: dict) -> dict:
     container = re.search(r"(?:nemo:|FW_VERSION=)(\d+\.\d+)", str(r["container"])).group(1)
     files = [f"{REPO}: {p} @{r['content_commit']}" for p in r["config_files"]]
     if nemo2:
-        files.append(NEMO2_COMMITS.get((r["release"], r["model"])) or NEMO2_COMMITS[r["release"]])
+        files.append(nemo2_commit(r))
     gpu = r["gpu_type"]
     # the Nemotron-4 340B GB200 table of a fixed global batch (STRONG_SCALING=true, nemotron/launch.sh:113-115)
     strong = "-strong" if "Strong Scaling" in str(r["table_header"]) else ""
