@@ -434,9 +434,9 @@ _DIMENSION_KEYS = {"name", "size", "topology", "bandwidth_gb_per_s", "efficiency
 _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
              "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
              "flash2_attention_efficiency", "clock_ratio", "kernel_overhead_us", "memory_reserve_gib",
-             "fp8_peak_tflops", "fp8_gemm_efficiency", "mxfp8", "l2_cache_mib", "l2_bandwidth_gb_per_s", "host_launch_us", "host_step_ms", "speed_variability",
-             "tdp_w", "idle_w",
-             "host_link_gb_per_s", "host_adam_params_per_s"}
+             "fp8_peak_tflops", "fp8_gemm_efficiency", "mxfp8", "l2_cache_mib", "l2_bandwidth_gb_per_s",
+             "host_launch_us", "host_step_ms", "speed_variability", "tdp_w", "idle_w", "host_link_gb_per_s",
+             "host_adam_params_per_s"}
 _TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", "allreduce_busbw_gb_per_s",
               "half_bandwidth_mib", "oversubscription"}
 

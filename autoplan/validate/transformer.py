@@ -230,9 +230,8 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
     ends = ((balanced_v_layout(model.layers, pp), 0) if schedule in V_SHAPE
             else balanced_layout(model.layers, pp, output_heavy=bool(model.mtp_layers)))
     layout = dict(zip(("first_stage_layers", "last_stage_layers"), ends))
-    layout |= {k: int(st[k]) for k in layout if _known(st.get(k))}
-    if _known(st.get("embedding_wgrad_deferral")):
-        layout["embedding_wgrad_deferral"] = int(st["embedding_wgrad_deferral"])
+    # and the counts the file states (the end stages' layers, the deferred output-layer weight gradients)
+    layout |= {k: int(st[k]) for k in (*layout, "embedding_wgrad_deferral") if _known(st.get(k))}
     plans = []
     for combo in itertools.product(*axes.values()):
         kw = dict(zip(axes, combo))

@@ -28,8 +28,8 @@ WRITTEN = {
     # sourced constants, contention on, Megatron-Core's optimizer step, the embedding's dense weight gradient,
     # simumax-b200's measured NVLink tier, SP's backward re-gather, simumax-b200 fitted with --weigh time, the A100's
     # host times fitted on vTrain's 2- and 4-GPU runs, the gradient type searched where unpublished, Horovod's
-    # negotiation rounds, dgxc-benchmarking's NeMo 1.x runs (149 more, Grok-1's in the MoE groups) in the H100 recipe groups, the job's slowest GPU
-    # setting its pace, FlashAttention-2 where a recipe turns cuDNN attention off, dgxc-benchmarking's v25.04 NeMo 2.0
+    # negotiation rounds, dgxc-benchmarking's NeMo 1.x runs (149 more, Grok-1's in the MoE groups) in the H100 recipe
+    # groups, the job's slowest GPU setting its pace, FlashAttention-2 where a recipe turns cuDNN attention off, dgxc-benchmarking's v25.04 NeMo 2.0
     # runs (58 more, their own groups), the output layer's weight gradients deferred where a recipe defers them,
     # v25.05's NeMo 2.0 runs on H100 and GB200 (34 more; gb200-nvl72's clock calibrated on 4 of them));
     # every counted run, known gaps included

@@ -164,10 +164,7 @@ def nemo2_strategy(r: dict, layers: int) -> dict:
         st["fp8_param_gather"] = True
     if "etp" in knobs:
         st |= {"ep": _int(r["ep"]), "etp": knobs["etp"][r["gpu_type"]], "ep_overlap": False}
-    deferral = DEFERRAL.get((r["model"], r["model_size"]))
-    if deferral and pp > 1:
-        st["embedding_wgrad_deferral"] = deferral
-    return st
+    return st | _deferral(r, pp)
 
 
 def _int(text: object) -> int:
@@ -205,7 +202,8 @@ def strategy(r: dict) -> dict:
     if "grad_sync_dtype bf16" in str(r["distributed_optimizer"]):
         # Apex distributed_fused_adam keeps its gradient buckets in grad_sync_dtype
         st["grad_reduce_in_fp32"] = False
-    if str(r["distributed_optimizer"]).startswith("distributed_fused_adam") and not fp8 and r["model"] != "GPT-3 (NeMo Megatron)":
+    if (str(r["distributed_optimizer"]).startswith("distributed_fused_adam") and not fp8
+            and r["model"] != "GPT-3 (NeMo Megatron)"):
         # NeMo megatron_base_model.py setup_optimization: an fp32 distributed Adam over BF16 weights stores only
         # the master weights' 16-bit remainders (store_param_remainders); GPT-3's yaml sets fp8_params, for which
         # newer NeMo stores whole master weights, so its BF16 runs are left at the default
@@ -216,17 +214,21 @@ def strategy(r: dict) -> dict:
     if fp8:
         # fp8_params: true (the recipes' configure.sh +model.fp8_params, GPT-3's yaml): FP8 weights all-gathered
         st["fp8_param_gather"] = True
-    deferral = DEFERRAL.get((r["model"], r["model_size"]))
-    if deferral and st["pp"] > 1:
-        st["embedding_wgrad_deferral"] = deferral
-    return st
+    return st | _deferral(r, st["pp"])
 
 
 DEFERRAL = {("Llama 3.1", "70b"): 22, ("Llama 3.1", "405b"): 50, ("Nemotron4", "340b"): 22}
-"""wgrad_deferral_limit where a recipe sets defer_embedding_wgrad_compute: true: NeMo 1.x llama3.1/llama3.1_70b.yaml:118-119,
-llama3.1_405b.yaml:124-125, nemotron/nemotron4-340b-synth.yaml:214-215 (@35a9aec and @8f5cbb3; configure.sh turns it
-off for the 32-GPU 405B proxy, which has no pipeline); NeMo 2.0 recipes/llama3_70b.py:234-235, llama31_405b.py:241-242,
-nemotron4_340b.py:214-215 (@d2b21556). Megatron-Core defers only with a pipeline (pp > 1)."""
+"""wgrad_deferral_limit where a recipe sets defer_embedding_wgrad_compute: true: NeMo 1.x
+llama3.1/llama3.1_70b.yaml:118-119, llama3.1_405b.yaml:124-125, nemotron/nemotron4-340b-synth.yaml:214-215 (@35a9aec
+and @8f5cbb3; configure.sh turns it off for the 32-GPU 405B proxy, which has no pipeline); NeMo 2.0
+recipes/llama3_70b.py:234-235, llama31_405b.py:241-242, nemotron4_340b.py:214-215 (@d2b21556). Megatron-Core defers
+only with a pipeline (pp > 1)."""
+
+
+def _deferral(r: dict, pp: int) -> dict:
+    """The run's ``embedding_wgrad_deferral`` where its recipe defers and it has a pipeline (``DEFERRAL``)."""
+    limit = DEFERRAL.get((r["model"], r["model_size"]))
+    return {"embedding_wgrad_deferral": limit} if limit and pp > 1 else {}
 
 
 def case(r: dict) -> dict:
