@@ -65,14 +65,14 @@ WRITTEN = {
     "NVIDIA DeepLearningExamples DLRM": (7, 6.26, 28.31),
     # the one-node rows -20 to -22 %; the 384-GPU rows priced with the one NCCL measurement of Jean Zay's Omni-Path
     # (cluster_specs/jean-zay-a100.toml), +23 to +25 %
-    "BLOOM 176B on Jean Zay": (6, 15.59, 24.68),
+    "BLOOM 176B on Jean Zay": (6, 14.82, 24.68),
     # Megatron-DeepSpeed's 530B on Selene: 23-26 % too fast where Megatron-LM's on the same machine is within 5 %
-    "MT-NLG 530B on Selene": (3, 24.18, 25.86),
+    "MT-NLG 530B on Selene": (3, 20.82, 22.59),
 }
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 6.00, "logo": 6.08}
+OVERALL = {"all": 5.96, "logo": 6.05}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 
@@ -232,14 +232,18 @@ def test_sc21_cases_use_the_reproduction_scripts_knobs(report):
 
 
 def test_only_runs_whose_configs_say_so_accumulate_gradients_unfused(report):
-    # the 2021 runs predate the fusion; Megatron-LM's CI configs pass --no-gradient-accumulation-fusion; DeepSpeed's
-    # BF16 optimizer under its pipeline engine adds each micro-batch's gradients into fp32 ones (BLOOM's BF16 runs)
+    # the 2021 runs predate the fusion (SC'21, MT-NLG); Megatron-LM's CI configs pass --no-gradient-accumulation-fusion;
+    # the BigScience fork never had it: DeepSpeed's BF16 optimizer adds each micro-batch's gradients into fp32 ones
+    # (BLOOM's BF16 runs), autograd adds them into the fp16 .grad (its fp16 one-node runs)
     unfused = {c.group for c in report.cases if not c.plan.gradient_accumulation_fusion}
     assert unfused == {"Megatron SC'21 (A100)", "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)",
                        "Megatron-LM CI functional tests, DGX A100", "Megatron-LM CI functional tests, DGX H100",
-                       "BLOOM 176B on Jean Zay (A100 80GB, Megatron-DeepSpeed, 2022)"}
-    bloom = {c.id for c in report.cases if c.group.startswith("BLOOM") and not c.plan.gradient_accumulation_fusion}
-    assert bloom == {c.id for c in report.cases if c.group.startswith("BLOOM") and "1node" not in c.id}
+                       "BLOOM 176B on Jean Zay (A100 80GB, Megatron-DeepSpeed, 2022)",
+                       "MT-NLG 530B on Selene (A100 80GB, Megatron-DeepSpeed, 2021)"}
+    bloom = [c.plan for c in report.cases if c.group.startswith("BLOOM")]
+    assert bloom and not any(p.gradient_accumulation_fusion for p in bloom)
+    fp16_grads = {c.id for c in report.cases if c.group.startswith("BLOOM") and not c.plan.grad_reduce_in_fp32}
+    assert fp16_grads == {c.id for c in report.cases if c.group.startswith("BLOOM") and "1node" in c.id}
 
 
 def test_memory_and_bandwidth_within_ten_percent(report):
