@@ -218,8 +218,7 @@ def _weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[
     w_d, w_m = passes.weight_grad_seconds(dense.backward), passes.weight_grad_seconds(mo.compute.backward)
     emb = passes.weight_grad_seconds(layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
                                                                s.micro_batch, plan.grad_bytes(s))[1])
-    out = passes.weight_grad_seconds(layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
-                                                            s.micro_batch, fused_loss(s))[1])
+    out = passes.output_wgrad_seconds(model, cluster, s)
     n_first, n_mid, n_last = chunk_layers(model.layers, s)
     d_first = _dense_in_first_chunk(model, s)
     depth = model.mtp_layers

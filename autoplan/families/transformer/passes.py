@@ -216,6 +216,13 @@ def weight_grad_seconds(ops: tuple[Op, ...]) -> float:
     return sum(op.seconds for op in ops if op.name.endswith(".wgrad") or op.name == "embedding.bwd")
 
 
+def output_wgrad_seconds(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
+    """Seconds of the output layer's weight-gradient GEMM for one micro-batch (``weight_grad_seconds`` of its
+    backward)."""
+    return weight_grad_seconds(kernels.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
+                                                      fused_loss(s))[1])
+
+
 def defer_output_wgrad(model: ModelSpec, cluster: ClusterSpec, s: Plan, costs: Mapping[PassKey, PassCost],
                        optimizer: tuple[float, ...]) -> tuple[Mapping[PassKey, PassCost], tuple[float, ...]]:
     """The passes and per-stage optimizer seconds with ``embedding_wgrad_deferral``: the output layer's wgrad GEMM
@@ -223,8 +230,7 @@ def defer_output_wgrad(model: ModelSpec, cluster: ClusterSpec, s: Plan, costs: M
     its rank after the schedule, before the optimizer step (Megatron-Core ``finish_embedding_wgrad_compute``)."""
     if not s.embedding_wgrad_deferral or s.pp == 1:
         return costs, optimizer
-    wgrad = weight_grad_seconds(kernels.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
-                                                       s.micro_batch, fused_loss(s))[1])
+    wgrad = output_wgrad_seconds(model, cluster, s)
     deferred = min(s.embedding_wgrad_deferral, s.micro_batches)
     share = wgrad * deferred / s.micro_batches
     out = dict(costs)
@@ -247,8 +253,7 @@ def weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[t
     w_layer = weight_grad_seconds(lay.backward)
     emb_b = weight_grad_seconds(kernels.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
                                                           s.micro_batch, grad_bytes(s))[1])
-    out_b = weight_grad_seconds(kernels.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
-                                                       s.micro_batch, fused_loss(s))[1])
+    out_b = output_wgrad_seconds(model, cluster, s)
     # the host issues the W kernels too (costs.host_bound): a host-bound backward's W lasts its launches' issue time
     launches = sum(1 for op in lay.backward if op.name.endswith(".wgrad"))
     host = cluster.gpu.host_launch
