@@ -10,9 +10,8 @@ HBM scaled to the H200's 4.8 TB/s, NVIDIA H200 datasheet; same SMs and clocks as
 The same layer under torch.compile (h100-layer-steps-compiled.json) has its norms, activations and residual adds
 fused, as Megatron-LM's Transformer Engine layers have them.
 
-Files taken before layer_step.py cleared ``.grad`` (no ``grads_cleared`` in their rows) timed autograd's addition of
-each step's gradients into the last step's as well; under each of their tables, the estimate of that traffic
-(``accumulation``) and the errors less it.
+Every file was taken with each step's gradients cleared (``grads_cleared``), as Megatron's wgrad GEMMs write them in
+place, and records an 8192³ GEMM's rate before and after the layers (the clock the GPU ran at).
 
 Run: python benchmarks/bench_layer_steps.py [--quick]     (--quick: the H100 files only)
 """
@@ -49,21 +48,12 @@ def predicted(row: dict, hbm_scale: float) -> dict:
             "attention": sum(o.seconds for o in ops if o.name.startswith("attention"))}
 
 
-def accumulation(row: dict, hbm_scale: float) -> float:
-    """Seconds a layer step measured without clearing ``.grad`` spends adding each weight's and the input's gradient
-    into the last step's (PyTorch's AccumulateGrad: read both, write one, BF16), at the spec's element-wise HBM rate:
-    what ``benchmarks/device/layer_step.py`` timed before it cleared them; Megatron's wgrad GEMMs accumulate in place."""
-    model, tp = get_model(row["model"]), row["tp"]
-    hd, hq, hk, f = model.head_dim, model.heads // tp, max(model.kv_heads // tp, 1), model.ffn_hidden // tp
-    h = model.hidden
-    weights = (hq + 2 * hk) * hd * h + h * hq * hd + f * (2 if model.activation == "swiglu" else 1) * h + h * f
-    gpu = load_cluster("dgx-h100-80g", 8).gpu
-    return 3 * 2 * (weights + row["mb"] * row["seq"] * h) / (gpu.hbm_bandwidth * hbm_scale * gpu.memory_efficiency)
-
-
 def table(path: Path, hbm_scale: float) -> list[float]:
     data = json.loads(path.read_text())
     print(f"\n{data['gpu']} ({path.name}; {data['measured']})")
+    if "reference_gemm_tflops" in data:
+        ref = data["reference_gemm_tflops"]
+        print(f"8192^3 BF16 GEMM before / after the layers: {ref['before']:.0f} / {ref['after']:.0f} TFLOP/s")
     print(f"{'model':11s} {'tp':>3s} {'mb':>3s} {'seq':>5s} | {'layer ms':>8s} {'pred':>7s} {'error':>7s} | "
           f"{'GEMMs ms':>8s} {'pred':>7s} {'error':>7s} | {'attn ms':>7s} {'pred':>6s} | {'other ms':>8s} {'pred':>6s}")
     errors = []
@@ -79,15 +69,6 @@ def table(path: Path, hbm_scale: float) -> list[float]:
               f"{1e3 * other_m:8.2f} {1e3 * other_p:6.2f}")
     print(f"layer fwd+bwd: mean |error| {statistics.mean(map(abs, errors)):.2f} %, max {max(map(abs, errors)):.2f} %, "
           f"signed {statistics.mean(errors):+.2f} % ({len(errors)} layers)")
-    stale = [row for row in data["rows"] if not row.get("grads_cleared")]
-    if stale:
-        # taken before layer_step.py cleared .grad: the layer step includes autograd's gradient accumulation
-        less = [100 * (predicted(r, hbm_scale)["layer"] / (r["layer_fwd_bwd_s"] - accumulation(r, hbm_scale)) - 1)
-                for r in stale]
-        acc = ", ".join(f"{1e3 * accumulation(r, hbm_scale):.2f}" for r in stale)
-        print(f"  measured with each step's gradients added into the last's (estimated {acc} ms a layer); less that "
-              f"estimate: mean |error| {statistics.mean(map(abs, less)):.2f} %, signed {statistics.mean(less):+.2f} %, "
-              f"per layer {', '.join(f'{e:+.1f}' for e in less)} %")
     return errors
 
 

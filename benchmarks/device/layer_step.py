@@ -1,9 +1,9 @@
 """One transformer layer forward+backward in eager PyTorch (BF16, SDPA attention), at the shapes of one TP shard on
 one GPU (no communication): the layer's time, and its GEMMs and attention core timed alone (CUDA events, the mean of
-20 after 5 warm-ups), each step's gradients written anew (``.grad`` cleared: the files in cluster_specs/calibration/
-were taken before it did, and include autograd's accumulation into the last step's). Needs a CUDA GPU; what it
-wrote on an H100 and an H200 is in cluster_specs/calibration/ (*-layer-steps.json), compared with autoplan's layer
-model by benchmarks/bench_layer_steps.py.
+20 after 5 warm-ups), each step's gradients written anew (``.grad`` cleared), and an 8192³ GEMM's rate before and
+after the layers (the clock the GPU ran at). Needs a CUDA GPU; what it wrote on an H100 and an H200 is in
+cluster_specs/calibration/ (*-layer-steps.json), compared with autoplan's layer model by
+benchmarks/bench_layer_steps.py.
 
 Run: python benchmarks/device/layer_step.py OUT.json [--compile]
 (--compile: the layer under torch.compile, which fuses the norms, activations and residual adds as Transformer
@@ -93,15 +93,24 @@ def measure(name: str, h: int, heads: int, kv: int, ffn: int, seq: int, tp: int,
                 gemms_alone_s=gemms, attention_fwd_bwd_alone_s=attention, gemm_tflops=flops / gemms / 1e12)
 
 
+def reference_tflops(size: int = 8192) -> float:
+    """BF16 TFLOP/s of a size³ GEMM: the clock the GPU ran at, read through cuBLAS (the file records it before and
+    after the layers)."""
+    a, b = torch.randn(size, size, device=DEV, dtype=BF16), torch.randn(size, size, device=DEV, dtype=BF16)
+    return 2 * size**3 / seconds(lambda: a @ b) / 1e12
+
+
 def main() -> None:
     compiled = "--compile" in sys.argv[2:]
     rows = []
+    before = reference_tflops()
     for case in CASES:
         rows.append(measure(*case, compiled=compiled))
         print(json.dumps(rows[-1]), flush=True)
         torch.cuda.empty_cache()
     with open(sys.argv[1], "w") as out:
-        json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), out, indent=1)
+        json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+                       reference_gemm_tflops=dict(before=before, after=reference_tflops()), rows=rows), out, indent=1)
 
 
 if __name__ == "__main__":
