@@ -53,10 +53,10 @@ WRITTEN = {
     "MoE: NVIDIA GB200 recipes, NeMo 2.0, FP8": (3, 26.04, 28.13),
     "MoE: NVIDIA H100 recipes, NeMo 2.0": (2, 3.12, 5.92),
     "MoE: NVIDIA H100 recipes, NeMo 2.0, FP8": (2, 11.86, 11.93),
-    "MoE: NVIDIA H100 recipes": (19, 5.82, 11.72),
-    "MoE: NVIDIA H100 recipes, FP8": (23, 11.88, 17.52),
-    "MoE: DeepSeek-V3 technical report": (1, 20.24, 20.24),
-    "SimuMax B200": (43, 3.63, 12.94),
+    "MoE: NVIDIA H100 recipes": (19, 5.41, 10.37),
+    "MoE: NVIDIA H100 recipes, FP8": (23, 11.57, 17.11),
+    "MoE: DeepSeek-V3 technical report": (1, 18.17, 18.17),
+    "SimuMax B200": (43, 3.12, 11.08),
     # the CI runs on megatron-ci-{a100,h100}: host times fitted on the CI's other tests (42.66/63.93 and 19.51/28.24
     # on the plain DGX specs)
     "Megatron-LM CI functional tests, DGX A100": (5, 12.42, 21.94),
@@ -72,7 +72,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.96, "logo": 6.05}
+OVERALL = {"all": 5.86, "logo": 5.97}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 

@@ -318,6 +318,11 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
     # Megatron-Core permute/unpermute: gather each routed copy into expert order and back (read and write)
     permute = compute.memory_op(gpu, "permute", 2 * routed * s.etp)
     unpermute = compute.memory_op(gpu, "unpermute", 2 * routed * s.etp)
+    # Megatron-Core alltoall dispatcher (token_dispatcher.py): with more than one local expert the gathered tokens
+    # are sorted into local-expert order after the dispatch and back before the combine (sort_chunks_by_idxs; under
+    # drop-and-pad a transpose copy), one copy of the permuted tokens each way, and one each in the backward
+    sorts = experts > 1
+    sort, unsort = (compute.memory_op(gpu, name, 2 * routed * s.etp) for name in ("sort_chunks", "unsort_chunks"))
     act_f, act_b, act_fk, act_bk = activation_ops(model, gpu, experts * rows * up)
     store_f, store_b = layer.fp8_store_ops(gpu, "expert.activation", experts * rows * up, s.fp8_activation_store)
     fc1 = _grouped(gpu, "expert.fc1", experts, rows, up, h, fp8)
@@ -331,13 +336,15 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
     quant_b = [(_quantize(gpu, "expert.fc2.quantize_grad", experts * rows * h), 1),
                (_quantize(gpu, "expert.fc1.quantize_grad", experts * rows * up), 1)] if fp8 else [(None, 0)] * 2
     pre_sync = [(router, 1), (topk, 1)]
-    post_sync = [(permute, 1), quant_f[0], (fc1, experts), (act_f, act_fk), *((op, 1) for op in store_f), quant_f[1],
-                 (fc2, experts), (unpermute, 1)]
+    post_sync = [(permute, 1), *([(sort, 1)] if sorts else []), quant_f[0], (fc1, experts), (act_f, act_fk),
+                 *((op, 1) for op in store_f), quant_f[1], (fc2, experts), *([(unsort, 1)] if sorts else []),
+                 (unpermute, 1)]
     fc2_d, fc2_w = _grouped_backward(gpu, "expert.fc2", experts, rows, h, width, fp8)
     fc1_d, fc1_w = _grouped_backward(gpu, "expert.fc1", experts, rows, up, h, fp8)
-    backward_ops = [(compute.memory_op(gpu, "unpermute.bwd", 2 * routed * s.etp), 1), quant_b[0], (fc2_d, experts),
-                    (fc2_w, experts), *((op, 1) for op in store_b), (act_b, act_bk), quant_b[1], (fc1_d, experts),
-                    (fc1_w, experts),
+    sorts_b = [(compute.memory_op(gpu, f"{op.name}.bwd", op.bytes), 1) for op in (unsort, sort)] if sorts else []
+    backward_ops = [(compute.memory_op(gpu, "unpermute.bwd", 2 * routed * s.etp), 1), *sorts_b[:1], quant_b[0],
+                    (fc2_d, experts), (fc2_w, experts), *((op, 1) for op in store_b), (act_b, act_bk), quant_b[1],
+                    (fc1_d, experts), (fc1_w, experts), *sorts_b[1:],
                     (compute.memory_op(gpu, "permute.bwd", 2 * routed * s.etp), 1),
                     *((op, 1) for op in compute.linear_backward(gpu, "router", tokens_in, model.experts, h))]
     if model.shared_experts:

@@ -187,3 +187,19 @@ def test_fp8_moe_layer_runs_expert_gemms_in_fp8_with_their_casts():
     assert ops8["expert.fc1"].seconds < ops16["expert.fc1"].seconds
     assert {"expert.fc1.quantize", "expert.fc2.quantize"} <= set(ops8) and "expert.fc1.quantize" not in ops16
     assert ops8["qkv"].seconds < ops16["qkv"].seconds                  # the attention block's GEMMs too
+
+
+# ------------------------------------------------------------------------------------ local-expert sort
+
+@pytest.mark.parametrize("ep, sorted_", [(8, False), (4, True), (2, True)])
+def test_tokens_are_sorted_into_local_experts_only_when_a_gpu_holds_several(ep, sorted_):
+    # Megatron-Core token_dispatcher.py: sort_chunks_by_idxs after the dispatch and before the combine when
+    # num_local_experts > 1, a copy of the permuted tokens each way (and each backward)
+    m = get_model("mixtral-8x7b")
+    lay = moe.moe_layer(m, H100, moe.layer_key(Strategy(dp=64, pp=1, global_batch=64, zero=1, ep=ep))).compute
+    names = [op.name for op in lay.forward + lay.backward]
+    expected = ["sort_chunks", "unsort_chunks", "unsort_chunks.bwd", "sort_chunks.bwd"] if sorted_ else []
+    assert [n for n in names if "sort_chunks" in n] == expected
+    ops = {op.name: op for op in lay.forward + lay.backward}
+    for name in expected:
+        assert ops[name].bytes == ops["permute"].bytes
