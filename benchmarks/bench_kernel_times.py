@@ -14,14 +14,14 @@ h100-validate-kernels-smi.csv), plus a bandwidth sweep. This prints, for the dgx
    model's fused-attention time beside cuDNN's;
 4. memory-bound kernels (copy, add): bandwidth over the spec's HBM peak, less the model's per-kernel overhead.
 
-Run: python benchmarks/bench_kernel_times.py [FILE]
+Run: python benchmarks/bench_kernel_times.py [FILE] [--quick]     (--quick: the same; it takes under a second)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
-import sys
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
@@ -172,4 +172,7 @@ def main(path: Path = FILE) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else FILE)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("file", nargs="?", type=Path, default=FILE, help="a kernel_times.py output")
+    parser.add_argument("--quick", action="store_true", help="the same (under a second)")
+    main(parser.parse_args().file)

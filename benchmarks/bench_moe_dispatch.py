@@ -6,11 +6,12 @@ wall clock over back-to-back calls and by its kernels' own GPU time (torch.profi
 time the seconds of the same ops in ``moe_layer.moe_layer`` for the dgxc Grok-1 H100 plans with as many tokens a GPU
 and local experts (dgx-h100-80g, one GPU alone). The wall clock is the host's: one H100 VM's launches and sync.
 
-Run: python benchmarks/bench_moe_dispatch.py
+Run: python benchmarks/bench_moe_dispatch.py [--quick]     (--quick: the same; it takes about a second)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -74,4 +75,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="the same (about a second)")
+    parser.parse_args()
     main()
