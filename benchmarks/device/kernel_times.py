@@ -25,6 +25,8 @@ from pathlib import Path
 
 import torch
 
+from cuda_timing import batch_seconds
+
 F = torch.nn.functional
 BF16 = torch.bfloat16
 
@@ -42,19 +44,7 @@ class Clock:
         return self._batch(fn, n) / n
 
     def _batch(self, fn, n: int) -> float:
-        if not self.cuda:
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            return time.perf_counter() - t0
-        start, end = torch.cuda.Event(True), torch.cuda.Event(True)
-        torch.cuda.synchronize()
-        start.record()
-        for _ in range(n):
-            fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3
+        return batch_seconds(fn, n, self.cuda)
 
 
 def gemm_seconds(clock: Clock, dev: str, m: int, n: int, k: int, fp8: bool) -> float | None:

@@ -14,6 +14,8 @@ import sys
 
 import torch
 
+from cuda_timing import mean_seconds as seconds
+
 F = torch.nn.functional
 DEV = "cuda"
 BF16 = torch.bfloat16
@@ -21,20 +23,6 @@ CASES = [  # model, hidden, heads, kv heads, ffn, sequence, tp, micro-batch, swi
     ("gpt3", 12288, 96, 96, 49152, 2048, 8, 1, False), ("gpt3", 12288, 96, 96, 49152, 2048, 4, 1, False),
     ("gpt3", 12288, 96, 96, 49152, 2048, 4, 2, False), ("llama3-8b", 4096, 32, 8, 14336, 8192, 1, 1, True),
     ("llama3-70b", 8192, 64, 8, 28672, 8192, 8, 1, True), ("llama3-70b", 8192, 64, 8, 28672, 4096, 4, 1, True)]
-
-
-def seconds(fn, n: int = 20, warmup: int = 5) -> float:
-    """Mean seconds of ``fn`` over ``n`` back-to-back calls (CUDA events), after ``warmup`` calls."""
-    for _ in range(warmup):
-        fn()
-    start, end = torch.cuda.Event(True), torch.cuda.Event(True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(n):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / n / 1e3
 
 
 def weight(*shape: int) -> torch.Tensor:

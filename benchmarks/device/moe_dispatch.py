@@ -23,32 +23,15 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 import torch
+
+from cuda_timing import mean_seconds
 
 BF16 = torch.bfloat16
 HIDDEN, EXPERTS, TOP_K = 6144, 8, 2
 CASES = [  # tokens per GPU after SP and CP (seq 8192 / cp / tp), expert TP, local experts
     (1024, 4, 1), (2048, 4, 1), (2048, 4, 2), (2048, 4, 4), (1024, 4, 2), (1024, 4, 4)]
-
-
-def seconds(fn, dev: str, n: int = 20, warmup: int = 5) -> float:
-    for _ in range(warmup):
-        fn()
-    if dev == "cpu":
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        return (time.perf_counter() - t0) / n
-    start, end = torch.cuda.Event(True), torch.cuda.Event(True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(n):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / n / 1e3
 
 
 class Gather(torch.autograd.Function):
@@ -176,8 +159,8 @@ def measure(tokens: int, etp: int, local: int, dev: str) -> dict:
     row = {"tokens": tokens, "etp": etp, "local_experts": local, "hidden": HIDDEN, "experts": EXPERTS, "top_k": TOP_K}
     for name, fn in (("router", router_step), ("permute", permute_step), ("unpermute", unpermute_step)) + (
             (("sort_chunks", sort_step),) if local > 1 else ()):
-        row[name + "_fwd_s"] = seconds(lambda: fn(False), dev)
-        row[name + "_fwd_bwd_s"] = seconds(lambda: fn(True), dev)
+        row[name + "_fwd_s"] = mean_seconds(lambda: fn(False), cuda=dev == "cuda")
+        row[name + "_fwd_bwd_s"] = mean_seconds(lambda: fn(True), cuda=dev == "cuda")
         row[name + "_fwd_bwd_kernel_s"], row[name + "_fwd_bwd_kernels"] = kernel_time(lambda: fn(True), dev)
     return row
 
