@@ -106,7 +106,7 @@ def memory_rows(data: dict, gpu) -> list[dict]:
 
 
 def coverage(data: dict) -> tuple[int, int]:
-    """(GEMM shapes validate prices on H100s now, how many of them the file timed): the sweep goes stale as rows
+    """(GEMMs validate prices on H100s now, how many of them the file timed): the sweep goes stale as rows
     are added (benchmarks/device/kernel_cases.py lists them anew)."""
     import importlib.util
     spec = importlib.util.spec_from_file_location("kernel_cases", ROOT / "benchmarks" / "device" / "kernel_cases.py")
@@ -135,12 +135,14 @@ def main(path: Path = FILE) -> None:
             cells.append(f"{flops / ref[k] / 1e12:9.0f}  {c:6.3f}")
         print(f"   {key:24s} {cells[0]}   {cells[1]}")
     now, timed = coverage(data)
-    print(f"\n2. GEMMs at validate's shapes (measured: the mean of two passes; {timed} of the {now} shapes validate "
-          "prices on H100s now)")
+    distinct = len({(r["m"], r["n"], r["k"]) for r in data["gemms"]})
+    print(f"\n2. GEMMs validate prices (a shape and the precision a run gives it: {len(data['gemms'])}, {distinct} "
+          f"distinct shapes, each timed in both precisions; measured: the mean of two passes; {timed} of the {now} "
+          "GEMMs validate prices on H100s now)")
     sums = {}
     for fp8 in (False, True):
         s = sums[fp8] = gemm_summary(gpu, data, fp8)
-        print(f"   {'FP8 ' if fp8 else 'BF16'}: {s['shapes']} shapes, measured {s['measured_s'] * 1e3:.1f} ms, model at "
+        print(f"   {'FP8 ' if fp8 else 'BF16'}: {s['shapes']} GEMMs, measured {s['measured_s'] * 1e3:.1f} ms, model at "
               f"the spec's clock {s['model_at_spec_s'] * 1e3:.1f} ms ({s['model_at_spec_s'] / s['measured_s'] - 1:+.1%});"
               f" totals equal at clock {s['clock']:.3f}; error per shape after it {s['shape_error']:.1%} "
               f"(time-weighted), passes' spread {s['pass_spread']:.1%}")

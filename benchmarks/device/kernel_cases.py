@@ -60,7 +60,7 @@ def main(out: Path) -> None:
     for b, s, heads, kv, d in sorted(attention):
         rows["attention"].append({"batch": b, "seq": s, "heads": heads, "kv_heads": kv, "head_dim": d})
     out.write_text(json.dumps(rows, indent=1) + "\n")
-    print(f"{len(rows['gemms'])} GEMM shapes, {len(rows['attention'])} attention shapes -> {out}")
+    print(f"{len(rows['gemms'])} GEMMs (shape and precision), {len(rows['attention'])} attention shapes -> {out}")
 
 
 if __name__ == "__main__":
