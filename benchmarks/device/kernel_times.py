@@ -39,12 +39,9 @@ class Clock:
         """Mean seconds of ``fn`` over back-to-back calls, after warm-ups; as many calls as fill ``budget_s``."""
         for _ in range(2):
             fn()
-        once = self._batch(fn, 1)
+        once = batch_seconds(fn, 1, self.cuda)
         n = max(5, min(most, math.ceil(budget_s / max(once, 1e-7))))
-        return self._batch(fn, n) / n
-
-    def _batch(self, fn, n: int) -> float:
-        return batch_seconds(fn, n, self.cuda)
+        return batch_seconds(fn, n, self.cuda) / n
 
 
 def gemm_seconds(clock: Clock, dev: str, m: int, n: int, k: int, fp8: bool) -> float | None:
