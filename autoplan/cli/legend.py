@@ -50,6 +50,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ('fp8', 'precision fp8 (GEMM precision)'),
     ('fp8-blockwise', 'precision fp8-blockwise (GEMM precision)'),
     ('mxfp8', 'precision mxfp8 (GEMM precision)'),
+    ('fp8-current', 'precision fp8-current (GEMM precision)'),
     ('fp8pg', 'Keep the weights in FP8 and all-gather them in FP8 (needs an FP8 precision)'),
     ('adam-bf16', "optimizer moments bf16 (Dtype of Adam's first and second moments)"),
     ('a8', "Keep the MLP activation's (SwiGLU's) input for the backward in FP8"),

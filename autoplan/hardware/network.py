@@ -75,11 +75,25 @@ def all_reduce(cluster: ClusterSpec, g: GroupShape, nbytes: float) -> float:
         return 0.0
     nvl = cluster.tiers[0]
     if g.nodes == 1:
-        ring = 2 * (n - 1) / n * nbytes / _rate(nvl, nbytes) + 2 * (n - 1) * nvl.latency
+        ring = 2 * (n - 1) / n * nbytes / _rate(nvl, nbytes) + all_reduce_latency(cluster, g)
         return min(ring, _in_switch_all_reduce(nvl, n, nbytes)) if nvl.allreduce_busbw else ring
     outer = _inter_tier(cluster, g)
-    tree_latency = 2 * (g.per_node - 1) * nvl.latency + 2 * math.ceil(math.log2(g.nodes)) * outer.latency
-    return _ring(nvl, outer, g, 2 * (n - 1) / n * nbytes, 0, nbytes) + min(2 * (n - 1) * outer.latency, tree_latency)
+    return _ring(nvl, outer, g, 2 * (n - 1) / n * nbytes, 0, nbytes) + all_reduce_latency(cluster, g)
+
+
+def all_reduce_latency(cluster: ClusterSpec, g: GroupShape) -> float:
+    """Seconds of an all-reduce's steps alone, what a buffer of a few bytes costs: the ring's 2(n-1) steps inside
+    one node; across nodes the smaller of the ring's and NCCL's tree, 2(k-1) NVLink steps plus a double binary tree
+    of 2·log2(N) steps (NCCL 2.4 trees)."""
+    n = g.size
+    if n <= 1:
+        return 0.0
+    nvl = cluster.tiers[0]
+    if g.nodes == 1:
+        return 2 * (n - 1) * nvl.latency
+    outer = _inter_tier(cluster, g)
+    tree = 2 * (g.per_node - 1) * nvl.latency + 2 * math.ceil(math.log2(g.nodes)) * outer.latency
+    return min(2 * (n - 1) * outer.latency, tree)
 
 
 def _in_switch_all_reduce(nvl: NetworkTier, n: int, nbytes: float) -> float:

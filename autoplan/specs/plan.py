@@ -28,7 +28,7 @@ FUSED_PAIRS = ("dualpipev", "dualpipe")
 """Schedules that run a forward of one chunk fused with the backward of the other (DeepSeek-V3 §3.2.1)."""
 RECOMPUTE = ("none", "selective", "full", "modules", "op")
 COLLECTIVE_POLICIES = ("nccl", "baseline", "themis")
-PRECISIONS = ("bf16", "fp8", "fp8-blockwise", "mxfp8")
+PRECISIONS = ("bf16", "fp8", "fp8-blockwise", "mxfp8", "fp8-current")
 OPTIMIZER_MOMENTS = ("fp32", "bf16")
 RANK_ORDER = ("tp", "cp", "dp", "pp")
 """Megatron's rank order, fastest-varying first: ranks of a TP group are consecutive, PP groups are farthest apart."""
@@ -173,15 +173,18 @@ class Plan(PlanPart):
     (``baseline``) or Themis's load-balancing order (``themis``); not a Megatron-LM argument."""
     precision: str = knob("bf16", choices=PRECISIONS, axis=True,
                           fix_help="Train the layers' GEMMs in this precision (the default space: bf16 only).",
-                          help="GEMM precision: bf16, fp8 (tensor-wise delayed scaling), fp8-blockwise (1x128/128x128, "
-                               "DeepSeek-V3) or mxfp8 (Blackwell).",
+                          help="GEMM precision: bf16, fp8 (tensor-wise delayed scaling), fp8-current (tensor-wise current "
+                               "scaling), fp8-blockwise (1x128/128x128, DeepSeek-V3) or mxfp8 (Blackwell).",
                           label=lambda v: "" if v == "bf16" else v,
                           megatron={"fp8": ("--fp8-format hybrid", "--fp8-recipe delayed"),
+                                    "fp8-current": ("--fp8-format hybrid", "--fp8-recipe tensorwise"),
                                     "fp8-blockwise": ("--fp8-format e4m3", "--fp8-recipe blockwise"),
                                     "mxfp8": ("--fp8-format e4m3", "--fp8-recipe mxfp8")})
     """The transformer layers' GEMMs in BF16, or in FP8 through Transformer Engine (Megatron-LM ``--fp8-format``,
-    ``--fp8-recipe``): tensor-wise delayed scaling (E4M3 forward, E5M2 gradients), 1x128 activation and 128x128
-    weight blocks (DeepSeek-V3 §3.3, E4M3 throughout) or MXFP8 (32-element blocks, Blackwell tensor cores)."""
+    ``--fp8-recipe``): tensor-wise delayed scaling (E4M3 forward, E5M2 gradients; the scales from past amaxes,
+    all-reduced once per chunk pass: ``families/transformer/fp8_scaling.py``), tensor-wise current scaling (each
+    tensor's scale from its own amax: TE ``Float8CurrentScaling``, Megatron ``tensorwise``), 1x128 activation and
+    128x128 weight blocks (DeepSeek-V3 §3.3, E4M3 throughout) or MXFP8 (32-element blocks, Blackwell tensor cores)."""
     optimizer_moments: str = knob("fp32", quiet=True, choices=OPTIMIZER_MOMENTS, axis=True,
                                   fix_help="Keep Adam's moments in this type (the spaces: fp32).",
                                   help="Dtype of Adam's first and second moments: fp32, or bf16 (DeepSeek-V3 §3.3.4; "

@@ -120,7 +120,7 @@ PLAN_COUNTS = (("--tp", [1, 2, 4, 8]), ("--pp", [1, 2, 4]), ("--cp", [1, 2]), ("
 PLAN_CHOICES = (("--schedule", ["gpipe", "1f1b", "interleaved", "zb-h1", "zbv", "dualpipev"], ["zigzag", "zb"]),
                 ("--recompute", ["none", "selective", "full", "modules"], ["some", "FULL"]),
                 ("--zero", ["0", "1", "2", "3"], ["4", "-1", "z"]),
-                ("--precision", ["bf16", "fp8", "fp8-blockwise", "mxfp8"], ["fp4", "FP8", ""]),
+                ("--precision", ["bf16", "fp8", "fp8-current", "fp8-blockwise", "mxfp8"], ["fp4", "FP8", ""]),
                 ("--cp-comm", ["p2p", "a2a", "a2a+p2p"], ["ring", "all_gather"]),
                 ("--sharding", ["auto", "table_wise", "row_wise", "data_parallel"], ["bogus", "rowwise"]))
 PLAN_MODELS = ["gpt-1.7b", "gpt-7.5b", "llama3-8b", "gpt3", "mixtral-8x7b", "deepseek-v3", "resnet50", "dlrm-criteo",
@@ -197,7 +197,7 @@ def coherent_new_plan(draw: st.DrawFn) -> tuple[list[str], bool, bool]:
     tp, pp = draw(st.sampled_from([1, 2, 4])), draw(st.sampled_from([1, 2, 4]))
     dp = max(1, gpus // (tp * pp))
     args += ["--tp", str(tp), "--pp", str(pp), "--global-batch", str(dp * pp * draw(st.integers(1, 4))),
-             "--precision", draw(st.sampled_from(["bf16", "fp8", "fp8-blockwise", "mxfp8"]))]
+             "--precision", draw(st.sampled_from(["bf16", "fp8", "fp8-current", "fp8-blockwise", "mxfp8"]))]
     if pp > 1:
         schedule = draw(st.sampled_from(["1f1b", "zb-h1", "zbv", "dualpipev"]))
         args += ["--schedule", schedule, "--zero", draw(st.sampled_from(["0", "1", "2"]))]

@@ -195,8 +195,8 @@ def test_zero_bubble_schedules_launch_with_torchtitan_only(schedule, name):
     assert c["parallelism.pipeline_parallel_layers_per_stage"] == str(GPT3.layers // 16)
 
 
-@pytest.mark.parametrize("precision, fmt, recipe", [("fp8", "hybrid", "delayed"), ("fp8-blockwise", "e4m3", "blockwise"),
-                                                    ("mxfp8", "e4m3", "mxfp8")])
+@pytest.mark.parametrize("precision, fmt, recipe", [("fp8", "hybrid", "delayed"), ("fp8-current", "hybrid", "tensorwise"),
+                                                    ("fp8-blockwise", "e4m3", "blockwise"), ("mxfp8", "e4m3", "mxfp8")])
 def test_precision_exports_transformer_engine_fp8_flags(precision, fmt, recipe):
     s = Strategy(dp=16, tp=8, pp=8, global_batch=1536, sequence_parallel=True, zero=1, precision=precision)
     f = flags(megatron_args(s, GPT3))

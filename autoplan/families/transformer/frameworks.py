@@ -105,7 +105,7 @@ def torchtitan_violations(model: ModelSpec, s: Plan) -> list[str]:
         # every second matmul recomputed): that is recompute op; no attention-core-only policy
         out.append("torchtitan's SelectiveAC is per-op (recompute op), not Megatron's attention-core recompute "
                    "(recompute selective)")
-    if s.precision in ("fp8", "fp8-blockwise"):
+    if s.precision in ("fp8", "fp8-current", "fp8-blockwise"):
         # components/quantization/float8.py: Float8LinearConverter recipe_name is rowwise or rowwise_with_gw_hp
         out.append(f"torchtitan's Float8LinearConverter has rowwise recipes only, not {s.precision} scaling")
     if s.fp8_param_gather:

@@ -4,9 +4,10 @@ and those of the input embedding and the output layer, for the plan's (tp, cp, s
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from autoplan.hardware import network
 from autoplan.hardware.compute import BF16, FP8, Collective, Op, gemm_op, linear_backward, memory_op, memory_time
 from autoplan.specs.cluster import ClusterSpec, GPUSpec
 from autoplan.specs.model import ModelSpec
@@ -147,7 +148,12 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
     soft_f, soft_b = ((), ()) if fused else unfused_softmax_ops(gpu, b, s, model.seq_len, heads)
     gemm = {name: gemm_op(gpu, name, *shape, fp8=fp8) for name, shape in shapes.items()}
     grads = {name: linear_backward(gpu, name, *shape, fp8=fp8) for name, shape in shapes.items()}
-    quant_f, quant_b = quantize_ops(gpu, shapes, norm_tokens * h) if fp8 else ((), ())
+    current = precision == "fp8-current"
+    # TE v2.4 module/linear.py _customize_quantizers_float8_current_scaling: under sequence parallelism a
+    # column-parallel layer's input and a row-parallel layer's output gradient all-reduce their amax over TP
+    tp_amax = (network.all_reduce_latency(cluster, network.group_shape(cluster.domain_gpus, t, 1))
+               if current and sp and t > 1 else 0.0)
+    quant_f, quant_b = quantize_ops(gpu, shapes, norm_tokens * h, current, tp_amax) if fp8 else ((), ())
     store_f, store_b = fp8_store_ops(gpu, "activation", tokens * fc2_k * (2 if model.gated else 1),
                                      fp8_activation_store)
     forward = (
@@ -231,18 +237,29 @@ def layer_gemm_shapes(model: ModelSpec, tp: int, cp: int, micro_batch: int) -> d
             "fc2": (tokens, model.hidden, model.ffn_hidden // t)}
 
 
-def quantize_ops(gpu: GPUSpec, shapes: dict[str, tuple[int, int, int]],
-                  sharded_input: int) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
-    """Transformer Engine's FP8 casts around each linear layer: forward, the GEMM input (before the SP all-gather
-    for qkv and fc1); backward, the incoming gradient. Each pass reads BF16 and writes FP8 twice, row- and
-    column-wise (the wgrad GEMM's transposed operand), and records the amax (TE docs, "Using FP8 with Transformer
-    Engine": cast_transpose; Hopper FP8 GEMMs take only TN layouts, cuBLASLt docs). The weights' casts run once
+def quantize_op(gpu: GPUSpec, name: str, values: float, current: bool = False, tp_amax: float = 0.0) -> Op:
+    """Transformer Engine's FP8 cast of ``values`` BF16 values: one pass reads them and writes FP8 twice, row- and
+    column-wise (the wgrad GEMM's transposed operand), recording the amax (TE docs, "Using FP8 with Transformer
+    Engine": cast_transpose; Hopper FP8 GEMMs take only TN layouts, cuBLASLt docs). Under current scaling a pass
+    over the input finds its amax and a kernel sets the scale before the cast (TE v2.4
+    pytorch/csrc/extensions/cast.cpp ``quantize``: nvte_compute_amax, nvte_compute_scale_from_amax,
+    nvte_quantize_v2), after an all-reduce of the amax over TP of ``tp_amax`` seconds where one is needed."""
+    op = memory_op(gpu, name, (BF16 + 2 * FP8 + (BF16 if current else 0)) * values, 3 if current else 1)
+    return replace(op, seconds=op.seconds + tp_amax) if tp_amax else op
+
+
+def quantize_ops(gpu: GPUSpec, shapes: dict[str, tuple[int, int, int]], sharded_input: int, current: bool = False,
+                 tp_amax: float = 0.0) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
+    """The FP8 casts (``quantize_op``) around each linear layer: forward, the GEMM input (before the SP all-gather
+    for qkv and fc1, whose current-scaling amax is all-reduced over TP: ``tp_amax``); backward, the incoming
+    gradient (reduce-scattered after proj's and fc2's dgrad: the same all-reduce). The weights' casts run once
     per step (TE caches them across micro-batches, ``is_first_microbatch``) and are left out."""
-    per_value = BF16 + 2 * FP8
     inputs = {"qkv": sharded_input, "proj": shapes["proj"][0] * shapes["proj"][2],
               "fc1": sharded_input, "fc2": shapes["fc2"][0] * shapes["fc2"][2]}
-    fwd = tuple(memory_op(gpu, f"{name}.quantize", per_value * n) for name, n in inputs.items())
-    bwd = tuple(memory_op(gpu, f"{name}.quantize_grad", per_value * shapes[name][0] * shapes[name][1]) for name in inputs)
+    fwd = tuple(quantize_op(gpu, f"{name}.quantize", n, current, tp_amax if name in ("qkv", "fc1") else 0.0)
+                for name, n in inputs.items())
+    bwd = tuple(quantize_op(gpu, f"{name}.quantize_grad", shapes[name][0] * shapes[name][1], current,
+                            tp_amax if name in ("proj", "fc2") else 0.0) for name in inputs)
     return fwd, bwd
 
 

@@ -21,7 +21,7 @@ from functools import lru_cache
 from autoplan.hardware import compute, network, policy
 
 from autoplan.families.transformer import layer
-from autoplan.families.transformer import moe_layer as moe, mtp, passes, step as plan
+from autoplan.families.transformer import fp8_scaling, moe_layer as moe, mtp, passes, step as plan
 from autoplan.families.transformer.knobs import fused_loss, recomputed_layers
 from autoplan.families.transformer.layer import LayerCompute
 from autoplan.hardware.compute import Op
@@ -372,7 +372,7 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> StepCosts:
     deferred, optimizer = passes.defer_output_wgrad(model, cluster, s, pass_costs(model, cluster, s),
                                                     tuple(_optimizer(cluster, s, x) for x in params))
     return StepCosts(
-        passes=deferred,
+        passes=fp8_scaling.with_reductions(deferred, fp8_scaling.reduction_seconds(cluster, s)),
         optimizer=optimizer,
         hop=plan.pp_hop_time(model, cluster, s, network.shape_of(cluster, s, "pp").nodes == 1) if p > 1 else 0.0,
         segments=segments,

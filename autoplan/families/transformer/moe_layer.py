@@ -214,20 +214,22 @@ def activation_ops(model: ModelSpec, gpu, values: int) -> tuple[Op, Op, int, int
     return (compute.memory_op(gpu, "expert.activation", fwd, 4), compute.memory_op(gpu, "expert.activation.bwd", bwd, 3), 4, 3)
 
 
-def _quantize(gpu, name: str, values: float) -> Op:
-    # Transformer Engine's FP8 cast of a GEMM input: read BF16, write FP8 row- and column-wise (layer.quantize_ops)
-    return compute.memory_op(gpu, name, (BF16 + 2 * compute.FP8) * values)
+def _quantize(gpu, name: str, values: float, current: bool = False) -> Op:
+    # Transformer Engine's FP8 cast of a GEMM input (layer.quantize_op). Under current scaling no TP amax all-reduce:
+    # the experts' grouped linears run with no TP mode (Megatron-Core TEGroupedLinear, explicit expert communication),
+    # and this model leaves it out of MLA's projections
+    return layer.quantize_op(gpu, name, values, current)
 
 
-def _linear(gpu, name: str, m: int, n: int, k: int, fp8: bool, quantize_input: bool = True) -> tuple[Op, ...]:
-    """A linear layer's forward: its FP8 input cast (when FP8 and the input arrives BF16) and its GEMM."""
-    cast = (_quantize(gpu, f"{name}.quantize", m * k),) if fp8 and quantize_input else ()
+def _linear(gpu, name: str, m: int, n: int, k: int, fp8: bool, current: bool = False) -> tuple[Op, ...]:
+    """A linear layer's forward: its FP8 input cast (when FP8) and its GEMM."""
+    cast = (_quantize(gpu, f"{name}.quantize", m * k, current),) if fp8 else ()
     return (*cast, compute.gemm_op(gpu, name, m, n, k, fp8=fp8))
 
 
-def _linear_bwd(gpu, name: str, m: int, n: int, k: int, fp8: bool) -> tuple[Op, ...]:
+def _linear_bwd(gpu, name: str, m: int, n: int, k: int, fp8: bool, current: bool = False) -> tuple[Op, ...]:
     """A linear layer's backward: the FP8 cast of its output gradient (when FP8), dgrad and wgrad."""
-    cast = (_quantize(gpu, f"{name}.quantize_grad", m * n),) if fp8 else ()
+    cast = (_quantize(gpu, f"{name}.quantize_grad", m * n, current),) if fp8 else ()
     return (*cast, *compute.linear_backward(gpu, name, m, n, k, fp8=fp8))
 
 
@@ -246,9 +248,9 @@ def _mla_ops(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[tuple[Op,
     else:
         shapes += [("q_proj", tokens, a * model.qk_head_dim // t, h)]
     # DeepSeek-V3 §3.3.1: every linear layer runs FP8 GEMMs under an FP8 precision (the core stays BF16)
-    f8 = fp8(s)
-    fwd = [op for name, m, n, k in shapes for op in _linear(gpu, name, m, n, k, f8)]
-    bwd = [op for name, m, n, k in shapes for op in _linear_bwd(gpu, name, m, n, k, f8)]
+    f8, current = fp8(s), s.precision == "fp8-current"
+    fwd = [op for name, m, n, k in shapes for op in _linear(gpu, name, m, n, k, f8, current)]
+    bwd = [op for name, m, n, k in shapes for op in _linear_bwd(gpu, name, m, n, k, f8, current)]
     # the core: QK^T over d + d_R, AV over d_v; FLOPs as heads of their mean width (attention_core_dim)
     proxy = replace(model, head_dim=model.attention_core_dim // model.heads, kv_lora_rank=0, q_lora_rank=0,
                     qk_rope_head_dim=0, v_head_dim=0, experts=0, top_k=0, moe_ffn_hidden=0, shared_experts=0,
@@ -331,10 +333,11 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
     # under fp8-blockwise the tokens are cast before the dispatch (T·h values, not the T·top_k copies: DeepSeek-V3
     # §3.3.3, FP8 dispatch)
     fc1_cast = tokens_in * h if s.precision == "fp8-blockwise" else experts * rows * h
-    quant_f = [(_quantize(gpu, "expert.fc1.quantize", fc1_cast), 1),
-               (_quantize(gpu, "expert.fc2.quantize", experts * rows * width), 1)] if fp8 else [(None, 0)] * 2
-    quant_b = [(_quantize(gpu, "expert.fc2.quantize_grad", experts * rows * h), 1),
-               (_quantize(gpu, "expert.fc1.quantize_grad", experts * rows * up), 1)] if fp8 else [(None, 0)] * 2
+    cs = s.precision == "fp8-current"
+    quant_f = [(_quantize(gpu, "expert.fc1.quantize", fc1_cast, cs), 1),
+               (_quantize(gpu, "expert.fc2.quantize", experts * rows * width, cs), 1)] if fp8 else [(None, 0)] * 2
+    quant_b = [(_quantize(gpu, "expert.fc2.quantize_grad", experts * rows * h, cs), 1),
+               (_quantize(gpu, "expert.fc1.quantize_grad", experts * rows * up, cs), 1)] if fp8 else [(None, 0)] * 2
     pre_sync = [(router, 1), (topk, 1)]
     post_sync = [(permute, 1), *([(sort, 1)] if sorts else []), quant_f[0], (fc1, experts), (act_f, act_fk),
                  *((op, 1) for op in store_f), quant_f[1], (fc2, experts), *([(unsort, 1)] if sorts else []),

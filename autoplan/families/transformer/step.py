@@ -8,7 +8,7 @@ import math
 from functools import lru_cache
 
 from autoplan.hardware import compute, network, policy
-from autoplan.families.transformer import zero3_tensors
+from autoplan.families.transformer import fp8_scaling, zero3_tensors
 from autoplan.families.transformer.memory import MASTER_WEIGHT_BYTES, MOMENT_BYTES
 from autoplan.families.costs import COMPUTE_KINDS, CommNeed, PassCost, PassKey, StepCosts
 from autoplan.families.transformer.passes import (cp_kv_bytes, defer_output_wgrad, grad_bytes, layer,
@@ -238,7 +238,7 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> StepCosts:
     passes, optimizer = defer_output_wgrad(model, cluster, s, pass_costs(model, cluster, s),
                                            tuple(_optimizer(cluster, s, x) for x in params))
     return StepCosts(
-        passes=passes,
+        passes=fp8_scaling.with_reductions(passes, fp8_scaling.reduction_seconds(cluster, s)),
         optimizer=optimizer,
         hop=pp_hop_time(model, cluster, s, network.shape_of(cluster, s, "pp").nodes == 1) if p > 1 else 0.0,
         segments=segments,
@@ -261,7 +261,9 @@ def _zero3_step(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> StepCosts:
     params = [_stage_params(model, s, i, model.layer_params()) for i in range(s.pp)]
     # DeepSpeed 2021 re-gathers its persistent parameters after every step (autoplan/families/transformer/zero3_tensors.py)
     after = zero3_tensors.persistent_gather(model, cluster, s, _dp_shape(cluster, s)) if s.zero3_per_tensor else 0.0
-    return StepCosts(passes=_zero3_passes(model, cluster, s, pass_costs(model, cluster, s)),
+    passes = fp8_scaling.with_reductions(_zero3_passes(model, cluster, s, pass_costs(model, cluster, s)),
+                                         fp8_scaling.reduction_seconds(cluster, s))
+    return StepCosts(passes=passes,
                      optimizer=tuple(_optimizer(cluster, s, x) + after for x in params), hop=0.0, segments=0,
                      segment_reduce=None, param_gather=None, shard_gather=0.0, shard_reduce=0.0, reduce_all=None,
                      final_gather=None, tied=None)

@@ -204,6 +204,10 @@ def test_refused_reasons_cite_the_framework():
     zbv = replace(PLANS[0], schedule="zbv", virtual_stages=1)
     assert any("1F1B and interleaved" in r for r in megatron_violations(GPT3, zbv))
     assert any("refuses ZeRO-2" in r for r in deepspeed_violations(GPT3, replace(PLANS[5], zero=2)))
+    # torchtitan's Float8LinearConverter is rowwise only; Megatron-Core runs TE's current scaling (tensorwise)
+    current = replace(PLANS[0], precision="fp8-current")
+    assert any("rowwise recipes only" in r for r in torchtitan_violations(GPT3, current))
+    assert not any("fp8" in r for r in megatron_violations(GPT3, current))
 
 
 @pytest.mark.parametrize("framework,check", [("megatron", _megatron_ok), ("torchtitan", _titan_ok),

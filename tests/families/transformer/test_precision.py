@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 
 from autoplan.families.transformer import memory, step as plan
-from autoplan.hardware.compute import gemm_time
+from autoplan.hardware import network
+from autoplan.hardware.compute import gemm_time, memory_time
 from autoplan.families.transformer.layer import layer_compute
 from autoplan.errors import SpecError
 from autoplan.sim.simulate import evaluate
@@ -75,6 +76,31 @@ def test_fp8_changes_only_the_layer_gemms_and_adds_quantize_passes():
     assert f_ops["fc1.quantize_grad"].bytes == 4 * tokens * GPT3.ffn_hidden // t
 
 
+def test_current_scaling_finds_each_amax_first_and_all_reduces_it_over_tp_where_sp_needs_it():
+    delayed = {op.name: op for op in (lambda c: c.forward + c.backward)(
+        layer_compute(GPT3, H100, 8, 1, True, 1, "none", "fp8"))}
+    current = {op.name: op for op in (lambda c: c.forward + c.backward)(
+        layer_compute(GPT3, H100, 8, 1, True, 1, "none", "fp8-current"))}
+    assert set(delayed) == set(current)
+    gpu = H100.gpu
+    # TE v2.4 cast.cpp: an amax pass over the BF16 input (2 B a value) and a scale kernel before the cast (4 B)
+    tp_amax = network.all_reduce_latency(H100, network.group_shape(H100.domain_gpus, 8, 1))
+    assert tp_amax > 0
+    for name, op in delayed.items():
+        if not name.endswith(("quantize", "quantize_grad")):
+            assert current[name] == op, name
+            continue
+        values = op.bytes / 4
+        assert current[name].bytes == pytest.approx(6 * values)
+        # column-parallel inputs and row-parallel output gradients under SP all-reduce their amax over TP
+        synced = name in ("qkv.quantize", "fc1.quantize", "proj.quantize_grad", "fc2.quantize_grad")
+        expected = memory_time(gpu, 6 * values, 3) + (tp_amax if synced else 0.0)
+        assert current[name].seconds == pytest.approx(expected), name
+    # without SP no amax is all-reduced
+    no_sp = {op.name: op for op in layer_compute(GPT3, H100, 8, 1, False, 1, "none", "fp8-current").forward}
+    assert no_sp["qkv.quantize"].seconds == pytest.approx(memory_time(gpu, no_sp["qkv.quantize"].bytes, 3))
+
+
 def test_fp8_plan_is_faster_on_h100():
     s = Strategy(tp=8, pp=8, dp=1, global_batch=64, sequence_parallel=True, recompute="selective", zero=1)
     cluster = load_cluster("dgx-h100-80g", 64)
@@ -116,6 +142,7 @@ def test_fp8_param_gather_halves_the_param_all_gather():
 @pytest.mark.parametrize("precision, cluster, needle", [
     ("fp8", A100, "needs FP8 tensor cores; the A100-SXM4-80GB has none"),
     ("fp8-blockwise", A100, "needs FP8 tensor cores"),
+    ("fp8-current", A100, "needs FP8 tensor cores"),
     ("mxfp8", A100, "needs FP8 tensor cores"),
     ("mxfp8", H100, "needs Blackwell tensor cores"),
 ])
@@ -128,7 +155,7 @@ def test_precision_the_gpu_lacks_is_a_reason(precision, cluster, needle):
 
 
 def test_fp8_and_fp8_blockwise_run_on_h100():
-    for precision in ("fp8", "fp8-blockwise"):
+    for precision in ("fp8", "fp8-current", "fp8-blockwise"):
         assert hardware_violations(GPT3, H100, Strategy(tp=8, pp=8, dp=1, global_batch=64, precision=precision)) == []
 
 
