@@ -47,7 +47,33 @@ def main() -> None:
     print(f"all {len(errs)} runs: mean |error| {mean(map(abs, errs)):.2f} %, signed {mean(errs):+.2f} %, max "
           f"{max(map(abs, errs)):.2f} %; {sum(e < 0 for e in errs)} predicted too fast "
           f"of {len(errs)}")
+    repeats(groups)
 
+
+def repeats(groups: dict[tuple[str, str, str, str], list]) -> None:
+    """The same plan in several releases: runs of one GPU, precision and model whose plans are the same (NeMo's
+    parameter remainders aside, which autoplan prices as nothing) and predicted alike within 0.1 % (so with the same
+    layer count), but that ran under different software. Their measured spread is what a model blind to the software
+    version cannot follow."""
+    same: dict[tuple, list] = defaultdict(list)
+    for (release, gpu, precision, model), rows in groups.items():
+        for r in rows:
+            plan = " ".join(w for w in r.plan.short().split() if w != "rem")
+            key = (gpu, precision, model, r.plan.gpus, plan)
+            anchor = next((k for k in same if k[:5] == key and abs(r.predicted / k[5] - 1) < 1e-3), None)
+            same[anchor or (*key, r.predicted)].append((release, r.measured))
+    spreads = []
+    for key, seen in sorted(same.items()):
+        if len({release for release, _ in seen}) > 1:
+            times = [t for _, t in seen]
+            spreads.append((max(times) / min(times) - 1, key, sorted(seen)))
+    if not spreads:
+        return
+    print(f"\nthe same plan in several releases (predicted alike): {len(spreads)} plans, measured spread (slowest / "
+          f"fastest - 1) mean {100 * mean(s for s, _, _ in spreads):.1f} %, max {100 * max(s for s, _, _ in spreads):.1f} %")
+    for spread, (gpu, precision, model, gpus, _, _), seen in sorted(spreads, key=lambda x: -x[0])[:8]:
+        runs = ", ".join(f"{release} {t:.3g} s" for release, t in seen)
+        print(f"  {gpu:5} {precision:5} {model:16} {gpus:>5} GPUs  {100 * spread:5.1f} %  ({runs})")
 
 if __name__ == "__main__":
     main()
