@@ -63,8 +63,9 @@ def memory_table(stages: Iterable[Any], capacity: float) -> Table:
     return t
 
 
-def summary_table(m: Any, gpus: int, gpu: Any = None) -> Table:
-    """Headline figures of a simulated step (``gpu``: the cluster's GPU, whose job-size pace is shown when below 1)."""
+def summary_table(m: Any, gpus: int, gpu: Any = None, precision: str = "bf16") -> Table:
+    """Headline figures of a simulated step (``gpu``: the cluster's GPU, whose job-size pace is shown when below 1;
+    ``precision``: the plan's, whose FP8 peak the MFU is also given against)."""
     t = Table(show_header=False, box=None, pad_edge=False)
     t.add_column(style="bold")
     t.add_column()
@@ -72,7 +73,8 @@ def summary_table(m: Any, gpus: int, gpu: Any = None) -> Table:
     rows = [
         ("step time", f"{m.step_time:.3f} s" if m.step_time >= 0.1 else f"{m.step_time * 1e3:.3f} ms"),
         ("throughput", f"{m.tokens_per_s:,.0f} tokens/s  ({m.samples_per_s:,.1f} samples/s, {gpus} GPUs)"),
-        ("model TFLOP/s per GPU", f"{m.model_tflops_per_gpu:.1f}  (MFU {100 * m.mfu:.1f} %)"),
+        ("model TFLOP/s per GPU",
+         f"{m.model_tflops_per_gpu:.1f}  (MFU {100 * m.mfu:.1f} %{_fp8_mfu(m, gpu, precision)})"),
         ("hardware TFLOP/s per GPU", f"{m.hardware_tflops_per_gpu:.1f}  (HFU {100 * m.hfu:.1f} %)"),
         ("peak memory", f"{m.peak_memory / GIB:.1f} of {m.memory_capacity / GIB:.1f} GiB"),
     ]
@@ -105,10 +107,18 @@ def totals_view(t: Any, budget: str) -> Group:
     return Group(Text("The whole run", style="bold"), Text(budget, style="dim"), table)
 
 
-def simulation_view(title: str, m: Any, gpus: int, gpu: Any = None) -> Group:
+def _fp8_mfu(m: Any, gpu: Any, precision: str) -> str:
+    """Under an FP8 precision, the MFU against the 16-bit peak (the one MFU is quoted against) named as such, and
+    against the FP8 peak (as NVIDIA's benchmark tables quote FP8 runs)."""
+    if precision == "bf16" or gpu is None or not gpu.fp8_peak_flops:
+        return ""
+    return f" of the 16-bit peak, {100 * m.mfu * gpu.peak_flops / gpu.fp8_peak_flops:.1f} % of the FP8 peak"
+
+
+def simulation_view(title: str, m: Any, gpus: int, gpu: Any = None, precision: str = "bf16") -> Group:
     """The whole `autoplan simulate` screen."""
-    return Group(Text(title, style="bold"), summary_table(m, gpus, gpu), Text(""), breakdown_bar(m.breakdown),
-                 breakdown_table(m.breakdown), memory_table(m.memory, m.memory_capacity))
+    return Group(Text(title, style="bold"), summary_table(m, gpus, gpu, precision), Text(""),
+                 breakdown_bar(m.breakdown), breakdown_table(m.breakdown), memory_table(m.memory, m.memory_capacity))
 
 
 def _ms(x: float) -> str:

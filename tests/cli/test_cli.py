@@ -299,3 +299,15 @@ def test_simulate_shows_the_slowest_gpus_pace(tmp_path):
     flat.write_text(spec.read_text().replace("speed_variability = 0.017", "speed_variability = 0.0", 1))
     r = run(*args, "--cluster", str(flat))
     assert r.exit_code == 0 and "slowest GPU" not in r.output
+
+
+def test_simulate_names_the_peak_an_fp8_plans_mfu_is_against():
+    import re
+    args = ("simulate", "--model", "gpt-1.7b", "--gpus", "16", "--tp", "2", "--global-batch", "64")
+    bf16 = run(*args)
+    assert bf16.exit_code == 0 and "of the FP8 peak" not in bf16.output
+    r = run(*args, "--precision", "fp8")
+    m = re.search(r"MFU ([\d.]+) % of the 16-bit peak, ([\d.]+) % of the FP8 peak", " ".join(r.output.split()))
+    assert r.exit_code == 0 and m
+    # the H100's FP8 peak is twice its BF16 one (datasheet): the same model FLOPs are half its share
+    assert float(m.group(2)) == pytest.approx(float(m.group(1)) / 2, abs=0.06)
