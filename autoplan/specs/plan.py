@@ -28,7 +28,7 @@ FUSED_PAIRS = ("dualpipev", "dualpipe")
 """Schedules that run a forward of one chunk fused with the backward of the other (DeepSeek-V3 §3.2.1)."""
 RECOMPUTE = ("none", "selective", "full", "modules", "op")
 COLLECTIVE_POLICIES = ("nccl", "baseline", "themis")
-PRECISIONS = ("bf16", "fp8", "fp8-blockwise", "mxfp8", "fp8-current")
+PRECISIONS = ("bf16", "fp8", "fp8-current", "fp8-blockwise", "mxfp8")
 OPTIMIZER_MOMENTS = ("fp32", "bf16")
 RANK_ORDER = ("tp", "cp", "dp", "pp")
 """Megatron's rank order, fastest-varying first: ranks of a TP group are consecutive, PP groups are farthest apart."""
