@@ -64,16 +64,16 @@ WRITTEN = {
     "Megatron-LM CI functional tests, DGX H100": (3, 7.83, 13.34),
     "Kahira et al. 2021 CNN": (11, 16.35, 67.20),
     "NVIDIA DeepLearningExamples DLRM": (7, 6.26, 28.31),
-    # the one-node rows -20 to -22 %; the 384-GPU rows priced with the one NCCL measurement of Jean Zay's Omni-Path
-    # (cluster_specs/jean-zay-a100.toml), +23 to +25 %
-    "BLOOM 176B on Jean Zay": (6, 14.82, 24.68),
+    # every row too fast: the one-node rows -17 and -20 %, the multi-node rows -7 to -17 % with Jean Zay's Omni-Path at
+    # its one NCCL measurement, per link (cluster_specs/jean-zay-a100.toml)
+    "BLOOM 176B on Jean Zay": (6, 14.17, 19.98),
     # Megatron-DeepSpeed's 530B on Selene: 23-26 % too fast where Megatron-LM's on the same machine is within 5 %
     "MT-NLG 530B on Selene": (3, 20.82, 22.59),
 }
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.78, "logo": 5.89}
+OVERALL = {"all": 5.77, "logo": 5.85}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 
@@ -424,15 +424,16 @@ def test_dgxc_runs_state_the_attention_kernel_their_launch_scripts_set():
                 assert flash2 == expect, c["id"]
 
 
-def test_jean_zay_omni_path_efficiency_is_its_measured_all_reduce():
+def test_jean_zay_omni_path_efficiency_is_its_measured_all_reduce_per_link():
     from autoplan.specs.cluster import load_cluster
 
     # bigscience-workshop/bigscience experiments/bandwidth/all_reduce_bench-a100-n4.txt: NCCL busbw 40.49-40.83 Gbit/s
-    # on 4 nodes of 4 Omni-Path 100 Gb/s links (8 GPUs each)
+    # on 4 nodes of 4 Omni-Path 100 Gb/s links (8 GPUs each); its log routes each node's ring traffic through one link
+    # each way (NET/IB/3 out, NET/IB/1 in), so the efficiency is of one link, applied to the node's four
     tier = load_cluster("jean-zay-a100").tiers[-1]
-    node = 4 * 100e9 / 8
-    assert tier.bandwidth * 8 == pytest.approx(node)
-    assert tier.efficiency == pytest.approx((40.49 + 40.83) / 2 * 1e9 / 8 / node, abs=0.002)
+    link = 100e9 / 8
+    assert tier.bandwidth * 8 == pytest.approx(4 * link)
+    assert tier.efficiency == pytest.approx((40.49 + 40.83) / 2 * 1e9 / 8 / link, abs=0.002)
 
 
 def test_a_run_states_its_gpu_memory():
