@@ -300,23 +300,28 @@ def dense_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> LayerCompute
     return replace(dense, forward=fwd, backward=bwd, recompute=rec, attention_forward=core.seconds)
 
 
-@lru_cache(maxsize=4096)
-def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
-    """One MoE layer for one micro-batch on one GPU: attention, router, dispatch, experts, combine, shared experts."""
-    gpu, h, t = cluster.gpu, model.hidden, s.tp
-    fp8 = s.precision != "bf16"
-    dense = layer.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
-                                  s.precision, s.fp8_activation_store)
-    attn_f, attn_b, core = _attention_ops(model, cluster, s, dense, keep_mlp=False)
+Launched = list[tuple[Op, int]]
+"""Kernels in issue order, each with the launches it costs the host (a grouped GEMM one per local expert)."""
+
+
+def _router(model: ModelSpec, gpu, tokens: int) -> Launched:
+    """The router's forward: logits and top-k."""
+    # Fedus et al. 2021 §2.1: router logits x·W_r (h×E), softmax and top-k over fp32 scores (read, write)
+    return [(compute.gemm_op(gpu, "router", tokens, model.experts, model.hidden), 1),
+            (compute.memory_op(gpu, "router.topk", 4 * 2 * tokens * model.experts, 2), 1)]
+
+
+def _routed_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]:
+    """Forward (from the permutation after the dispatch to the unpermutation before the combine) and backward
+    kernels of the routed experts, without the router's."""
+    h = model.hidden
+    fp8, cs = s.precision != "bf16", s.precision == "fp8-current"
     tokens_in = local_tokens(model, s)
     experts = model.experts // s.ep
     rows = expert_rows(model, s)
     width = model.moe_ffn_hidden // s.etp
     up = (2 if model.gated else 1) * width
     routed = BF16 * tokens_in * model.top_k * h
-    # Fedus et al. 2021 §2.1: router logits x·W_r (h×E), softmax and top-k over fp32 scores (read, write)
-    router = compute.gemm_op(gpu, "router", tokens_in, model.experts, h)
-    topk = compute.memory_op(gpu, "router.topk", 4 * 2 * tokens_in * model.experts, 2)
     # Megatron-Core permute/unpermute: gather each routed copy into expert order and back (read and write)
     permute = compute.memory_op(gpu, "permute", 2 * routed * s.etp)
     unpermute = compute.memory_op(gpu, "unpermute", 2 * routed * s.etp)
@@ -329,49 +334,52 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
     store_f, store_b = layer.fp8_store_ops(gpu, "expert.activation", experts * rows * up, s.fp8_activation_store)
     fc1 = _grouped(gpu, "expert.fc1", experts, rows, up, h, fp8)
     fc2 = _grouped(gpu, "expert.fc2", experts, rows, h, width, fp8)
-    # (op, kernels it launches): the grouped GEMMs launch one GEMM per local expert (grouped_gemm_time)
     # under fp8-blockwise the tokens are cast before the dispatch (T·h values, not the T·top_k copies: DeepSeek-V3
     # §3.3.3, FP8 dispatch)
     fc1_cast = tokens_in * h if s.precision == "fp8-blockwise" else experts * rows * h
-    cs = s.precision == "fp8-current"
     quant_f = [(_quantize(gpu, "expert.fc1.quantize", fc1_cast, cs), 1),
                (_quantize(gpu, "expert.fc2.quantize", experts * rows * width, cs), 1)] if fp8 else [(None, 0)] * 2
     quant_b = [(_quantize(gpu, "expert.fc2.quantize_grad", experts * rows * h, cs), 1),
                (_quantize(gpu, "expert.fc1.quantize_grad", experts * rows * up, cs), 1)] if fp8 else [(None, 0)] * 2
-    pre_sync = [(router, 1), (topk, 1)]
-    post_sync = [(permute, 1), *([(sort, 1)] if sorts else []), quant_f[0], (fc1, experts), (act_f, act_fk),
-                 *((op, 1) for op in store_f), quant_f[1], (fc2, experts), *([(unsort, 1)] if sorts else []),
-                 (unpermute, 1)]
+    forward = [(permute, 1), *([(sort, 1)] if sorts else []), quant_f[0], (fc1, experts), (act_f, act_fk),
+               *((op, 1) for op in store_f), quant_f[1], (fc2, experts), *([(unsort, 1)] if sorts else []),
+               (unpermute, 1)]
     fc2_d, fc2_w = _grouped_backward(gpu, "expert.fc2", experts, rows, h, width, fp8)
     fc1_d, fc1_w = _grouped_backward(gpu, "expert.fc1", experts, rows, up, h, fp8)
     sorts_b = [(compute.memory_op(gpu, f"{op.name}.bwd", op.bytes), 1) for op in (unsort, sort)] if sorts else []
-    backward_ops = [(compute.memory_op(gpu, "unpermute.bwd", 2 * routed * s.etp), 1), *sorts_b[:1], quant_b[0],
-                    (fc2_d, experts), (fc2_w, experts), *((op, 1) for op in store_b), (act_b, act_bk), quant_b[1],
-                    (fc1_d, experts), (fc1_w, experts), *sorts_b[1:],
-                    (compute.memory_op(gpu, "permute.bwd", 2 * routed * s.etp), 1),
-                    *((op, 1) for op in compute.linear_backward(gpu, "router", tokens_in, model.experts, h))]
-    if model.shared_experts:
-        # DeepSeekMoE (arXiv 2401.06066) §3.2: shared experts are a dense MLP of shared·moe_ffn on every token,
-        # column/row-parallel over TP (Megatron-Core SharedExpertMLP)
-        tokens = s.micro_batch * model.seq_len // s.cp
-        sw = model.shared_experts * model.moe_ffn_hidden // t
-        sup = (2 if model.gated else 1) * sw
-        sact = BF16 * tokens * sw * (3 if model.gated else 2)
-        sstore_f, sstore_b = layer.fp8_store_ops(gpu, "shared.activation", tokens * sup, s.fp8_activation_store)
-        post_sync += [(compute.gemm_op(gpu, "shared.fc1", tokens, sup, h, fp8=fp8), 1),
-                      (compute.memory_op(gpu, "shared.activation", sact), 1), *((op, 1) for op in sstore_f),
-                      (compute.gemm_op(gpu, "shared.fc2", tokens, h, sw, fp8=fp8), 1)]
-        backward_ops += [*((op, 1) for op in compute.linear_backward(gpu, "shared.fc2", tokens, h, sw, fp8)),
-                         *((op, 1) for op in sstore_b), (compute.memory_op(gpu, "shared.activation.bwd", 1.5 * sact), 1),
-                         *((op, 1) for op in compute.linear_backward(gpu, "shared.fc1", tokens, sup, h, fp8))]
-    post_sync = [x for x in post_sync if x[0] is not None]
-    backward_ops = [x for x in backward_ops if x[0] is not None]
-    # dispatch and combine: one all-to-all each way per pass (Lepikhin et al. 2020, GShard §3.2); the dispatch
-    # in FP8 under fp8-blockwise, the combine in BF16 (DeepSeek-V3 §3.3.3; the backward mirrors them: the
-    # gradient sent to the experts in FP8, the one sent back in BF16)
-    dispatch = routed_a2a_time(model, cluster, s, dispatch_value_bytes(s)) if s.ep > 1 else 0.0
-    combine = routed_a2a_time(model, cluster, s, BF16) if s.ep > 1 else 0.0
-    a2a = dispatch + combine
+    backward = [(compute.memory_op(gpu, "unpermute.bwd", 2 * routed * s.etp), 1), *sorts_b[:1], quant_b[0],
+                (fc2_d, experts), (fc2_w, experts), *((op, 1) for op in store_b), (act_b, act_bk), quant_b[1],
+                (fc1_d, experts), (fc1_w, experts), *sorts_b[1:],
+                (compute.memory_op(gpu, "permute.bwd", 2 * routed * s.etp), 1),
+                *((op, 1) for op in compute.linear_backward(gpu, "router", tokens_in, model.experts, h))]
+    return [x for x in forward if x[0] is not None], [x for x in backward if x[0] is not None]
+
+
+def _shared_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]:
+    """Forward and backward kernels of the shared experts (none without them)."""
+    if not model.shared_experts:
+        return [], []
+    h, fp8 = model.hidden, s.precision != "bf16"
+    # DeepSeekMoE (arXiv 2401.06066) §3.2: shared experts are a dense MLP of shared·moe_ffn on every token,
+    # column/row-parallel over TP (Megatron-Core SharedExpertMLP)
+    tokens = s.micro_batch * model.seq_len // s.cp
+    sw = model.shared_experts * model.moe_ffn_hidden // s.tp
+    sup = (2 if model.gated else 1) * sw
+    sact = BF16 * tokens * sw * (3 if model.gated else 2)
+    sstore_f, sstore_b = layer.fp8_store_ops(gpu, "shared.activation", tokens * sup, s.fp8_activation_store)
+    forward = [(compute.gemm_op(gpu, "shared.fc1", tokens, sup, h, fp8=fp8), 1),
+               (compute.memory_op(gpu, "shared.activation", sact), 1), *((op, 1) for op in sstore_f),
+               (compute.gemm_op(gpu, "shared.fc2", tokens, h, sw, fp8=fp8), 1)]
+    backward = [*((op, 1) for op in compute.linear_backward(gpu, "shared.fc2", tokens, h, sw, fp8)),
+                *((op, 1) for op in sstore_b), (compute.memory_op(gpu, "shared.activation.bwd", 1.5 * sact), 1),
+                *((op, 1) for op in compute.linear_backward(gpu, "shared.fc1", tokens, sup, h, fp8))]
+    return forward, backward
+
+
+def _host_waits(model: ModelSpec, gpu, post_sync: Launched, backward: Launched, attn_f: tuple[Op, ...],
+                attn_b: tuple[Op, ...], pre_sync: Launched, dispatch: float,
+                combine: float) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
+    """The GPU's waits for the host in the forward and the backward (an empty tuple where it never waits)."""
     # the host's issue time: from the dispatcher's sync through the experts (the all-to-alls on the GPU's queue
     # between them) and the next layer's attention and router, to the next sync
     span = [post_sync[0], (Op("all_to_all", 0.0, 0.0, dispatch), 1), *post_sync[1:],
@@ -379,29 +387,51 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
     # Megatron-Core token_dispatcher.py (MoEAlltoAllTokenDispatcher): drop-and-pad keeps cuda_sync_point "no_sync"
     # (the split sizes are the capacity, a host value); dropless routing syncs the host every layer
     wait_f = compute.host_exposed(gpu.host_launch, span, synced=not model.pad_to_capacity)
-    wait_b = compute.host_exposed(gpu.host_launch, [*backward_ops, *((op, 1) for op in attn_b)], synced=False)
-    host = (Op("host.wait", 0.0, 0.0, wait_f),) if wait_f else ()
-    host_b = (Op("host.wait.bwd", 0.0, 0.0, wait_b),) if wait_b else ()
+    wait_b = compute.host_exposed(gpu.host_launch, [*backward, *((op, 1) for op in attn_b)], synced=False)
+    return ((Op("host.wait", 0.0, 0.0, wait_f),) if wait_f else (),
+            (Op("host.wait.bwd", 0.0, 0.0, wait_b),) if wait_b else ())
+
+
+def _expert_tp_seconds(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
+    """Forward seconds of the expert-TP all-gather of the dispatched tokens and reduce-scatter of the experts'
+    outputs (Megatron-Core alltoall dispatcher, over the expert-TP group; 0 if etp = 1)."""
+    if s.etp <= 1:
+        return 0.0
+    shape = etp_shape(cluster, s)
+    gathered = BF16 * local_tokens(model, s) * model.top_k * model.hidden * s.etp
+    return network.all_gather(cluster, shape, gathered) + network.reduce_scatter(cluster, shape, gathered)
+
+
+@lru_cache(maxsize=4096)
+def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
+    """One MoE layer for one micro-batch on one GPU: attention, router, dispatch, experts, combine, shared experts."""
+    gpu = cluster.gpu
+    dense = layer.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
+                                  s.precision, s.fp8_activation_store)
+    attn_f, attn_b, core = _attention_ops(model, cluster, s, dense, keep_mlp=False)
+    pre_sync = _router(model, gpu, local_tokens(model, s))
+    routed_f, routed_b = _routed_experts(model, gpu, s)
+    shared_f, shared_b = _shared_experts(model, gpu, s)
+    post_sync, backward_ops = routed_f + shared_f, routed_b + shared_b
+    # dispatch and combine: one all-to-all each way per pass (Lepikhin et al. 2020, GShard §3.2); the dispatch
+    # in FP8 under fp8-blockwise, the combine in BF16 (DeepSeek-V3 §3.3.3; the backward mirrors them: the
+    # gradient sent to the experts in FP8, the one sent back in BF16)
+    dispatch = routed_a2a_time(model, cluster, s, dispatch_value_bytes(s)) if s.ep > 1 else 0.0
+    combine = routed_a2a_time(model, cluster, s, BF16) if s.ep > 1 else 0.0
+    host, host_b = _host_waits(model, gpu, post_sync, backward_ops, attn_f, attn_b, pre_sync, dispatch, combine)
     forward = attn_f + tuple(op for op, _ in pre_sync + post_sync) + host
     backward = tuple(op for op, _ in backward_ops) + attn_b + host_b
-    # TP collectives: the attention block's (two, four with SP) and the shared experts' pair; over the expert-TP
-    # group, the all-gather of dispatched tokens and reduce-scatter of their outputs (Megatron-Core alltoall
-    # dispatcher)
+    # TP collectives: the attention block's (two, four with SP) and the shared experts' pair
     coll = dense.forward_collectives
     if not model.shared_experts:
         coll = coll[:len(coll) // 2]
-    etp = 0.0
-    if s.etp > 1:
-        shape = etp_shape(cluster, s)
-        etp = (network.all_gather(cluster, shape, routed * s.etp)
-               + network.reduce_scatter(cluster, shape, routed * s.etp))
     # the backward re-gathers the inputs of the column-parallel QKV (and the shared experts' fc1) for their wgrad
     regather = layer.sp_regathers(s.tp, s.sequence_parallel, coll[0].nbytes if coll else 0,
                                   2 if model.shared_experts else 1)
     lay = LayerCompute(forward=forward, backward=backward, recompute=_recompute(s, cluster, forward, core),
                        forward_collectives=coll, backward_collectives=coll + regather,
                        recompute_collectives=coll if s.recompute == "full" else (), attention_forward=core.seconds)
-    return MoELayer(compute=lay, a2a_forward=a2a, etp_forward=etp)
+    return MoELayer(compute=lay, a2a_forward=dispatch + combine, etp_forward=_expert_tp_seconds(model, cluster, s))
 
 
 LAYER_FIELDS = ("tp", "cp", "sequence_parallel", "micro_batch", "recompute", "ep", "etp", "precision",
