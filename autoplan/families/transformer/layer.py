@@ -170,30 +170,41 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
         memory_op(gpu, "norm2.bwd", 2 * norm), memory_op(gpu, "dropout_add1.bwd", residual), *quant_b[1:2], *grads["proj"],
         attn_b, *soft_b, *quant_b[:1], *grads["qkv"], memory_op(gpu, "norm1.bwd", 2 * norm),
     )
-    full_buffer = BF16 * tokens * h
-    # Shoeybi et al. 2019 (Megatron-LM, arXiv 1909.08053) §3, Fig. 3: two all-reduces of b·s·h per layer and pass;
-    # with SP each becomes an all-gather and a reduce-scatter (Korthikanti et al. 2022 §4.2.2, Fig. 5)
-    if t == 1:
-        fwd_coll: tuple[Collective, ...] = ()
-    elif sp:
-        fwd_coll = (Collective("all_gather", full_buffer), Collective("reduce_scatter", full_buffer)) * 2
-    else:
-        fwd_coll = (Collective("all_reduce", full_buffer),) * 2
-    bwd_coll = fwd_coll + sp_regathers(t, sp, full_buffer, 2)
-    # Korthikanti et al. 2022 §4.2: selective recomputes the attention core, full recomputes the whole layer
-    recompute_ops: tuple[Op, ...] = ()
-    recompute_coll: tuple[Collective, ...] = ()
-    if recompute == "full":
-        recompute_ops, recompute_coll = forward, fwd_coll
-    elif recompute == "selective" and not cluster.flash_attention:
-        recompute_ops = (*soft_f, attn_f)
-    elif recompute == "op":
-        recompute_ops = op_sac_recompute(model, cluster, tokens, t, fp8, (norm, residual, mlp_act_bytes))
-        # the reduce-scatters' outputs are on the save list; all-gathers and all-reduces run again
-        recompute_coll = tuple(c for c in fwd_coll if c.kind != "reduce_scatter")
+    fwd_coll = _tp_collectives(t, sp, BF16 * tokens * h)
+    bwd_coll = fwd_coll + sp_regathers(t, sp, BF16 * tokens * h, 2)
+    recompute_ops, recompute_coll = _recomputed(model, cluster, recompute, forward, (*soft_f, attn_f), fwd_coll,
+                                                tokens, t, fp8, (norm, residual, mlp_act_bytes))
     return LayerCompute(forward=forward, backward=backward, recompute=recompute_ops,
                         forward_collectives=fwd_coll, backward_collectives=bwd_coll,
                         recompute_collectives=recompute_coll, attention_forward=attn_f.seconds)
+
+
+def _tp_collectives(tp: int, sp: bool, full_buffer: int) -> tuple[Collective, ...]:
+    """The TP collectives of one layer's forward over its ``full_buffer`` bytes of b·s·h activations."""
+    # Shoeybi et al. 2019 (Megatron-LM, arXiv 1909.08053) §3, Fig. 3: two all-reduces of b·s·h per layer and pass;
+    # with SP each becomes an all-gather and a reduce-scatter (Korthikanti et al. 2022 §4.2.2, Fig. 5)
+    if tp == 1:
+        return ()
+    if sp:
+        return (Collective("all_gather", full_buffer), Collective("reduce_scatter", full_buffer)) * 2
+    return (Collective("all_reduce", full_buffer),) * 2
+
+
+def _recomputed(model: ModelSpec, cluster: ClusterSpec, recompute: str, forward: tuple[Op, ...],
+                core: tuple[Op, ...], fwd_coll: tuple[Collective, ...], tokens: int, tp: int, fp8: bool,
+                element_bytes: tuple[float, float, float]) -> tuple[tuple[Op, ...], tuple[Collective, ...]]:
+    """The kernels and TP collectives a layer's ``recompute`` runs again before its backward (``core``: the
+    attention core's kernels)."""
+    # Korthikanti et al. 2022 §4.2: selective recomputes the attention core, full recomputes the whole layer
+    if recompute == "full":
+        return forward, fwd_coll
+    if recompute == "selective" and not cluster.flash_attention:
+        return core, ()
+    if recompute == "op":
+        # the reduce-scatters' outputs are on the save list; all-gathers and all-reduces run again
+        return (op_sac_recompute(model, cluster, tokens, tp, fp8, element_bytes),
+                tuple(c for c in fwd_coll if c.kind != "reduce_scatter"))
+    return (), ()
 
 
 def sp_regathers(tp: int, sp: bool, full_buffer: int, column_layers: int) -> tuple[Collective, ...]:
