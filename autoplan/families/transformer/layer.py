@@ -170,8 +170,9 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
         memory_op(gpu, "norm2.bwd", 2 * norm), memory_op(gpu, "dropout_add1.bwd", residual), *quant_b[1:2], *grads["proj"],
         attn_b, *soft_b, *quant_b[:1], *grads["qkv"], memory_op(gpu, "norm1.bwd", 2 * norm),
     )
-    fwd_coll = _tp_collectives(t, sp, BF16 * tokens * h)
-    bwd_coll = fwd_coll + sp_regathers(t, sp, BF16 * tokens * h, 2)
+    full_buffer = BF16 * tokens * h
+    fwd_coll = _tp_collectives(t, sp, full_buffer)
+    bwd_coll = fwd_coll + sp_regathers(t, sp, full_buffer, 2)
     recompute_ops, recompute_coll = _recomputed(model, cluster, recompute, forward, (*soft_f, attn_f), fwd_coll,
                                                 tokens, t, fp8, (norm, residual, mlp_act_bytes))
     return LayerCompute(forward=forward, backward=backward, recompute=recompute_ops,
