@@ -181,27 +181,31 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
     # Megatron-Core: expert tensor parallelism defaults to the tensor-parallel size
     ep = st.get("ep") or 1
     etp = st.get("etp") or (tp if ep > 1 else 1)
+    axes = _axes(case, model, tp, pp, ep)
+    searched = tuple(k for k, vals in axes.items() if len(vals) > 1)
+    # a pipeline schedule the file names (a zero-bubble one: DeepSeek-V3's DualPipe), else Megatron-Core's
+    schedule = str(st["schedule"]) if _known(st.get("schedule")) else None
+    layout = _layout(st, model, pp, schedule)
+    plans = []
+    for combo in itertools.product(*axes.values()):
+        kw = dict(zip(axes, combo))
+        v = kw.pop("virtual_stages")
+        plans.append(Strategy(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=st["global_batch"], ep=ep, etp=etp,
+                              schedule=schedule or ("interleaved" if v > 1 else "1f1b"), virtual_stages=v, **layout,
+                              **kw))
+    return [p for p in plans if not family_violations(model, gpus, p)], searched
+
+
+def _axes(case: dict, model: ModelSpec, tp: int, pp: int, ep: int) -> dict[str, list]:
+    """Each plan field's values: the one the source states, else every value it could have been."""
+    st = case["strategy"]
     axes: dict[str, list] = {}
     axes["micro_batch"] = [st["microbatch"]] if _known(st.get("microbatch")) else [1, 2, 4, 8]
-    vstages = st.get("virtual_stages_per_rank")
-    interleave = st.get("interleaved_schedule")
-    if _known(vstages):
-        axes["virtual_stages"] = [vstages]
-    elif interleave is False or pp == 1:
-        axes["virtual_stages"] = [1]
-    else:
-        # interleaving not stated: 1F1B (v = 1) is as likely as any interleaving, so it is searched too
-        axes["virtual_stages"] = ([] if interleave is True else [1]) + [
-            v for v in (2, 3, 4, 5, 6, 8, 12) if model.layers % (pp * v) == 0]
+    axes["virtual_stages"] = _virtual_stages(st, model, pp)
     axes["recompute"] = [_recompute(st["recompute"])] if _known(st.get("recompute")) else ["none", "selective", "full"]
     sp = st.get("sequence_parallel")
     axes["sequence_parallel"] = [bool(sp) and tp > 1] if _known(sp) else ([False, True] if tp > 1 else [False])
-    dist = st.get("distributed_optimizer")
-    axes["zero"] = [0] if not _known(dist) or str(dist).lower().startswith("false") else [1]
-    if not _known(dist) and "H100" in str(case.get("hardware", {}).get("gpu", "")):
-        axes["zero"] = [0, 1]
-    if _known(st.get("zero_stage")):
-        axes["zero"] = [int(st["zero_stage"])]      # a ZeRO run (DeepSpeed stage 1-3), as published
+    axes["zero"] = _zero_stages(case)
     axes["precision"] = [precision_of(case)]
     if axes["precision"] != ["bf16"] and not _known(st.get("fp8_param_gather")):
         axes["fp8_param_gather"] = [False, True]      # FP8 weights (Megatron --fp8-param-gather): not published
@@ -222,24 +226,41 @@ def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy],
         axes[knob] = [bool(st[knob])] if _known(st.get(knob)) else [default]
     if ep > 1 and not _known(st.get("ep_overlap")):
         axes["ep_overlap"] = [False, True]       # the EP all-to-all overlap, when the source does not say
-    searched = tuple(k for k, vals in axes.items() if len(vals) > 1)
-    # a pipeline schedule the file names (a zero-bubble one: DeepSeek-V3's DualPipe), else Megatron-Core's
-    schedule = str(st["schedule"]) if _known(st.get("schedule")) else None
+    return axes
+
+
+def _virtual_stages(st: dict, model: ModelSpec, pp: int) -> list[int]:
+    """Virtual stages a rank holds: as stated, 1 without interleaving, else every interleaving the layers allow."""
+    vstages, interleave = st.get("virtual_stages_per_rank"), st.get("interleaved_schedule")
+    if _known(vstages):
+        return [vstages]
+    if interleave is False or pp == 1:
+        return [1]
+    # interleaving not stated: 1F1B (v = 1) is as likely as any interleaving, so it is searched too
+    return ([] if interleave is True else [1]) + [v for v in (2, 3, 4, 5, 6, 8, 12) if model.layers % (pp * v) == 0]
+
+
+def _zero_stages(case: dict) -> list[int]:
+    """ZeRO stages: a published DeepSpeed stage, 1 under a distributed optimizer, both when an H100 run's source
+    does not say, else 0."""
+    st = case["strategy"]
+    if _known(st.get("zero_stage")):
+        return [int(st["zero_stage"])]           # a ZeRO run (DeepSpeed stage 1-3), as published
+    dist = st.get("distributed_optimizer")
+    if not _known(dist) and "H100" in str(case.get("hardware", {}).get("gpu", "")):
+        return [0, 1]
+    return [0] if not _known(dist) or str(dist).lower().startswith("false") else [1]
+
+
+def _layout(st: dict, model: ModelSpec, pp: int, schedule: str | None) -> dict[str, int]:
+    """The end stages' layer counts (and the deferred output-layer weight gradients) the plan takes."""
     # uneven first/last stages as published; else the balanced split when the layers do not divide (Megatron-Core;
     # a V shape's rank 0 holds both ends: layout.balanced_v_layout)
     ends = ((balanced_v_layout(model.layers, pp), 0) if schedule in V_SHAPE
             else balanced_layout(model.layers, pp, output_heavy=bool(model.mtp_layers)))
     layout = dict(zip(("first_stage_layers", "last_stage_layers"), ends))
     # and the counts the file states (the end stages' layers, the deferred output-layer weight gradients)
-    layout |= {k: int(st[k]) for k in (*layout, "embedding_wgrad_deferral") if _known(st.get(k))}
-    plans = []
-    for combo in itertools.product(*axes.values()):
-        kw = dict(zip(axes, combo))
-        v = kw.pop("virtual_stages")
-        plans.append(Strategy(dp=dp, tp=tp, pp=pp, cp=cp, global_batch=st["global_batch"], ep=ep, etp=etp,
-                              schedule=schedule or ("interleaved" if v > 1 else "1f1b"), virtual_stages=v, **layout,
-                              **kw))
-    return [p for p in plans if not family_violations(model, gpus, p)], searched
+    return layout | {k: int(st[k]) for k in (*layout, "embedding_wgrad_deferral") if _known(st.get(k))}
 
 
 def run_variants(case: dict, where: Path | None = None) -> list[CaseResult]:
