@@ -198,19 +198,34 @@ def partial_recompute_bytes(full: float, chunk_layers: float, model: ModelSpec, 
 def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_layer: float,
            working: float = 0.0) -> StageMemory:
     """``working``: ``recompute_working_bytes``, added where the stage holds layers."""
-    t, p, n = s.tp, s.pp, s.dp * s.cp
     layers = stage_layers(model.layers, s, stage)
-    first, last = holds_embedding(s.schedule, stage, p), holds_output(s.schedule, stage, p)
+    weights, gradients, optimizer, buffers = _model_state(model, s, layers, _stage_params(model, s, stage, layers))
+    chunks = inflight_layer_chunks(s, stage)
+    return StageMemory(stage=stage, weights=weights, gradients=gradients, optimizer=optimizer,
+                       activations=_activations(model, cluster, s, stage, layers, chunks, per_layer, working),
+                       embedding=end_layer_bytes(model, s, stage, chunks), buffers=buffers,
+                       reserve=cluster.gpu.memory_reserve_bytes)
+
+
+def _stage_params(model: ModelSpec, s: Plan, stage: int, layers: int) -> float:
+    """Parameters one GPU of ``stage`` holds (``layers`` layers, and the embedding or output layer if it has them)."""
+    first, last = holds_embedding(s.schedule, stage, s.pp), holds_output(s.schedule, stage, s.pp)
     # Shoeybi et al. 2019 §3: layers, embedding and output are all split over the TP group
-    params = layers * model.layer_params() / t
+    params = layers * model.layer_params() / s.tp
     if first:
-        params += model.embedding_params() / t
+        params += model.embedding_params() / s.tp
     if last:
         # Megatron-LM: the output layer is vocab-parallel; with pp > 1 a tied embedding is copied to the last stage
         # (not under a V shape, whose first rank holds both ends)
-        params += model.output_params() / t
+        params += model.output_params() / s.tp
         if model.tied_embeddings and not first:
-            params += model.vocab * model.hidden / t
+            params += model.vocab * model.hidden / s.tp
+    return params
+
+
+def _model_state(model: ModelSpec, s: Plan, layers: int, params: float) -> tuple[float, float, float, float]:
+    """Bytes of weights, gradients, optimizer state and ZeRO's transient buffers for ``params`` parameters."""
+    t, n = s.tp, s.dp * s.cp
     # Megatron-LM distributed optimizer docs (the WEIGHT/GRADIENT/OPTIMIZER_BYTES above): bytes per parameter
     weights = WEIGHT_BYTES * params
     if s.precision != "bf16":
@@ -242,8 +257,13 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
         # one layer's unsharded gradients at the reduction's width (passes.grad_bytes: fp32 or the 16-bit type).
         # ZeRO-3's gradient buckets are left inside its gathered-layer buffer (DeepSpeed reduce buckets)
         buffers += (4 if s.grad_reduce_in_fp32 else 2) * model.layer_params() / t
+    return weights, gradients, optimizer, buffers
 
-    chunks = inflight_layer_chunks(s, stage)
+
+def _activations(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, layers: int, chunks: int,
+                 per_layer: float, working: float) -> float:
+    """Bytes of the activations ``stage`` holds at its peak: ``chunks`` in-flight chunk-forwards of ``per_layer``
+    bytes a layer, the recompute's ``working`` bytes and the inputs waiting for deferred weight gradients."""
     per_chunk = layers / s.chunks
     if s.recompute_layers:
         # block recompute (knobs.recomputed_layers): the chunk's first layers keep only their input, the rest all
@@ -258,10 +278,7 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
     waiting_w = weight_grad_held_chunks(s, stage)
     if waiting_w:
         activations += waiting_w * (layers / s.chunks) * weight_grad_bytes_per_layer(model, s)
-
-    return StageMemory(stage=stage, weights=weights, gradients=gradients, optimizer=optimizer,
-                       activations=activations, embedding=end_layer_bytes(model, s, stage, chunks), buffers=buffers,
-                       reserve=cluster.gpu.memory_reserve_bytes)
+    return activations
 
 
 def end_layer_bytes(model: ModelSpec, s: Plan, stage: int, chunks: int) -> float:
