@@ -22,7 +22,7 @@ parallelism), filter/channel collectives as ``tp`` (a split of the weights, like
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from autoplan.hardware import network
@@ -146,7 +146,7 @@ def _gemm(gpu, m: float, n: float, k: float) -> float:
 def layer_costs(model: ModelSpec, cluster: ClusterSpec, micro_batch: int, spatial: int, channel: int,
                 filter_: int) -> tuple[LayerCost, ...]:
     """Per-layer costs of one micro-batch on one GPU under the given splits."""
-    cnn, gpu, b = spec_of(model), cluster.gpu, micro_batch
+    cnn, b = spec_of(model), micro_batch
     dt = cnn.dtype_bytes
     s = _Splits(spatial=spatial, channel=channel, filter=filter_)
     shapes = _shapes(cluster, s)
@@ -164,59 +164,70 @@ def layer_costs(model: ModelSpec, cluster: ClusterSpec, micro_batch: int, spatia
             full = b * layer.in_elements * dt / (filter_ * channel)
             gather = network.all_gather(cluster, shapes["spatial"], full)
         was_split = split
-        model_f = model_b = 0.0
         if layer.kind in WEIGHTED:
-            f = filter_ if layer.out_channels >= filter_ else 1
-            c = channel if layer.in_channels >= channel else 1
-            cout, cin = _ceil_div(layer.out_channels, f), _ceil_div(layer.in_channels, c)
-            if layer.kind == "upconv":
-                m, n, k = b * in_pix, cout * layer.taps, cin
-            elif layer.kind == "fc":
-                m, n, k = b, cout, cin * (math.prod(layer.in_size) or 1)
-            else:
-                m, n, k = b * out_pix, cout, cin * layer.taps
-            fwd = _gemm(gpu, m, n, k)
-            # backward, 2× the forward (Narayanan et al. SC'21 §5.1): wgrad (k×m)·(m×n), and dgrad a convolution of
-            # dy with the flipped filters, inner dimension Cout·k^d (cuDNN implicit-GEMM dgrad; Chetlur et al. 2014
-            # §3). The first layer's input is the data, which needs no gradient: autograd skips its dgrad
-            # (PyTorch computes grad_input only for inputs that require grad: torch.autograd docs, "requires_grad";
-            # Chainer wraps input arrays as variables with requires_grad=False: chainer.as_variable docs)
-            taps = layer.taps if layer.kind == "conv" else 1
-            dgrad = _gemm(gpu, m, k / taps, n * taps) if i != first else 0.0
-            bwd = dgrad + _gemm(gpu, k, n, m)
-            # two GEMMs of the forward's FLOPs: never faster than the forward (the tile model's wave quantization
-            # can favour their shorter inner dimensions on tiny outputs, where cuBLAS would split k instead); the
-            # first layer's lone wgrad has the forward's FLOPs: never faster than it either
-            bwd = max(bwd, fwd)
-            flops = 2.0 * m * n * k
-            nbytes = dt * (m * k + k * n + m * n)
-            params = layer.params() / (f * c)
-            in_full = b * layer.in_elements * dt * in_pix / max(1, math.prod(layer.in_size))
-            out_full = b * layer.out_channels * out_pix * dt
-            if f > 1 and i:
-                # Kahira et al. §3.4 (filter): all-gather the input forward, all-reduce its gradient backward
-                model_f = network.all_gather(cluster, shapes["model"], in_full)
-                model_b = network.all_reduce(cluster, shapes["model"], in_full)
-            if c > 1:
-                # Kahira et al. §3.4 (channel): all-reduce the partial outputs forward, all-gather dy backward
-                model_f = network.all_reduce(cluster, shapes["model"], out_full)
-                model_b = network.all_gather(cluster, shapes["model"], out_full)
-            stored = dt * b * (layer.out_channels / f) * out_pix + (in_full if f > 1 else 0.0)
-            local_out = dt * b * cout * out_pix
+            cost = _weighted(layer, cluster, shapes["model"], b, dt, in_pix, out_pix, channel, filter_,
+                             first_layer=i == first, has_input_layer=i > 0)
         else:
-            shard = filter_ * channel
-            nbytes = dt * b * (layer.in_channels * in_pix + layer.out_channels * out_pix) / shard
-            # element-wise and pooling kernels: one read and one write (roofline's memory side, Williams et al.
-            # 2009); backward reads the saved tensor and the gradient and writes one (2× for a batch norm)
-            fwd = memory_time(gpu, nbytes)
-            bwd = memory_time(gpu, nbytes * (2.0 if layer.kind == "norm" else 1.5))
-            flops, params = 0.0, layer.params() / shard
-            stored = dt * b * layer.out_channels * out_pix / shard
-            local_out = stored
+            cost = _element_wise(layer, cluster, b, dt, in_pix, out_pix, filter_ * channel)
         hb = halo_bytes(layer, b, spatial, channel if layer.kind in WEIGHTED else filter_ * channel, dt)
         halo = network.send_recv(cluster, same_node, hb) if hb else 0.0
-        out.append(LayerCost(fwd, bwd, halo, gather, model_f, model_b, flops, nbytes, stored, params, local_out))
+        out.append(replace(cost, halo=halo, gather=gather))
     return tuple(out)
+
+
+def _weighted(layer: Layer, cluster: ClusterSpec, model_shape: network.GroupShape, b: int, dt: int, in_pix: float,
+              out_pix: float, channel: int, filter_: int, first_layer: bool, has_input_layer: bool) -> LayerCost:
+    """A convolution, up-convolution or fully connected layer as implicit GEMMs, with its filter/channel
+    collectives (no halo or gather: ``layer_costs`` adds them)."""
+    gpu = cluster.gpu
+    f = filter_ if layer.out_channels >= filter_ else 1
+    c = channel if layer.in_channels >= channel else 1
+    cout, cin = _ceil_div(layer.out_channels, f), _ceil_div(layer.in_channels, c)
+    if layer.kind == "upconv":
+        m, n, k = b * in_pix, cout * layer.taps, cin
+    elif layer.kind == "fc":
+        m, n, k = b, cout, cin * (math.prod(layer.in_size) or 1)
+    else:
+        m, n, k = b * out_pix, cout, cin * layer.taps
+    fwd = _gemm(gpu, m, n, k)
+    # backward, 2× the forward (Narayanan et al. SC'21 §5.1): wgrad (k×m)·(m×n), and dgrad a convolution of
+    # dy with the flipped filters, inner dimension Cout·k^d (cuDNN implicit-GEMM dgrad; Chetlur et al. 2014
+    # §3). The first layer's input is the data, which needs no gradient: autograd skips its dgrad
+    # (PyTorch computes grad_input only for inputs that require grad: torch.autograd docs, "requires_grad";
+    # Chainer wraps input arrays as variables with requires_grad=False: chainer.as_variable docs)
+    taps = layer.taps if layer.kind == "conv" else 1
+    dgrad = _gemm(gpu, m, k / taps, n * taps) if not first_layer else 0.0
+    bwd = dgrad + _gemm(gpu, k, n, m)
+    # two GEMMs of the forward's FLOPs: never faster than the forward (the tile model's wave quantization
+    # can favour their shorter inner dimensions on tiny outputs, where cuBLAS would split k instead); the
+    # first layer's lone wgrad has the forward's FLOPs: never faster than it either
+    bwd = max(bwd, fwd)
+    in_full = b * layer.in_elements * dt * in_pix / max(1, math.prod(layer.in_size))
+    out_full = b * layer.out_channels * out_pix * dt
+    model_f = model_b = 0.0
+    if f > 1 and has_input_layer:
+        # Kahira et al. §3.4 (filter): all-gather the input forward, all-reduce its gradient backward
+        model_f = network.all_gather(cluster, model_shape, in_full)
+        model_b = network.all_reduce(cluster, model_shape, in_full)
+    if c > 1:
+        # Kahira et al. §3.4 (channel): all-reduce the partial outputs forward, all-gather dy backward
+        model_f = network.all_reduce(cluster, model_shape, out_full)
+        model_b = network.all_gather(cluster, model_shape, out_full)
+    stored = dt * b * (layer.out_channels / f) * out_pix + (in_full if f > 1 else 0.0)
+    return LayerCost(fwd, bwd, 0.0, 0.0, model_f, model_b, 2.0 * m * n * k, dt * (m * k + k * n + m * n), stored,
+                     layer.params() / (f * c), dt * b * cout * out_pix)
+
+
+def _element_wise(layer: Layer, cluster: ClusterSpec, b: int, dt: int, in_pix: float, out_pix: float,
+                  shard: int) -> LayerCost:
+    """A norm, activation or pooling layer over its 1/``shard`` of the channels (no halo or gather)."""
+    nbytes = dt * b * (layer.in_channels * in_pix + layer.out_channels * out_pix) / shard
+    # element-wise and pooling kernels: one read and one write (roofline's memory side, Williams et al.
+    # 2009); backward reads the saved tensor and the gradient and writes one (2× for a batch norm)
+    fwd = memory_time(cluster.gpu, nbytes)
+    bwd = memory_time(cluster.gpu, nbytes * (2.0 if layer.kind == "norm" else 1.5))
+    stored = dt * b * layer.out_channels * out_pix / shard
+    return LayerCost(fwd, bwd, 0.0, 0.0, 0.0, 0.0, 0.0, nbytes, stored, layer.params() / shard, stored)
 
 
 def _stages(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[tuple[int, int], ...]:
