@@ -214,22 +214,16 @@ def activation_ops(model: ModelSpec, gpu, values: int) -> tuple[Op, Op, int, int
     return (compute.memory_op(gpu, "expert.activation", fwd, 4), compute.memory_op(gpu, "expert.activation.bwd", bwd, 3), 4, 3)
 
 
-def _quantize(gpu, name: str, values: float, current: bool = False) -> Op:
-    # Transformer Engine's FP8 cast of a GEMM input (layer.quantize_op). Under current scaling no TP amax all-reduce:
-    # the experts' grouped linears run with no TP mode (Megatron-Core TEGroupedLinear, explicit expert communication),
-    # and this model leaves it out of MLA's projections
-    return layer.quantize_op(gpu, name, values, current)
-
-
 def _linear(gpu, name: str, m: int, n: int, k: int, fp8: bool, current: bool = False) -> tuple[Op, ...]:
     """A linear layer's forward: its FP8 input cast (when FP8) and its GEMM."""
-    cast = (_quantize(gpu, f"{name}.quantize", m * k, current),) if fp8 else ()
+    # no TP amax all-reduce under current scaling: this model leaves it out of MLA's projections
+    cast = (layer.quantize_op(gpu, f"{name}.quantize", m * k, current),) if fp8 else ()
     return (*cast, compute.gemm_op(gpu, name, m, n, k, fp8=fp8))
 
 
 def _linear_bwd(gpu, name: str, m: int, n: int, k: int, fp8: bool, current: bool = False) -> tuple[Op, ...]:
     """A linear layer's backward: the FP8 cast of its output gradient (when FP8), dgrad and wgrad."""
-    cast = (_quantize(gpu, f"{name}.quantize_grad", m * n, current),) if fp8 else ()
+    cast = (layer.quantize_op(gpu, f"{name}.quantize_grad", m * n, current),) if fp8 else ()
     return (*cast, *compute.linear_backward(gpu, name, m, n, k, fp8=fp8))
 
 
@@ -337,22 +331,25 @@ def _routed_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]
     # under fp8-blockwise the tokens are cast before the dispatch (T·h values, not the T·top_k copies: DeepSeek-V3
     # §3.3.3, FP8 dispatch)
     fc1_cast = tokens_in * h if s.precision == "fp8-blockwise" else experts * rows * h
-    quant_f = [(_quantize(gpu, "expert.fc1.quantize", fc1_cast, cs), 1),
-               (_quantize(gpu, "expert.fc2.quantize", experts * rows * width, cs), 1)] if fp8 else [(None, 0)] * 2
-    quant_b = [(_quantize(gpu, "expert.fc2.quantize_grad", experts * rows * h, cs), 1),
-               (_quantize(gpu, "expert.fc1.quantize_grad", experts * rows * up, cs), 1)] if fp8 else [(None, 0)] * 2
-    forward = [(permute, 1), *([(sort, 1)] if sorts else []), quant_f[0], (fc1, experts), (act_f, act_fk),
-               *((op, 1) for op in store_f), quant_f[1], (fc2, experts), *([(unsort, 1)] if sorts else []),
-               (unpermute, 1)]
+
+    def cast(name: str, values: float) -> Launched:
+        # Transformer Engine's FP8 cast (when FP8); no TP amax all-reduce under current scaling: the experts'
+        # grouped linears run with no TP mode (Megatron-Core TEGroupedLinear, explicit expert communication)
+        return [(layer.quantize_op(gpu, name, values, cs), 1)] if fp8 else []
+
+    forward = [(permute, 1), *([(sort, 1)] if sorts else []), *cast("expert.fc1.quantize", fc1_cast), (fc1, experts),
+               (act_f, act_fk), *((op, 1) for op in store_f), *cast("expert.fc2.quantize", experts * rows * width),
+               (fc2, experts), *([(unsort, 1)] if sorts else []), (unpermute, 1)]
     fc2_d, fc2_w = _grouped_backward(gpu, "expert.fc2", experts, rows, h, width, fp8)
     fc1_d, fc1_w = _grouped_backward(gpu, "expert.fc1", experts, rows, up, h, fp8)
     sorts_b = [(compute.memory_op(gpu, f"{op.name}.bwd", op.bytes), 1) for op in (unsort, sort)] if sorts else []
-    backward = [(compute.memory_op(gpu, "unpermute.bwd", 2 * routed * s.etp), 1), *sorts_b[:1], quant_b[0],
-                (fc2_d, experts), (fc2_w, experts), *((op, 1) for op in store_b), (act_b, act_bk), quant_b[1],
+    backward = [(compute.memory_op(gpu, "unpermute.bwd", 2 * routed * s.etp), 1), *sorts_b[:1],
+                *cast("expert.fc2.quantize_grad", experts * rows * h), (fc2_d, experts), (fc2_w, experts),
+                *((op, 1) for op in store_b), (act_b, act_bk), *cast("expert.fc1.quantize_grad", experts * rows * up),
                 (fc1_d, experts), (fc1_w, experts), *sorts_b[1:],
                 (compute.memory_op(gpu, "permute.bwd", 2 * routed * s.etp), 1),
                 *((op, 1) for op in compute.linear_backward(gpu, "router", tokens_in, model.experts, h))]
-    return [x for x in forward if x[0] is not None], [x for x in backward if x[0] is not None]
+    return forward, backward
 
 
 def _shared_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]:
