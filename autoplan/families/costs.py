@@ -30,6 +30,13 @@ def pass_cost(*parts: tuple[str, float]) -> PassCost:
     return PassCost(sum(p[1] for p in kept), kept)
 
 
+def with_part(cost: PassCost, kind: str, seconds: float) -> PassCost:
+    """``cost`` lasting ``seconds`` longer, spent on ``kind`` (added to that kind's part when it has one)."""
+    parts = dict(cost.parts)
+    parts[kind] = parts.get(kind, 0.0) + seconds
+    return PassCost(cost.seconds + seconds, tuple(parts.items()))
+
+
 def host_bound(cost: PassCost, host_seconds: float) -> PassCost:
     """``cost`` when the host issues the pass in ``host_seconds`` or less; else the pass lasts as long as the host
     takes, the GPU waiting (counted as compute: the stream is held) for the difference."""

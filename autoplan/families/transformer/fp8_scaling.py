@@ -17,7 +17,7 @@ spread ``GPUSpec.speed_variability`` already charges once a step.
 
 from __future__ import annotations
 
-from autoplan.families.costs import PassCost, PassKey
+from autoplan.families.costs import PassCost, PassKey, with_part
 from autoplan.hardware import network
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.plan import Plan
@@ -45,4 +45,4 @@ def with_reductions(passes: dict[PassKey, PassCost], seconds: float) -> dict[Pas
     counted as DP communication (its group spans the data-parallel ranks)."""
     if seconds <= 0:
         return passes
-    return {key: PassCost(cost.seconds + seconds, cost.parts + (("dp", seconds),)) for key, cost in passes.items()}
+    return {key: with_part(cost, "dp", seconds) for key, cost in passes.items()}

@@ -10,7 +10,7 @@ from functools import lru_cache
 from autoplan.hardware import compute, network, policy
 from autoplan.families.transformer import fp8_scaling, zero3_tensors
 from autoplan.families.transformer.memory import MASTER_WEIGHT_BYTES, MOMENT_BYTES
-from autoplan.families.costs import COMPUTE_KINDS, CommNeed, PassCost, PassKey, StepCosts
+from autoplan.families.costs import COMPUTE_KINDS, CommNeed, PassCost, PassKey, StepCosts, with_part
 from autoplan.families.transformer.passes import (cp_kv_bytes, defer_output_wgrad, grad_bytes, layer,
                                                   layer_pass_seconds, pass_costs, pass_key, ulysses_bytes,
                                                   weight_grad_costs)
@@ -204,7 +204,7 @@ def _zero3_passes(model: ModelSpec, cluster: ClusterSpec, s: Plan,
     for key, cost in passes.items():
         first_or_last = key[1] or key[2]
         extra = (fwd if key[0] else bwd) + (g_other + (0.0 if key[0] else r_other) if first_or_last else 0.0)
-        out[key] = PassCost(cost.seconds + extra, cost.parts + (("dp", extra),))
+        out[key] = with_part(cost, "dp", extra)
     return out
 
 

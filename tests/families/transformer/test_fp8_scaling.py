@@ -67,6 +67,17 @@ def test_every_chunk_pass_gains_one_reduction_as_dp(monkeypatch, recompute):
         assert dict(cost.parts)["dp"] == pytest.approx(dict(without[key].parts).get("dp", 0.0) + sync)
 
 
+def test_under_zero3_the_reduction_joins_the_gathers_dp_part(monkeypatch):
+    s = Strategy(tp=8, pp=1, dp=128, global_batch=1024, zero=3, precision="fp8")
+    sync = fp8_scaling.reduction_seconds(H100, s)
+    with_sync = plan.step_costs(GPT3, H100, s).passes
+    without = _without_reduction(monkeypatch, plan.step_costs, GPT3, s)
+    for key, cost in with_sync.items():
+        kinds = [k for k, _ in cost.parts]
+        assert kinds.count("dp") == 1
+        assert dict(cost.parts)["dp"] == pytest.approx(dict(without[key].parts)["dp"] + sync)
+
+
 def test_moe_chunk_passes_gain_it_too(monkeypatch):
     model = get_model("mixtral-8x7b")
     s = Strategy(tp=2, pp=4, dp=16, ep=8, global_batch=512, sequence_parallel=True, zero=1, precision="fp8")
