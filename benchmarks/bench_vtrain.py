@@ -103,24 +103,36 @@ def report(data: list[dict], host: Host | None, title: str) -> dict:
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(data):
         groups.setdefault((r["hidden size"], r["# layers"], r["global batch"], r["# GPUs"]), []).append(i)
-    rhos, regrets = [], []
-    for idx in groups.values():
+    rhos, regrets, per_group = [], [], []
+    for key, idx in groups.items():
         if len(idx) < 3:
             continue
         rhos.append(spearman([pred[i] for i in idx], [meas[i] for i in idx]))
         top = min(idx, key=lambda i: pred[i])
         regrets.append(100 * (meas[top] / min(meas[i] for i in idx) - 1))
+        per_group.append((key, len(idx), rhos[-1], regrets[-1]))
     out = {"runs": len(data), "mean_abs_pct": mean(abs(e) for e in errs), "mean_signed_pct": mean(errs),
            "max_abs_pct": max(abs(e) for e in errs), "groups": len(rhos),
            "spearman_mean": mean(rhos) if rhos else math.nan, "spearman_min": min(rhos, default=math.nan),
            "groups_below_0.85": sum(r < 0.85 for r in rhos), "regret_mean_pct": mean(regrets) if regrets else math.nan,
            "regret_max_pct": max(regrets, default=math.nan), "cpu_s": time.process_time() - t0,
-           "errors": errs}
+           "errors": errs, "per_group": per_group}
     print(f"{title}: {out['runs']} runs, mean |error| {out['mean_abs_pct']:.1f} %, signed {out['mean_signed_pct']:+.1f} %, "
           f"max {out['max_abs_pct']:.1f} %; {out['groups']} groups: Spearman mean {out['spearman_mean']:.3f}, min "
           f"{out['spearman_min']:.3f}, {out['groups_below_0.85']} below 0.85; top-1 regret mean "
           f"{out['regret_mean_pct']:.1f} %, max {out['regret_max_pct']:.1f} % ({out['cpu_s']:.1f} s CPU)")
     return out
+
+
+def report_groups(out: dict) -> None:
+    """``report``'s groups one a line: model, batch, GPUs, runs, Spearman, and whether autoplan's top-1 plan is the
+    measured best (its regret 0)."""
+    hits = sum(regret == 0 for *_, regret in out["per_group"])
+    print(f"  per group (hidden, layers, batch, GPUs): autoplan's top-1 is the measured best in {hits} of "
+          f"{len(out['per_group'])}")
+    for (h, layers, batch, gpus), n, rho, regret in out["per_group"]:
+        print(f"    h{h:.0f} L{layers:.0f} batch {batch:.0f} on {gpus:.0f} GPUs: {n} runs, Spearman {rho:.3f}, top-1 "
+              f"{'the measured best' if regret == 0 else f'{regret:.1f} % slower than the measured best'}")
 
 
 def spread_dp(r: dict, node: int = 8) -> bool:
@@ -180,7 +192,9 @@ def main() -> None:
     if args.multi:
         multi = [r for r in rows("ground_truth_multi.csv")]
         multi = multi[::10] if args.quick else multi
-        report_spread(multi, report(multi, host, "multi-node (64-512 GPUs)")["errors"])
+        out = report(multi, host, "multi-node (64-512 GPUs)")
+        report_groups(out)
+        report_spread(multi, out["errors"])
 
 
 if __name__ == "__main__":
