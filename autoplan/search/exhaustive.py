@@ -127,6 +127,105 @@ def same_plan(cluster: ClusterSpec, s: Strategy) -> Strategy:
     return replace(s, recompute="none") if _another_plan(cluster, s) else s
 
 
+class _Leaderboard:
+    """The top ``k`` feasible plans so far, in rank order (``rank_key``)."""
+
+    def __init__(self, k: int, known: dict[Strategy, Evaluation]) -> None:
+        self.k = k
+        self.board: list[Evaluation] = sorted((e for e in known.values() if e.feasible), key=rank_key)[:k]
+        self.keys = [rank_key(e) for e in self.board]
+
+    def kth(self) -> float:
+        """The k-th best step time per sequence (infinite while fewer than k plans are in)."""
+        return self.keys[self.k - 1][0] if len(self.board) >= self.k else float("inf")
+
+    def offer(self, e: Evaluation) -> None:
+        """Put a feasible plan where it ranks (at most ``k`` keys compared), dropping what falls below the k-th."""
+        key = rank_key(e)
+        at = bisect.bisect_right(self.keys, key)
+        if at < self.k:
+            self.keys.insert(at, key)
+            self.board.insert(at, e)
+            del self.keys[self.k:], self.board[self.k:]
+
+
+class _BoundOrder:
+    """The plans that fit, handed out in order of their bound while it is below the leaderboard's k-th best.
+
+    A plan is simulated once no other plan can have a lower bound, so plans go in the order of their best bound:
+    one the order reaches waits in ``reached`` (a heap by the tightest bound asked so far and how many of the
+    ``LEVELS`` were asked) until it comes first with every level asked."""
+
+    def __init__(self, model: ModelSpec, cluster: ClusterSpec, fitting: list[Strategy],
+                 known: dict[Strategy, Evaluation], budget: int | None) -> None:
+        self.model, self.cluster, self.known, self.budget = model, cluster, known, budget
+        # bounds per sequence, as rank_key ranks (one batch: the order of the bounds themselves)
+        self.order, self.quick = _by_bound(model, cluster, fitting)
+        self.bounds = [x[0] for x in self.order]
+        self.reached: list[tuple[float, int, Strategy, int]] = []
+        self.next = self.reused = self.yielded = 0
+        self.labelled = 0
+        """``order[:labelled]`` has its ties by label."""
+        self.capped = False
+
+    def _reach(self, kth: float) -> None:
+        """Move plans from the bound order to ``reached`` while the next one's bound is below every reached one's."""
+        order, reached = self.order, self.reached
+        while self.next < len(order) and (not reached or order[self.next][0] <= reached[0][0]):
+            if self.next == self.labelled:
+                self.labelled = _ties_by_label(order, self.next)
+            bound, s = order[self.next]
+            if bound > kth:
+                self.next = len(order)             # the order is by bound: no later plan can enter either
+                return
+            self.next += 1
+            if s in self.known:
+                self.reused += 1
+            else:
+                heapq.heappush(reached, (bound, self.next, s, 0 if self.quick else 1))
+
+    def _batch(self, kth: Callable[[], float]) -> list[Strategy]:
+        """Up to ``BATCH`` plans that come first with every bound asked and can still enter the top k."""
+        batch: list[Strategy] = []
+        while len(batch) < BATCH:
+            k = kth()
+            self._reach(k)
+            if not self.reached or self.reached[0][0] > k:
+                break
+            if self.budget is not None and self.yielded + len(batch) + self.reused >= self.budget:
+                self.capped = True
+                break
+            tight, at, s, asked = heapq.heappop(self.reached)
+            for level in range(asked, len(LEVELS)):
+                tighter = _or_zero(LEVELS[level], self.model, self.cluster, s) / s.global_batch
+                if tighter > tight:
+                    heapq.heappush(self.reached, (tighter, at, s, level + 1))
+                    break
+            else:
+                batch.append(s)
+        return batch
+
+    def batches(self, kth: Callable[[], float]) -> Iterator[Sequence[Strategy]]:
+        """Batches until no plan left can enter the top k (``kth`` read anew for every plan) or the budget is spent."""
+        while batch := self._batch(kth):
+            self.yielded += len(batch)
+            yield batch
+
+    def remaining(self, kth: float) -> int | None:
+        """Plans left whose bound is within ``kth`` (the most the search may still simulate); None while it is
+        infinite."""
+        if kth == float("inf"):
+            return None
+        return max(0, bisect.bisect_right(self.bounds, kth) - self.next) + sum(1 for x in self.reached if x[0] <= kth)
+
+    def unproven(self, kth: float) -> int:
+        """Plans whose bound could still enter the top k when the budget stopped the search (0 if it did not)."""
+        if not self.capped:
+            return 0
+        left = self.remaining(kth)
+        return len(self.order) - self.next + len(self.reached) if left is None else left
+
+
 def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k: int = 10,
            executor: Executor | None = None, known: dict[Strategy, Evaluation] | None = None,
            on_result: Callable[[Evaluation], None] | None = None,
@@ -146,89 +245,19 @@ def search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy], top_k:
     valid = len(plans)
     plans = distinct_plans(cluster, plans)
     fitting = [s for s in plans if _may_fit(model, cluster, s)]
-    # bounds per sequence, as rank_key ranks (one batch: the order of the bounds themselves)
-    order, quick = _by_bound(model, cluster, fitting)
-    board: list[Evaluation] = sorted((e for e in known.values() if e.feasible), key=rank_key)[:top_k]
-    keys = [rank_key(e) for e in board]
+    order = _BoundOrder(model, cluster, fitting, known, budget)
+    top = _Leaderboard(top_k, known)
     evaluations: list[Evaluation] = []
-    state = {"next": 0, "reused": 0, "labelled": 0, "yielded": 0, "capped": False}
-    # labelled: order[:labelled] has its ties by label; yielded: plans handed to the executor
-
-    def kth_best() -> float:
-        return rank_key(board[top_k - 1])[0] if len(board) >= top_k else float("inf")
-
-    # plans the order has reached, by the tightest bound asked so far, and how many of the LEVELS were asked: a plan
-    # is simulated once no other plan can have a lower bound, so plans go in the order of their best bound
-    reached: list[tuple[float, int, Strategy, int]] = []
-
-    def reach(kth: float) -> None:
-        """Move plans from the bound order to ``reached`` while the next one's bound is below every reached one's."""
-        while state["next"] < len(order) and (not reached or order[state["next"]][0] <= reached[0][0]):
-            if state["next"] == state["labelled"]:
-                state["labelled"] = _ties_by_label(order, state["next"])
-            bound, s = order[state["next"]]
-            if bound > kth:
-                state["next"] = len(order)             # the order is by bound: no later plan can enter either
-                return
-            state["next"] += 1
-            if s in known:
-                state["reused"] += 1
-            else:
-                heapq.heappush(reached, (bound, state["next"], s, 0 if quick else 1))
-
-    def batches() -> Iterator[Sequence[Strategy]]:
-        while True:
-            batch: list[Strategy] = []
-            while len(batch) < BATCH:
-                kth = kth_best()
-                reach(kth)
-                if not reached or reached[0][0] > kth:
-                    break
-                if budget is not None and state["yielded"] + len(batch) + state["reused"] >= budget:
-                    state["capped"] = True
-                    break
-                tight, at, s, asked = heapq.heappop(reached)
-                for level in range(asked, len(LEVELS)):
-                    tighter = _or_zero(LEVELS[level], model, cluster, s) / s.global_batch
-                    if tighter > tight:
-                        heapq.heappush(reached, (tighter, at, s, level + 1))
-                        break
-                else:
-                    batch.append(s)
-            if not batch:
-                return
-            state["yielded"] += len(batch)
-            yield batch
-
-    bounds = [x[0] for x in order]
-
-    def remaining() -> int | None:
-        """Plans left whose bound is within the k-th best so far (the most the search may still simulate)."""
-        kth = kth_best()
-        if kth == float("inf"):
-            return None
-        return max(0, bisect.bisect_right(bounds, kth) - state["next"]) + sum(1 for x in reached if x[0] <= kth)
-
-    for results in executor.map(model, cluster, batches(), remaining=remaining):
+    for results in executor.map(model, cluster, order.batches(top.kth), remaining=lambda: order.remaining(top.kth())):
         for e in results:
             evaluations.append(e)
             if on_result:
                 on_result(e)
             if e.feasible:
-                # the top k in rank order: a new plan goes where it ranks (at most top_k keys compared)
-                key = rank_key(e)
-                at = bisect.bisect_right(keys, key)
-                if at < top_k:
-                    keys.insert(at, key)
-                    board.insert(at, e)
-                    del keys[top_k:], board[top_k:]
+                top.offer(e)
         if progress:
-            progress(len(evaluations) + state["reused"], len(order), board)
-    done = len(evaluations) + state["reused"]
-    unproven = 0
-    if state["capped"]:
-        left = remaining()
-        unproven = len(order) - state["next"] + len(reached) if left is None else left
-    return SearchResult(leaderboard=board, evaluations=evaluations, valid=valid, equivalent=valid - len(plans),
-                        out_of_memory=len(plans) - len(fitting), pruned=len(order) - done, reused=state["reused"],
-                        seconds=time.perf_counter() - t0, unproven=unproven)
+            progress(len(evaluations) + order.reused, len(order.order), top.board)
+    done = len(evaluations) + order.reused
+    return SearchResult(leaderboard=top.board, evaluations=evaluations, valid=valid, equivalent=valid - len(plans),
+                        out_of_memory=len(plans) - len(fitting), pruned=len(order.order) - done, reused=order.reused,
+                        seconds=time.perf_counter() - t0, unproven=order.unproven(top.kth()))
