@@ -79,11 +79,8 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
            tokens: str | None, epochs: float | None, steps: int | None, gpu_hour_price: float | None,
            goodput: float | None, batch_ramp: str | None, **fixed: Any) -> None:
     """Rank every valid plan for a model on a cluster (exact top-k; plans that cannot win are skipped)."""
-    import time
-    from pathlib import Path
-
     from autoplan.search.exhaustive import distinct_plans
-    from autoplan.search.folder import RECORD, RunFolder, folder_name
+    from autoplan.search.folder import RunFolder
     from autoplan.search.run import choose_sampler
     from autoplan.search.space import enumerate_plans
 
@@ -101,15 +98,7 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
     if not plans:
         from autoplan.search.space import explain_no_plan
         raise SpecError(explain_no_plan(model, gpus, sp, global_batch, rejected, spec.gpus_per_node))
-    if prefilter is not None and cost == "symbolic":
-        raise SpecError(f"--prefilter {prefilter:g} filters plans for the simulator; with --cost symbolic "
-                        "nothing is searched by simulation (give one of them)")
-    if "global_batch" in sp.axes and sampler != "exhaustive":
-        # several batches are ranked by throughput (exhaustive.rank_key); the samplers minimise the step time
-        if sampler != "auto":
-            raise SpecError(f"--sampler {sampler} minimises the step time, which favours the smallest batch of a "
-                            "--global-batch range: use --sampler exhaustive (or auto)")
-        sampler = "exhaustive"
+    sampler = _usable_sampler(sp, sampler, cost, prefilter)
     distinct = len(distinct_plans(spec, plans))
     chosen = "symbolic" if cost == "symbolic" else choose_sampler(sampler, distinct, budget)
     if chosen == "exhaustive" and sampler in ("tpe", "nsga2", "random") and resume is None:
@@ -126,12 +115,7 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
         inputs["run_budget"] = folder.read_inputs()["run_budget"]          # the resumed run's own budget
     fresh = resume is None
     if fresh:
-        run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{folder_name(model.name)}-{gpus}gpu"
-        try:
-            folder = RunFolder.create(Path(out).resolve(), run_id)
-        except (OSError, RuntimeError) as err:            # RuntimeError: a link loop (Python ≤ 3.12)
-            why = getattr(err, "strerror", None) or err
-            raise SpecError(f"--out {shown(out)}: cannot create a run folder there ({why})") from None
+        folder = _new_folder(out, model.name, gpus)
         study = _study_name(folder.name) if storage else None
     if study:                           # runs sharing a --storage never share a study: its name is the run's own
         inputs["study"] = study
@@ -145,28 +129,90 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
             _search_in(folder, model, spec, sp, plans, rejected, inputs, sampler, workers, ray_address, storage,
                        as_json)
     except (SpecError, OSError) as err:
-        record = folder.file(RECORD)
-        started = record.exists() and record.stat().st_size > 0
-        if fresh and not started:
-            folder.remove()             # a search that could not start leaves no run folder
-        if isinstance(err, OSError):    # a full disk, a folder made read-only: what was recorded stays
-            keep = (f"; the {RECORD} so far is kept: make room (or make it writable) and continue with "
-                    f"`autoplan search --resume {folder.path}`" if started else "")
-            raise SpecError(f"cannot write the run folder {shown(folder.path)}: {err.strerror or err}{keep}") from None
-        raise
+        replacement = _failed(folder, fresh, err)
+        if replacement is err:
+            raise
+        raise replacement from None
+
+
+def _usable_sampler(sp: Any, sampler: str, cost: str, prefilter: float | None) -> str:
+    """The sampler the search can use with these flags; a SpecError for flags that contradict each other."""
+    if prefilter is not None and cost == "symbolic":
+        raise SpecError(f"--prefilter {prefilter:g} filters plans for the simulator; with --cost symbolic "
+                        "nothing is searched by simulation (give one of them)")
+    if "global_batch" in sp.axes and sampler != "exhaustive":
+        # several batches are ranked by throughput (exhaustive.rank_key); the samplers minimise the step time
+        if sampler != "auto":
+            raise SpecError(f"--sampler {sampler} minimises the step time, which favours the smallest batch of a "
+                            "--global-batch range: use --sampler exhaustive (or auto)")
+        return "exhaustive"
+    return sampler
+
+
+def _new_folder(out: str, model_name: str, gpus: int) -> Any:
+    """A new run folder under ``out``, named by the time, the model and the GPU count."""
+    import time
+    from pathlib import Path
+
+    from autoplan.search.folder import RunFolder, folder_name
+
+    run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{folder_name(model_name)}-{gpus}gpu"
+    try:
+        return RunFolder.create(Path(out).resolve(), run_id)
+    except (OSError, RuntimeError) as err:            # RuntimeError: a link loop (Python ≤ 3.12)
+        why = getattr(err, "strerror", None) or err
+        raise SpecError(f"--out {shown(out)}: cannot create a run folder there ({why})") from None
+
+
+def _failed(folder: Any, fresh: bool, err: Exception) -> Exception:
+    """The error to raise for a search that stopped on ``err``; a new folder whose search never started is
+    removed (a search that could not start leaves no run folder)."""
+    from autoplan.search.folder import RECORD
+
+    record = folder.file(RECORD)
+    started = record.exists() and record.stat().st_size > 0
+    if fresh and not started:
+        folder.remove()
+    if not isinstance(err, OSError):
+        return err
+    # a full disk, a folder made read-only: what was recorded stays
+    keep = (f"; the {RECORD} so far is kept: make room (or make it writable) and continue with "
+            f"`autoplan search --resume {folder.path}`" if started else "")
+    return SpecError(f"cannot write the run folder {shown(folder.path)}: {err.strerror or err}{keep}")
+
+
+def _counts(result: Any, sp: Any, inputs: dict) -> str:
+    """What the search did with the space: combinations, valid, not fitting, simulated, and what it skipped."""
+    from autoplan.report.leaderboard import unproven_note
+
+    top = inputs["top"]
+    same = f" ({result.equivalent} same as another plan here)" if result.equivalent else ""
+    unproven = unproven_note(result.unproven, inputs["budget"])
+    skipped = (f"{result.pruned - result.unproven} skipped by bound (cannot enter the top {top})"
+               + (f", {unproven}" if unproven else "") if result.sampler == "exhaustive"
+               else f"{result.pruned} ranked by symbolic cost only" if result.sampler == "symbolic"
+               else f"{result.pruned} not sampled ({result.sampler})")
+    if result.prefiltered or result.widened:
+        widened = (f" and widened to {result.widened} more whose bound could still beat its top {top}"
+                   if result.widened else "")
+        skipped += (f", {result.prefiltered} dropped by the symbolic pre-filter (it kept the best "
+                    f"{inputs['prefilter']:g} %{widened})")
+    reused = f", {result.reused} reused from the resumed run" if result.reused else ""
+    return (f"{sp.raw_size()} combinations, {result.valid} valid{same}, {result.out_of_memory} do not fit, "
+            f"{len(result.evaluations)} simulated{reused}, {skipped}")
 
 
 def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejected: Any, inputs: dict,
                sampler: str, workers: int | None, ray_address: str | None, storage: str | None,
                as_json: bool) -> None:
     """Run the search in ``folder`` (locked), write its results and print its leaderboard."""
-    from autoplan.report.leaderboard import rows, unproven_note
+    from autoplan.report.leaderboard import rows
     from autoplan.report.live import Progress, progress_console
     from autoplan.report.write import write_run
     from autoplan.search.run import SearchInterrupted, run_search
     from autoplan.search.totals import costing_of
 
-    top, chosen, gpus = inputs["top"], inputs["sampler"], inputs["gpus"]
+    top, chosen = inputs["top"], inputs["sampler"]
     progress = Progress(progress_console(), len(plans), "plans" if chosen == "exhaustive" else "of budget")
     interrupted = False
     # Ray prints a dead worker's error to stdout from a thread of its own: during the search stdout is stderr, so
@@ -201,9 +247,19 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
         click.echo(json.dumps({"run": str(folder.path), **extra, "leaderboard": table}, indent=2))
         report()
         sys.exit(0 if table else 1)
+    _print_leaderboard(table, result, costing, folder, model, spec, sp, inputs)
+    report()
+    if not result.leaderboard:
+        sys.exit(1)
+
+
+def _print_leaderboard(table: list, result: Any, costing: Any, folder: Any, model: Any, spec: Any, sp: Any,
+                       inputs: dict) -> None:
+    """The leaderboard on the terminal, the whole run's cost, why nothing fits (if so) and what the search did."""
     from autoplan.report.terminal import leaderboard_table
+    gpus, global_batch = inputs["gpus"], inputs["global_batch"]
     con = _console()
-    con.print(leaderboard_table(table, f"Best plans: {_heading(model, spec, gpus, sp, inputs['global_batch'])}",
+    con.print(leaderboard_table(table, f"Best plans: {_heading(model, spec, gpus, sp, global_batch)}",
                                 throughput_unit(model)))
     if costing is not None:
         from rich.markup import escape
@@ -212,29 +268,12 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
         from rich.text import Text
 
         from autoplan.search.space import explain_no_fit
-        hint = explain_no_fit(model, gpus, spec, sp, inputs["global_batch"])
+        hint = explain_no_fit(model, gpus, spec, sp, global_batch)
         con.print(Text(hint, style="bold red"))
-    same = f" ({result.equivalent} same as another plan here)" if result.equivalent else ""
-    unproven = unproven_note(result.unproven, inputs["budget"])
-    skipped = (f"{result.pruned - result.unproven} skipped by bound (cannot enter the top {top})"
-               + (f", {unproven}" if unproven else "") if result.sampler == "exhaustive"
-               else f"{result.pruned} ranked by symbolic cost only" if result.sampler == "symbolic"
-               else f"{result.pruned} not sampled ({result.sampler})")
     if result.sampler == "symbolic":
         con.print(f"ranked by symbolic cost ({inputs.get('symbolic_weights', 'balance')} weights); step times and "
                   f"other figures simulated for these {len(result.leaderboard)} plans only")
-    if result.prefiltered or result.widened:
-        widened = (f" and widened to {result.widened} more whose bound could still beat its top {top}"
-                   if result.widened else "")
-        skipped += (f", {result.prefiltered} dropped by the symbolic pre-filter (it kept the best "
-                    f"{inputs['prefilter']:g} %{widened})")
-    reused = f", {result.reused} reused from the resumed run" if result.reused else ""
-    con.print(f"{sp.raw_size()} combinations, {result.valid} valid{same}, {result.out_of_memory} do not fit, "
-              f"{len(result.evaluations)} simulated{reused}, {skipped}; {result.seconds:.1f} s.\n"
-              f"run folder: {folder.path}")
-    report()
-    if not result.leaderboard:
-        sys.exit(1)
+    con.print(f"{_counts(result, sp, inputs)}; {result.seconds:.1f} s.\nrun folder: {folder.path}")
 
 
 def _heading(model: Any, spec: Any, gpus: int, sp: Any, global_batch: int) -> str:
