@@ -177,25 +177,17 @@ def sampled_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]
     stale = 0
     target = min(budget, len(plans))
     while len(seen) < target and stale < 20 * max(target, 10):
-        trials, todo = [], []
-        for _ in range(min(ASK_BATCH, target - len(seen))):
-            trial = study.ask(dists)
-            plan = by_params.get(tuple(trial.params[k] for k in dists))
-            trials.append((trial, plan))
-            if plan is not None and plan not in seen and plan not in todo:
-                todo.append(plan)
+        trials, todo = _ask(study, dists, by_params, min(ASK_BATCH, target - len(seen)), seen)
         fresh = [p for p in todo if p not in known]
         left = target - len(seen) - len(fresh)
         results = {e.strategy: e for batch in executor.map(model, cluster, _share(fresh, executor),
                                                            remaining=lambda: left, rounds=-(-left // ASK_BATCH))
                    for e in batch}
         for plan in todo:
+            e = seen[plan] = known.get(plan) or results[plan]
             if plan in known:
-                seen[plan] = known[plan]
                 reused += 1
                 continue
-            e = results[plan]
-            seen[plan] = e
             evaluations.append(e)
             if on_result:
                 on_result(e)
@@ -203,16 +195,39 @@ def sampled_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]
         for trial, plan in trials:
             _tell(study, trial, plan, seen, cluster, multi)
         if durable is not None:
-            done = study.get_trials(deepcopy=False)
-            durable.add_trials(done[copied:])
-            copied = len(done)
+            copied = _copy_trials(study, durable, copied)
         if progress:
-            progress(len(seen), target, sorted((x for x in seen.values() if x.feasible), key=rank_key)[:top_k])
-    board = sorted((e for e in seen.values() if e.feasible), key=rank_key)[:top_k]
+            progress(len(seen), target, _board(seen, top_k))
     oom = sum(1 for e in seen.values() if not e.feasible)
-    return SearchResult(leaderboard=board, evaluations=evaluations, valid=valid, equivalent=valid - len(plans),
-                        out_of_memory=oom, pruned=len(plans) - len(seen), reused=reused,
-                        seconds=time.perf_counter() - t0, sampler=sampler)
+    return SearchResult(leaderboard=_board(seen, top_k), evaluations=evaluations, valid=valid,
+                        equivalent=valid - len(plans), out_of_memory=oom, pruned=len(plans) - len(seen),
+                        reused=reused, seconds=time.perf_counter() - t0, sampler=sampler)
+
+
+def _ask(study: optuna.Study, dists: dict, by_params: dict[tuple, Strategy], n: int,
+         seen: dict[Strategy, Evaluation]) -> tuple[list[tuple[optuna.Trial, Strategy | None]], list[Strategy]]:
+    """``n`` trials from the sampler, each with the plan its parameters name (None: no valid plan has them), and
+    the plans among them not evaluated yet, each once, in the order asked."""
+    trials, todo = [], []
+    for _ in range(n):
+        trial = study.ask(dists)
+        plan = by_params.get(tuple(trial.params[k] for k in dists))
+        trials.append((trial, plan))
+        if plan is not None and plan not in seen and plan not in todo:
+            todo.append(plan)
+    return trials, todo
+
+
+def _copy_trials(study: optuna.Study, durable: optuna.Study, copied: int) -> int:
+    """Add the in-memory study's trials after the first ``copied`` to ``durable``; how many are copied now."""
+    done = study.get_trials(deepcopy=False)
+    durable.add_trials(done[copied:])
+    return len(done)
+
+
+def _board(seen: dict[Strategy, Evaluation], top_k: int) -> list[Evaluation]:
+    """The top ``top_k`` feasible plans evaluated so far, in rank order."""
+    return sorted((e for e in seen.values() if e.feasible), key=rank_key)[:top_k]
 
 
 def _tell(study: optuna.Study, trial: optuna.Trial, plan: Strategy | None, seen: dict[Strategy, Evaluation],
