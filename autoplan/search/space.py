@@ -163,16 +163,7 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
     """Every valid plan of ``space`` (deterministic order) and the count of each rejection reason; with ``limit``,
     stop after that many valid plans. A space with several global batches (``BATCH``) holds the plans of each."""
     if BATCH in space.axes:
-        plans: list[Strategy] = []
-        rejected: Counter = Counter()
-        one = Space({k: v for k, v in space.axes.items() if k != BATCH})
-        for batch in space.axes[BATCH]:
-            found, why = enumerate_plans(model, gpus, one, batch, None if limit is None else limit - len(plans))
-            plans += found
-            rejected.update(why)
-            if limit is not None and len(plans) >= limit:
-                break
-        return plans, rejected
+        return _each_batch(model, gpus, space, limit)
     a = space.axes
     framework = space.framework
     plans: list[Strategy] = []
@@ -190,14 +181,7 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
             # each value once through Strategy's checks (a bad one raises its SpecError), then plans without them
             _check_axis_values(space, global_batch)
             checked = True
-        # layers that do not split over pp: the balanced uneven layout (Megatron-LM first/last stage layers; MoE
-        # end stages may give up to 3 layers: DeepSeek-V3's 61; all of them the last stage when it also runs MTP
-        # modules); a model with its own structure (a CNN) balances its stages itself
-        most = 3 if model.moe else 2
-        first, last = (balanced_layout(model.layers, pp, most, bool(model.mtp_layers)) if model.structure is None
-                       else (0, 0))
-        # a V shape's rank 0 holds both ends: its own layer count (layout.balanced_v_layout)
-        v_first = balanced_v_layout(model.layers, pp, most) if model.structure is None else 0
+        first, last, v_first = _end_stages(model, pp)
         for kw in inner:
             # the CNN degrees (spatial·channel·filter, 1 for transformers) take their share of the GPUs too
             split = kw["spatial"] * kw["channel"] * kw["filter"]
@@ -222,6 +206,33 @@ def enumerate_plans(model: ModelSpec, gpus: int, space: Space, global_batch: int
                     if limit is not None and len(plans) >= limit:
                         return plans, rejected
     return plans, rejected
+
+
+def _each_batch(model: ModelSpec, gpus: int, space: Space, limit: int | None) -> tuple[list[Strategy], Counter]:
+    """``enumerate_plans`` of a space with several global batches: each batch's plans in turn."""
+    plans: list[Strategy] = []
+    rejected: Counter = Counter()
+    one = Space({k: v for k, v in space.axes.items() if k != BATCH})
+    for batch in space.axes[BATCH]:
+        found, why = enumerate_plans(model, gpus, one, batch, None if limit is None else limit - len(plans))
+        plans += found
+        rejected.update(why)
+        if limit is not None and len(plans) >= limit:
+            break
+    return plans, rejected
+
+
+def _end_stages(model: ModelSpec, pp: int) -> tuple[int, int, int]:
+    """Layers of the first and the last stage when the model's layers do not split evenly over ``pp``, and of a V
+    shape's rank 0 (0: even stages)."""
+    if model.structure is not None:
+        return 0, 0, 0              # a model with its own structure (a CNN) balances its stages itself
+    # the balanced uneven layout (Megatron-LM first/last stage layers; MoE end stages may give up to 3 layers:
+    # DeepSeek-V3's 61; all of them the last stage when it also runs MTP modules)
+    most = 3 if model.moe else 2
+    first, last = balanced_layout(model.layers, pp, most, bool(model.mtp_layers))
+    # a V shape's rank 0 holds both ends: its own layer count (layout.balanced_v_layout)
+    return first, last, balanced_v_layout(model.layers, pp, most)
 
 
 def _check_axis_values(space: Space, global_batch: int) -> None:
