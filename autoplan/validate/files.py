@@ -100,7 +100,17 @@ def check_cases(data: dict, where: str) -> None:
     for key, what in (("memory_cases", "memory case"), ("memory_runs", "memory run"), ("cnn_cases", "CNN case"),
                       ("dlrm_cases", "DLRM case"), ("collective_bandwidth", "collective case")):
         _names(_list(data, key, where), what, where)
-    for i, case in enumerate(data["cases"], 1):
+    _check_runs(data["cases"], where)
+    _check_memory_cases(_list(data, "memory_cases", where), where)
+    _check_memory_runs(_list(data, "memory_runs", where), where)
+    _list(data, "collective_bandwidth", where)
+    _check_cnn_cases(_list(data, "cnn_cases", where), where)
+    _check_dlrm_cases(_list(data, "dlrm_cases", where), where)
+
+
+def _check_runs(cases: list, where: str) -> None:
+    """The transformer runs: hardware, model and strategy numbers, and one measured step metric."""
+    for i, case in enumerate(cases, 1):
         if not isinstance(case, dict):
             raise SpecError(f"{where}: case #{i} must be a mapping, got {case!r}")
         at = f"{where}: case #{i} ({str(case.get('id', '?'))[:60]!r})"
@@ -119,12 +129,20 @@ def check_cases(data: dict, where: str) -> None:
         if metric is None:
             raise SpecError(f"{at}: measured needs iteration_time_s, tflops_per_gpu or tokens_per_s_per_gpu")
         _positive(measured[metric], f"{at}: measured.{metric}", integer=False)
-    for i, mc in enumerate(_list(data, "memory_cases", where), 1):
+
+
+def _check_memory_cases(cases: list, where: str) -> None:
+    """The analytic memory checks: positive reference GiB per GPU."""
+    for i, mc in enumerate(cases, 1):
         at = f"{where}: memory case #{i}"
         ref = _table(mc, "reference_gib_per_gpu", at)
         for key, value in ref.items():
             _positive(value, f"{at}: reference_gib_per_gpu.{key}", integer=False)
-    for i, run in enumerate(_list(data, "memory_runs", where), 1):
+
+
+def _check_memory_runs(runs: list, where: str) -> None:
+    """The measured peak-memory runs: hardware, model and batch numbers, and one memory metric."""
+    for i, run in enumerate(runs, 1):
         at = f"{where}: memory run #{i} ({str(run.get('id', '?'))[:60]!r})"
         hw, model, st, measured = (_table(run, k, at) for k in ("hardware", "model", "strategy", "measured"))
         _positive(hw.get("num_gpus"), f"{at}: hardware.num_gpus")
@@ -135,8 +153,11 @@ def check_cases(data: dict, where: str) -> None:
             raise SpecError(f"{at}: measured needs one of {', '.join(MEMORY_METRICS)}")
         for key in MEMORY_METRICS:
             _positive(measured.get(key), f"{at}: measured.{key}", integer=False, optional=True)
-    _list(data, "collective_bandwidth", where)
-    for i, case in enumerate(_list(data, "cnn_cases", where), 1):
+
+
+def _check_cnn_cases(cases: list, where: str) -> None:
+    """The CNN runs: GPUs, image size, DP degree and batches, and one measured metric."""
+    for i, case in enumerate(cases, 1):
         at = f"{where}: CNN case #{i} ({str(case.get('id', '?'))[:60]!r})"
         hw, model, st, measured = (_table(case, k, at) for k in ("hardware", "model", "strategy", "measured"))
         _positive(hw.get("num_gpus"), f"{at}: hardware.num_gpus")
@@ -147,7 +168,11 @@ def check_cases(data: dict, where: str) -> None:
         if metric is None:
             raise SpecError(f"{at}: measured needs one of {', '.join(CNN_METRICS)}")
         _positive(measured[metric], f"{at}: measured.{metric}", integer=False)
-    for i, case in enumerate(_list(data, "dlrm_cases", where), 1):
+
+
+def _check_dlrm_cases(cases: list, where: str) -> None:
+    """The DLRM runs: GPUs, embedding parameters, batch and measured samples per second."""
+    for i, case in enumerate(cases, 1):
         at = f"{where}: DLRM case #{i} ({str(case.get('id', '?'))[:60]!r})"
         hw, model, st, measured = (_table(case, k, at) for k in ("hardware", "model", "strategy", "measured"))
         _positive(hw.get("num_gpus"), f"{at}: hardware.num_gpus")
