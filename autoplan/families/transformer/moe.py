@@ -152,12 +152,8 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan, alone: float) -
     n_first, n_mid, n_last = chunk_layers(model.layers, s)
     d_first = _dense_in_first_chunk(model, s)
     sec = LayerCompute.seconds
-    emb_f, emb_b, emb_c = layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
-                                                  plan.grad_bytes(s))
-    out_f, out_b, out_c = layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
-                                            fused_loss(s))
-    emb_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in emb_c)
-    out_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in out_c)
+    ef, eb, of, ob, emb_tp, out_tp = _end_terms(model, cluster, s, tp)
+    depth = model.mtp_layers
     full = s.recompute == "full"
     # per layer: (forward, backward, recompute) compute seconds and TP collective seconds, dense and MoE
     d_f, d_b, d_r = sec(dense.forward), sec(dense.backward), sec(dense.recompute)
@@ -175,13 +171,6 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan, alone: float) -
         # recompute's share; a selective or modules recompute always)
         window = m_b + (share if full else 1.0) * m_r
         return _exposed(s, mo.a2a_forward * (1 + share), window, alone) + mo.etp_forward * (1 + share)
-    ef, eb, of, ob = sec(emb_f), sec(emb_b), sec(out_f), sec(out_b)
-    # DeepSeek-V3 §2.2: each MTP module on the output stage is one more MoE block, its projection (mtp.py) and the
-    # shared output head and loss once more
-    depth = model.mtp_layers
-    x_f, x_b, x_c = mtp.module_extras(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
-    x_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in x_c)
-    of, ob, out_tp = of + depth * (of + sec(x_f)), ob + depth * (ob + sec(x_b)), out_tp + depth * (out_tp + x_tp)
     costs = {}
     for first in (False, True):
         for last in (False, True):
@@ -202,6 +191,27 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan, alone: float) -
             costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", (share if full else 1.0) * (
                 d * d_r + k * m_r)), ("tp", b_tp), ("cp", n * (cp_bwd + share * cp_fwd)), ("ep", k * m_bep(share)))
     return costs
+
+
+def _end_terms(model: ModelSpec, cluster: ClusterSpec, s: Plan,
+               tp: network.GroupShape) -> tuple[float, float, float, float, float, float]:
+    """Seconds of the embedding's forward and backward, of the output layer's (with the MTP modules'), and of their
+    TP collectives."""
+    sec = LayerCompute.seconds
+    emb_f, emb_b, emb_c = layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
+                                                  plan.grad_bytes(s))
+    out_f, out_b, out_c = layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
+                                            fused_loss(s))
+    emb_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in emb_c)
+    out_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in out_c)
+    ef, eb, of, ob = sec(emb_f), sec(emb_b), sec(out_f), sec(out_b)
+    # DeepSeek-V3 §2.2: each MTP module on the output stage is one more MoE block, its projection (mtp.py) and the
+    # shared output head and loss once more
+    depth = model.mtp_layers
+    x_f, x_b, x_c = mtp.module_extras(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
+    x_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in x_c)
+    of, ob, out_tp = of + depth * (of + sec(x_f)), ob + depth * (ob + sec(x_b)), out_tp + depth * (out_tp + x_tp)
+    return ef, eb, of, ob, emb_tp, out_tp
 
 
 def weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[tuple[bool, bool], PassCost]:
