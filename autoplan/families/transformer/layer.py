@@ -136,11 +136,7 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
     fc2_k = shapes["fc2"][2]
     heads = model.heads // t
     drop = model.dropout
-    # Megatron-LM fused bias-dropout-add: read x and the residual, write the sum, a 1-byte mask per 2-byte value
-    residual = act * (3 + (0.5 if drop else 0))
-    norm = act * 2                                        # Apex fused layer norm (Megatron-LM): one read, one write
-    # GeLU reads fc1's output and writes its own; SwiGLU reads gate and up, writes one (Shazeer 2020, arXiv 2002.05202)
-    mlp_act_bytes = BF16 * tokens * fc2_k * (3 if model.gated else 2)
+    norm, residual, mlp_act_bytes = _elementwise_bytes(model, act, tokens, fc2_k)
     # with CP each GPU's s/cp queries meet all s keys over the ring (Liu et al. 2023, Ring Attention); causal
     # balancing halves the work evenly (Megatron-Core context parallelism: two mirrored chunks per rank)
     fused = cluster.flash_attention or fused_softmax_applies(b, s, model.seq_len, heads)
@@ -148,12 +144,7 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
     soft_f, soft_b = ((), ()) if fused else unfused_softmax_ops(gpu, b, s, model.seq_len, heads)
     gemm = {name: gemm_op(gpu, name, *shape, fp8=fp8) for name, shape in shapes.items()}
     grads = {name: linear_backward(gpu, name, *shape, fp8=fp8) for name, shape in shapes.items()}
-    current = precision == "fp8-current"
-    # TE v2.4 module/linear.py _customize_quantizers_float8_current_scaling: under sequence parallelism a
-    # column-parallel layer's input and a row-parallel layer's output gradient all-reduce their amax over TP
-    tp_amax = (network.all_reduce_latency(cluster, network.group_shape(cluster.domain_gpus, t, 1))
-               if current and sp and t > 1 else 0.0)
-    quant_f, quant_b = quantize_ops(gpu, shapes, norm_tokens * h, current, tp_amax) if fp8 else ((), ())
+    quant_f, quant_b = _quantizing(cluster, shapes, norm_tokens * h, precision, sp, t) if fp8 else ((), ())
     store_f, store_b = fp8_store_ops(gpu, "activation", tokens * fc2_k * (2 if model.gated else 1),
                                      fp8_activation_store)
     forward = (
@@ -178,6 +169,29 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
     return LayerCompute(forward=forward, backward=backward, recompute=recompute_ops,
                         forward_collectives=fwd_coll, backward_collectives=bwd_coll,
                         recompute_collectives=recompute_coll, attention_forward=attn_f.seconds)
+
+
+def _elementwise_bytes(model: ModelSpec, act: float, tokens: int, fc2_k: int) -> tuple[float, float, float]:
+    """HBM bytes of a norm, a residual add and the MLP activation in one layer's forward (``act``: the bytes of
+    the hidden states a norm sees)."""
+    # Megatron-LM fused bias-dropout-add: read x and the residual, write the sum, a 1-byte mask per 2-byte value
+    residual = act * (3 + (0.5 if model.dropout else 0))
+    norm = act * 2                                        # Apex fused layer norm (Megatron-LM): one read, one write
+    # GeLU reads fc1's output and writes its own; SwiGLU reads gate and up, writes one (Shazeer 2020, arXiv 2002.05202)
+    mlp_act_bytes = BF16 * tokens * fc2_k * (3 if model.gated else 2)
+    return norm, residual, mlp_act_bytes
+
+
+def _quantizing(cluster: ClusterSpec, shapes: dict, inputs: float, precision: str, sp: bool,
+                tp: int) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
+    """The FP8 casts before the four linear layers' GEMMs, forward and backward (``inputs``: the values a norm's
+    output holds)."""
+    current = precision == "fp8-current"
+    # TE v2.4 module/linear.py _customize_quantizers_float8_current_scaling: under sequence parallelism a
+    # column-parallel layer's input and a row-parallel layer's output gradient all-reduce their amax over TP
+    tp_amax = (network.all_reduce_latency(cluster, network.group_shape(cluster.domain_gpus, tp, 1))
+               if current and sp and tp > 1 else 0.0)
+    return quantize_ops(cluster.gpu, shapes, inputs, current, tp_amax)
 
 
 def _tp_collectives(tp: int, sp: bool, full_buffer: int) -> tuple[Collective, ...]:
