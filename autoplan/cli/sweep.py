@@ -62,18 +62,12 @@ def sweep_cmd(model_name: str, gpu_range: str, cluster: str, global_batch: int |
     GPU-hours, energy and cost; the scaling curve; the cheapest count meeting --deadline and --budget."""
     from autoplan.report.sweep import sweep_files, sweep_rows, sweep_table, write_sweep
     from autoplan.search.sweep import choose, curve, default_workers, parse_counts, run_sweep
-    from autoplan.search.totals import parse_amount
     from autoplan.specs import load_cluster
 
     counts = parse_counts(gpu_range, load_cluster(cluster))
     model, spec, sp, global_batch = load_search_inputs(model_name, counts[0], cluster, global_batch, space, fixed)
     run_budget = load_budget(model, tokens, epochs, steps, gpu_hour_price, goodput, batch_ramp)
-    usd = parse_amount(budget_usd, "--budget") if budget_usd is not None else None
-    if (deadline is not None or usd is not None) and run_budget is None:
-        raise SpecError("--deadline and --budget choose among whole runs: give --tokens (or --epochs, --steps) too")
-    price = (run_budget.gpu_hour_usd or spec.gpu_hour_usd) if run_budget is not None else 0.0
-    if usd is not None and not price:
-        raise SpecError(f"--budget needs a price: give --gpu-hour-price ({spec.name} has no gpu_hour_usd)")
+    usd, price = _money(run_budget, spec, deadline, budget_usd)
     unit = throughput_unit(model)
 
     def progress(done: int, point: Any) -> None:
@@ -112,14 +106,34 @@ def sweep_cmd(model_name: str, gpu_range: str, cluster: str, global_batch: int |
         click.echo(json.dumps({"sweep": str(folder), "rows": rows, "choice": doc["choice"], "curve": doc["curve"]},
                               indent=2))
         sys.exit(0 if ok else 1)
-    con = _console()
-    con.print(sweep_table(rows, title, efficiency_threshold, unit))
+    _console().print(sweep_table(rows, title, efficiency_threshold, unit))
+    _print_notes(notes, choice, len(counts), result.cpu_s, folder)
+    sys.exit(0 if ok else 1)
+
+
+def _money(run_budget: Any, spec: Any, deadline: float | None, budget_usd: str | None) -> tuple[float | None, float]:
+    """The --budget in dollars (None if not given) and the GPU-hour price; a SpecError for --deadline or --budget
+    without a whole run to cost, or --budget without a price."""
+    from autoplan.search.totals import parse_amount
+
+    usd = parse_amount(budget_usd, "--budget") if budget_usd is not None else None
+    if (deadline is not None or usd is not None) and run_budget is None:
+        raise SpecError("--deadline and --budget choose among whole runs: give --tokens (or --epochs, --steps) too")
+    price = (run_budget.gpu_hour_usd or spec.gpu_hour_usd) if run_budget is not None else 0.0
+    if usd is not None and not price:
+        raise SpecError(f"--budget needs a price: give --gpu-hour-price ({spec.name} has no gpu_hour_usd)")
+    return usd, price
+
+
+def _print_notes(notes: list[str], choice: Any, counts: int, cpu_s: float, folder: Path) -> None:
+    """Below the sweep's table: its notes, the chosen count (or each constraint it fails) and where it is."""
     from rich.markup import escape
+
+    con = _console()
     for note in notes:
         con.print(escape(note))
     if choice is not None:
         for part in choice.message.split("; and "):           # each constraint that fails on its own line
             con.print(("[bold green]" if choice.point else "[bold red]") + escape(part) + "[/]")
-    con.print(f"{len(counts)} GPU counts, the exact best plan at each, in CPU time; {result.cpu_s:.1f} s.")
+    con.print(f"{counts} GPU counts, the exact best plan at each, in CPU time; {cpu_s:.1f} s.")
     con.print(f"sweep folder: {folder} (report.html draws the scaling curve)")
-    sys.exit(0 if ok else 1)
