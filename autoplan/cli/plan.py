@@ -66,20 +66,8 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
     sim = simulate_step(model, spec, s, why=True)
     path = path_dict(critical_path(sim))
     if trace:
-        from pathlib import Path
-        from autoplan.sim.trace import write_trace
-        from autoplan.specs.layout import layout_chunks
-        try:
-            write_trace(Path(trace), sim.lowered, sim.timeline, 0 if s.uneven else model.layers // (s.pp * layout_chunks(s)))
-        except OSError as err:
-            raise SpecError(f"cannot write the trace to {trace!r}: {err.strerror or err}") from None
-    costing = totals = None
-    if run_budget is not None and e.feasible:
-        from autoplan.search.totals import Costing
-        costing = Costing(model, spec, run_budget)
-        totals = costing(e)
-        if totals is None:
-            raise SpecError(costing.why[e.strategy])
+        _write_trace(trace, sim, model, s)
+    costing, totals = _whole_run(run_budget, e, model, spec)
     if as_json:
         extra = {"run_totals": totals.to_dict(), "run_budget": costing.describe()} if costing else {}
         pace = {"slowest_gpu_pace": spec.gpu.pace}
@@ -98,3 +86,28 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
         click.echo("whole run: the plan does not fit in memory, so it has no run totals")
     if trace:
         _console().print(f"trace written to {trace} (open in https://ui.perfetto.dev)")
+
+
+def _write_trace(trace: str, sim: Any, model: Any, s: Any) -> None:
+    """The step's timeline as a Perfetto trace at ``trace``; a SpecError if it cannot be written."""
+    from pathlib import Path
+
+    from autoplan.sim.trace import write_trace
+    from autoplan.specs.layout import layout_chunks
+    try:
+        write_trace(Path(trace), sim.lowered, sim.timeline, 0 if s.uneven else model.layers // (s.pp * layout_chunks(s)))
+    except OSError as err:
+        raise SpecError(f"cannot write the trace to {trace!r}: {err.strerror or err}") from None
+
+
+def _whole_run(run_budget: Any, e: Any, model: Any, spec: Any) -> tuple[Any, Any]:
+    """The whole run's costing and the plan's totals under it ((None, None) without a budget or for a plan that
+    does not fit); a SpecError where the run cannot be costed."""
+    if run_budget is None or not e.feasible:
+        return None, None
+    from autoplan.search.totals import Costing
+    costing = Costing(model, spec, run_budget)
+    totals = costing(e)
+    if totals is None:
+        raise SpecError(costing.why[e.strategy])
+    return costing, totals
