@@ -129,10 +129,10 @@ def search(model_name: str, gpus: int, cluster: str, global_batch: int, space: s
             _search_in(folder, model, spec, sp, plans, rejected, inputs, sampler, workers, ray_address, storage,
                        as_json)
     except (SpecError, OSError) as err:
-        replacement = _failed(folder, fresh, err)
-        if replacement is err:
-            raise
-        raise replacement from None
+        started = _drop_if_unstarted(folder, fresh)
+        if isinstance(err, OSError):    # a full disk, a folder made read-only: what was recorded stays
+            raise _write_error(folder, err, started) from None
+        raise
 
 
 def _usable_sampler(sp: Any, sampler: str, cost: str, prefilter: float | None) -> str:
@@ -164,8 +164,8 @@ def _new_folder(out: str, model_name: str, gpus: int) -> Any:
         raise SpecError(f"--out {shown(out)}: cannot create a run folder there ({why})") from None
 
 
-def _failed(folder: Any, fresh: bool, err: Exception) -> Exception:
-    """The error to raise for a search that stopped on ``err``; a new folder whose search never started is
+def _drop_if_unstarted(folder: Any, fresh: bool) -> bool:
+    """Whether the search in ``folder`` recorded any evaluation; a new folder whose search never started is
     removed (a search that could not start leaves no run folder)."""
     from autoplan.search.folder import RECORD
 
@@ -173,9 +173,13 @@ def _failed(folder: Any, fresh: bool, err: Exception) -> Exception:
     started = record.exists() and record.stat().st_size > 0
     if fresh and not started:
         folder.remove()
-    if not isinstance(err, OSError):
-        return err
-    # a full disk, a folder made read-only: what was recorded stays
+    return started
+
+
+def _write_error(folder: Any, err: OSError, started: bool) -> SpecError:
+    """What to say when the run folder could not be written, and how to go on if the search had started."""
+    from autoplan.search.folder import RECORD
+
     keep = (f"; the {RECORD} so far is kept: make room (or make it writable) and continue with "
             f"`autoplan search --resume {folder.path}`" if started else "")
     return SpecError(f"cannot write the run folder {shown(folder.path)}: {err.strerror or err}{keep}")

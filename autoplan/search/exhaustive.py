@@ -11,7 +11,7 @@ import heapq
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from autoplan.families.registry import lower_bound, peak_memory, quick_bound
 from autoplan.search.executors import Executor, SerialExecutor
@@ -111,6 +111,11 @@ def rank_key(e: Evaluation) -> tuple:
     return (e.metrics.step_time / e.strategy.global_batch, e.strategy.short())
 
 
+def top_feasible(evaluations: Iterable[Evaluation], k: int) -> list[Evaluation]:
+    """The ``k`` best plans that run and fit among ``evaluations``, in rank order (``rank_key``)."""
+    return sorted((e for e in evaluations if e.feasible), key=rank_key)[:k]
+
+
 def _another_plan(cluster: ClusterSpec, s: Strategy) -> bool:
     """``s`` is the same as another plan on this cluster: a fused attention kernel keeps no s×s scores, so selective
     recompute is then the same plan as none."""
@@ -132,7 +137,7 @@ class _Leaderboard:
 
     def __init__(self, k: int, known: dict[Strategy, Evaluation]) -> None:
         self.k = k
-        self.board: list[Evaluation] = sorted((e for e in known.values() if e.feasible), key=rank_key)[:k]
+        self.board = top_feasible(known.values(), k)
         self.keys = [rank_key(e) for e in self.board]
 
     def kth(self) -> float:

@@ -12,7 +12,7 @@ from typing import Callable
 
 from autoplan.errors import SpecError
 from autoplan.search import symbolic
-from autoplan.search.exhaustive import SearchResult, distinct_plans, rank_key, search
+from autoplan.search.exhaustive import SearchResult, distinct_plans, rank_key, search, top_feasible
 from autoplan.families.registry import lower_bound
 from autoplan.search.executors import AutoExecutor, Executor
 from autoplan.search.folder import JOURNAL, RECORD, RunFolder
@@ -203,7 +203,6 @@ def _partial(known: dict[Strategy, Evaluation], new: list[Evaluation], valid: in
              seconds: float) -> SearchResult:
     """The ranking of every plan evaluated before an interruption."""
     done = {**known, **{e.strategy: e for e in new}}
-    board = sorted((e for e in done.values() if e.feasible), key=rank_key)[:top_k]
-    return SearchResult(leaderboard=board, evaluations=new, valid=valid, reused=len(known),
+    return SearchResult(leaderboard=top_feasible(done.values(), top_k), evaluations=new, valid=valid, reused=len(known),
                         out_of_memory=sum(1 for e in done.values() if e.metrics is None),
                         pruned=max(0, valid - len(done)), seconds=seconds, sampler=sampler)

@@ -13,7 +13,7 @@ from typing import Callable, Iterable
 import optuna
 
 from autoplan.errors import SpecError
-from autoplan.search.exhaustive import SearchResult, distinct_plans, rank_key
+from autoplan.search.exhaustive import SearchResult, distinct_plans, top_feasible
 from autoplan.search.executors import Executor, SerialExecutor
 from autoplan.sim.simulate import Evaluation
 from autoplan.specs.cluster import ClusterSpec
@@ -184,10 +184,11 @@ def sampled_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]
                                                            remaining=lambda: left, rounds=-(-left // ASK_BATCH))
                    for e in batch}
         for plan in todo:
-            e = seen[plan] = known.get(plan) or results[plan]
             if plan in known:
+                seen[plan] = known[plan]
                 reused += 1
                 continue
+            e = seen[plan] = results[plan]
             evaluations.append(e)
             if on_result:
                 on_result(e)
@@ -197,9 +198,9 @@ def sampled_search(model: ModelSpec, cluster: ClusterSpec, plans: list[Strategy]
         if durable is not None:
             copied = _copy_trials(study, durable, copied)
         if progress:
-            progress(len(seen), target, _board(seen, top_k))
+            progress(len(seen), target, top_feasible(seen.values(), top_k))
     oom = sum(1 for e in seen.values() if not e.feasible)
-    return SearchResult(leaderboard=_board(seen, top_k), evaluations=evaluations, valid=valid,
+    return SearchResult(leaderboard=top_feasible(seen.values(), top_k), evaluations=evaluations, valid=valid,
                         equivalent=valid - len(plans), out_of_memory=oom, pruned=len(plans) - len(seen),
                         reused=reused, seconds=time.perf_counter() - t0, sampler=sampler)
 
@@ -223,11 +224,6 @@ def _copy_trials(study: optuna.Study, durable: optuna.Study, copied: int) -> int
     done = study.get_trials(deepcopy=False)
     durable.add_trials(done[copied:])
     return len(done)
-
-
-def _board(seen: dict[Strategy, Evaluation], top_k: int) -> list[Evaluation]:
-    """The top ``top_k`` feasible plans evaluated so far, in rank order."""
-    return sorted((e for e in seen.values() if e.feasible), key=rank_key)[:top_k]
 
 
 def _tell(study: optuna.Study, trial: optuna.Trial, plan: Strategy | None, seen: dict[Strategy, Evaluation],
