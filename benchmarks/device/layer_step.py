@@ -14,7 +14,7 @@ import sys
 
 import torch
 
-from cuda_timing import mean_seconds as seconds
+from cuda_timing import graph_seconds, mean_seconds
 
 F = torch.nn.functional
 DEV = "cuda"
@@ -30,9 +30,11 @@ def weight(*shape: int) -> torch.Tensor:
 
 
 def measure(name: str, h: int, heads: int, kv: int, ffn: int, seq: int, tp: int, mb: int, swiglu: bool,
-            compiled: bool = False) -> dict:
+            compiled: bool = False, graphed: bool = False) -> dict:
     """One layer of a TP shard (heads/tp, ffn/tp) forward and forward+backward, its GEMMs alone (forward, dgrad,
-    wgrad of the four linear layers) and its attention core alone."""
+    wgrad of the four linear layers) and its attention core alone (``graphed``: each replayed as a CUDA graph, the
+    GPU's time without the host's launches)."""
+    seconds = graph_seconds if graphed else mean_seconds
     hd, hq, hk, f, tokens = h // heads, heads // tp, max(kv // tp, 1), ffn // tp, seq * mb
     fc1_out = f * (2 if swiglu else 1)
     wqkv, wo, w1, w2 = weight((hq + 2 * hk) * hd, h), weight(h, hq * hd), weight(fc1_out, h), weight(h, f)
@@ -76,7 +78,8 @@ def measure(name: str, h: int, heads: int, kv: int, ffn: int, seq: int, tp: int,
 
     attention = seconds(attention_step)
     flops = 2 * 3 * tokens * h * ((hq + 2 * hk) * hd + hq * hd + f * (3 if swiglu else 2))
-    return dict(model=name, tp=tp, mb=mb, seq=seq, compiled=compiled, grads_cleared=True, layer_fwd_s=forward,
+    return dict(model=name, hidden=h, heads=heads, ffn=ffn, swiglu=swiglu, tp=tp, mb=mb, seq=seq,
+                compiled=compiled, graphed=graphed, grads_cleared=True, layer_fwd_s=forward,
                 layer_fwd_bwd_s=step,
                 gemms_alone_s=gemms, attention_fwd_bwd_alone_s=attention, gemm_tflops=flops / gemms / 1e12)
 
@@ -85,7 +88,7 @@ def reference_tflops(size: int = 8192) -> float:
     """BF16 TFLOP/s of a size³ GEMM: the clock the GPU ran at, read through cuBLAS (the file records it before and
     after the layers)."""
     a, b = torch.randn(size, size, device=DEV, dtype=BF16), torch.randn(size, size, device=DEV, dtype=BF16)
-    return 2 * size**3 / seconds(lambda: a @ b) / 1e12
+    return 2 * size**3 / mean_seconds(lambda: a @ b) / 1e12
 
 
 def main() -> None:
