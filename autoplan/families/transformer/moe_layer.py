@@ -71,10 +71,10 @@ def fp8(s: Plan) -> bool:
 
 
 def dispatch_value_bytes(s: Plan) -> float:
-    """Bytes per value the dispatch all-to-all moves: FP8 and its tile scales under fp8-blockwise, else BF16."""
+    """Bytes per value the dispatch all-to-all moves: FP8 and its tile scales with an FP8 dispatch, else BF16."""
     # DeepSeek-V3 §3.3.3 (low-precision communication): activations are quantized to FP8 (1×128 tiles, an fp32
     # scale each) before the dispatch, the input of the experts' up-projection; the combine stays BF16
-    return FP8 + 4 / FP8_TILE if s.precision == "fp8-blockwise" else BF16
+    return FP8 + 4 / FP8_TILE if s.fp8_dispatch else BF16
 
 
 def routed_bytes(model: ModelSpec, s: Plan, value_bytes: float) -> float:
@@ -83,8 +83,8 @@ def routed_bytes(model: ModelSpec, s: Plan, value_bytes: float) -> float:
 
 
 def dispatch_bytes(model: ModelSpec, s: Plan) -> float:
-    """Bytes one GPU holds for the dispatch all-to-all: its T·top_k token copies of h values (FP8 under
-    fp8-blockwise, else bf16)."""
+    """Bytes one GPU holds for the dispatch all-to-all: its T·top_k token copies of h values (FP8 with an FP8
+    dispatch, else bf16)."""
     # Megatron-Core alltoall dispatcher: every routed copy is sent (to itself when its expert is local); the
     # (ep−1)/ep that leave the GPU are what network.all_to_all prices (Lepikhin et al. 2020, GShard §3.2)
     return routed_bytes(model, s, dispatch_value_bytes(s))
@@ -328,9 +328,8 @@ def _routed_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]
     store_f, store_b = layer.fp8_store_ops(gpu, "expert.activation", experts * rows * up, s.fp8_activation_store)
     fc1 = _grouped(gpu, "expert.fc1", experts, rows, up, h, fp8)
     fc2 = _grouped(gpu, "expert.fc2", experts, rows, h, width, fp8)
-    # under fp8-blockwise the tokens are cast before the dispatch (T·h values, not the T·top_k copies: DeepSeek-V3
-    # §3.3.3, FP8 dispatch)
-    fc1_cast = tokens_in * h if s.precision == "fp8-blockwise" else experts * rows * h
+    # with an FP8 dispatch the tokens are cast before it (T·h values, not the T·top_k copies: DeepSeek-V3 §3.3.3)
+    fc1_cast = tokens_in * h if s.fp8_dispatch else experts * rows * h
 
     def cast(name: str, values: float) -> Launched:
         # Transformer Engine's FP8 cast (when FP8); no TP amax all-reduce under current scaling: the experts'
@@ -411,7 +410,7 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
     shared_f, shared_b = _shared_experts(model, gpu, s)
     post_sync, backward_ops = routed_f + shared_f, routed_b + shared_b
     # dispatch and combine: one all-to-all each way per pass (Lepikhin et al. 2020, GShard §3.2); the dispatch
-    # in FP8 under fp8-blockwise, the combine in BF16 (DeepSeek-V3 §3.3.3; the backward mirrors them: the
+    # in FP8 with an FP8 dispatch, the combine in BF16 (DeepSeek-V3 §3.3.3; the backward mirrors them: the
     # gradient sent to the experts in FP8, the one sent back in BF16)
     dispatch = routed_a2a_time(model, cluster, s, dispatch_value_bytes(s)) if s.ep > 1 else 0.0
     combine = routed_a2a_time(model, cluster, s, BF16) if s.ep > 1 else 0.0
@@ -432,7 +431,7 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
 
 
 LAYER_FIELDS = ("tp", "cp", "sequence_parallel", "micro_batch", "recompute", "ep", "etp", "precision",
-                "fp8_activation_store")
+                "fp8_activation_store", "fp8_dispatch")
 """The fields of a plan a layer's cost reads."""
 
 
