@@ -330,25 +330,49 @@ def _routed_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]
     fc2 = _grouped(gpu, "expert.fc2", experts, rows, h, width, fp8)
     # with an FP8 dispatch the tokens are cast before it (T·h values, not the T·top_k copies: DeepSeek-V3 §3.3.3)
     fc1_cast = tokens_in * h if s.fp8_dispatch else experts * rows * h
+    # (DeepSeek-V3's own stack, with its FP8 dispatch, runs no Transformer Engine padding)
+    pad_f, pad_b = _fp8_padding(model, gpu, s, experts * rows * h) if fp8 and not s.fp8_dispatch else ([], [])
 
     def cast(name: str, values: float) -> Launched:
         # Transformer Engine's FP8 cast (when FP8); no TP amax all-reduce under current scaling: the experts'
         # grouped linears run with no TP mode (Megatron-Core TEGroupedLinear, explicit expert communication)
         return [(layer.quantize_op(gpu, name, values, cs), 1)] if fp8 else []
 
-    forward = [(permute, 1), *([(sort, 1)] if sorts else []), *cast("expert.fc1.quantize", fc1_cast), (fc1, experts),
-               (act_f, act_fk), *((op, 1) for op in store_f), *cast("expert.fc2.quantize", experts * rows * width),
-               (fc2, experts), *([(unsort, 1)] if sorts else []), (unpermute, 1)]
+    forward = [(permute, 1), *([(sort, 1)] if sorts else []), *pad_f[:1], *cast("expert.fc1.quantize", fc1_cast),
+               (fc1, experts), (act_f, act_fk), *((op, 1) for op in store_f),
+               *cast("expert.fc2.quantize", experts * rows * width), (fc2, experts), *pad_f[1:],
+               *([(unsort, 1)] if sorts else []), (unpermute, 1)]
     fc2_d, fc2_w = _grouped_backward(gpu, "expert.fc2", experts, rows, h, width, fp8)
     fc1_d, fc1_w = _grouped_backward(gpu, "expert.fc1", experts, rows, up, h, fp8)
     sorts_b = [(compute.memory_op(gpu, f"{op.name}.bwd", op.bytes), 1) for op in (unsort, sort)] if sorts else []
-    backward = [(compute.memory_op(gpu, "unpermute.bwd", 2 * routed * s.etp), 1), *sorts_b[:1],
+    backward = [(compute.memory_op(gpu, "unpermute.bwd", 2 * routed * s.etp), 1), *sorts_b[:1], *pad_b[:1],
                 *cast("expert.fc2.quantize_grad", experts * rows * h), (fc2_d, experts), (fc2_w, experts),
                 *((op, 1) for op in store_b), (act_b, act_bk), *cast("expert.fc1.quantize_grad", experts * rows * up),
-                (fc1_d, experts), (fc1_w, experts), *sorts_b[1:],
+                (fc1_d, experts), (fc1_w, experts), *pad_b[1:], *sorts_b[1:],
                 (compute.memory_op(gpu, "permute.bwd", 2 * routed * s.etp), 1),
                 *((op, 1) for op in compute.linear_backward(gpu, "router", tokens_in, model.experts, h))]
     return forward, backward
+
+
+FP8_ROW_ALIGN = 16
+"""Rows per expert an FP8 grouped GEMM needs a multiple of (Transformer Engine ``Fp8Padding``'s default
+``align_size``: Hopper FP8 GEMMs take m in multiples of 16)."""
+
+
+def _fp8_padding(model: ModelSpec, gpu, s: Plan, values: float) -> tuple[Launched, Launched]:
+    """Transformer Engine's Fp8Padding before the experts' fc1 and Fp8Unpadding after their fc2 (forward), and their
+    backward copies, over ``values`` routed values; none when every expert's row count is already aligned."""
+    # Megatron-Core TEGroupedMLP (experts.py, core_r0.10 on): under FP8 the permuted rows of each local expert are
+    # padded to the alignment before fc1 and the padding dropped after fc2, each a copy of the rows (read and
+    # write), unless Megatron's router padding (--moe-router-padding-for-fp8) aligned the counts; with
+    # pad-to-capacity or a force-balanced load every expert gets the same count, which needs no copy if aligned
+    rows = expert_rows(model, s)
+    if (model.pad_to_capacity or imbalance(model) == 1.0) and rows % FP8_ROW_ALIGN == 0:
+        return [], []
+    pad, unpad = (compute.memory_op(gpu, f"expert.{name}", 2 * BF16 * values)
+                  for name in ("fp8_padding", "fp8_unpadding"))
+    back = [compute.memory_op(gpu, f"{op.name}.bwd", op.bytes) for op in (unpad, pad)]
+    return [(pad, 1), (unpad, 1)], [(op, 1) for op in back]
 
 
 def _shared_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]:

@@ -189,6 +189,38 @@ def test_fp8_moe_layer_runs_expert_gemms_in_fp8_with_their_casts():
     assert ops8["qkv"].seconds < ops16["qkv"].seconds                  # the attention block's GEMMs too
 
 
+PADDING = ["expert.fp8_padding", "expert.fp8_unpadding", "expert.fp8_unpadding.bwd", "expert.fp8_padding.bwd"]
+
+
+@pytest.mark.parametrize("precision", ["fp8", "fp8-current", "fp8-blockwise"])
+def test_fp8_experts_pad_unaligned_token_counts_and_unpad_them_with_a_copy_each_way(precision):
+    # Megatron-Core TEGroupedMLP: Transformer Engine's Fp8Padding before fc1, Fp8Unpadding after fc2 (dropless routing
+    # leaves each expert's count unaligned), each a read and a write of the experts' rows of h BF16 values
+    m = get_model("qwen3-235b-a22b")
+    s = Strategy(dp=8, pp=8, global_batch=64, zero=1, ep=8, precision=precision)
+    lay = moe.moe_layer(m, H100, moe.layer_key(s)).compute
+    names = [op.name for op in lay.forward + lay.backward]
+    assert [n for n in names if "padding" in n] == PADDING
+    rows = m.experts // s.ep * moe.expert_rows(m, s)
+    ops = {op.name: op for op in lay.forward + lay.backward}
+    assert all(ops[n].bytes == 2 * BF16 * rows * m.hidden for n in PADDING)
+    assert names.index("expert.fp8_padding") < names.index("expert.fc1") < names.index("expert.fp8_unpadding")
+
+
+@pytest.mark.parametrize("model, kw", [(get_model("qwen3-235b-a22b"), dict(precision="bf16")),
+                                       (replace(get_model("qwen3-235b-a22b"), capacity_factor=1.0), {}),
+                                       (replace(get_model("qwen3-235b-a22b"), capacity_factor=1.0,
+                                                pad_to_capacity=True), {}),
+                                       (get_model("qwen3-235b-a22b"), dict(precision="fp8-blockwise",
+                                                                           fp8_dispatch=True))])
+def test_no_padding_in_bf16_with_aligned_equal_counts_or_deepseek_s_own_stack(model, kw):
+    # a force-balanced or padded-to-capacity load gives each expert 4096·8·8/128 = 2048 rows (a multiple of 16);
+    # DeepSeek-V3's own stack (its FP8 dispatch) runs no Transformer Engine padding
+    s = Strategy(**{**dict(dp=8, pp=8, global_batch=64, zero=1, ep=8, precision="fp8"), **kw})
+    lay = moe.moe_layer(model, H100, moe.layer_key(s)).compute
+    assert not [op for op in lay.forward + lay.backward if "padding" in op.name]
+
+
 # ------------------------------------------------------------------------------------ local-expert sort
 
 @pytest.mark.parametrize("ep, sorted_", [(8, False), (4, True), (2, True)])
