@@ -3,20 +3,21 @@ FP8-FLOW-MOE-AE @5402dc8): DeepSeek-V3 671B, DeepSeek-V2 236B and Qwen3-235B-A22
 with Transformer Engine 2.8, each in BF16, blockwise FP8 and tensor-wise FP8 at EP 8, 16 and 32. None of these runs
 is in `autoplan validate`, and no constant was fitted to them.
 
-What it prints, per run: the measured tokens/s/GPU, autoplan's, and the error. For each model, EP and recompute it also
-prints FP8's speed-up over BF16, measured and predicted. The cluster is an assumption: the artifact names only
+What it prints, per run: the measured tokens/s/GPU, autoplan's, and the error, and the peak memory per GPU the artifact
+measured (outside the process, so with the CUDA context, NCCL's and DeepEP's buffers and the allocator's cache) beside
+autoplan's fullest GPU. For each model and EP it also prints FP8's speed-up over BF16 and the memory FP8 adds, measured
+and predicted. The cluster is an assumption: the artifact names only
 "NVIDIA Hopper GPUs, intra-node NVLink, inter-node RoCE". The logged MFU (29.7 % at 294 TFLOP/s/GPU) puts the peak
 at 989 TFLOP/s, an H100- or H800-class part, so the runs are predicted on dgx-h800-80g. The FP8 / BF16 ratio of two
 runs on the same machine does not depend on that assumption.
 
 The plans are the launch scripts' (tests/e2e_efficiency_evaluation/run_dlc_e2e.sh and pretrain_ds.sh /
-pretrain_qwen3.sh): TP 1, DP = 256 / PP, micro-batch 1, sequence 4096, the distributed optimizer, gradients in bf16
-(PAO=grads: --main-grads-dtype bf16), --overlap-grad-reduce and --overlap-param-gather, no TP-comm or all-to-all
-overlap, grouped GEMMs, DeepEP's flex dispatcher (BF16 dispatch: Megatron-Core has no FP8 dispatch), FlashAttention-2
-(NVTE_FLASH_ATTN=1, NVTE_FUSED_ATTN=0), full recomputation of every layer ("full": --recompute-method uniform
---recompute-num-layers 1). The runs also offloaded the optimizer to the host (OFFLOAD_OPTIMIZER=true); autoplan
-models that for dense models only, so it is left out of the prediction (the host's Adam over a GPU's shard of
-expert weights: a few seconds of a 100-380 s step).
+pretrain_qwen3.sh): TP 1, DP = 256 / PP, micro-batch 1, sequence 4096, the distributed optimizer with every optimizer
+state offloaded to the host (OFFLOAD_OPTIMIZER=true: --optimizer-cpu-offload, --overlap-cpu-optimizer-d2h-h2d),
+gradients in bf16 (PAO=grads: --main-grads-dtype bf16), --overlap-grad-reduce and --overlap-param-gather, no
+TP-comm or all-to-all overlap, grouped GEMMs, DeepEP's flex dispatcher (BF16 dispatch: Megatron-Core has no FP8
+dispatch), FlashAttention-2 (NVTE_FLASH_ATTN=1, NVTE_FUSED_ATTN=0), full recomputation of every layer ("full":
+--recompute-method uniform --recompute-num-layers 1).
 Left out: FP8-Flow-MoE's own runs (its fused FP8 dataflow is not modelled); the "sel" runs (the fork's
 --recompute-modules "attn layernorm moe_expert" has no autoplan counterpart); the runs whose pipeline layout autoplan
 cannot express (DeepSeek-V3 at EP 8: an embedding-only first stage, "E|(tt|)*30,tL"; DeepSeek-V2 at EP 32: a
@@ -79,7 +80,7 @@ def rows(quick: bool) -> list[dict]:
 def plan_of(r: dict) -> Strategy:
     pp, first, last = LAYOUTS[(r["model"], r["ep"])]
     return Strategy(tp=1, pp=pp, dp=GPUS // pp, ep=int(r["ep"][2:]), etp=1, micro_batch=1,
-                    global_batch=GLOBAL_BATCH[r["model"]], recompute="full", zero=1,
+                    global_batch=GLOBAL_BATCH[r["model"]], recompute="full", zero=1, optimizer_offload_pct=100,
                     precision=PRECISION[r["method"]], grad_reduce_in_fp32=False, overlap_grad_reduce=True,
                     overlap_param_gather=True, overlap_p2p_comm=False, first_stage_layers=first,
                     last_stage_layers=last)
@@ -91,9 +92,10 @@ def cluster():
     return replace(c, gpu=c.gpu.with_flash2_attention())
 
 
-def predicted_tgs(r: dict, models: dict[str, ModelSpec]) -> float:
-    step = score(models[r["model"]], cluster(), plan_of(r)).step_time
-    return GLOBAL_BATCH[r["model"]] * SEQ / step / GPUS
+def predicted(r: dict, models: dict[str, ModelSpec]) -> tuple[float, float]:
+    """autoplan's tokens/s/GPU and peak GiB on the fullest GPU for the row's plan."""
+    m = score(models[r["model"]], cluster(), plan_of(r))
+    return GLOBAL_BATCH[r["model"]] * SEQ / m.step_time / GPUS, m.peak_memory / 2**30
 
 
 def main() -> None:
@@ -102,29 +104,38 @@ def main() -> None:
     args = parser.parse_args()
     models, t0 = _models(), time.process_time()
     runs = rows(args.quick)
-    print(f"{'model':10s} {'EP':>4s} {'precision':10s} | {'measured':>8s} {'autoplan':>8s} {'error':>7s}   (tokens/s/GPU)")
-    pred, errors = {}, []
+    print(f"{'':26s} | {'tokens/s/GPU':^25s} | {'peak memory':^17s}")
+    print(f"{'model':10s} {'EP':>4s} {'precision':10s} | {'measured':>8s} {'autoplan':>8s} {'error':>7s} | "
+          f"{'GB':>6s} {'GiB':>8s}")
+    pred, memory, errors = {}, {}, []
     for r in runs:
-        p = pred[(r["model"], r["ep"], r["method"])] = predicted_tgs(r, models)
+        key = (r["model"], r["ep"], r["method"])
+        p, memory[key] = predicted(r, models)
+        pred[key] = p
         # error in step time, as validate reports it: measured / predicted throughput - 1
         errors.append(100 * (float(r["tgs"]) / p - 1))
-        print(f"{r['model']:10s} {r['ep'][2:]:>4s} {r['method']:10s} | {float(r['tgs']):8.0f} {p:8.0f} {errors[-1]:+6.1f}%")
+        print(f"{r['model']:10s} {r['ep'][2:]:>4s} {r['method']:10s} | {float(r['tgs']):8.0f} {p:8.0f} {errors[-1]:+6.1f}% | "
+              f"{float(r['mem']):6.0f} {memory[key]:8.1f}")
     bf16 = [e for r, e in zip(runs, errors) if r["method"] == "bf16"]
     fp8 = [e for r, e in zip(runs, errors) if r["method"] != "bf16"]
     print(f"step time: mean |error| {statistics.mean(map(abs, errors)):.1f} % over {len(errors)} runs "
           f"(BF16 {statistics.mean(map(abs, bf16)):.1f} %, signed {statistics.mean(bf16):+.1f} %; FP8 "
           f"{statistics.mean(map(abs, fp8)):.1f} %, signed {statistics.mean(fp8):+.1f} %) ({time.process_time() - t0:.1f} s CPU)")
-    print("\nFP8 speed-up over BF16 on the same plan (throughput ratio):")
-    measured = {(r["model"], r["ep"], r["method"]): float(r["tgs"]) for r in runs}
-    gains = []
-    for (model, ep, method), tgs in measured.items():
+    print("\nFP8 over BF16 on the same plan: throughput ratio, and the peak memory FP8 adds (GB measured, GiB autoplan):")
+    measured = {(r["model"], r["ep"], r["method"]): (float(r["tgs"]), float(r["mem"])) for r in runs}
+    gains, adds = [], []
+    for (model, ep, method), (tgs, mem) in measured.items():
         base = measured.get((model, ep, "bf16"))
         if method != "bf16" and base:
-            gains.append((tgs / base, pred[(model, ep, method)] / pred[(model, ep, "bf16")]))
-            print(f"  {model:10s} EP{ep[2:]:<3s} {method:10s} measured {gains[-1][0]:.2f}x, autoplan {gains[-1][1]:.2f}x")
+            gains.append((tgs / base[0], pred[(model, ep, method)] / pred[(model, ep, "bf16")]))
+            added = memory[(model, ep, method)] - memory[(model, ep, "bf16")]
+            adds.append((mem - base[1], added))
+            print(f"  {model:10s} EP{ep[2:]:<3s} {method:10s} measured {gains[-1][0]:.2f}x, autoplan "
+                  f"{gains[-1][1]:.2f}x; memory {mem - base[1]:+.0f} GB, autoplan {added:+.1f} GiB")
     if gains:
         print(f"  mean: measured {statistics.mean(m for m, _ in gains):.2f}x, autoplan "
-              f"{statistics.mean(p for _, p in gains):.2f}x ({len(gains)} pairs)")
+              f"{statistics.mean(p for _, p in gains):.2f}x ({len(gains)} pairs); memory added: measured "
+              f"{statistics.mean(m for m, _ in adds):+.1f} GB, autoplan {statistics.mean(p for _, p in adds):+.1f} GiB")
 
 
 if __name__ == "__main__":

@@ -349,9 +349,11 @@ def _optimizer(cluster: ClusterSpec, s: Plan, params: tuple[float, float]) -> fl
     sharded = (params[0] / (s.dp * s.cp) + params[1] / s.edp) / copies if s.zero >= 1 else local
     if s.zero == 3:
         return compute.optimizer_time(cluster.gpu, local, sharded)
+    # Megatron-Core optimizer CPU offload: that share of the shard is updated by the host (step.host_optimizer_time)
+    host = sharded * s.optimizer_offload_pct / 100
     # Megatron-Core's passes over the gradient buffer and its optimizer step (step.megatron_optimizer_bytes)
-    return compute.memory_time(cluster.gpu, plan.megatron_optimizer_bytes(s, local, sharded),
-                               kernels=plan.MEGATRON_OPTIMIZER_KERNELS)
+    return (compute.memory_time(cluster.gpu, plan.megatron_optimizer_bytes(s, local, sharded - host),
+                                kernels=plan.MEGATRON_OPTIMIZER_KERNELS) + plan.host_optimizer_time(cluster, s, host))
 
 
 # ---------------------------------------------------------------------------------------------- the step
@@ -512,6 +514,8 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, p
     copies = model_copies(s.schedule)      # DualPipe: both copies of a stage share its optimizer state
     n, e = s.dp * s.cp * copies, s.edp * copies
     optimizer = optimizer_state_bytes(s) * (non_expert / n + expert / e if s.zero >= 1 else non_expert + expert)
+    # Megatron-Core optimizer CPU offload: that share of the optimizer state lives in host memory
+    optimizer *= 1 - s.optimizer_offload_pct / 100
     layers = stage_layers(model.layers, s, stage)
     d = dense[stage]
     blocks = model.mtp_layers if holds_output(s.schedule, stage, s.pp) else 0

@@ -130,6 +130,16 @@ MEGATRON_OPTIMIZER_KERNELS = 6
 """Kernels of those passes (zero, norm, scale, grad norm, Adam, copy), each at least once."""
 
 
+def host_optimizer_time(cluster: ClusterSpec, s: Plan, host: float) -> float:
+    """Seconds the step waits for the host's share (``host`` parameters) of an offloaded optimizer step."""
+    if not host:
+        return 0.0
+    # Megatron-Core optimizer CPU offload: the host's CPU Adam updates its share while the gradients go down and
+    # the bf16 weights come back (--overlap-cpu-optimizer-d2h-h2d): the longer of the two
+    gpu = cluster.gpu
+    return max(host / gpu.host_adam_params_per_s, host * (grad_bytes(s) + PARAM_BYTES) / gpu.host_link)
+
+
 def _optimizer(cluster: ClusterSpec, s: Plan, params: float) -> float:
     # Rajbhandari et al. 2020 (ZeRO) §5.1: stage ≥ 1 updates 1/(dp·cp) of the parameters (DualPipe: of both copies)
     shards = s.dp * s.cp * model_copies(s.schedule)
@@ -141,11 +151,7 @@ def _optimizer(cluster: ClusterSpec, s: Plan, params: float) -> float:
     else:
         seconds = compute.memory_time(cluster.gpu, megatron_optimizer_bytes(s, params, sharded - host),
                                       kernels=MEGATRON_OPTIMIZER_KERNELS)
-    if host:
-        # Megatron-Core optimizer CPU offload: the host's CPU Adam updates its share while the gradients go down and
-        # the bf16 weights come back (--overlap-cpu-optimizer-d2h-h2d): the longer of the two
-        gpu = cluster.gpu
-        seconds += max(host / gpu.host_adam_params_per_s, host * (grad_bytes(s) + PARAM_BYTES) / gpu.host_link)
+    seconds += host_optimizer_time(cluster, s, host)
     # the step's fixed host time (GPUSpec.host_step) ends it on every stage, the GPU idle: Megatron-LM's training
     # step reads the grad norm and the loss back to the host, and its logging runs, before the next step's launches
     return seconds + cluster.gpu.host_step

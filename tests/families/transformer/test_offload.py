@@ -9,7 +9,7 @@ import pytest
 from autoplan.families.catalog import get_model
 from autoplan.families.registry import violations
 from autoplan.families.strategy import Strategy
-from autoplan.families.transformer import memory, step
+from autoplan.families.transformer import memory, moe, step
 from autoplan.families.transformer.passes import pass_costs
 from autoplan.hardware.support import hardware_violations
 from autoplan.specs.cluster import load_cluster
@@ -64,4 +64,23 @@ def test_a_cluster_without_a_host_link_cannot_offload():
     assert hardware_violations(LLAMA, bare, _plan(activation_offload_layers=2))
     assert hardware_violations(LLAMA, bare, _plan(optimizer_offload_pct=50))
     assert not hardware_violations(LLAMA, H100, _plan(optimizer_offload_pct=50))
-    assert violations(get_model("mixtral-8x7b"), 64, Strategy(dp=64, global_batch=64, zero=1, optimizer_offload_pct=50))
+
+
+@pytest.mark.parametrize("pct", [50, 100])
+def test_a_moe_model_offloads_its_optimizer_share_of_both_parameter_kinds(pct):
+    # Megatron-Core's HybridDeviceOptimizer takes the same share of the dense and the expert shards
+    mixtral, h100 = get_model("mixtral-8x7b"), load_cluster("dgx-h100-80g", 64)
+    s = Strategy(dp=64, pp=1, global_batch=64, zero=1, ep=8)
+    off = replace(s, optimizer_offload_pct=pct)
+    assert not violations(mixtral, 64, off)
+    base, cut = (moe.memory(mixtral, h100, x)[0] for x in (s, off))
+    assert cut.optimizer == pytest.approx(base.optimizer * (1 - pct / 100))
+    assert (cut.weights, cut.gradients, cut.activations) == (base.weights, base.gradients, base.activations)
+    dense, expert = moe.stage_params(mixtral, s, 0)
+    host = (dense / 64 + expert / s.edp) * pct / 100
+    # the longer of CPU Adam and the copies, on top of the GPU's share of the step
+    extra = max(host / h100.gpu.host_adam_params_per_s, host * (4 + 2) / h100.gpu.host_link)
+    assert step.host_optimizer_time(h100, off, host) == pytest.approx(extra)
+    assert moe._optimizer(h100, off, (dense, expert)) >= extra > moe._optimizer(h100, s, (dense, expert))
+    assert violations(mixtral, 64, replace(s, activation_offload_layers=2))
+
