@@ -43,6 +43,8 @@ def _gpu_rows(c: ClusterSpec) -> list[tuple[str, object]]:
                 ("speed_variability", g.speed_variability), ("tdp_w", g.tdp_w), ("idle_w", g.idle_w),
                 ("host_link_gb_per_s", g.host_link / 1e9), ("host_adam_params_per_s", g.host_adam_params_per_s)]
     rows += [(k, v) for k, v in optional if v]
+    if g.fp8_blockwise_gemm_ratio != 1.0:
+        rows.append(("fp8_blockwise_gemm_ratio", g.fp8_blockwise_gemm_ratio))
     if g.mxfp8:
         rows.append(("mxfp8", True))
     return rows

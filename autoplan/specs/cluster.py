@@ -81,6 +81,9 @@ class GPUSpec:
     fp8_gemm_efficiency: float = 0.0
     """Fraction of ``fp8_peak_flops`` large FP8 GEMMs reach (before wave quantization), like ``gemm_efficiency``
     (0: the same fraction as BF16's)."""
+    fp8_blockwise_gemm_ratio: float = 1.0
+    """Time of an FP8 GEMM with 1×128 activation and 128×128 weight scales (Megatron-LM ``--fp8-recipe blockwise``:
+    cuBLAS through Transformer Engine) over the same GEMM with one scale per operand (1: no slower, unmeasured)."""
     mxfp8: bool = False
     """The tensor cores take MXFP8 block-scaled operands natively (Blackwell and later)."""
     l2_cache_bytes: float = 0.0
@@ -331,6 +334,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "attention_memory_efficiency": (0.01, 1.0, True),
     "clock_ratio": (0.1, 1.0, False), "gemm_half_k": (0.0, 1e5, False), "kernel_overhead_us": (0.0, 1e6, False),
     "memory_reserve_gib": (0.0, 1e5, False), "fp8_peak_tflops": (0.1, 1e5, True), "fp8_gemm_efficiency": (0.01, 1.0, True),
+    "fp8_blockwise_gemm_ratio": (1.0, 10.0, False),
     "host_launch_us": (0.0, 1e4, True), "host_step_ms": (0.0, 1e5, True), "speed_variability": (0.0, 0.5, True),
     "tdp_w": (1.0, 1e5, True), "idle_w": (1.0, 1e5, True),
     "host_link_gb_per_s": (0.1, 1e5, True), "host_adam_params_per_s": (1e6, 1e13, True),
@@ -348,7 +352,8 @@ OPTIONAL: dict[str, dict[str, object]] = {
             "nvlink_domain_gpus": 0, "node_overhead_w": 0.0, "pue": 1.0, "gpu_hour_usd": 0.0, "contention": True},
     "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0,
             "flash2_attention_efficiency": 0.0, "clock_ratio": 1.0,
-            "fp8_peak_tflops": 0.0, "fp8_gemm_efficiency": 0.0, "mxfp8": False, "l2_cache_mib": 0.0,
+            "fp8_peak_tflops": 0.0, "fp8_gemm_efficiency": 0.0, "fp8_blockwise_gemm_ratio": 1.0, "mxfp8": False,
+            "l2_cache_mib": 0.0,
             "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0, "host_step_ms": 0.0, "speed_variability": 0.0,
             "tdp_w": 0.0, "idle_w": 0.0,
             "host_link_gb_per_s": 0.0, "host_adam_params_per_s": 0.0},
@@ -434,9 +439,9 @@ _DIMENSION_KEYS = {"name", "size", "topology", "bandwidth_gb_per_s", "efficiency
 _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
              "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
              "flash2_attention_efficiency", "clock_ratio", "kernel_overhead_us", "memory_reserve_gib",
-             "fp8_peak_tflops", "fp8_gemm_efficiency", "mxfp8", "l2_cache_mib", "l2_bandwidth_gb_per_s",
-             "host_launch_us", "host_step_ms", "speed_variability", "tdp_w", "idle_w", "host_link_gb_per_s",
-             "host_adam_params_per_s"}
+             "fp8_peak_tflops", "fp8_gemm_efficiency", "fp8_blockwise_gemm_ratio", "mxfp8", "l2_cache_mib",
+             "l2_bandwidth_gb_per_s", "host_launch_us", "host_step_ms", "speed_variability", "tdp_w", "idle_w",
+             "host_link_gb_per_s", "host_adam_params_per_s"}
 _TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", "allreduce_busbw_gb_per_s",
               "half_bandwidth_mib", "oversubscription"}
 
@@ -464,6 +469,7 @@ def _gpu(g: _Table) -> GPUSpec:
         clock_ratio=g.number("clock_ratio", d["clock_ratio"]),
         fp8_peak_flops=g.number("fp8_peak_tflops", d["fp8_peak_tflops"]) * 1e12,
         fp8_gemm_efficiency=g.number("fp8_gemm_efficiency", d["fp8_gemm_efficiency"]), mxfp8=g.flag("mxfp8", d["mxfp8"]),
+        fp8_blockwise_gemm_ratio=g.number("fp8_blockwise_gemm_ratio", d["fp8_blockwise_gemm_ratio"]),
         l2_cache_bytes=g.number("l2_cache_mib", d["l2_cache_mib"]) * 2**20,
         l2_bandwidth=g.number("l2_bandwidth_gb_per_s", d["l2_bandwidth_gb_per_s"]) * 1e9,
         host_launch=g.number("host_launch_us", d["host_launch_us"]) * 1e-6,

@@ -31,9 +31,10 @@ def _common(model: ModelSpec, s: Plan, who: str) -> list[str]:
                    "per layer, prefetched")
     if model.position == "alibi":
         out.append(f"ALiBi positions are not in {who}")
-    if s.fp8_dispatch:
+    if s.deepseek_fp8:
         # Megatron-Core's DeepEP/HybridEP dispatchers: "Currently, we do not support fp8 dispatch" (fused_a2a.py)
-        out.append(f"fp8_dispatch is DeepSeek-V3's own stack (DeepEP's FP8 dispatch); {who} dispatches BF16")
+        out.append(f"deepseek_fp8 is DeepSeek-V3's own stack (an FP8 dispatch, DeepGEMM); {who} dispatches BF16 and "
+                   "runs its own blockwise GEMMs")
     if getattr(s, "param_remainders", False):
         out.append(f"param_remainders is NeMo's distributed Adam (store_param_remainders); the {who} export does not "
                    "set it")

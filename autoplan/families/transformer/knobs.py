@@ -133,15 +133,17 @@ class MoEPlan(PlanPart):
                             megatron={True: ("--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute")})
     """Overlap the expert-parallel all-to-alls with compute (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
     batch-level overlap of one micro-batch's forward with another's backward; DeepSeek-V3's DualPipe)."""
-    fp8_dispatch: bool = knob(False, quiet=True, choices=_BOOL, axis=True, label=lambda v: "fp8d" if v else "",
-                              fix_help="Send the MoE dispatch in FP8 (DeepSeek-V3's stack; the spaces: BF16).",
-                              help="Send the MoE dispatch in FP8 with its 1x128 tile scales (DeepSeek-V3's stack; "
-                                   "needs fp8-blockwise and ep > 1).")
-    """The dispatch all-to-all carries the tokens already cast to FP8, one fp32 scale per 1×128 tile, and the experts'
-    up-projection reads them as they arrive; the combine stays BF16 (DeepSeek-V3, arXiv 2412.19437 §3.3.3, with
-    DeepEP). Megatron-LM's ``--fp8-recipe blockwise`` dispatches BF16 and casts after the dispatch: Megatron-Core's
-    DeepEP and HybridEP dispatchers have no FP8 dispatch (fused_a2a.py @d98e8a6: "Currently, we do not support fp8
-    dispatch"; FP8-Flow-MoE, arXiv 2511.02302, adds it to Transformer Engine and Megatron-LM)."""
+    deepseek_fp8: bool = knob(False, quiet=True, choices=_BOOL, axis=True, label=lambda v: "dsfp8" if v else "",
+                              fix_help="Use DeepSeek-V3's own FP8 kernels (the spaces: Megatron-LM's recipe).",
+                              help="DeepSeek-V3's own FP8 kernels for fp8-blockwise MoE plans (ep > 1): the dispatch "
+                                   "in FP8, the GEMMs at the tensor-wise rate.")
+    """DeepSeek-V3's own FP8 stack, with fp8-blockwise: the dispatch all-to-all carries the tokens already cast to FP8
+    (one fp32 scale per 1×128 tile) and the experts' up-projection reads them as they arrive, the combine staying BF16
+    (arXiv 2412.19437 §3.3.3, DeepEP); its tile-scaled GEMMs run at the tensor-wise FP8 rate (DeepGEMM: "up to 1550
+    TFLOPS on H800"), with no Transformer Engine padding. Without it fp8-blockwise is Megatron-LM's ``--fp8-recipe
+    blockwise``: a BF16 dispatch (Megatron-Core's DeepEP and HybridEP dispatchers have none in FP8, fused_a2a.py
+    @d98e8a6: "Currently, we do not support fp8 dispatch"), cuBLAS's blockwise-scaled GEMMs
+    (``GPUSpec.fp8_blockwise_gemm_ratio``) and Fp8Padding."""
 
     @property
     def edp(self) -> int:

@@ -119,13 +119,25 @@ def fp8_store_ops(gpu: GPUSpec, name: str, values: float, store: bool) -> tuple[
     return (memory_op(gpu, f"{name}.fp8_store", 3 * values),), (memory_op(gpu, f"{name}.fp8_load", 3 * values),)
 
 
+def fp8_gemm_gpu(gpu: GPUSpec, precision: str, own_kernels: bool = False) -> GPUSpec:
+    """The GPU as a layer's FP8 GEMMs see it: under Megatron-LM's blockwise recipe cuBLAS's blockwise-scaled GEMMs
+    take ``fp8_blockwise_gemm_ratio`` times a tensor-scaled one's time (``own_kernels``: DeepSeek-V3's, at the
+    tensor-wise rate)."""
+    if precision != "fp8-blockwise" or own_kernels or gpu.fp8_blockwise_gemm_ratio == 1.0:
+        return gpu
+    rate = gpu.fp8_gemm_efficiency or gpu.gemm_efficiency
+    return replace(gpu, fp8_gemm_efficiency=rate / gpu.fp8_blockwise_gemm_ratio)
+
+
 @lru_cache(maxsize=4096)
 def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool, micro_batch: int,
-                  recompute: str, precision: str = "bf16", fp8_activation_store: bool = False) -> LayerCompute:
+                  recompute: str, precision: str = "bf16", fp8_activation_store: bool = False,
+                  own_fp8_kernels: bool = False) -> LayerCompute:
     """Kernels and TP collectives of one layer for one micro-batch on one GPU (Megatron-LM's layer); with an
     FP8 precision the four linear layers' GEMMs run in FP8, each after a quantizing pass over its inputs; with
-    ``fp8_activation_store`` the MLP activation's input is cast to FP8 for the backward and back before it."""
-    gpu, h, t, b = cluster.gpu, model.hidden, tp, micro_batch
+    ``fp8_activation_store`` the MLP activation's input is cast to FP8 for the backward and back before it;
+    ``own_fp8_kernels``: DeepSeek-V3's FP8 GEMMs (``fp8_gemm_gpu``)."""
+    gpu, h, t, b = fp8_gemm_gpu(cluster.gpu, precision, own_fp8_kernels), model.hidden, tp, micro_batch
     s = model.seq_len // cp
     tokens = b * s
     fp8 = precision != "bf16"

@@ -74,7 +74,7 @@ def dispatch_value_bytes(s: Plan) -> float:
     """Bytes per value the dispatch all-to-all moves: FP8 and its tile scales with an FP8 dispatch, else BF16."""
     # DeepSeek-V3 §3.3.3 (low-precision communication): activations are quantized to FP8 (1×128 tiles, an fp32
     # scale each) before the dispatch, the input of the experts' up-projection; the combine stays BF16
-    return FP8 + 4 / FP8_TILE if s.fp8_dispatch else BF16
+    return FP8 + 4 / FP8_TILE if s.deepseek_fp8 else BF16
 
 
 def routed_bytes(model: ModelSpec, s: Plan, value_bytes: float) -> float:
@@ -229,7 +229,7 @@ def _linear_bwd(gpu, name: str, m: int, n: int, k: int, fp8: bool, current: bool
 
 def _mla_ops(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
     """Forward and backward kernels of multi-head latent attention (projections and core)."""
-    gpu, h, t, a = cluster.gpu, model.hidden, s.tp, model.heads
+    gpu, h, t, a = layer.fp8_gemm_gpu(cluster.gpu, s.precision, s.deepseek_fp8), model.hidden, s.tp, model.heads
     tokens = s.micro_batch * model.seq_len // s.cp
     # DeepSeek-V2 (arXiv 2405.04434) §2.1.2-2.1.3: down-projections to the q and kv latents (replicated over TP,
     # Megatron-Core MLA), up-projections to heads/t heads, decoupled RoPE key, output projection (row-parallel)
@@ -285,7 +285,7 @@ def _recompute(s: Plan, cluster: ClusterSpec, forward: tuple[Op, ...], core: Op)
 def dense_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> LayerCompute:
     """One dense-FFN layer of a MoE model (its leading ``dense_layers``), with MLA when the model has it."""
     dense = layer.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
-                                  s.precision, s.fp8_activation_store)
+                                s.precision, s.fp8_activation_store, s.deepseek_fp8)
     if not model.mla:
         return replace(dense, recompute=_recompute(s, cluster, dense.forward, dense.forward[0])) if (
             s.recompute == "modules") else dense
@@ -329,9 +329,9 @@ def _routed_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]
     fc1 = _grouped(gpu, "expert.fc1", experts, rows, up, h, fp8)
     fc2 = _grouped(gpu, "expert.fc2", experts, rows, h, width, fp8)
     # with an FP8 dispatch the tokens are cast before it (T·h values, not the T·top_k copies: DeepSeek-V3 §3.3.3)
-    fc1_cast = tokens_in * h if s.fp8_dispatch else experts * rows * h
+    fc1_cast = tokens_in * h if s.deepseek_fp8 else experts * rows * h
     # (DeepSeek-V3's own stack, with its FP8 dispatch, runs no Transformer Engine padding)
-    pad_f, pad_b = _fp8_padding(model, gpu, s, experts * rows * h) if fp8 and not s.fp8_dispatch else ([], [])
+    pad_f, pad_b = _fp8_padding(model, gpu, s, experts * rows * h) if fp8 and not s.deepseek_fp8 else ([], [])
 
     def cast(name: str, values: float) -> Launched:
         # Transformer Engine's FP8 cast (when FP8); no TP amax all-reduce under current scaling: the experts'
@@ -425,9 +425,9 @@ def _expert_tp_seconds(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float
 @lru_cache(maxsize=4096)
 def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
     """One MoE layer for one micro-batch on one GPU: attention, router, dispatch, experts, combine, shared experts."""
-    gpu = cluster.gpu
+    gpu = layer.fp8_gemm_gpu(cluster.gpu, s.precision, s.deepseek_fp8)
     dense = layer.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
-                                  s.precision, s.fp8_activation_store)
+                                s.precision, s.fp8_activation_store, s.deepseek_fp8)
     attn_f, attn_b, core = _attention_ops(model, cluster, s, dense, keep_mlp=False)
     pre_sync = _router(model, gpu, local_tokens(model, s))
     routed_f, routed_b = _routed_experts(model, gpu, s)
@@ -455,7 +455,7 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
 
 
 LAYER_FIELDS = ("tp", "cp", "sequence_parallel", "micro_batch", "recompute", "ep", "etp", "precision",
-                "fp8_activation_store", "fp8_dispatch")
+                "fp8_activation_store", "deepseek_fp8")
 """The fields of a plan a layer's cost reads."""
 
 

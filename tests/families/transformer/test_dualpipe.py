@@ -37,7 +37,7 @@ def test_every_rank_holds_two_stages_and_the_ranks_two_models(tiny_gpt, half, pe
 
 def test_deepseek_v3_holds_two_copies_and_pp_plus_one_stages():
     model, cluster = get_model("deepseek-v3"), load_cluster("dgx-h800-80g", 2048)
-    kw = dict(pp=16, dp=128, ep=64, zero=1, global_batch=15360, precision="fp8-blockwise", fp8_dispatch=True,
+    kw = dict(pp=16, dp=128, ep=64, zero=1, global_batch=15360, precision="fp8-blockwise", deepseek_fp8=True,
               recompute="modules", first_stage_layers=3, last_stage_layers=2)
     one, two = Strategy(schedule="1f1b", **kw), Strategy(schedule="dualpipe", **kw)
     held = sum(sum(x * y for x, y in zip(fam.stage_params(model, two, i), (1, 64))) for i in range(16))
@@ -75,7 +75,7 @@ def test_deepseek_v3_dualpipev_idles_for_rank_0_not_for_its_schedule():
     from autoplan.sim.simulate import simulate_step
 
     model, cluster = get_model("deepseek-v3"), load_cluster("dgx-h800-80g", 2048)
-    s = Strategy(tp=1, pp=16, dp=128, ep=64, zero=1, global_batch=15360, precision="fp8-blockwise", fp8_dispatch=True,
+    s = Strategy(tp=1, pp=16, dp=128, ep=64, zero=1, global_batch=15360, precision="fp8-blockwise", deepseek_fp8=True,
                  recompute="modules", schedule="dualpipev", first_stage_layers=1)
     sim = simulate_step(model, cluster, s)
     busy = [sim.timeline.busy(f"stage{i}.compute") for i in range(16)]

@@ -212,7 +212,7 @@ def test_fp8_experts_pad_unaligned_token_counts_and_unpad_them_with_a_copy_each_
                                        (replace(get_model("qwen3-235b-a22b"), capacity_factor=1.0,
                                                 pad_to_capacity=True), {}),
                                        (get_model("qwen3-235b-a22b"), dict(precision="fp8-blockwise",
-                                                                           fp8_dispatch=True))])
+                                                                           deepseek_fp8=True))])
 def test_no_padding_in_bf16_with_aligned_equal_counts_or_deepseek_s_own_stack(model, kw):
     # a force-balanced or padded-to-capacity load gives each expert 4096·8·8/128 = 2048 rows (a multiple of 16);
     # DeepSeek-V3's own stack (its FP8 dispatch) runs no Transformer Engine padding

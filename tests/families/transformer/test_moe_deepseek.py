@@ -90,8 +90,8 @@ def test_the_catalog_deepseek_v3_routes_to_four_nodes():
 # ------------------------------------------------------------------------------------------------ FP8 dispatch
 
 @given(ep=st.sampled_from([2, 8, 32]), mb=st.integers(1, 3))
-def test_an_fp8_dispatch_moves_one_byte_and_a_scale_per_128_values_and_combine_stays_bf16(ep, mb):
-    s = _plan(ep=ep, micro_batch=mb, precision="fp8-blockwise", fp8_dispatch=True)
+def test_an_deepseek_fp8_moves_one_byte_and_a_scale_per_128_values_and_combine_stays_bf16(ep, mb):
+    s = _plan(ep=ep, micro_batch=mb, precision="fp8-blockwise", deepseek_fp8=True)
     copies = moe.local_tokens(SMALL, s) * SMALL.top_k * SMALL.hidden
     assert moe.dispatch_bytes(SMALL, s) == pytest.approx(copies * (FP8 + 4 / 128))
     assert moe.combine_bytes(SMALL, s) == pytest.approx(copies * BF16)
@@ -100,18 +100,18 @@ def test_an_fp8_dispatch_moves_one_byte_and_a_scale_per_128_values_and_combine_s
         assert moe.dispatch_bytes(SMALL, _plan(ep=ep, micro_batch=mb, precision=precision)) == copies * BF16
 
 
-def test_an_fp8_dispatch_needs_the_blockwise_recipe_and_experts_in_parallel_and_megatron_has_none():
-    assert any("fp8_dispatch" in v for v in knob_violations(SMALL, 8, _plan(ep=8, precision="fp8", fp8_dispatch=True)))
-    assert any("fp8_dispatch" in v for v in knob_violations(
-        SMALL, 8, _plan(ep=1, dp=8, precision="fp8-blockwise", fp8_dispatch=True)))
-    s = _plan(ep=8, precision="fp8-blockwise", fp8_dispatch=True)
+def test_an_deepseek_fp8_needs_the_blockwise_recipe_and_experts_in_parallel_and_megatron_has_none():
+    assert any("deepseek_fp8" in v for v in knob_violations(SMALL, 8, _plan(ep=8, precision="fp8", deepseek_fp8=True)))
+    assert any("deepseek_fp8" in v for v in knob_violations(
+        SMALL, 8, _plan(ep=1, dp=8, precision="fp8-blockwise", deepseek_fp8=True)))
+    s = _plan(ep=8, precision="fp8-blockwise", deepseek_fp8=True)
     assert not knob_violations(SMALL, 8, s)
     assert any("dispatches BF16" in v for v in megatron_violations(SMALL, s))
-    assert not any("dispatch" in v for v in megatron_violations(SMALL, replace(s, fp8_dispatch=False)))
+    assert not any("dispatch" in v for v in megatron_violations(SMALL, replace(s, deepseek_fp8=False)))
 
 
-def test_a_layer_s_all_to_alls_are_an_fp8_dispatch_and_a_bf16_combine(h800):
-    s = _plan(ep=32, precision="fp8-blockwise", fp8_dispatch=True)
+def test_a_layer_s_all_to_alls_are_an_deepseek_fp8_and_a_bf16_combine(h800):
+    s = _plan(ep=32, precision="fp8-blockwise", deepseek_fp8=True)
     lay = moe.moe_layer(SMALL, h800, moe.layer_key(s))
     want = (moe.routed_a2a_time(SMALL, h800, s, FP8 + 4 / 128) + moe.routed_a2a_time(SMALL, h800, s, BF16))
     assert lay.a2a_forward == pytest.approx(want)
@@ -250,7 +250,7 @@ def test_dualpipe_pairs_cost_their_hidden_communication_20_of_the_sms(h800):
 
 
 def test_check_lists_the_dispatch_and_combine_whose_times_make_the_layer_s_all_to_alls(h800):
-    model, s = replace(MLA, route_nodes=2), _plan(ep=32, precision="fp8-blockwise", fp8_dispatch=True)
+    model, s = replace(MLA, route_nodes=2), _plan(ep=32, precision="fp8-blockwise", deepseek_fp8=True)
     rows = [c for c in fam.collectives(model, h800, s) if c.group == "ep"]
     assert [r.when.split(",")[0] for r in rows] == ["dispatch", "combine"]
     assert rows[0].nbytes < rows[1].nbytes

@@ -95,7 +95,7 @@ def test_only_the_output_stage_holds_more_memory(h800):
     for schedule, layout in (("1f1b", dict(first_stage_layers=3, last_stage_layers=2)),
                              ("dualpipev", dict(first_stage_layers=1))):
         s = Strategy(pp=16, dp=128, ep=64, zero=1, global_batch=15360, schedule=schedule,
-                     precision="fp8-blockwise", fp8_dispatch=True, recompute="modules", **layout)
+                     precision="fp8-blockwise", deepseek_fp8=True, recompute="modules", **layout)
         cluster = load_cluster("dgx-h800-80g", 2048)
         with_mtp = fam.memory(DEEPSEEK, cluster, s)
         without = fam.memory(replace(DEEPSEEK, mtp_layers=0), cluster, s)

@@ -150,7 +150,7 @@ def test_deepseek_v3_dualpipe_fits_at_ep64_with_its_numerics():
     # DeepSeek-V3 §3.2: PP16 EP64 DualPipe (two parameter copies) on 80 GB; without the FP8-stored SwiGLU inputs
     # (§3.3.3) the memory model puts its fullest rank over the H800's memory
     model, cluster = get_model("deepseek-v3"), load_cluster("dgx-h800-80g", 2048)
-    kw = dict(tp=1, pp=16, dp=128, ep=64, zero=1, global_batch=15360, precision="fp8-blockwise", fp8_dispatch=True,
+    kw = dict(tp=1, pp=16, dp=128, ep=64, zero=1, global_batch=15360, precision="fp8-blockwise", deepseek_fp8=True,
               recompute="modules", schedule="dualpipe", first_stage_layers=3, last_stage_layers=2)
     assert not evaluate(model, cluster, Strategy(**kw)).feasible
     assert not evaluate(model, cluster, Strategy(**kw, optimizer_moments="bf16")).feasible
