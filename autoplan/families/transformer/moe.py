@@ -575,7 +575,7 @@ def collectives(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> list[CommNee
     if s.ep > 1:
         shape = moe.ep_shape(cluster, s)
         limited = f", node-limited to {model.route_nodes} nodes" if model.route_nodes else ""
-        # the dispatch (FP8 with an FP8 dispatch) and the BF16 combine, each once per MoE layer and pass
+        # the dispatch (FP8 under DeepSeek-V3's own kernels) and the BF16 combine, each once per MoE layer and pass
         for what, nbytes, value in (("dispatch", moe.dispatch_bytes(model, s), moe.dispatch_value_bytes(s)),
                                     ("combine", moe.combine_bytes(model, s), compute.BF16)):
             out.append(CommNeed(group="ep", op="all_to_all", shape=shape, nbytes=nbytes,
