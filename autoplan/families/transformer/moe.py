@@ -347,13 +347,7 @@ def _optimizer(cluster: ClusterSpec, s: Plan, params: tuple[float, float]) -> fl
     # 1/edp of the expert parameters (Megatron-Core shards expert optimizer state over the expert-DP group)
     local, copies = sum(params), model_copies(s.schedule)
     sharded = (params[0] / (s.dp * s.cp) + params[1] / s.edp) / copies if s.zero >= 1 else local
-    if s.zero == 3:
-        return compute.optimizer_time(cluster.gpu, local, sharded)
-    # Megatron-Core optimizer CPU offload: that share of the shard is updated by the host (step.host_optimizer_time)
-    host = sharded * s.optimizer_offload_pct / 100
-    # Megatron-Core's passes over the gradient buffer and its optimizer step (step.megatron_optimizer_bytes)
-    return (compute.memory_time(cluster.gpu, plan.megatron_optimizer_bytes(s, local, sharded - host),
-                                kernels=plan.MEGATRON_OPTIMIZER_KERNELS) + plan.host_optimizer_time(cluster, s, host))
+    return plan.shard_update_seconds(cluster, s, local, sharded)
 
 
 # ---------------------------------------------------------------------------------------------- the step

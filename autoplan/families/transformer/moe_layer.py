@@ -331,7 +331,7 @@ def _routed_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]
     # with an FP8 dispatch the tokens are cast before it (T·h values, not the T·top_k copies: DeepSeek-V3 §3.3.3)
     fc1_cast = tokens_in * h if s.deepseek_fp8 else experts * rows * h
     # (DeepSeek-V3's own stack, with its FP8 dispatch, runs no Transformer Engine padding)
-    pad_f, pad_b = _fp8_padding(model, gpu, s, experts * rows * h) if fp8 and not s.deepseek_fp8 else ([], [])
+    pad_f, pad_b = _fp8_padding(model, gpu, experts, rows, h) if fp8 and not s.deepseek_fp8 else ([], [])
 
     def cast(name: str, values: float) -> Launched:
         # Transformer Engine's FP8 cast (when FP8); no TP amax all-reduce under current scaling: the experts'
@@ -359,17 +359,17 @@ FP8_ROW_ALIGN = 16
 ``align_size``: Hopper FP8 GEMMs take m in multiples of 16)."""
 
 
-def _fp8_padding(model: ModelSpec, gpu, s: Plan, values: float) -> tuple[Launched, Launched]:
+def _fp8_padding(model: ModelSpec, gpu, experts: int, rows: int, h: int) -> tuple[Launched, Launched]:
     """Transformer Engine's Fp8Padding before the experts' fc1 and Fp8Unpadding after their fc2 (forward), and their
-    backward copies, over ``values`` routed values; none when every expert's row count is already aligned."""
+    backward copies, over ``experts`` local experts of ``rows`` rows of ``h`` values; none when every expert's row
+    count is already aligned."""
     # Megatron-Core TEGroupedMLP (experts.py, core_r0.10 on): under FP8 the permuted rows of each local expert are
     # padded to the alignment before fc1 and the padding dropped after fc2, each a copy of the rows (read and
     # write), unless Megatron's router padding (--moe-router-padding-for-fp8) aligned the counts; with
     # pad-to-capacity or a force-balanced load every expert gets the same count, which needs no copy if aligned
-    rows = expert_rows(model, s)
     if (model.pad_to_capacity or imbalance(model) == 1.0) and rows % FP8_ROW_ALIGN == 0:
         return [], []
-    pad, unpad = (compute.memory_op(gpu, f"expert.{name}", 2 * BF16 * values)
+    pad, unpad = (compute.memory_op(gpu, f"expert.{name}", 2 * BF16 * experts * rows * h)
                   for name in ("fp8_padding", "fp8_unpadding"))
     back = [compute.memory_op(gpu, f"{op.name}.bwd", op.bytes) for op in (unpad, pad)]
     return [(pad, 1), (unpad, 1)], [(op, 1) for op in back]

@@ -140,18 +140,26 @@ def host_optimizer_time(cluster: ClusterSpec, s: Plan, host: float) -> float:
     return max(host / gpu.host_adam_params_per_s, host * (grad_bytes(s) + PARAM_BYTES) / gpu.host_link)
 
 
+def shard_update_seconds(cluster: ClusterSpec, s: Plan, local: float, sharded: float) -> float:
+    """Seconds of the optimizer step over the ``sharded`` parameters a GPU updates of the ``local`` ones it holds,
+    the offloaded share (``optimizer_offload_pct``) on the host."""
+    # Megatron-Core optimizer CPU offload: that share of the shard is updated by the host (host_optimizer_time)
+    host = sharded * s.optimizer_offload_pct / 100
+    if s.zero == 3:
+        # FSDP / DeepSpeed stage 3: no Megatron gradient buffer (compute.optimizer_time: Adam over the shard)
+        seconds = compute.optimizer_time(cluster.gpu, local, sharded - host)
+    else:
+        # Megatron-Core's passes over the gradient buffer and its optimizer step (megatron_optimizer_bytes)
+        seconds = compute.memory_time(cluster.gpu, megatron_optimizer_bytes(s, local, sharded - host),
+                                      kernels=MEGATRON_OPTIMIZER_KERNELS)
+    return seconds + host_optimizer_time(cluster, s, host)
+
+
 def _optimizer(cluster: ClusterSpec, s: Plan, params: float) -> float:
     # Rajbhandari et al. 2020 (ZeRO) §5.1: stage ≥ 1 updates 1/(dp·cp) of the parameters (DualPipe: of both copies)
     shards = s.dp * s.cp * model_copies(s.schedule)
     sharded = params / shards if s.zero >= 1 else params
-    host = sharded * s.optimizer_offload_pct / 100
-    if s.zero == 3:
-        # FSDP / DeepSpeed stage 3: no Megatron gradient buffer (compute.optimizer_time: Adam over the shard)
-        seconds = compute.optimizer_time(cluster.gpu, params, sharded - host)
-    else:
-        seconds = compute.memory_time(cluster.gpu, megatron_optimizer_bytes(s, params, sharded - host),
-                                      kernels=MEGATRON_OPTIMIZER_KERNELS)
-    seconds += host_optimizer_time(cluster, s, host)
+    seconds = shard_update_seconds(cluster, s, params, sharded)
     # the step's fixed host time (GPUSpec.host_step) ends it on every stage, the GPU idle: Megatron-LM's training
     # step reads the grad norm and the loss back to the host, and its logging runs, before the next step's launches
     return seconds + cluster.gpu.host_step

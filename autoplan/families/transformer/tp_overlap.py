@@ -64,7 +64,7 @@ def bulk(comm: float, independent_gemm: float) -> float:
 
 def layer_exposed(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[float, float]:
     """Exposed TP seconds of one layer's forward and backward with TP-comm overlap (sequence parallel, tp > 1)."""
-    gpu, t, fp8 = layer.fp8_gemm_gpu(cluster.gpu, s.precision), s.tp, s.precision != "bf16"
+    gpu, t, fp8 = layer.fp8_gemm_gpu(cluster.gpu, s.precision, s.deepseek_fp8), s.tp, s.precision != "bf16"
     shape = network.shape_of(cluster, s, "tp")
     shapes = layer.layer_gemm_shapes(model, t, s.cp, s.micro_batch)
     # Korthikanti et al. 2022 §4.2.2: each SP all-gather / reduce-scatter moves the full b·s·h bf16 tensor
