@@ -330,16 +330,18 @@ def _chunk_params(model: ModelSpec, s: Plan) -> tuple[float, float]:
 
 def _reduce(cluster: ClusterSpec, s: Plan, params: tuple[float, float]) -> float:
     """Gradient reduction of (non-expert, expert) parameters: over dp·cp and over edp, one after the other."""
-    grads = network.group_shape(cluster.gpus_per_node, s.dp * s.cp, network.stride(s, "cp"))
+    grads = network.group_shape(cluster.domain_gpus, s.dp * s.cp, network.stride(s, "cp"))
     return plan.grad_reduce_time(cluster, grads, s, params[0]) + plan.grad_reduce_time(
         cluster, moe.edp_shape(cluster, s), s, params[1])
 
 
 def _gather(cluster: ClusterSpec, s: Plan, params: tuple[float, float]) -> float:
-    """All-gather of the updated bf16 shards (distributed optimizer) over dp·cp and over edp."""
-    grads = network.group_shape(cluster.gpus_per_node, s.dp * s.cp, network.stride(s, "cp"))
-    return (policy.all_gather(cluster, grads, plan.PARAM_BYTES * params[0], s.collective_policy)
-            + policy.all_gather(cluster, moe.edp_shape(cluster, s), plan.PARAM_BYTES * params[1], s.collective_policy))
+    """All-gather of the updated shards (distributed optimizer; bf16, or FP8 with ``fp8_param_gather``, as the
+    memory model keeps them) over dp·cp and over edp."""
+    grads = network.group_shape(cluster.domain_gpus, s.dp * s.cp, network.stride(s, "cp"))
+    width = plan.param_bytes(s)
+    return (policy.all_gather(cluster, grads, width * params[0], s.collective_policy)
+            + policy.all_gather(cluster, moe.edp_shape(cluster, s), width * params[1], s.collective_policy))
 
 
 def _optimizer(cluster: ClusterSpec, s: Plan, params: tuple[float, float]) -> float:
@@ -372,7 +374,7 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> StepCosts:
     if (model.tied_embeddings and p > 1 and not holds_output(s.schedule, 0, p)) or _mtp_embedding_copy(model, s):
         # Megatron-LM finalize_model_grads: the first and last stage all-reduce the tied embedding's gradient (the
         # MTP modules' shared embedding alike; a V shape's rank 0 holds both ends)
-        pair = network.group_shape(cluster.gpus_per_node, 2, network.stride(s, "pp") * (p - 1))
+        pair = network.group_shape(cluster.domain_gpus, 2, network.stride(s, "pp") * (p - 1))
         tied = network.all_reduce(cluster, pair, passes.grad_bytes(s) * model.vocab * model.hidden / s.tp)
     piece = (chunk[0] / segments, chunk[1] / segments) if segments else chunk
     deferred, optimizer = passes.defer_output_wgrad(model, cluster, s, pass_costs(model, cluster, s),
@@ -580,7 +582,7 @@ def collectives(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> list[CommNee
         out.append(CommNeed(group="etp", op="all_gather", shape=shape, nbytes=nbytes,
                             seconds=network.all_gather(cluster, shape, nbytes),
                             when="dispatched tokens, per MoE layer and pass (and a reduce-scatter back)"))
-    grads = network.group_shape(cluster.gpus_per_node, s.dp * s.cp, network.stride(s, "cp"))
+    grads = network.group_shape(cluster.domain_gpus, s.dp * s.cp, network.stride(s, "cp"))
     op = "reduce_scatter" if s.zero >= 1 else "all_reduce"
     per_stage = [stage_params(model, s, i) for i in _stages_to_check(model, s)]
     non_expert, expert = max(p[0] for p in per_stage), max(p[1] for p in per_stage)

@@ -134,17 +134,17 @@ def routed_a2a_time(model: ModelSpec, cluster: ClusterSpec, s: Plan, value_bytes
 
 def ep_shape(cluster: ClusterSpec, s: Plan) -> network.GroupShape:
     """Where an EP group sits: ep ranks etp apart (Megatron-Core expert rank order etp-ep-edp-pp)."""
-    return network.group_shape(cluster.gpus_per_node, s.ep, s.etp)
+    return network.group_shape(cluster.domain_gpus, s.ep, s.etp)
 
 
 def etp_shape(cluster: ClusterSpec, s: Plan) -> network.GroupShape:
     """Where an expert-TP group sits: etp consecutive ranks."""
-    return network.group_shape(cluster.gpus_per_node, s.etp, 1)
+    return network.group_shape(cluster.domain_gpus, s.etp, 1)
 
 
 def edp_shape(cluster: ClusterSpec, s: Plan) -> network.GroupShape:
     """Where an expert-data-parallel group sits: edp ranks ep·etp apart."""
-    return network.group_shape(cluster.gpus_per_node, s.edp, s.ep * s.etp)
+    return network.group_shape(cluster.domain_gpus, s.edp, s.ep * s.etp)
 
 
 def all_to_all_time(cluster: ClusterSpec, s: Plan, nbytes: float) -> float:

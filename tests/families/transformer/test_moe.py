@@ -63,6 +63,20 @@ def test_expert_groups_are_laid_out_etp_then_ep_then_edp(h100_32):
     assert moe.edp_shape(h100_32, s) == network.GroupShape(size=4, per_node=1, nodes=4, span=8 * 3 + 1)
 
 
+
+def test_expert_and_data_parallel_groups_sit_on_the_nvlink_domain_not_the_tray():
+    # GB200 NVL72: trays of 4 GPUs, one NVLink domain of 72 — an MoE group placed like a dense one
+    gb200 = load_cluster("gb200-nvl72", 128)
+    assert gb200.gpus_per_node == 4 and gb200.domain_gpus == 72
+    s = _plan(dp=32, tp=4, sequence_parallel=True, ep=8, etp=4)
+    assert moe.ep_shape(gb200, s) == network.GroupShape(size=8, per_node=8, nodes=1, span=4 * 7 + 1)
+    assert moe.edp_shape(gb200, s) == network.group_shape(72, s.edp, 32)
+    dense = network.shape_of(gb200, s, "dp")
+    assert dense.per_node == 18
+    model = replace(SMALL, layers=4)
+    tray_bound = replace(gb200, nvlink_domain_gpus=4)
+    assert fam.step_costs(model, gb200, s).param_gather < fam.step_costs(model, tray_bound, s).param_gather
+
 @given(ep=st.sampled_from([1, 2, 4, 8, 16]), mb=st.integers(1, 3))
 def test_grouped_gemm_rows_and_flops_follow_the_token_count(ep, mb):
     s = _plan(ep=ep, micro_batch=mb)
@@ -242,3 +256,13 @@ def test_ep_group_shapes_match_the_ranks_megatron_core_places(tp, ep, etp):
     shape = moe.ep_shape(cluster, s)
     assert (shape.size, shape.per_node, shape.nodes, shape.span) == (
         ep, per_node, len({r // 8 for r in ranks}), ranks[-1] + 1)
+
+
+def test_fp8_param_gather_halves_the_moe_weight_all_gather(h100_32):
+    # Megatron-LM --fp8-param-gather: the distributed optimizer all-gathers FP8 weights, experts included (the
+    # memory model keeps them in FP8 too)
+    model = replace(SMALL, hidden=4096, heads=32, moe_ffn_hidden=4096, ffn_hidden=8192)
+    bf16 = _plan(dp=8, tp=4, sequence_parallel=True, ep=8, precision="fp8")
+    fp8 = replace(bf16, fp8_param_gather=True)
+    ratio = fam.step_costs(model, h100_32, fp8).param_gather / fam.step_costs(model, h100_32, bf16).param_gather
+    assert ratio == pytest.approx(0.5, abs=0.03)
