@@ -349,7 +349,8 @@ def _optimizer(cluster: ClusterSpec, s: Plan, params: tuple[float, float]) -> fl
     # 1/edp of the expert parameters (Megatron-Core shards expert optimizer state over the expert-DP group)
     local, copies = sum(params), model_copies(s.schedule)
     sharded = (params[0] / (s.dp * s.cp) + params[1] / s.edp) / copies if s.zero >= 1 else local
-    return plan.shard_update_seconds(cluster, s, local, sharded)
+    # the step's fixed host time ends it, as a dense model's (step._optimizer, GPUSpec.host_step)
+    return plan.shard_update_seconds(cluster, s, local, sharded) + cluster.gpu.host_step
 
 
 # ---------------------------------------------------------------------------------------------- the step

@@ -266,3 +266,12 @@ def test_fp8_param_gather_halves_the_moe_weight_all_gather(h100_32):
     fp8 = replace(bf16, fp8_param_gather=True)
     ratio = fam.step_costs(model, h100_32, fp8).param_gather / fam.step_costs(model, h100_32, bf16).param_gather
     assert ratio == pytest.approx(0.5, abs=0.03)
+
+
+def test_the_steps_host_time_adds_to_an_moe_step_once(h100_32):
+    # GPUSpec.host_step ends every stage's step, whatever the family (step._optimizer for dense models)
+    from autoplan.sim.simulate import score
+
+    s = _plan(dp=16, pp=2, ep=8, micro_batch=1, global_batch=32)
+    slow = replace(h100_32, gpu=replace(h100_32.gpu, host_step=0.05))
+    assert score(SMALL, slow, s).step_time - score(SMALL, h100_32, s).step_time == pytest.approx(0.05, rel=1e-9)
