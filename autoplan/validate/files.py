@@ -7,6 +7,7 @@ from pathlib import Path
 
 from autoplan.errors import SpecError
 from autoplan.specs.files import excerpt, read_yaml
+from autoplan.validate.keys import check_run_keys
 
 CNN_METRICS = ("iteration_time_s", "seconds_per_sample")
 """What a CNN case may report: seconds per step, or training seconds per sample on one GPU."""
@@ -116,6 +117,7 @@ def _check_runs(cases: list, where: str) -> None:
         at = f"{where}: case #{i} ({str(case.get('id', '?'))[:60]!r})"
         hw, model, st = (_table(case, k, at) for k in ("hardware", "model", "strategy"))
         measured = _table(case, "measured", at)
+        check_run_keys(case, at)
         _positive(hw.get("num_gpus"), f"{at}: hardware.num_gpus")
         for key in _MODEL_KEYS:
             _positive(model.get(key), f"{at}: model.{key}")
@@ -145,6 +147,7 @@ def _check_memory_runs(runs: list, where: str) -> None:
     for i, run in enumerate(runs, 1):
         at = f"{where}: memory run #{i} ({str(run.get('id', '?'))[:60]!r})"
         hw, model, st, measured = (_table(run, k, at) for k in ("hardware", "model", "strategy", "measured"))
+        check_run_keys(run, at)
         _positive(hw.get("num_gpus"), f"{at}: hardware.num_gpus")
         for key in _MODEL_KEYS:
             _positive(model.get(key), f"{at}: model.{key}")

@@ -64,6 +64,8 @@ def model_of(m: dict, where: Path | None = None) -> ModelSpec:
         return base
     if "experts" in inline and inline["experts"] and base.family == "dense":
         inline.setdefault("family", "moe")
+    if m.get("force_balanced_routing") and inline.get("experts"):
+        inline.setdefault("capacity_factor", 1.0)      # as _catalog_match: every expert gets the mean load
     try:
         return replace(base, name=str(m.get("name", base.name)), **inline)
     except (TypeError, SpecError) as err:
@@ -224,9 +226,16 @@ def _axes(case: dict, model: ModelSpec, tp: int, pp: int, ep: int) -> dict[str, 
     defaults |= {"overlap_grad_reduce": modern, "overlap_p2p_comm": modern}
     for knob, default in defaults.items():
         axes[knob] = [bool(st[knob])] if _known(st.get(knob)) else [default]
+    for knob in _STATED_ONLY:
+        if _known(st.get(knob)):
+            axes[knob] = [st[knob]]
     if ep > 1 and not _known(st.get("ep_overlap")):
         axes["ep_overlap"] = [False, True]       # the EP all-to-all overlap, when the source does not say
     return axes
+
+
+_STATED_ONLY = ("recompute_layers", "activation_offload_layers", "optimizer_offload_pct", "collective_policy")
+"""Knobs a run takes when its file states them, Strategy's default otherwise (never searched)."""
 
 
 def _virtual_stages(st: dict, model: ModelSpec, pp: int) -> list[int]:
