@@ -47,16 +47,19 @@ WRITTEN = {
     # calibrated on four of the runs (validate leaves them out), the other 14 within 4.4 %
     "NVIDIA GB200 recipes, NeMo 2.0": (7, 2.82, 4.32),
     "NVIDIA GB200 recipes, NeMo 2.0, FP8": (7, 1.50, 3.96),
-    # Grok-1 under NeMo 2.0 (v25.05.01 and .02, 512 H100s): as the NeMo 1.x runs, FP8 12 % too fast
+    # Grok-1 under NeMo 2.0 (v25.05.01 and .02, 512 H100s): as the NeMo 1.x runs, FP8 14 % too fast
     # Grok-1 on GB200 (NeMo 2.0, v25.05; expert TP 4 as the README's table, 8 as the launch script in a variant):
-    # 22-28 % too slow on the clock calibrated on Llama 3.1 405B, where the H100 runs of the recipe are too fast
-    "MoE: NVIDIA GB200 recipes, NeMo 2.0": (3, 22.37, 23.58),
-    "MoE: NVIDIA GB200 recipes, NeMo 2.0, FP8": (3, 25.52, 27.60),
-    "MoE: NVIDIA H100 recipes, NeMo 2.0": (2, 3.12, 5.92),
-    "MoE: NVIDIA H100 recipes, NeMo 2.0, FP8": (2, 11.06, 11.13),
-    "MoE: NVIDIA H100 recipes": (19, 5.41, 10.37),
-    "MoE: NVIDIA H100 recipes, FP8": (23, 11.21, 16.94),
-    "MoE: DeepSeek-V3 technical report": (1, 18.17, 18.17),
+    # 13-16 % too slow on the clock calibrated on Llama 3.1 405B, where the H100 runs of the recipe are too fast
+    # (22-28 % before the MoE groups sat on the NVLink domain and the attention's TP collectives took the recipes'
+    # TP-comm overlap, which also moved the H100 Grok-1 runs 2-3 points faster: 5.41 -> 7.82 % BF16, 11.21 ->
+    # 12.90 % FP8)
+    "MoE: NVIDIA GB200 recipes, NeMo 2.0": (3, 14.86, 15.76),
+    "MoE: NVIDIA GB200 recipes, NeMo 2.0, FP8": (3, 14.52, 15.92),
+    "MoE: NVIDIA H100 recipes, NeMo 2.0": (2, 3.02, 3.53),
+    "MoE: NVIDIA H100 recipes, NeMo 2.0, FP8": (2, 13.98, 14.05),
+    "MoE: NVIDIA H100 recipes": (19, 7.82, 12.63),
+    "MoE: NVIDIA H100 recipes, FP8": (23, 12.90, 17.47),
+    "MoE: DeepSeek-V3 technical report": (1, 18.23, 18.23),
     "SimuMax B200": (43, 3.12, 11.08),
     # the CI runs on megatron-ci-{a100,h100}: host times fitted on the CI's other tests (42.66/63.93 and 19.51/28.24
     # on the plain DGX specs)
@@ -73,7 +76,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.77, "logo": 5.85}
+OVERALL = {"all": 5.86, "logo": 5.91}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 

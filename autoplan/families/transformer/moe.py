@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from autoplan.hardware import compute, network, policy
 
 from autoplan.families.transformer import layer
-from autoplan.families.transformer import fp8_scaling, moe_layer as moe, mtp, passes, step as plan
+from autoplan.families.transformer import fp8_scaling, moe_layer as moe, mtp, passes, step as plan, tp_overlap
 from autoplan.families.transformer.knobs import fused_loss, recomputed_layers
 from autoplan.families.transformer.layer import LayerCompute
 from autoplan.hardware.compute import Op
@@ -124,8 +124,33 @@ def _layers(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[LayerCompu
     return moe.dense_layer(model, cluster, key), moe.moe_layer(model, cluster, key)
 
 
-def _coll(cluster: ClusterSpec, shape: network.GroupShape, lay: LayerCompute, which: str) -> float:
-    return sum(network.COLLECTIVES[c.kind](cluster, shape, c.nbytes) for c in getattr(lay, which))
+def _coll(cluster: ClusterSpec, shape: network.GroupShape, lay: LayerCompute, which: str, s: Plan) -> float:
+    return passes._collectives_time(cluster, shape, getattr(lay, which), s.collective_policy)
+
+
+def _overlapped(model: ModelSpec, s: Plan) -> bool:
+    """Whether the attention's TP collectives overlap its GEMMs (``--tp-comm-overlap``): Megatron-Core gives TE
+    userbuffers to qkv, proj, fc1 and fc2 only, and turns the overlap off for a model whose layers name others
+    (extensions/transformer_engine.py TELinear: MLA's q_proj, kv_down_proj, …)."""
+    return s.tp_comm_overlap and s.sequence_parallel and s.tp > 1 and not model.kv_lora_rank
+
+
+def _moe_tp(model: ModelSpec, cluster: ClusterSpec, s: Plan, shape: network.GroupShape,
+            lay: LayerCompute) -> tuple[float, float, float]:
+    """An MoE layer's forward, backward and recompute TP seconds: its attention's pair (and re-gather), overlapped
+    under ``_overlapped`` (tp_overlap.layer_exposed), and its shared experts' pair (and re-gather), never."""
+    f, b, r = (_coll(cluster, shape, lay, w, s) for w in
+               ("forward_collectives", "backward_collectives", "recompute_collectives"))
+    if not _overlapped(model, s):
+        return f, b, r
+    # moe_layer.moe_layer: forward (attention AG, RS, shared AG, RS); backward the same, then the re-gathers
+    # (attention's, shared's)
+    n = len(lay.forward_collectives)
+    time = partial(passes._collectives_time, cluster, shape, collective_policy=s.collective_policy)
+    shared_f = time(lay.forward_collectives[2:])
+    shared_b = time(lay.backward_collectives[2:n] + lay.backward_collectives[n + 1:])
+    attn_f, attn_b = tp_overlap.layer_exposed(model, cluster, s, tp_overlap.ATTENTION)
+    return attn_f + shared_f, attn_b + shared_b, (attn_f + shared_f) if lay.recompute_collectives else 0.0
 
 
 def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey, PassCost]:
@@ -158,10 +183,13 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan, alone: float) -
     # per layer: (forward, backward, recompute) compute seconds and TP collective seconds, dense and MoE
     d_f, d_b, d_r = sec(dense.forward), sec(dense.backward), sec(dense.recompute)
     m_f, m_b, m_r = sec(lay.forward), sec(lay.backward), sec(lay.recompute)
-    d_ftp = _coll(cluster, tp, dense, "forward_collectives")
-    d_btp, d_rtp = _coll(cluster, tp, dense, "backward_collectives"), _coll(cluster, tp, dense, "recompute_collectives")
-    m_ftp = _coll(cluster, tp, lay, "forward_collectives")
-    m_btp, m_rtp = _coll(cluster, tp, lay, "backward_collectives"), _coll(cluster, tp, lay, "recompute_collectives")
+    d_ftp, d_btp, d_rtp = (_coll(cluster, tp, dense, w, s) for w in
+                           ("forward_collectives", "backward_collectives", "recompute_collectives"))
+    if _overlapped(model, s):
+        # the dense layers' four linear layers overlap as a dense model's (passes._layer_terms)
+        d_ftp, d_btp = tp_overlap.layer_exposed(model, cluster, s)
+        d_rtp = d_ftp if dense.recompute_collectives else 0.0
+    m_ftp, m_btp, m_rtp = _moe_tp(model, cluster, s, tp, lay)
     # GShard §3.2 (Lepikhin et al. 2020): dispatch and combine all-to-alls around every MoE layer's experts; the
     # backward reverses both, a full recompute repeats the forward's (``share`` of the layers under block recompute)
     m_fep = _exposed(s, mo.a2a_forward, m_f, alone) + mo.etp_forward
@@ -202,14 +230,14 @@ def _end_terms(model: ModelSpec, cluster: ClusterSpec, s: Plan,
                                                   plan.grad_bytes(s))
     out_f, out_b, out_c = layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
                                             fused_loss(s))
-    emb_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in emb_c)
-    out_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in out_c)
+    emb_tp = passes._collectives_time(cluster, tp, emb_c, s.collective_policy)
+    out_tp = passes._collectives_time(cluster, tp, out_c, s.collective_policy)
     ef, eb, of, ob = sec(emb_f), sec(emb_b), sec(out_f), sec(out_b)
     # DeepSeek-V3 §2.2: each MTP module on the output stage is one more MoE block, its projection (mtp.py) and the
     # shared output head and loss once more
     depth = model.mtp_layers
     x_f, x_b, x_c = mtp.module_extras(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
-    x_tp = sum(network.COLLECTIVES[c.kind](cluster, tp, c.nbytes) for c in x_c)
+    x_tp = passes._collectives_time(cluster, tp, x_c, s.collective_policy)
     of, ob, out_tp = of + depth * (of + sec(x_f)), ob + depth * (ob + sec(x_b)), out_tp + depth * (out_tp + x_tp)
     return ef, eb, of, ob, emb_tp, out_tp
 

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from autoplan.hardware import compute, network
+from autoplan.hardware import compute, network, policy
 
 from autoplan.families.transformer import layer
 from autoplan.hardware.compute import BF16, FP8, Op
@@ -419,7 +419,8 @@ def _expert_tp_seconds(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float
         return 0.0
     shape = etp_shape(cluster, s)
     gathered = BF16 * local_tokens(model, s) * model.top_k * model.hidden * s.etp
-    return network.all_gather(cluster, shape, gathered) + network.reduce_scatter(cluster, shape, gathered)
+    return (policy.all_gather(cluster, shape, gathered, s.collective_policy)
+            + policy.reduce_scatter(cluster, shape, gathered, s.collective_policy))
 
 
 @lru_cache(maxsize=4096)
@@ -455,7 +456,7 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
 
 
 LAYER_FIELDS = ("tp", "cp", "sequence_parallel", "micro_batch", "recompute", "ep", "etp", "precision",
-                "fp8_activation_store", "deepseek_fp8")
+                "fp8_activation_store", "deepseek_fp8", "collective_policy")
 """The fields of a plan a layer's cost reads."""
 
 

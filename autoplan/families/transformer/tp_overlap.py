@@ -62,8 +62,15 @@ def bulk(comm: float, independent_gemm: float) -> float:
     return max(0.0, comm - independent_gemm)
 
 
-def layer_exposed(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[float, float]:
-    """Exposed TP seconds of one layer's forward and backward with TP-comm overlap (sequence parallel, tp > 1)."""
+ATTENTION = ("qkv", "proj")
+"""The attention block's linear layers: the only TE userbuffers an MoE layer has (its experts' fc1 and fc2 take
+the dispatcher's expert-TP collectives instead)."""
+
+
+def layer_exposed(model: ModelSpec, cluster: ClusterSpec, s: Plan,
+                  layers: tuple[str, ...] = ("qkv", "proj", "fc1", "fc2")) -> tuple[float, float]:
+    """Exposed TP seconds of one layer's forward and backward with TP-comm overlap (sequence parallel, tp > 1):
+    the collectives of its ``layers`` (of qkv, proj, fc1, fc2)."""
     gpu, t, fp8 = layer.fp8_gemm_gpu(cluster.gpu, s.precision, s.deepseek_fp8), s.tp, s.precision != "bf16"
     shape = network.shape_of(cluster, s, "tp")
     shapes = layer.layer_gemm_shapes(model, t, s.cp, s.micro_batch)
@@ -78,18 +85,18 @@ def layer_exposed(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[floa
         return compute.gemm_time(gpu, m, n, k, 1, fp8), compute.gemm_time(chunk_gpu, -(-m // chunks), n, k, 1, fp8)
 
     fwd = 0.0
-    for name in ("qkv", "fc1"):
+    for name in _of(("qkv", "fc1"), layers):
         # the input's all-gather as t−1 ring exchanges beside t GEMM chunks (TE ``ring_exchange``)
         fwd += pipelined(*gemm(*shapes[name], t), comm, t)
-    for name in ("proj", "fc2"):
+    for name in _of(("proj", "fc2"), layers):
         # the output's reduce-scatter in chunks after GEMM chunks (TE ``pipeline``, ``num_splits``)
         fwd += pipelined(*gemm(*shapes[name], RS_SPLITS, REDUCE_SCATTER_SMS[name]), comm, RS_SPLITS, True)
     bwd = 0.0
-    for name in ("proj", "fc2"):
+    for name in _of(("proj", "fc2"), layers):
         # the gradient's all-gather feeds the row-parallel layer's dgrad, (m×n)·(n×k) (ring exchange)
         m, n, k = shapes[name]
         bwd += pipelined(*gemm(m, k, n, t), comm, t)
-    for name in ("qkv", "fc1"):
+    for name in _of(("qkv", "fc1"), layers):
         # the column-parallel dgrad's reduce-scatter beside its own wgrad GEMM, (k×m)·(m×n) (TE ``bulk``,
         # ``qkv_wgrad``/``fc1_wgrad``), and the re-gather of the layer's input for that wgrad beside the dgrad GEMM,
         # (m×n)·(n×k) (``qkv_dgrad``/``fc1_dgrad``: TE layernorm_linear.py ub_bulk_dgrad; layer.sp_regathers):
@@ -97,3 +104,7 @@ def layer_exposed(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[floa
         m, n, k = shapes[name]
         bwd += bulk(comm, compute.gemm_time(gpu, k, n, m, 1, fp8)) + bulk(comm, compute.gemm_time(gpu, m, k, n, 1, fp8))
     return fwd, bwd
+
+
+def _of(names: tuple[str, ...], layers: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(n for n in names if n in layers)

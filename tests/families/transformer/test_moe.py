@@ -275,3 +275,27 @@ def test_the_steps_host_time_adds_to_an_moe_step_once(h100_32):
     s = _plan(dp=16, pp=2, ep=8, micro_batch=1, global_batch=32)
     slow = replace(h100_32, gpu=replace(h100_32.gpu, host_step=0.05))
     assert score(SMALL, slow, s).step_time - score(SMALL, h100_32, s).step_time == pytest.approx(0.05, rel=1e-9)
+
+
+def _tp_part(model, cluster, s) -> float:
+    return sum(x for k, x in fam.pass_costs(model, cluster, s)[(True, False, False)].parts if k == "tp")
+
+
+def test_tp_comm_overlap_hides_the_attentions_tp_collectives_of_an_moe_layer(h100_32):
+    # NeMo's MegatronCommOverlapCallback and Megatron-Core give the attention's qkv and proj TE userbuffers in MoE
+    # models too; the experts' fc1/fc2 take the dispatcher's expert-TP collectives instead
+    model = replace(SMALL, hidden=8192, heads=64, moe_ffn_hidden=4096, ffn_hidden=8192, shared_experts=0,
+                    seq_len=4096)
+    s = _plan(dp=4, tp=8, sequence_parallel=True, ep=4)
+    plain, overlapped = _tp_part(model, h100_32, s), _tp_part(model, h100_32, replace(s, tp_comm_overlap=True))
+    assert 0 < overlapped < plain
+    # Megatron-Core turns the overlap off for MLA (TELinear: buffer names other than qkv, proj, fc1, fc2)
+    mla = replace(model, q_lora_rank=1536, kv_lora_rank=512, qk_rope_head_dim=64, v_head_dim=128)
+    assert _tp_part(mla, h100_32, replace(s, tp_comm_overlap=True)) == _tp_part(mla, h100_32, s)
+
+
+def test_the_moe_layers_tp_collectives_take_the_plans_collective_policy():
+    cluster = load_cluster("dgx-h100-80g", 64)
+    model = replace(SMALL, hidden=4096, heads=32, moe_ffn_hidden=4096, ffn_hidden=8192)
+    s = _plan(dp=4, tp=16, sequence_parallel=True, ep=4)         # TP across two nodes
+    assert _tp_part(model, cluster, replace(s, collective_policy="themis")) != _tp_part(model, cluster, s)
