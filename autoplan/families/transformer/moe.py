@@ -29,9 +29,10 @@ from autoplan.families.costs import PAIR_COMM_SMS, CommNeed, PassCost, PassKey, 
 from autoplan.families.base import family_of_functions
 from autoplan.families.transformer.memory import (FP8_WEIGHT_BYTES, WEIGHT_BYTES, end_layer_bytes, logit_bytes,
                                                   activation_bytes_per_layer, activation_input_bytes,
-                                                  optimizer_state_bytes, recomputes_whole_layers)
+                                                  optimizer_state_bytes, recomputes_whole_layers,
+                                                  weight_grad_bytes_per_layer)
 from autoplan.families.costs import StageMemory
-from autoplan.specs.layout import inflight_layer_chunks
+from autoplan.specs.layout import inflight_layer_chunks, weight_grad_held_chunks
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.layout import (BIDIRECTIONAL, chunk_layers, ends, holds_embedding, holds_output, layout_chunks,
                                    model_copies, rank_of, stage_layers, virtual_stage)
@@ -211,7 +212,7 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan, alone: float) -
                                                    ("ep", k * m_fep))
             b_comp = d * d_b + k * m_b + first * eb + last * ob
             if not s.gradient_accumulation_fusion:
-                b_comp += _grad_accumulation(model, cluster, s, d, k).seconds
+                b_comp += _grad_accumulation(model, cluster, s, d, k, first, last).seconds
             # a partial (block) recompute repeats a share of the chunk's layers (knobs.recomputed_layers)
             share = (recomputed_layers(s, n) / n if n else 1.0) if full else 0.0
             # Shoeybi et al. 2019 §3: the backward has the forward's TP collectives (and a full recompute's)
@@ -270,7 +271,7 @@ def _weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[
             d = d_first if first else 0
             w = d * w_d + (n - d) * w_m + first * emb + last * out
             if not s.gradient_accumulation_fusion:
-                w += _grad_accumulation(model, cluster, s, d, n - d).seconds
+                w += _grad_accumulation(model, cluster, s, d, n - d, first, last).seconds
             costs[(first, last)] = pass_cost(("compute", w))
     return costs
 
@@ -305,11 +306,15 @@ def unpaired_share(s: Plan) -> float:
     return min(1.0, ((s.pp - 1) + (s.chunks - 1) * s.pp) / (s.micro_batches * s.chunks))
 
 
-def _grad_accumulation(model: ModelSpec, cluster: ClusterSpec, s: Plan, dense: int, moe_layers: int) -> Op:
-    """Unfused gradient accumulation of a chunk's local layer weights (compute.grad_accumulation)."""
-    params = dense * model.layer_params() / s.tp + moe_layers * sum(_moe_layer_params(model, s))
-    tensors = (dense + moe_layers) * layer.layer_tensors(model)
-    return compute.grad_accumulation(cluster.gpu, params, passes.grad_bytes(s), tensors)
+def _grad_accumulation(model: ModelSpec, cluster: ClusterSpec, s: Plan, dense: int, moe_layers: int,
+                       first: bool = False, last: bool = False) -> Op:
+    """Unfused gradient accumulation of a chunk's local layer weights (compute.grad_accumulation), and of the
+    embedding or output layer where the chunk holds them (passes.grad_accumulation)."""
+    ends = passes.grad_accumulation(model, cluster, s, dense, first, last) if dense or first or last else None
+    params = moe_layers * sum(_moe_layer_params(model, s))
+    tensors = moe_layers * layer.layer_tensors(model)
+    own = compute.grad_accumulation(cluster.gpu, params, passes.grad_bytes(s), tensors)
+    return replace(own, seconds=own.seconds + ends.seconds) if ends is not None else own
 
 
 # ------------------------------------------------------------------------------------------- parameters
@@ -531,6 +536,25 @@ def _working_bytes(model: ModelSpec, s: Plan, flash: bool, stored: tuple[float, 
     return kept[0] - stored[0], kept[1] - stored[1]
 
 
+def moe_weight_grad_bytes(model: ModelSpec, s: Plan) -> float:
+    """Bytes one MoE layer keeps from its B to its W for one micro-batch: each linear layer's input and the
+    gradient of its output (``memory.weight_grad_bytes_per_layer``'s terms for the attention), over the routed
+    copies for the experts and the whole sequence for the shared experts."""
+    sb = model.seq_len / s.cp * s.micro_batch
+    sp = s.tp if s.sequence_parallel else 1
+    gate = 2 if model.gated else 1
+    # Qi et al. 2024 Table 1: QKV's input and the projection's output gradient 2sbh each (÷tp with SP), the
+    # projection's input and QKV's output gradient sharded
+    attention = 2 * sb * model.hidden * 2 / sp + 2 * sb * (2 * model.q_dim + 2 * model.kv_dim) / s.tp
+    rows = model.experts // s.ep * moe.expert_rows(model, s)
+    width = model.moe_ffn_hidden / s.etp
+    # fc1's input and fc2's output gradient h, fc1's output gradient and fc2's input its width, per routed copy
+    routed = 2 * rows * (2 * model.hidden + (gate + 1) * width)
+    shared_ffn = model.shared_experts * model.moe_ffn_hidden
+    shared = (2 * sb * (gate + 1) * shared_ffn / s.tp + 2 * sb * model.hidden / sp) if shared_ffn else 0.0
+    return attention + routed + shared
+
+
 def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_layer: tuple[float, float],
                   working: tuple[float, float], dense: list[int]) -> StageMemory:
     """``working``: ``_working_bytes``, the larger of the layer kinds the stage holds added; ``dense``:
@@ -560,6 +584,11 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, p
     chunks = inflight_layer_chunks(s, stage)
     acts = chunks * (d * per_layer[0] + (layers - d) * per_layer[1]) / s.chunks
     acts += max(working[0] if d else 0.0, working[1] if layers > d else 0.0)
+    waiting_w = weight_grad_held_chunks(s, stage)
+    if waiting_w:
+        # ZB-H1: the chunks whose W waits keep what their weight-gradient GEMMs read (memory._activation_bytes)
+        acts += waiting_w * (d * weight_grad_bytes_per_layer(model, s) + (layers - d) * moe_weight_grad_bytes(
+            model, s)) / s.chunks
     embedding = end_layer_bytes(model, s, stage, chunks)       # the embedding and output layer (memory.py)
     if blocks:
         # the MTP modules of the one micro-batch in flight on the output layer (as memory._stage's output layer):
@@ -597,6 +626,9 @@ def peak_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
 def collectives(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> list[CommNeed]:
     """The dense plan's collectives, plus the EP all-to-alls, the expert-TP pair and the expert-DP reduction."""
     out = [c for c in plan.collectives(model, cluster, s) if c.group != "dp"]
+    # an MoE layer's TP pair is its attention's, and its shared experts' if it has them (moe_layer.moe_layer)
+    pairs = len(_layers(model, cluster, s)[1].compute.forward_collectives) // 2
+    out = [replace(c, when=f"{pairs}× per MoE layer and pass") if c.group == "tp" else c for c in out]
     if s.ep > 1:
         shape = moe.ep_shape(cluster, s)
         limited = f", node-limited to {model.route_nodes} nodes" if model.route_nodes else ""
@@ -607,9 +639,10 @@ def collectives(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> list[CommNee
                                 seconds=moe.routed_a2a_time(model, cluster, s, value),
                                 when=f"{what}, per MoE layer and pass ({model.moe_layers} MoE layers{limited})"))
     if s.etp > 1:
-        shape, nbytes = moe.etp_shape(cluster, s), moe.dispatch_bytes(model, s) * s.etp
+        # BF16 tokens whatever the dispatch (moe_layer._expert_tp_seconds)
+        shape, nbytes = moe.etp_shape(cluster, s), moe.routed_bytes(model, s, compute.BF16) * s.etp
         out.append(CommNeed(group="etp", op="all_gather", shape=shape, nbytes=nbytes,
-                            seconds=network.all_gather(cluster, shape, nbytes),
+                            seconds=policy.all_gather(cluster, shape, nbytes, s.collective_policy),
                             when="dispatched tokens, per MoE layer and pass (and a reduce-scatter back)"))
     grads = network.group_shape(cluster.domain_gpus, s.dp * s.cp, network.stride(s, "cp"))
     op = "reduce_scatter" if s.zero >= 1 else "all_reduce"
@@ -618,9 +651,16 @@ def collectives(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> list[CommNee
     for shape, params, who in ((grads, non_expert, "non-expert"), (moe.edp_shape(cluster, s), expert, "expert")):
         if shape.size > 1 and params > 0:
             nbytes = passes.grad_bytes(s) * min(params, plan.bucket_params(s))
+            group = 'edp' if who == 'expert' else 'dp·cp'
             out.append(CommNeed(group="dp", op=op, shape=shape, nbytes=nbytes,
                                 seconds=policy.COLLECTIVES[op](cluster, shape, nbytes, s.collective_policy),
-                                when=f"{who} gradients per bucket ({'edp' if who == 'expert' else 'dp·cp'} group)"))
+                                when=f"{who} gradients per bucket ({group} group)"))
+            if s.zero >= 1:
+                # the distributed optimizer's weight all-gather (_gather)
+                gathered = plan.param_bytes(s) * min(params, plan.bucket_params(s))
+                out.append(CommNeed(group="dp", op="all_gather", shape=shape, nbytes=gathered,
+                                    seconds=policy.all_gather(cluster, shape, gathered, s.collective_policy),
+                                    when=f"{who} weights per bucket ({group} group)"))
     return out
 
 

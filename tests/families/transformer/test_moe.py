@@ -299,3 +299,36 @@ def test_the_moe_layers_tp_collectives_take_the_plans_collective_policy():
     model = replace(SMALL, hidden=4096, heads=32, moe_ffn_hidden=4096, ffn_hidden=8192)
     s = _plan(dp=4, tp=16, sequence_parallel=True, ep=4)         # TP across two nodes
     assert _tp_part(model, cluster, replace(s, collective_policy="themis")) != _tp_part(model, cluster, s)
+
+
+def test_zb_h1_holds_the_waiting_weight_gradients_inputs_of_moe_layers_too(h100_32):
+    # Qi et al. 2024 §2.3: ZB-H1's worker i holds i chunks whose W waits; an MoE layer keeps its attention's and its
+    # routed copies' GEMM inputs and output gradients (fam.moe_weight_grad_bytes), as memory.py prices a dense one's
+    model = replace(SMALL, layers=16)
+    s = _plan(dp=4, pp=4, ep=4, micro_batch=1, global_batch=64)
+    zb = replace(s, schedule="zb-h1")
+    last = s.pp - 1
+    extra = fam.memory(model, h100_32, zb)[last].activations - fam.memory(model, h100_32, s)[last].activations
+    layers = model.layers // s.pp
+    assert extra == pytest.approx(last * layers * fam.moe_weight_grad_bytes(model, zb))
+    # per routed copy: fc1's input and fc2's output gradient h, fc1's output gradient (gated: 2w) and fc2's input w
+    rows = SMALL.experts // 4 * moe.expert_rows(model, zb)
+    no_experts = fam.moe_weight_grad_bytes(model, zb) - 2 * rows * (2 * model.hidden + 3 * model.moe_ffn_hidden)
+    shared = 2 * model.seq_len * (3 * model.moe_ffn_hidden + model.hidden)
+    attention = 2 * model.seq_len * (2 * model.hidden + 2 * model.q_dim + 2 * model.kv_dim)
+    assert no_experts == pytest.approx(attention + shared)
+
+
+def test_unfused_gradient_accumulation_adds_the_embedding_and_output_layer_on_their_stages(h100_32):
+    # as a dense model's (passes.grad_accumulation): the end stages accumulate their embedding / output weights too
+    model = replace(SMALL, layers=16, dense_layers=0)
+    s = _plan(dp=8, pp=4, ep=4, gradient_accumulation_fusion=False)
+
+    def unfused(first: bool, last: bool) -> float:
+        costs = [fam.pass_costs(model, h100_32, x)[(False, first, last)].seconds
+                 for x in (s, replace(s, gradient_accumulation_fusion=True))]
+        return costs[0] - costs[1]
+    from autoplan.families.transformer import passes
+    for first, last in ((True, False), (False, True)):
+        ends = passes.grad_accumulation(model, h100_32, s, 0, first, last).seconds
+        assert unfused(first, last) - unfused(False, False) == pytest.approx(ends, rel=1e-9)
