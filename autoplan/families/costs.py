@@ -50,6 +50,19 @@ def host_bound(cost: PassCost, host_seconds: float) -> PassCost:
     return pass_cost(*parts.items())
 
 
+def pipelined_gather_lead(gather: float, forward: float, buckets: int) -> float:
+    """Seconds a chunk's first forward waits for weights all-gathered bucket by bucket (``gather`` seconds over
+    ``buckets`` buckets) while it runs (``forward`` seconds): the first bucket, then whatever later buckets arrive
+    after the layers before them are done."""
+    # Megatron-Core DDP forward pre-hooks (param_and_grad_buffer.py finish_param_sync): a module waits for its own
+    # bucket's all-gather, and waiting on one dispatches the next; bucket j + 1 arrives g after layer group j
+    # starts, so group j starts at g + j·max(f, g) and the forward ends g + (n − 1)·max(0, g − f) late
+    if buckets <= 1:
+        return gather
+    g, f = gather / buckets, forward / buckets
+    return g + (buckets - 1) * max(0.0, g - f)
+
+
 def split_backward(backward: PassCost, weight: PassCost) -> tuple[PassCost, PassCost]:
     """A backward pass as its B part (input gradients: the rest of its compute, its recompute and its TP/CP
     communication) and its W part (``weight``, all compute); the two add up to ``backward``."""
@@ -127,6 +140,9 @@ class StepCosts:
     weight_grad: Mapping[tuple[bool, bool], PassCost] | None = None
     """For schedules that split the backward (zero bubble), the W part of a backward pass by (holds the
     embedding, holds the output layer); its B part is the rest. None: the schedule runs whole backwards."""
+    param_gather_lead: float | None = None
+    """Of ``param_gather``, the seconds a chunk's first forward waits for (``pipelined_gather_lead``: the
+    weights arrive bucket by bucket); the rest overlaps it. None: the whole gather."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -38,7 +38,7 @@ typedef struct {
     const int32_t *dp_bounds;
     double *note_start, *note_end;
     int chunks;
-    int param_gather, shard_gather;
+    int param_gather, param_gather_rest, shard_gather;
 } Prog;
 
 typedef struct {
@@ -299,17 +299,17 @@ static int buf(PyObject *obj, Py_buffer *view, int writable, const char *what) {
 
 #define NARGS 37
 
-/* run(p, chunks, param_gather, shard_gather, n_slots, bounds, starts, stops, slot, key, send, link, reduce, fkey,
+/* run(p, chunks, param_gather, param_gather_rest, shard_gather, n_slots, bounds, starts, stops, slot, key, send, link, reduce, fkey,
  *     fsend, flink, ffirst, sec, hops, arr_end, arr_start, sp_dep_bounds, sp_dep_kind, sp_dep_x, sp_gathers,
  *     sp_pieces, sp_reduce, sp_send_bounds, sp_send_o, sp_send_link, more, dp_bounds, acc, states, has_state,
  *     results, snaps, waiter, gathers, note_start, note_end, noted) -> number of stages that finished */
 static PyObject *run(PyObject *self, PyObject *args) {
     (void)self;
-    int p, chunks, param_gather, shard_gather;
+    int p, chunks, param_gather, param_gather_rest, shard_gather;
     Py_ssize_t n_slots;
     PyObject *o[NARGS];
-    if (!PyArg_ParseTuple(args, "iiiin" "OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO", &p, &chunks, &param_gather,
-                          &shard_gather, &n_slots,
+    if (!PyArg_ParseTuple(args, "iiiiin" "OOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOOO", &p, &chunks, &param_gather,
+                          &param_gather_rest, &shard_gather, &n_slots,
                           &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11],
                           &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &o[18], &o[19], &o[20], &o[21], &o[22],
                           &o[23], &o[24], &o[25], &o[26], &o[27], &o[28], &o[29], &o[30], &o[31], &o[32], &o[33],
@@ -338,7 +338,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
         .sp_dep_bounds = v[16].buf, .sp_dep_kind = v[17].buf, .sp_dep_x = v[18].buf, .sp_gathers = v[19].buf,
         .sp_pieces = v[20].buf, .sp_reduce = v[21].buf, .sp_send_bounds = v[22].buf, .sp_send_o = v[23].buf,
         .sp_send_link = v[24].buf, .more = v[25].buf, .dp_bounds = v[26].buf, .note_start = v[34].buf,
-        .note_end = v[35].buf, .chunks = chunks, .param_gather = param_gather, .shard_gather = shard_gather};
+        .note_end = v[35].buf, .chunks = chunks, .param_gather = param_gather,
+        .param_gather_rest = param_gather_rest, .shard_gather = shard_gather};
     const int32_t *bounds = v[0].buf, *starts = v[1].buf, *stops = v[2].buf;
     const uint8_t *has_state = v[29].buf;
     const double *states = v[28].buf;
@@ -359,13 +360,17 @@ static PyObject *run(PyObject *self, PyObject *args) {
         st->at_end = pr.dp_bounds[i + 1];
         st->g_end = g + (size_t)i * 2 * chunks;
         st->g_start = st->g_end + chunks;
-        /* pipeline._gathers: each chunk's weight gather first on the DP stream */
-        double de = 0.0, pg = pr.sec[param_gather];
+        /* pipeline._gathers: each chunk's weight gather first on the DP stream, the part its first forward waits
+         * for and then the rest */
+        double de = 0.0, pg = pr.sec[param_gather], rest = pr.sec[param_gather_rest];
         for (int c = 0; c < chunks; c++) {
             st->g_start[c] = de;
             double s0 = de;
             de = de + (pg + take_more(&pr, st));
             st->g_end[c] = de;
+            if (note(&pr, st, s0, de)) goto done;
+            s0 = de;
+            de = de + (rest + take_more(&pr, st));
             if (note(&pr, st, s0, de)) goto done;
         }
         st->de = de;

@@ -144,7 +144,7 @@ def _dp_chain(shape, cost: dict, i: int, split: bool) -> float:
     """Stage ``i``'s DP stream before the optimizer, then (if the optimizer waits for a reduction on it) the
     optimizer, then the weight gather after it."""
     m, v = shape.micro_batches, shape.chunks
-    gathers = v * cost["param_gather"].seconds
+    gathers = v * (cost["param_gather"].seconds + cost["param_gather_rest"].seconds)
     if shape.shard_gather:
         gathers += (3 if split else 2) * m * v * cost["shard_gather"].seconds     # before every pass (F, B, W)
     reduces = []                                   # (count, seconds) of the tasks the optimizer waits for

@@ -14,7 +14,8 @@ from autoplan.sim.engine import Timeline, critical_path, slack
 from autoplan.sim.workload import Lowered
 
 _COLLECTIVES = {"segment_reduce": "grad reduce", "reduce_all": "grad reduce", "shard_reduce": "grad reduce-scatter",
-                "param_gather": "param gather", "shard_gather": "param gather", "final_gather": "param gather",
+                "param_gather": "param gather", "param_gather_rest": "param gather", "shard_gather": "param gather",
+                "final_gather": "param gather",
                 "tied": "tied-embedding all-reduce", "hop": "send"}
 """How a communication task is named, by its slot's key (``Lowered.slot_key``)."""
 

@@ -271,7 +271,7 @@ def _run_compiled(prog: Program, sec: list, accs: list[dict], notes: tuple, stop
     init = acc.copy()
     results, snaps, noted = np.zeros((p, 7)), np.zeros((p, 10)), np.zeros(p, np.int32)
     finished = _runner.run(
-        p, prog.chunks, prog.param_gather, prog.shard_gather, len(sec) - 1, c["bounds"], starts,
+        p, prog.chunks, prog.param_gather, prog.param_gather_rest, prog.shard_gather, len(sec) - 1, c["bounds"], starts,
         np.array(stops, dtype=np.int32) if stops else None, c["slot"], c["key"], c["send"], c["link"],
         c["reduce"], c["fkey"], c["fsend"], c["flink"], c["ffirst"], np.array(sec), hops, arr_end, arr_start,
         *c["specials"], more, c["dp_bounds"], acc, states, has_state, results, snaps, np.full(n_t, -1, np.int32),
@@ -351,15 +351,19 @@ def _attribute(gap: float, t: float, prev: float, start: float, kind: str, acc: 
 
 
 def _gathers(prog: Program, sec: list, dp: tuple) -> tuple[list[float], list[float], float]:
-    """Ends and starts of each chunk's overlapped weight gather, first on the DP stream, and the stream's end."""
+    """Ends and starts of each chunk's overlapped weight gather, first on the DP stream (the part its first forward
+    waits for, then the rest), and the stream's end."""
     g_end, g_start = [], []
-    de, pg = 0.0, sec[prog.param_gather]
+    de, pg, rest = 0.0, sec[prog.param_gather], sec[prog.param_gather_rest]
     _, more, note_start, note_end = dp
     for _ in range(prog.chunks):
         g_start.append(de)
         note_start(de)
         de = de + (pg + more())
         g_end.append(de)
+        note_end(de)
+        note_start(de)
+        de = de + (rest + more())
         note_end(de)
     return g_end, g_start, de
 

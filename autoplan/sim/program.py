@@ -82,7 +82,10 @@ class Program:
     transfers: int
     chunks: int
     param_gather: int
-    """Slot of the overlapped weight all-gather of each chunk before its first forward."""
+    """Slot of the overlapped weight all-gather of each chunk before its first forward (what that forward waits
+    for)."""
+    param_gather_rest: int
+    """Slot of the rest of that all-gather, on the DP stream while the forward runs."""
     shard_gather: int
     """Slot of the ZeRO-3 all-gather before every pass (-1: none)."""
     hop: int
@@ -233,6 +236,7 @@ class _Compiler:
         r = self._rows(*orders(sh.schedule, p, self.mb_count, v))
         n = len(r["stage"])
         pg = self.slot("param_gather")
+        pgr = self.slot("param_gather_rest")
         sg = self.slot("shard_gather") if sh.shard_gather else -1
         self.hop = hop = self.slot("hop")
         fused_any = r["fkey"] is not None
@@ -288,7 +292,7 @@ class _Compiler:
                     self.slot("tied") if sh.tied and i in (0, p - 1) else -1,
                     self.slot(("optimizer", i)), self.slot(("final_gather", i)) if sh.final_gather else -1)
             comp, fwd, bwd, dp = counts[i]
-            dp = ((pg, v),) + dp + tuple((x, 1) for x in (tail[0], tail[1], tail[3]) if x >= 0)
+            dp = ((pg, v), (pgr, v)) + dp + tuple((x, 1) for x in (tail[0], tail[1], tail[3]) if x >= 0)
             tails.append(tail)
             stage_counts.append((comp + ((tail[2], 1),), fwd, bwd, dp))
         producer = np.full(len(created), -1, I)
@@ -301,7 +305,7 @@ class _Compiler:
                   "fsend": r["fsend"], "flink": r["flink"],
                   "ffirst": self._fwd_first(r, created) if fused_any else None, "producer": producer,
                   "created": created}
-        return Program(p, tuple(self.slot_ids), len(created), v, pg, sg, hop, arrays, tuple(stage_counts),
+        return Program(p, tuple(self.slot_ids), len(created), v, pg, pgr, sg, hop, arrays, tuple(stage_counts),
                        tuple(tails), specials, {})
 
     def _rows(self, stage: np.ndarray, step: np.ndarray, f: np.ndarray, mb: np.ndarray, ch: np.ndarray,

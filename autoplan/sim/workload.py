@@ -204,7 +204,10 @@ def step_slot_costs(model: ModelSpec, cluster: ClusterSpec, s: Strategy, reuse: 
     cost["shard_gather"], cost["shard_reduce"] = _comm(c.shard_gather), _comm(c.shard_reduce)
     if c.segment_reduce is not None:
         cost["segment_reduce"] = _comm(c.segment_reduce)
-    cost["param_gather"] = _comm(c.param_gather if c.param_gather is not None else 0.0)
+    # the wait before a chunk's first forward, then the buckets that arrive while it runs
+    gather = c.param_gather if c.param_gather is not None else 0.0
+    lead = gather if c.param_gather_lead is None else c.param_gather_lead
+    cost["param_gather"], cost["param_gather_rest"] = _comm(lead), _comm(gather - lead)
     if c.tied is not None:
         cost["tied"] = _comm(c.tied)
     return shape, cost, c
@@ -242,6 +245,7 @@ def _graph(shape: _Shape) -> _Graph:
         for i in range(p):
             for c in range(v):
                 gather_first[(i, c)] = add(dp_stream[i], slot("param_gather"), (), "dp", None)
+                add(dp_stream[i], slot("param_gather_rest"), (), "dp", None)
     hop, shard_gather, shard_reduce = slot("hop"), slot("shard_gather"), slot("shard_reduce")
     pass_slot = {(i, fwd, c): slot((i, fwd, c)) for i in range(p) for fwd in (True, False) for c in range(v)}
     parts = {st.part for st in orders[0]} - {""}

@@ -32,9 +32,10 @@ def test_a_budget_that_runs_out_stops_the_search_and_counts_what_could_still_ent
     whole = search(model, cluster, plans, top_k=5)
     assert whole.unproven == 0
     assert search(model, cluster, plans, top_k=5, budget=len(whole.evaluations)).leaderboard == whole.leaderboard
-    half = len(whole.evaluations) // 2
-    cut = search(model, cluster, plans, top_k=5, budget=half)
-    assert len(cut.evaluations) == half > 0
+    # fewer simulations than the top holds: whatever the step times, the rest could still enter
+    short = 4
+    cut = search(model, cluster, plans, top_k=5, budget=short)
+    assert len(cut.evaluations) == short < len(whole.evaluations)
     assert cut.unproven > 0 and cut.pruned == whole.pruned + len(whole.evaluations) - len(cut.evaluations)
     # the best of what it simulated, in rank order
     assert cut.leaderboard == sorted((e for e in cut.evaluations if e.feasible), key=rank_key)[:5]

@@ -107,3 +107,31 @@ def test_plans_differing_only_in_where_weights_gather_share_one_graph(tiny_gpt, 
         zero_length = [i for i, d in enumerate(tasks.duration) if d == 0.0 and tasks.kind[i] == "dp"]
         assert zero_length
         assert all(sim.timeline.end[i] == sim.timeline.start[i] for i in zero_length)
+
+
+@given(gather=st.floats(1e-4, 1.0), forward=st.floats(1e-4, 1.0), buckets=st.integers(1, 500))
+def test_a_bucketed_gathers_wait_is_its_first_bucket_and_what_later_ones_arrive_late(gather, forward, buckets):
+    from autoplan.families.costs import pipelined_gather_lead
+    lead = pipelined_gather_lead(gather, forward, buckets)
+    g, f = gather / buckets, forward / buckets
+    # closed form: bucket j arrives (j + 1)·g after the first is asked for when the gather is the slower, so the
+    # forward ends g + (n − 1)·(g − f) late; when the forward is the slower, only the first bucket is waited for
+    assert lead == pytest.approx(g + (buckets - 1) * max(0.0, g - f))
+    assert g - 1e-12 <= lead <= gather + 1e-12
+    assert pipelined_gather_lead(gather, forward, 1) == gather
+
+
+def test_the_first_forward_waits_for_its_first_buckets_only(a100_64):
+    # Megatron-Core's forward pre-hooks (param_and_grad_buffer.finish_param_sync): a pp-1 plan's whole-model gather
+    # (4B parameters a GPU: 100 buckets) no longer precedes its first forward; the rest runs beside that forward
+    from autoplan.families.catalog import get_model
+    s = Strategy(tp=2, pp=1, dp=32, micro_batch=1, global_batch=64, zero=1, overlap_param_gather=True)
+    sim = simulate_step(get_model("llama3-8b"), a100_64, s)
+    low, tl = sim.lowered, sim.timeline
+    gathers = [i for i in range(len(low.tasks.duration)) if low.slot_key(i) in ("param_gather", "param_gather_rest")]
+    lead, rest = gathers
+    assert 0 < low.tasks.duration[lead] < low.tasks.duration[rest]
+    first = min(low.meta)                                        # the first pass task: micro-batch 0's forward
+    assert lead in low.tasks.deps[first] and rest not in low.tasks.deps[first]
+    assert tl.start[first] == pytest.approx(tl.end[lead])
+    assert tl.start[rest] == pytest.approx(tl.end[lead]) and tl.end[rest] > tl.start[first]

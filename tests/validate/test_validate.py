@@ -36,13 +36,15 @@ WRITTEN = {
     # every counted run, known gaps included
     "Korthikanti 2022 (A100)": (8, 3.31, 4.79),
     "Megatron SC'21 (A100)": (10, 3.50, 6.64),
-    "NVIDIA H100 recipes": (65, 3.38, 7.47),
+    "NVIDIA H100 recipes": (65, 3.95, 9.29),
     "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)": (12, 11.25, 37.47),
-    "NVIDIA H100 recipes, FP8": (64, 5.56, 17.39),
+    "NVIDIA H100 recipes, FP8": (64, 5.91, 17.39),
+    # a pp-1 plan's first forward waits only for its first weight bucket (Megatron-Core's forward pre-hooks): the
+    # H100 recipes' pp-1 runs (Nemotron-4 15B, Llama 3.1 8B) 0.2-2.4 points faster, 3.38 -> 3.95 % and 5.56 -> 5.91 %
     # NeMo 2.0's recipes (v25.04): predicted before any constant saw them, 3.16 % over the 58 (1.80 and 4.53 %, max
     # 8.75 %); 2.79 % once the recipes' deferred output-layer weight gradients were applied
-    "NVIDIA H100 recipes, NeMo 2.0": (32, 1.50, 6.37),
-    "NVIDIA H100 recipes, NeMo 2.0, FP8": (32, 4.07, 7.37),
+    "NVIDIA H100 recipes, NeMo 2.0": (32, 1.85, 6.37),
+    "NVIDIA H100 recipes, NeMo 2.0, FP8": (32, 4.51, 8.99),
     # GB200 (NeMo 2.0, v25.05): 15-24 % too fast on the spec's carried-over B200 clock; its clock and FP8 efficiency
     # calibrated on four of the runs (validate leaves them out), the other 14 within 4.4 %
     "NVIDIA GB200 recipes, NeMo 2.0": (7, 2.82, 4.32),
@@ -53,18 +55,18 @@ WRITTEN = {
     # (22-28 % before the MoE groups sat on the NVLink domain and the attention's TP collectives took the recipes'
     # TP-comm overlap, which also moved the H100 Grok-1 runs 2-3 points faster: 5.41 -> 7.82 % BF16, 11.21 ->
     # 12.90 % FP8)
-    "MoE: NVIDIA GB200 recipes, NeMo 2.0": (3, 14.86, 15.76),
-    "MoE: NVIDIA GB200 recipes, NeMo 2.0, FP8": (3, 14.52, 15.92),
+    "MoE: NVIDIA GB200 recipes, NeMo 2.0": (3, 12.30, 12.95),
+    "MoE: NVIDIA GB200 recipes, NeMo 2.0, FP8": (3, 12.72, 13.93),
     "MoE: NVIDIA H100 recipes, NeMo 2.0": (2, 3.02, 3.53),
     "MoE: NVIDIA H100 recipes, NeMo 2.0, FP8": (2, 13.98, 14.05),
-    "MoE: NVIDIA H100 recipes": (19, 7.82, 12.63),
+    "MoE: NVIDIA H100 recipes": (19, 7.83, 12.63),
     "MoE: NVIDIA H100 recipes, FP8": (23, 12.90, 17.47),
     "MoE: DeepSeek-V3 technical report": (1, 18.23, 18.23),
     "SimuMax B200": (43, 3.12, 11.08),
     # the CI runs on megatron-ci-{a100,h100}: host times fitted on the CI's other tests (42.66/63.93 and 19.51/28.24
     # on the plain DGX specs)
-    "Megatron-LM CI functional tests, DGX A100": (5, 12.42, 21.94),
-    "Megatron-LM CI functional tests, DGX H100": (3, 7.83, 13.34),
+    "Megatron-LM CI functional tests, DGX A100": (5, 12.46, 21.94),
+    "Megatron-LM CI functional tests, DGX H100": (3, 7.94, 13.68),
     "Kahira et al. 2021 CNN": (11, 16.35, 67.20),
     "NVIDIA DeepLearningExamples DLRM": (7, 6.26, 28.31),
     # every row too fast: the one-node rows -17 and -20 %, the multi-node rows -7 to -17 % with Jean Zay's Omni-Path at
@@ -76,7 +78,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.86, "logo": 5.91}
+OVERALL = {"all": 6.06, "logo": 6.11}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 

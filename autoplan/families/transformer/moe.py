@@ -413,13 +413,15 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> StepCosts:
     piece = (chunk[0] / segments, chunk[1] / segments) if segments else chunk
     deferred, optimizer = passes.defer_output_wgrad(model, cluster, s, pass_costs(model, cluster, s),
                                                     tuple(_optimizer(cluster, s, x) for x in params))
+    priced = fp8_scaling.with_reductions(deferred, fp8_scaling.reduction_seconds(cluster, s))
+    gather = _gather(cluster, s, chunk) if s.zero >= 1 and s.overlap_param_gather and replicated else None
     return StepCosts(
-        passes=fp8_scaling.with_reductions(deferred, fp8_scaling.reduction_seconds(cluster, s)),
+        passes=priced,
         optimizer=optimizer,
         hop=plan.pp_hop_time(model, cluster, s, network.shape_of(cluster, s, "pp").nodes == 1) if p > 1 else 0.0,
         segments=segments,
         segment_reduce=_reduce(cluster, s, piece) if segments else None,
-        param_gather=_gather(cluster, s, chunk) if s.zero >= 1 and s.overlap_param_gather and replicated else None,
+        param_gather=gather, param_gather_lead=plan.gather_lead(gather, priced, sum(chunk), s),
         shard_gather=0.0, shard_reduce=0.0, reduce_all=reduce_all, final_gather=final_gather, tied=tied,
         weight_grad=weight_grad_costs(model, cluster, s) if s.schedule in SPLIT_BACKWARD else None)
 

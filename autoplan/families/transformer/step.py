@@ -10,7 +10,8 @@ from functools import lru_cache
 from autoplan.hardware import compute, network, policy
 from autoplan.families.transformer import fp8_scaling, zero3_tensors
 from autoplan.families.transformer.memory import MASTER_WEIGHT_BYTES, MOMENT_BYTES
-from autoplan.families.costs import COMPUTE_KINDS, CommNeed, PassCost, PassKey, StepCosts, with_part
+from autoplan.families.costs import (COMPUTE_KINDS, CommNeed, PassCost, PassKey, StepCosts,
+                                     pipelined_gather_lead, with_part)
 from autoplan.families.transformer.passes import (cp_kv_bytes, defer_output_wgrad, grad_bytes, layer,
                                                   layer_pass_seconds, pass_costs, pass_key, ulysses_bytes,
                                                   weight_grad_costs)
@@ -69,6 +70,18 @@ def grad_segments(model: ModelSpec, s: Plan) -> int:
 def _segments(chunk: float, s: Plan) -> int:
     # a bucket's reduction starts as soon as its gradients are ready (Li et al. 2020 §3.2.3, overlap)
     return min(MAX_BUCKETS, max(1, math.ceil(chunk / bucket_params(s))))
+
+
+def gather_lead(gather: float | None, passes: dict[PassKey, PassCost], params: float, s: Plan) -> float | None:
+    """Of a chunk's weight all-gather, the seconds its first forward waits for (``pipelined_gather_lead``): without
+    a pipeline, the model's ``params`` in DDP buckets beside its first forward; else the whole gather."""
+    # Megatron-Core DDP (distributed_data_parallel.py): buckets only on the first pipeline stage's first chunk, and
+    # only with overlap_grad_reduce; one bucket, the whole buffer, elsewhere. A pipeline's first stage is priced as
+    # the others (one slot for every chunk's gather): its later buckets' overlap is left out
+    if gather is None or s.pp > 1 or not s.overlap_grad_reduce:
+        return gather
+    first = passes[(True, *ends(s.schedule, virtual_stage(s.schedule, 0, 0, s.pp), s.pp, s.chunks))]
+    return pipelined_gather_lead(gather, first.seconds, max(1, math.ceil(params / bucket_params(s))))
 
 
 def pp_activation_bytes(model: ModelSpec, s: Plan) -> int:
@@ -251,16 +264,18 @@ def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> StepCosts:
         tied = network.all_reduce(cluster, pair, grad_bytes(s) * model.vocab * model.hidden / s.tp)
     passes, optimizer = defer_output_wgrad(model, cluster, s, pass_costs(model, cluster, s),
                                            tuple(_optimizer(cluster, s, x) for x in params))
+    passes = fp8_scaling.with_reductions(passes, fp8_scaling.reduction_seconds(cluster, s))
+    gather = (policy.all_gather(cluster, grads, param_bytes(s) * chunk, s.collective_policy)
+              if s.zero >= 1 and s.overlap_param_gather and group > 1 else None)
     return StepCosts(
-        passes=fp8_scaling.with_reductions(passes, fp8_scaling.reduction_seconds(cluster, s)),
+        passes=passes,
         optimizer=optimizer,
         hop=pp_hop_time(model, cluster, s, network.shape_of(cluster, s, "pp").nodes == 1) if p > 1 else 0.0,
         segments=segments,
         segment_reduce=grad_reduce_time(cluster, grads, s, chunk / segments) if segments and s.zero < 2 else None,
         # overlapped all-gather of a chunk's sharded weights before its first forward (ZeRO >= 1; Megatron-Core
-        # --overlap-param-gather)
-        param_gather=(policy.all_gather(cluster, grads, param_bytes(s) * chunk, s.collective_policy)
-                      if s.zero >= 1 and s.overlap_param_gather and group > 1 else None),
+        # --overlap-param-gather), bucket by bucket
+        param_gather=gather, param_gather_lead=gather_lead(gather, passes, chunk, s),
         # Rajbhandari et al. 2020 (ZeRO) §5.2-5.3: stage 2/3 reduce-scatter after every backward, 3 gathers weights
         shard_gather=(policy.all_gather(cluster, grads, param_bytes(s) * chunk, s.collective_policy)
                       if s.zero == 3 else 0.0),
