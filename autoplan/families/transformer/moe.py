@@ -200,6 +200,13 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan, alone: float) -
         # recompute's share; a selective or modules recompute always)
         window = m_b + (share if full else 1.0) * m_r
         return _exposed(s, mo.a2a_forward * (1 + share), window, alone) + mo.etp_forward * (1 + share)
+    # the host issues the dense layers' and the ends' kernels too (passes._pass_costs' host floor; an MoE layer
+    # prices its own host waits, moe_layer._host_waits): where it issues them slower than the GPU runs them, the GPU
+    # waits the difference
+    host = cluster.gpu.host_launch
+    l_ef, l_eb, l_of, l_ob = _end_launches(model, cluster, s)
+    l_df = len(dense.forward) + len(dense.forward_collectives)
+    l_db = len(dense.backward) + len(dense.backward_collectives)
     costs = {}
     for first in (False, True):
         for last in (False, True):
@@ -208,9 +215,13 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan, alone: float) -
             k = n - d
             f_comp = d * d_f + k * m_f + first * ef + last * of
             f_tp = d * d_ftp + k * m_ftp + first * emb_tp + last * out_tp
+            f_comp += max(0.0, host * (d * l_df + first * l_ef + last * l_of)
+                          - (d * (d_f + d_ftp) + first * (ef + emb_tp) + last * (of + out_tp)))
             costs[(True, first, last)] = pass_cost(("compute", f_comp), ("tp", f_tp), ("cp", n * cp_fwd),
                                                    ("ep", k * m_fep))
             b_comp = d * d_b + k * m_b + first * eb + last * ob
+            b_comp += max(0.0, host * (d * l_db + first * l_eb + last * l_ob)
+                          - (d * (d_b + d_btp) + first * eb + last * (ob + out_tp)))
             if not s.gradient_accumulation_fusion:
                 b_comp += _grad_accumulation(model, cluster, s, d, k, first, last).seconds
             # a partial (block) recompute repeats a share of the chunk's layers (knobs.recomputed_layers)
@@ -220,6 +231,20 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan, alone: float) -
             costs[(False, first, last)] = pass_cost(("compute", b_comp), ("recompute", (share if full else 1.0) * (
                 d * d_r + k * m_r)), ("tp", b_tp), ("cp", n * (cp_bwd + share * cp_fwd)), ("ep", k * m_bep(share)))
     return costs
+
+
+def _end_launches(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[int, int, int, int]:
+    """Kernels and NCCL calls the host issues for the embedding's forward and backward and the output layer's (with
+    the MTP modules' heads and projections), as passes._layer_terms counts a dense model's."""
+    emb_f, emb_b, emb_c = layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
+                                                  plan.grad_bytes(s))
+    out_f, out_b, out_c = layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
+                                            fused_loss(s))
+    x_f, x_b, x_c = mtp.module_extras(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
+    heads = 1 + model.mtp_layers
+    extras = model.mtp_layers
+    return (len(emb_f) + len(emb_c), len(emb_b), heads * (len(out_f) + len(out_c)) + extras * (len(x_f) + len(x_c)),
+            heads * (len(out_b) + len(out_c)) + extras * (len(x_b) + len(x_c)))
 
 
 def _end_terms(model: ModelSpec, cluster: ClusterSpec, s: Plan,

@@ -332,3 +332,15 @@ def test_unfused_gradient_accumulation_adds_the_embedding_and_output_layer_on_th
     for first, last in ((True, False), (False, True)):
         ends = passes.grad_accumulation(model, h100_32, s, 0, first, last).seconds
         assert unfused(first, last) - unfused(False, False) == pytest.approx(ends, rel=1e-9)
+
+
+def test_the_host_floors_an_moe_models_dense_layers_and_ends(h100_32):
+    # passes._pass_costs' host floor for the kernels an MoE layer does not price itself: with a slow host, the first
+    # stage's forward lasts at least the host's issue time of its dense layer and its embedding
+    slow = replace(h100_32, gpu=replace(h100_32.gpu, host_launch=1e-3))
+    s = _plan(dp=16, pp=2, ep=8, micro_batch=1, global_batch=32)
+    dense = moe.dense_layer(SMALL, slow, moe.layer_key(s))
+    issue = 1e-3 * (len(dense.forward) + len(dense.forward_collectives) + fam._end_launches(SMALL, slow, s)[0])
+    quick = fam.pass_costs(SMALL, h100_32, s)[(True, True, False)].seconds
+    floored = fam.pass_costs(SMALL, slow, s)[(True, True, False)].seconds
+    assert quick < issue <= floored
