@@ -84,8 +84,8 @@ def _run_table(report: Any) -> Table:
         first = False
         for i, r in enumerate(rows):
             mark = " v" if r.variant_of else " g" if r.known_gap else " c" if r.calibration else ""
-            plan = (plan_label(r.plan) + (" *" if r.searched else "") + ("" if r.fits else f" ! {r.note}")
-                    if r.plan is not None else r.note)
+            plan = (plan_label(r.plan) + (" *" if r.searched else "") + (" ~" if r.needs else "")
+                    + ("" if r.fits else f" ! {r.note}") if r.plan is not None else r.note)
             t.add_row(escape(group) if i == 0 else "", escape(r.id), _METRICS.get(r.metric, r.metric),
                       _value(r.metric, r.measured), _value(r.metric, r.predicted) if r.predicted is not None else "—",
                       _err(r.error_pct) + Text(mark, style="dim"), escape(plan))
@@ -96,7 +96,9 @@ def validation_view(report: Any) -> Group:
     """The run table, a line per group, the overall figures, memory, consistency checks and calibration runs."""
     parts: list = [_run_table(report), Text("* knobs the source did not publish were searched (fastest plan that "
                                             "fits); ! no plan fits the memory model: the closest is timed and "
-                                            "counted; explanations of the known gaps: --json, docs/fidelity.md",
+                                            "counted; ~ the run also used a setting autoplan cannot describe "
+                                            "(--json: needs); explanations of the known gaps: --json, "
+                                            "docs/fidelity.md",
                                             style="dim")]
     for g in group_lines(report):
         gaps = f", {g['known_gaps']} known gap{'s' * (g['known_gaps'] > 1)}" if g["known_gaps"] else ""
@@ -136,7 +138,8 @@ def _row(c: Any) -> dict:
     return {"id": c.id, "group": c.group, "kind": c.kind, "gpu": c.gpu, "metric": c.metric, "measured": c.measured,
             "predicted": c.predicted, "error_pct": c.error_pct, "plan": c.plan.to_dict() if c.plan else None,
             "plan_label": plan_label(c.plan) if c.plan else None, "searched": list(c.searched), "note": c.note,
-            "known_gap": c.known_gap, "calibration": c.calibration, "variant_of": c.variant_of, "fits": c.fits}
+            "known_gap": c.known_gap, "calibration": c.calibration, "variant_of": c.variant_of, "fits": c.fits,
+            "needs": list(c.needs)}
 
 
 def _check(r: Any) -> dict:
@@ -180,6 +183,8 @@ def report_markdown(report: Any) -> str:
         pred = _value(r.metric, r.predicted) if r.predicted is not None else "—"
         err = f"{r.error_pct:+.1f} %" if r.error_pct is not None else "n/a"
         plan = plan_label(r.plan) if r.plan is not None else r.note
+        if r.needs:
+            mark += f" (also ran with {', '.join(r.needs)}: not modelled)"
         lines.append(f"| {_md(r.id)}{mark} | {_md(r.group)} | {_METRICS.get(r.metric, r.metric)} | {_value(r.metric, r.measured)}"
                      f" | {pred} | {err} | `{_md(plan)}` |")
     if report.memory_runs:

@@ -15,7 +15,7 @@ from autoplan.specs.cluster import load_cluster
 from autoplan.specs.model import ModelSpec
 from autoplan.validate.files import MEMORY_METRICS
 from autoplan.validate.results import CheckResult
-from autoplan.validate.transformer import _GPU_CLUSTERS, cluster_of, group_of, model_of, plan_space
+from autoplan.validate.transformer import _GPU_CLUSTERS, cluster_of, group_of, model_of, needs_of, plan_space
 
 GIB = 1024**3
 FORMULA_CHECK = "memory formulas vs Korthikanti et al. 2022 Figs. 1/7 (formula against formula)"
@@ -114,5 +114,8 @@ def run_memory_run(run: dict, where: Path | None = None) -> CheckResult:
     tensors = max(m.total - m.reserve for m in stages) / GIB
     fits = max(m.total for m in stages) <= cluster.gpu.hbm_bytes
     note = ("searched " + ", ".join(searched) + "; " if searched else "") + plan.short()
+    needs = needs_of(run)
+    if needs:
+        note += "; also ran with " + ", ".join(needs) + " (not modelled)"
     return CheckResult(id=run["id"], quantity=metric, reference=float(measured[metric]), predicted=tensors,
                        unit="GiB", note=note if fits else note + "; predicted NOT to fit", group=group)

@@ -35,6 +35,9 @@ class CaseResult:
     """The constant this run calibrates (``cluster_specs/*.toml`` names it): such a run is left out of every figure."""
     variant_of: str = ""
     """The run this row reads another way (a paper and its script disagree): shown beside it, never counted."""
+    needs: tuple[str, ...] = ()
+    """What the run used that autoplan cannot describe (the file's ``needs``: torch.compile, CUDA graphs, …): counted
+    like every run, and shown."""
     fits: bool = True
     """False when no plan of the run fits in the memory model: the plan closest to fitting is timed and counted
     anyway (a run that ran did fit: the memory model's miss, shown, never a run left out)."""

@@ -175,6 +175,14 @@ def precision_of(case: dict) -> str:
     return "fp8" if "fp8" in str(model.get("dtype", "")).lower() else "bf16"
 
 
+def needs_of(run: dict) -> tuple[str, ...]:
+    """The settings a run used that autoplan cannot describe (its file's ``needs`` list)."""
+    needs = run.get("needs") or []
+    if not isinstance(needs, list) or not all(isinstance(x, str) for x in needs):
+        raise SpecError(f"needs must be a list of setting names, got {excerpt(needs)}")
+    return tuple(needs)
+
+
 def plan_space(case: dict, model: ModelSpec, gpus: int) -> tuple[list[Strategy], tuple[str, ...]]:
     """The published plan, or every plan over the knobs the source left out."""
     st = case["strategy"]
@@ -333,4 +341,5 @@ def run_case(case: dict, where: Path | None = None) -> CaseResult:
                       predicted=convert(best.metrics.step_time) if best else None,
                       plan=best.strategy if best else None, gpu=cluster.gpu.name, searched=searched, note=note,
                       known_gap=" ".join(str(case.get("known_gap") or "").split()),
-                      calibration=str(case.get("calibration") or ""), rerun=rerun, fits=fits)
+                      calibration=str(case.get("calibration") or ""), rerun=rerun, fits=fits,
+                      needs=needs_of(case))

@@ -74,3 +74,17 @@ def test_force_balanced_routing_sets_capacity_factor_one_outside_the_catalog_too
              "experts": 8, "top_k": 2, "moe_ffn_hidden": 1408}
     assert model_of({**shape, "force_balanced_routing": True}).capacity_factor == 1.0
     assert model_of({**shape, "force_balanced_routing": True, "capacity_factor": 1.25}).capacity_factor == 1.25
+
+
+def test_what_a_run_needs_and_autoplan_cannot_describe_is_shown_and_the_run_counted(tmp_path):
+    from autoplan.report.validation import report_dict
+    from autoplan.validate import validate
+    path = tmp_path / "v.yaml"
+    path.write_text(yaml.safe_dump({"cases": [_case(dp=2) | {"needs": ["torch_compile"]}]}))
+    report = validate(path)
+    (row,) = report.cases
+    assert row.needs == ("torch_compile",) and row.counted
+    assert report_dict(report)["runs"][0]["needs"] == ["torch_compile"]
+    path.write_text(yaml.safe_dump({"cases": [_case(dp=2) | {"needs": "torch_compile"}]}))
+    with pytest.raises(SpecError, match="needs must be a list of setting names"):
+        validate(path)
