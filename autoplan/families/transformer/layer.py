@@ -333,13 +333,15 @@ def output_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp:
     tokens = micro_batch * model.seq_len // cp
     vocab = math.ceil(model.vocab / (128 * tp)) * 128          # Megatron pads the vocabulary to 128·tp
     norm_bytes = BF16 * (tokens // tp if sp else tokens) * h * 2   # as the layer's norms (Korthikanti §4.2.2 with SP)
-    # Megatron-LM vocab_parallel_cross_entropy: three passes over fp32 logits (max, exp-sum, gradient), two back;
+    # Megatron-LM vocab_parallel_cross_entropy (core/tensor_parallel/cross_entropy.py), per logit: the cast to fp32
+    # (2 + 4 B), the max (4), the in-place subtract (8), exp (8), sum (4) and the in-place division to the softmax
+    # kept for the backward (8); back, the in-place scaling by the loss gradient (8) and the cast to 16 bits (4 + 2);
     # fused (Megatron-Core fused_cross_entropy.py / TE parallel_cross_entropy): the 16-bit logits read once and their
     # gradient written in place in the forward, scaled in place in the backward
     loss_fwd, loss_bwd = ((BF16 * 2 * tokens * vocab, BF16 * 2 * tokens * vocab) if fused_loss
-                          else (4 * tokens * vocab * 3, 4 * tokens * vocab * 3))
+                          else (38 * tokens * vocab, 14 * tokens * vocab))
     fwd = (memory_op(gpu, "final_norm", norm_bytes), gemm_op(gpu, "logits", tokens, vocab, h),
-           memory_op(gpu, "cross_entropy", loss_fwd, 1 if fused_loss else 3))
+           memory_op(gpu, "cross_entropy", loss_fwd, 1 if fused_loss else 6))
     bwd = (*linear_backward(gpu, "logits", tokens, vocab, h),
            memory_op(gpu, "cross_entropy.bwd", loss_bwd, 1 if fused_loss else 2),
            memory_op(gpu, "final_norm.bwd", 2 * norm_bytes))
