@@ -184,6 +184,9 @@ def _pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan, alone: float) -
     # per layer: (forward, backward, recompute) compute seconds and TP collective seconds, dense and MoE
     d_f, d_b, d_r = sec(dense.forward), sec(dense.backward), sec(dense.recompute)
     m_f, m_b, m_r = sec(lay.forward), sec(lay.backward), sec(lay.recompute)
+    if s.schedule in SPLIT_BACKWARD:
+        # B and W issued apart, each against its own kernels (moe_layer._split_host)
+        m_b += mo.split_host[0]
     d_ftp, d_btp, d_rtp = (_coll(cluster, tp, dense, w, s) for w in
                            ("forward_collectives", "backward_collectives", "recompute_collectives"))
     if _overlapped(model, s):
@@ -280,6 +283,7 @@ def _weight_grad_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[
     dense, mo = _layers(model, cluster, s)
     # Qi et al. 2024 §2: W = the weight-gradient GEMMs (passes.weight_grad_seconds)
     w_d, w_m = passes.weight_grad_seconds(dense.backward), passes.weight_grad_seconds(mo.compute.backward)
+    w_m += mo.split_host[1]                      # W's own wait for the host (moe_layer._split_host)
     emb = passes.weight_grad_seconds(layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel,
                                                                s.micro_batch, plan.grad_bytes(s))[1])
     out = passes.output_wgrad_seconds(model, cluster, s)

@@ -162,6 +162,9 @@ class MoELayer:
     """Dispatch plus combine all-to-all of the forward pass (the backward has the same two, reversed)."""
     etp_forward: float
     """Expert-TP all-gather of the dispatched tokens and reduce-scatter of the experts' outputs (0 if etp = 1)."""
+    split_host: tuple[float, float] = (0.0, 0.0)
+    """Under a schedule that splits the backward: what the host waits add to the whole backward's (B's and W's
+    each against its own kernels, at least the whole's), and the W part's own wait."""
 
 
 def grouped_gemm_time(gpu, experts: int, m: int, n: int, k: int, fp8: bool = False) -> float:
@@ -412,6 +415,17 @@ def _host_waits(model: ModelSpec, gpu, post_sync: Launched, backward: Launched, 
             (Op("host.wait.bwd", 0.0, 0.0, wait_b),) if wait_b else ())
 
 
+def _split_host(gpu, backward: Launched, attn_b: tuple[Op, ...], whole: float) -> tuple[float, float]:
+    """``MoELayer.split_host``: a split backward's B (input gradients) and W (weight gradients) are issued apart,
+    each raced by the host against its own kernels (Qi et al. 2024 §2: W runs later, in the bubbles)."""
+    ops = [*backward, *((op, 1) for op in attn_b)]
+    w = [(op, n) for op, n in ops if op.name.endswith(".wgrad")]
+    b = [(op, n) for op, n in ops if not op.name.endswith(".wgrad")]
+    wait_w = compute.host_exposed(gpu.host_launch, w, synced=False)
+    wait_b = compute.host_exposed(gpu.host_launch, b, synced=False)
+    return wait_b + wait_w - whole, wait_w
+
+
 def _expert_tp_seconds(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
     """Forward seconds of the expert-TP all-gather of the dispatched tokens and reduce-scatter of the experts'
     outputs (Megatron-Core alltoall dispatcher, over the expert-TP group; 0 if etp = 1)."""
@@ -440,6 +454,7 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
     dispatch = routed_a2a_time(model, cluster, s, dispatch_value_bytes(s)) if s.ep > 1 else 0.0
     combine = routed_a2a_time(model, cluster, s, BF16) if s.ep > 1 else 0.0
     host, host_b = _host_waits(model, gpu, post_sync, backward_ops, attn_f, attn_b, pre_sync, dispatch, combine)
+    split_host = _split_host(gpu, backward_ops, attn_b, sum(op.seconds for op in host_b))
     forward = attn_f + tuple(op for op, _ in pre_sync + post_sync) + host
     backward = tuple(op for op, _ in backward_ops) + attn_b + host_b
     # TP collectives: the attention block's (two, four with SP) and the shared experts' pair
@@ -452,7 +467,8 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
     lay = LayerCompute(forward=forward, backward=backward, recompute=_recompute(s, cluster, forward, core),
                        forward_collectives=coll, backward_collectives=coll + regather,
                        recompute_collectives=coll if s.recompute == "full" else (), attention_forward=core.seconds)
-    return MoELayer(compute=lay, a2a_forward=dispatch + combine, etp_forward=_expert_tp_seconds(model, cluster, s))
+    return MoELayer(compute=lay, a2a_forward=dispatch + combine, etp_forward=_expert_tp_seconds(model, cluster, s),
+                    split_host=split_host)
 
 
 LAYER_FIELDS = ("tp", "cp", "sequence_parallel", "micro_batch", "recompute", "ep", "etp", "precision",

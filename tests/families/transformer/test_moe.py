@@ -344,3 +344,21 @@ def test_the_host_floors_an_moe_models_dense_layers_and_ends(h100_32):
     quick = fam.pass_costs(SMALL, h100_32, s)[(True, True, False)].seconds
     floored = fam.pass_costs(SMALL, slow, s)[(True, True, False)].seconds
     assert quick < issue <= floored
+
+
+def test_a_split_backwards_w_waits_for_the_host_on_its_own_kernels(h100_32):
+    # zero-bubble schedules issue B and W apart (Qi et al. 2024 §2): each races the host against its own kernels,
+    # so W carries its own wait and B keeps only its own (not the whole backward's); together never less
+    slow = replace(h100_32, gpu=replace(h100_32.gpu, host_launch=1e-3))
+    s = _plan(dp=8, pp=4, ep=4, micro_batch=1, global_batch=32, schedule="zb-h1")
+    lay = moe.moe_layer(SMALL, slow, moe.layer_key(s))
+    extra, wait_w = lay.split_host
+    assert extra >= 0 and wait_w > 0
+    plain = replace(s, schedule="1f1b")
+    whole = fam.pass_costs(SMALL, slow, plain)[(False, False, False)].seconds
+    split = fam.pass_costs(SMALL, slow, s)[(False, False, False)].seconds
+    layers = SMALL.layers // s.pp
+    assert split == pytest.approx(whole + layers * extra)
+    from autoplan.families.transformer import passes
+    w = fam.weight_grad_costs(SMALL, slow, s)[(False, False)].seconds
+    assert w == pytest.approx(layers * (passes.weight_grad_seconds(lay.compute.backward) + wait_w))
