@@ -299,10 +299,11 @@ static int buf(PyObject *obj, Py_buffer *view, int writable, const char *what) {
 
 #define NARGS 37
 
-/* run(p, chunks, param_gather, param_gather_rest, shard_gather, n_slots, bounds, starts, stops, slot, key, send, link, reduce, fkey,
- *     fsend, flink, ffirst, sec, hops, arr_end, arr_start, sp_dep_bounds, sp_dep_kind, sp_dep_x, sp_gathers,
- *     sp_pieces, sp_reduce, sp_send_bounds, sp_send_o, sp_send_link, more, dp_bounds, acc, states, has_state,
- *     results, snaps, waiter, gathers, note_start, note_end, noted) -> number of stages that finished */
+/* run(p, chunks, param_gather, param_gather_rest, shard_gather, n_slots, bounds, starts, stops, slot, key, send,
+ *     link, reduce, fkey, fsend, flink, ffirst, sec, hops, arr_end, arr_start, sp_dep_bounds, sp_dep_kind,
+ *     sp_dep_x, sp_gathers, sp_pieces, sp_reduce, sp_send_bounds, sp_send_o, sp_send_link, more, dp_bounds, acc,
+ *     states, has_state, results, snaps, waiter, gathers, note_start, note_end, noted) -> number of stages that
+ *     finished */
 static PyObject *run(PyObject *self, PyObject *args) {
     (void)self;
     int p, chunks, param_gather, param_gather_rest, shard_gather;

@@ -271,8 +271,8 @@ def _run_compiled(prog: Program, sec: list, accs: list[dict], notes: tuple, stop
     init = acc.copy()
     results, snaps, noted = np.zeros((p, 7)), np.zeros((p, 10)), np.zeros(p, np.int32)
     finished = _runner.run(
-        p, prog.chunks, prog.param_gather, prog.param_gather_rest, prog.shard_gather, len(sec) - 1, c["bounds"], starts,
-        np.array(stops, dtype=np.int32) if stops else None, c["slot"], c["key"], c["send"], c["link"],
+        p, prog.chunks, prog.param_gather, prog.param_gather_rest, prog.shard_gather, len(sec) - 1, c["bounds"],
+        starts, np.array(stops, dtype=np.int32) if stops else None, c["slot"], c["key"], c["send"], c["link"],
         c["reduce"], c["fkey"], c["fsend"], c["flink"], c["ffirst"], np.array(sec), hops, arr_end, arr_start,
         *c["specials"], more, c["dp_bounds"], acc, states, has_state, results, snaps, np.full(n_t, -1, np.int32),
         np.zeros(2 * p * max(1, prog.chunks)), note_start, note_end, noted)

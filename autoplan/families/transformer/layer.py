@@ -119,6 +119,13 @@ def fp8_store_ops(gpu: GPUSpec, name: str, values: float, store: bool) -> tuple[
     return (memory_op(gpu, f"{name}.fp8_store", 3 * values),), (memory_op(gpu, f"{name}.fp8_load", 3 * values),)
 
 
+def is_weight_grad(op: Op) -> bool:
+    """Whether a backward kernel computes weight gradients (a W kernel of a split backward): the wgrad GEMMs and
+    the embedding's gradient scatter; the input-gradient GEMMs, attention core and element-wise backwards are B."""
+    # Qi et al. 2024 (arXiv 2401.10241) §2, Fig. 1: a linear layer's backward is B = ∇x (dgrad) and W = ∇W (wgrad)
+    return op.name.endswith(".wgrad") or op.name == "embedding.bwd"
+
+
 def fp8_gemm_gpu(gpu: GPUSpec, precision: str, own_kernels: bool = False) -> GPUSpec:
     """The GPU as a layer's FP8 GEMMs see it: under Megatron-LM's blockwise recipe cuBLAS's blockwise-scaled GEMMs
     take ``fp8_blockwise_gemm_ratio`` times a tensor-scaled one's time (``own_kernels``: DeepSeek-V3's, at the

@@ -419,8 +419,8 @@ def _split_host(gpu, backward: Launched, attn_b: tuple[Op, ...], whole: float) -
     """``MoELayer.split_host``: a split backward's B (input gradients) and W (weight gradients) are issued apart,
     each raced by the host against its own kernels (Qi et al. 2024 §2: W runs later, in the bubbles)."""
     ops = [*backward, *((op, 1) for op in attn_b)]
-    w = [(op, n) for op, n in ops if op.name.endswith(".wgrad")]
-    b = [(op, n) for op, n in ops if not op.name.endswith(".wgrad")]
+    w = [(op, n) for op, n in ops if layer.is_weight_grad(op)]
+    b = [(op, n) for op, n in ops if not layer.is_weight_grad(op)]
     wait_w = compute.host_exposed(gpu.host_launch, w, synced=False)
     wait_b = compute.host_exposed(gpu.host_launch, b, synced=False)
     return wait_b + wait_w - whole, wait_w

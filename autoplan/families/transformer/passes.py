@@ -210,10 +210,8 @@ def _offload_wait(model: ModelSpec, cluster: ClusterSpec, s: Plan, compute_secon
 
 
 def weight_grad_seconds(ops: tuple[Op, ...]) -> float:
-    """Seconds of the weight-gradient kernels among a backward's ``ops``: the wgrad GEMMs and the embedding's
-    gradient scatter; the input-gradient GEMMs, attention core and element-wise backwards stay in B."""
-    # Qi et al. 2024 (arXiv 2401.10241) §2, Fig. 1: a linear layer's backward is B = ∇x (dgrad) and W = ∇W (wgrad)
-    return sum(op.seconds for op in ops if op.name.endswith(".wgrad") or op.name == "embedding.bwd")
+    """Seconds of the weight-gradient kernels among a backward's ``ops`` (``layer.is_weight_grad``)."""
+    return sum(op.seconds for op in ops if kernels.is_weight_grad(op))
 
 
 def output_wgrad_seconds(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
