@@ -110,6 +110,27 @@ def attention_ops(cluster: ClusterSpec, model: ModelSpec, b: int, s_q: int, s_kv
     return fwd, bwd
 
 
+def cp_ring_merge_ops(gpu: GPUSpec, q: float, o: float, kv: float, ring: int) -> tuple[Op, Op]:
+    """The copies and merges a causal context-parallel ring of ``ring`` ranks runs around a layer's attention,
+    forward and backward: ``q``, ``o`` and ``kv`` are a rank's query, output and key-plus-value values (16-bit).
+
+    Transformer Engine's ``AttnFuncWithCPAndKVP2P`` (v1.13 pytorch/attention.py; the same in v2.x
+    dot_product_attention/context_parallel.py), its 2·ring load-balanced chunks: the forward concatenates K and V
+    into the ring's buffer, zeroes the output and, for each of the ring's steps, merges the step's output into it
+    (``flash_attn_fwd_out_correction``, one fused kernel reading both and writing it); a step past the rank's
+    diagonal computes half the queries against all keys (a ``.contiguous()`` copy of the queries' half, and a merge
+    of half the output), one before it all queries against half the keys (a copy of that half). The backward copies
+    K and V into its ring buffer, copies the first step's dQ and dKV out, and for each later step zeroes a dQ,
+    copies the halves it needs (K and V, or Q, O and dO) and adds the step's dQ and dKV into the running ones."""
+    # steps past the diagonal: at step i, the ranks below i (i of ``ring``) take the half-query branch
+    after = sum(i / ring for i in range(1, ring))
+    before = (ring - 1) - after
+    fwd = 2 * kv + o + 3 * o + before * (kv + 3 * o) + after * (q + 1.5 * o)
+    bwd = 2 * kv + 2 * q + 2 * kv + before * (kv + q + 3 * q + 1.5 * kv) + after * (3 * q + 0.5 * q + 1.5 * q + 3 * kv)
+    return (memory_op(gpu, "cp.merge", BF16 * fwd, 2 + ring + 2 * (ring - 1)),
+            memory_op(gpu, "cp.merge.bwd", BF16 * bwd, 3 + round(4 * before + 6 * after)))
+
+
 def fp8_store_ops(gpu: GPUSpec, name: str, values: float, store: bool) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
     """The casts of an activation's saved input to FP8 after the forward and back to BF16 before the backward."""
     if not store:

@@ -39,8 +39,9 @@ def _kv_width(model: ModelSpec) -> int:
 
 
 def _cp_ring(model: ModelSpec, cluster: ClusterSpec, s: Plan, attention_forward: float) -> tuple[float, float]:
-    """Exposed seconds of one layer's CP exchanges in the forward and the backward pass: a ring of K/V blocks,
-    Ulysses all-to-alls, or all-to-alls inside the node and a ring across (``cp_comm``)."""
+    """Seconds one layer's context parallelism adds to the forward and the backward pass: its exchanges where they
+    are exposed (a ring of K/V blocks, Ulysses all-to-alls, or all-to-alls inside the node and a ring across:
+    ``cp_comm``) and a ring's merges of its partial results (``layer.cp_ring_merge_ops``)."""
     if s.cp == 1:
         return 0.0, 0.0
     a2a = cp_a2a_degree(s, cluster.domain_gpus)
@@ -49,6 +50,9 @@ def _cp_ring(model: ModelSpec, cluster: ClusterSpec, s: Plan, attention_forward:
     if ring == 1:
         return fwd, bwd
     kv = cp_kv_bytes(model, s)
+    merge_f, merge_b = _ring_merges(model, cluster, s, ring, kv)
+    fwd += merge_f
+    bwd += merge_b
     shape = network.shape_of(cluster, s, "cp")
     # a hierarchical ring's neighbours are whole a2a groups apart: across nodes unless the group fits in one
     same_node = shape.nodes == 1
@@ -58,6 +62,16 @@ def _cp_ring(model: ModelSpec, cluster: ClusterSpec, s: Plan, attention_forward:
     fwd += max(0.0, (ring - 1) * hop - attention_forward * (ring - 1) / ring) + hop / ring
     bwd += max(0.0, 2 * (ring - 1) * hop - CP_BACKWARD_FACTOR * attention_forward * (ring - 1) / ring) + hop / ring
     return fwd, bwd
+
+
+def _ring_merges(model: ModelSpec, cluster: ClusterSpec, s: Plan, ring: int, kv_bytes: int) -> tuple[float, float]:
+    """Seconds of a CP ring's merge kernels in one layer's forward and backward (the query, output and key-value
+    values of a rank: s/cp tokens of its heads, whatever the all-to-alls moved)."""
+    tokens = s.micro_batch * (model.seq_len // s.cp)
+    heads = model.heads // s.tp
+    fwd, bwd = kernels.cp_ring_merge_ops(cluster.gpu, tokens * heads * model.qk_head_dim,
+                                         tokens * heads * model.value_dim, kv_bytes / compute.BF16, ring)
+    return fwd.seconds, bwd.seconds
 
 
 def ulysses_bytes(model: ModelSpec, s: Plan) -> tuple[int, int]:

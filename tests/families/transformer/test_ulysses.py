@@ -90,3 +90,33 @@ def test_mla_keys_carry_their_rope_part_in_cp_exchanges():
     assert q == kv == 2 * tokens * 128 * (192 + 128) // 2 // 2
     # a model without MLA: K and V of head_dim each, as before
     assert cp_kv_bytes(LLAMA, s) == 2 * 2 * (LLAMA.seq_len // 2) * LLAMA.kv_dim // 2
+
+
+def test_ring_merges_closed_form_for_two_and_four_ranks():
+    # Transformer Engine's AttnFuncWithCPAndKVP2P: K/V into the ring buffer (2·kv), the zeroed output (o), a merge of
+    # each step's output (3·o on a full step; a step past the diagonal merges half), a copy of the half it needs
+    from autoplan.families.transformer.layer import cp_ring_merge_ops
+    q, o, kv = 100.0, 100.0, 50.0
+    fwd, bwd = cp_ring_merge_ops(H100.gpu, q, o, kv, 2)
+    # ring 2: step 1 takes the half-query branch on one rank of two (before = after = 1/2)
+    assert fwd.bytes == 2 * (2 * kv + o + 3 * o + 0.5 * (kv + 3 * o) + 0.5 * (q + 1.5 * o))
+    assert bwd.bytes == 2 * (4 * kv + 2 * q + 0.5 * (4 * q + 2.5 * kv) + 0.5 * (5 * q + 3 * kv))
+    fwd4, _ = cp_ring_merge_ops(H100.gpu, q, o, kv, 4)
+    after = (1 + 2 + 3) / 4                                  # ranks below step i take the half-query branch
+    assert fwd4.bytes == 2 * (2 * kv + 4 * o + (3 - after) * (kv + 3 * o) + after * (q + 1.5 * o))
+    assert fwd4.seconds > fwd.seconds and bwd.seconds > fwd.seconds
+
+
+def test_a_ring_pays_its_merges_and_ulysses_does_not():
+    from autoplan.families.transformer.layer import cp_ring_merge_ops
+    from autoplan.families.transformer.passes import cp_kv_bytes
+    s = Strategy(tp=1, cp=2, dp=32, global_batch=64)
+    huge = 1e3                                               # every K/V exchange hidden behind the attention
+    fwd, bwd = _cp_ring(LLAMA, H100, s, attention_forward=huge)
+    tokens = LLAMA.seq_len // 2
+    mf, mb = cp_ring_merge_ops(H100.gpu, tokens * LLAMA.q_dim, tokens * LLAMA.q_dim, cp_kv_bytes(LLAMA, s) / 2, 2)
+    hop = network.send_recv(H100, True, cp_kv_bytes(LLAMA, s))
+    assert fwd == pytest.approx(mf.seconds + hop / 2) and bwd == pytest.approx(mb.seconds + hop / 2)
+    ulysses = replace(s, cp_comm="a2a")
+    assert _cp_ring(LLAMA, H100, ulysses, attention_forward=huge)[0] == pytest.approx(
+        ulysses_seconds(LLAMA, H100, ulysses, 2))
