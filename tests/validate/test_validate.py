@@ -37,11 +37,14 @@ WRITTEN = {
     # a context-parallel ring's merge kernels (Transformer Engine's AttnFuncWithCPAndKVP2P: the K/V concatenation,
     # the output merges, the half-sequence copies, dQ/dKV accumulation) priced: the CP runs (Llama 3.1, Grok-1)
     # 0.6-3 points slower, gb200-nvl72 calibrated again (clock 0.6955 -> 0.7009); all 5.90 -> 5.69 %, LOGO 5.93 -> 5.86 %
+    # the QKV split's copies and RoPE priced (Megatron-Core's query reshape under GQA, TE's fused RoPE, the dQ/dK/dV
+    # concatenation): the RoPE and GQA runs 0.4-2 points slower, the H100 host time bisected again on its calibration
+    # run (97.0 -> 95.6 µs), gb200-nvl72's clock 0.7009 -> 0.7037; all 5.69 -> 5.52 %, LOGO 5.86 -> 5.79 %
     "Korthikanti 2022 (A100)": (8, 3.33, 4.69),
     "Megatron SC'21 (A100)": (10, 3.34, 6.56),
-    "NVIDIA H100 recipes": (65, 3.42, 9.29),
+    "NVIDIA H100 recipes": (65, 3.01, 8.43),
     "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)": (12, 11.22, 37.47),
-    "NVIDIA H100 recipes, FP8": (64, 5.26, 17.12),
+    "NVIDIA H100 recipes, FP8": (64, 4.74, 17.12),
     # Megatron's unfused cross-entropy makes six passes over the logits (38 bytes a logit, was 12): the runs without
     # cross-entropy fusion 0.1-4 points slower; the host times re-fitted on their calibration sets (vTrain A100
     # 86.7 µs / 11.26 ms, H100 97.0 µs on its calibration run, the Megatron CI specs)
@@ -49,30 +52,30 @@ WRITTEN = {
     # H100 recipes' pp-1 runs (Nemotron-4 15B, Llama 3.1 8B) 0.2-2.4 points faster, 3.38 -> 3.95 % and 5.56 -> 5.91 %
     # NeMo 2.0's recipes (v25.04): predicted before any constant saw them, 3.16 % over the 58 (1.80 and 4.53 %, max
     # 8.75 %); 2.79 % once the recipes' deferred output-layer weight gradients were applied
-    "NVIDIA H100 recipes, NeMo 2.0": (32, 2.13, 6.37),
-    "NVIDIA H100 recipes, NeMo 2.0, FP8": (32, 4.49, 8.99),
+    "NVIDIA H100 recipes, NeMo 2.0": (32, 2.23, 6.75),
+    "NVIDIA H100 recipes, NeMo 2.0, FP8": (32, 4.78, 8.14),
     # GB200 (NeMo 2.0, v25.05): 15-24 % too fast on the spec's carried-over B200 clock; its clock and FP8 efficiency
     # calibrated on four of the runs (validate leaves them out), the other 14 within 4.4 %
-    "NVIDIA GB200 recipes, NeMo 2.0": (7, 3.41, 5.00),
-    "NVIDIA GB200 recipes, NeMo 2.0, FP8": (7, 2.25, 4.79),
+    "NVIDIA GB200 recipes, NeMo 2.0": (7, 3.33, 4.90),
+    "NVIDIA GB200 recipes, NeMo 2.0, FP8": (7, 2.08, 4.60),
     # Grok-1 under NeMo 2.0 (v25.05.01 and .02, 512 H100s): as the NeMo 1.x runs, FP8 14 % too fast
     # Grok-1 on GB200 (NeMo 2.0, v25.05; expert TP 4 as the README's table, 8 as the launch script in a variant):
     # 13-16 % too slow on the clock calibrated on Llama 3.1 405B, where the H100 runs of the recipe are too fast
     # (22-28 % before the MoE groups sat on the NVLink domain and the attention's TP collectives took the recipes'
     # TP-comm overlap, which also moved the H100 Grok-1 runs 2-3 points faster: 5.41 -> 7.82 % BF16, 11.21 ->
     # 12.90 % FP8)
-    "MoE: NVIDIA GB200 recipes, NeMo 2.0": (3, 11.57, 12.22),
-    "MoE: NVIDIA GB200 recipes, NeMo 2.0, FP8": (3, 11.76, 12.96),
-    "MoE: NVIDIA H100 recipes, NeMo 2.0": (2, 3.04, 3.36),
-    "MoE: NVIDIA H100 recipes, NeMo 2.0, FP8": (2, 12.97, 13.04),
-    "MoE: NVIDIA H100 recipes": (19, 6.45, 9.68),
-    "MoE: NVIDIA H100 recipes, FP8": (23, 11.63, 17.68),
+    "MoE: NVIDIA GB200 recipes, NeMo 2.0": (3, 11.62, 12.27),
+    "MoE: NVIDIA GB200 recipes, NeMo 2.0, FP8": (3, 11.85, 13.05),
+    "MoE: NVIDIA H100 recipes, NeMo 2.0": (2, 3.06, 3.80),
+    "MoE: NVIDIA H100 recipes, NeMo 2.0, FP8": (2, 12.45, 12.52),
+    "MoE: NVIDIA H100 recipes": (19, 6.20, 9.39),
+    "MoE: NVIDIA H100 recipes, FP8": (23, 11.31, 17.74),
     "MoE: DeepSeek-V3 technical report": (1, 15.67, 15.67),
-    "SimuMax B200": (43, 3.12, 11.08),
+    "SimuMax B200": (43, 3.18, 11.08),
     # the CI runs on megatron-ci-{a100,h100}: host times fitted on the CI's other tests (42.66/63.93 and 19.51/28.24
     # on the plain DGX specs)
-    "Megatron-LM CI functional tests, DGX A100": (5, 11.59, 20.31),
-    "Megatron-LM CI functional tests, DGX H100": (3, 6.34, 13.02),
+    "Megatron-LM CI functional tests, DGX A100": (5, 11.43, 20.42),
+    "Megatron-LM CI functional tests, DGX H100": (3, 6.06, 12.61),
     "Kahira et al. 2021 CNN": (11, 16.35, 67.20),
     "NVIDIA DeepLearningExamples DLRM": (7, 6.26, 28.31),
     # every row too fast: the one-node rows -17 and -20 %, the multi-node rows -7 to -17 % with Jean Zay's Omni-Path at
@@ -84,7 +87,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.69, "logo": 5.86}
+OVERALL = {"all": 5.52, "logo": 5.79}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 
@@ -210,17 +213,19 @@ def test_moe_group_guard(report):
     # issue 15: MoE runs counted once their group is credible (about 10 %); until then a known gap, guarded so that
     # it does not drift. When this was written: GPT-OSS 26.02 (the H100 host calibration) -0.2 %, the held-out
     # GPT-OSS 25.11 +1.6 %, Qwen3 30B-A3B -12.8 % / -50.9 %, Qwen3 235B-A22B -17.3 % / -19.4 %; the 30B 25.11 row
-    # as its release's preset ran it (micro-batch 1, VP12, EP overlap: Megatron-Bridge issue #1998) -12.5 %
+    # as its release's preset ran it (micro-batch 1, VP12, EP overlap: Megatron-Bridge issue #1998) -12.5 %. Since the
+    # QKV split's copies and RoPE were priced (layer.qkv_split_ops; the host time bisected again on the 26.02 row),
+    # the held-out 25.11 row (full recompute runs them twice) is +5.3 %, was +4.2 %: its bound 5 -> 6
     moe = [c for c in report.cases if c.group.startswith("MoE") and "DeepSeek" not in c.group
            and not c.id.startswith("dgxc-")]
     errors = {c.id: c.error_pct for c in moe}
     assert all(c.known_gap for c in moe)
-    assert all(abs(e) <= 5.0 for k, e in errors.items() if "gpt-oss" in k)
+    assert all(abs(e) <= 6.0 for k, e in errors.items() if "gpt-oss" in k)
     assert sum(abs(e) for e in errors.values()) / len(errors) <= 12.0
     assert all(abs(e) <= 20.0 for e in errors.values())
     preset = next(c for c in moe if c.id == "bridge-h100-fp8cs-qwen3-30b-a3b-16gpu-25.11")
     assert (preset.plan.micro_batch, preset.plan.virtual_stages, preset.plan.ep_overlap) == (1, 12, True)
-    assert all(e < 5.0 for e in errors.values())             # none too slow: the gap is missing MoE time
+    assert all(e < 6.0 for e in errors.values())             # none too slow: the gap is missing MoE time
     # the Qwen3 30B-A3B plan with token drop and padding (25.09, no host sync, held out) is within about 10 %
     assert abs(errors["bridge-h100-fp8cs-qwen3-30b-a3b-16gpu-25.09-token-drop"]) <= 12.0
 

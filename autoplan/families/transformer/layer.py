@@ -110,6 +110,32 @@ def attention_ops(cluster: ClusterSpec, model: ModelSpec, b: int, s_q: int, s_kv
     return fwd, bwd
 
 
+def qkv_split_ops(gpu: GPUSpec, model: ModelSpec, tokens: int, tp: int) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
+    """What a layer does to its fused QKV GEMM's output before the attention and to the gradients after it, forward
+    and backward, for ``tokens`` tokens of a TP rank's heads: under grouped-query attention the queries are copied
+    out of the interleaved buffer, RoPE rewrites the queries and keys, and the three gradients are concatenated back.
+
+    Megatron-Core ``SelfAttention.get_query_key_value_tensors`` (core_v0.10.0-0.13.0) splits the buffer
+    [s, b, groups, (heads/groups + 2)·d] along its last dimension and reshapes the queries to [s, b, heads, d]: a copy
+    where a group holds more than one query head (the split's rows are strided). ``apply_rotary_pos_emb`` with
+    ``apply_rope_fusion`` (the NeMo recipes' setting) runs Transformer Engine's fused RoPE, one kernel reading and
+    writing the queries and one the keys, and the same in the backward. Transformer Engine's ``_SplitAlongDim``
+    backward concatenates dQ, dK and dV (v1.13 pytorch/attention.py) unless they are views of one buffer, which the
+    gradients of RoPE and of the queries' copy are not."""
+    rope = model.position == "rope"
+    grouped = model.kv_heads != model.heads
+    if not (rope or grouped):
+        return (), ()
+    d = model.head_dim
+    q = tokens * (model.heads // tp) * d
+    kv = tokens * max(1, model.kv_heads // tp) * d
+    # bytes: each pass reads and writes its tensor once (16-bit); the concatenation writes dQ, dK and dV once more
+    rope_bytes = BF16 * 2 * (q + kv) if rope else 0.0
+    fwd = memory_op(gpu, "qkv.split", rope_bytes + (BF16 * 2 * q if grouped else 0.0), 2 * rope + grouped)
+    bwd = memory_op(gpu, "qkv.split.bwd", rope_bytes + BF16 * 2 * (q + 2 * kv), 2 * rope + 1)
+    return (fwd,), (bwd,)
+
+
 def cp_ring_merge_ops(gpu: GPUSpec, q: float, o: float, kv: float, ring: int) -> tuple[Op, Op]:
     """The copies and merges a causal context-parallel ring of ``ring`` ranks runs around a layer's attention,
     forward and backward: ``q``, ``o`` and ``kv`` are a rank's query, output and key-plus-value values (16-bit).
@@ -187,8 +213,9 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
     quant_f, quant_b = _quantizing(cluster, shapes, norm_tokens * h, precision, sp, t) if fp8 else ((), ())
     store_f, store_b = fp8_store_ops(gpu, "activation", tokens * fc2_k * (2 if model.gated else 1),
                                      fp8_activation_store)
+    qkv_f, qkv_b = qkv_split_ops(gpu, model, tokens, t)
     forward = (
-        memory_op(gpu, "norm1", norm), *quant_f[:1], gemm["qkv"], *soft_f, attn_f, *quant_f[1:2], gemm["proj"],
+        memory_op(gpu, "norm1", norm), *quant_f[:1], gemm["qkv"], *qkv_f, *soft_f, attn_f, *quant_f[1:2], gemm["proj"],
         memory_op(gpu, "dropout_add1", residual), memory_op(gpu, "norm2", norm), *quant_f[2:3], gemm["fc1"],
         memory_op(gpu, "activation", mlp_act_bytes), *store_f, *quant_f[3:], gemm["fc2"],
         memory_op(gpu, "dropout_add2", residual),
@@ -199,7 +226,7 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
         memory_op(gpu, "dropout_add2.bwd", residual), *quant_b[3:], *grads["fc2"],
         *store_b, memory_op(gpu, "activation.bwd", 1.5 * mlp_act_bytes), *quant_b[2:3], *grads["fc1"],
         memory_op(gpu, "norm2.bwd", 2 * norm), memory_op(gpu, "dropout_add1.bwd", residual), *quant_b[1:2], *grads["proj"],
-        attn_b, *soft_b, *quant_b[:1], *grads["qkv"], memory_op(gpu, "norm1.bwd", 2 * norm),
+        attn_b, *soft_b, *qkv_b, *quant_b[:1], *grads["qkv"], memory_op(gpu, "norm1.bwd", 2 * norm),
     )
     full_buffer = BF16 * tokens * h
     fwd_coll = _tp_collectives(t, sp, full_buffer)
