@@ -35,7 +35,8 @@ def model_seconds(gpu, r: dict) -> tuple[float, float]:
 
 
 def fit_rate_and_fixed(rows: list[dict], times: list[float], factor: float) -> tuple[float, float, list[float]]:
-    """(FLOP/s, fixed seconds a call, relative errors) of t = factor·F/rate + fixed, least squares in relative error."""
+    """(FLOP/s, fixed seconds a call, relative errors) of t = factor·F/rate + fixed, least squares in relative
+    error."""
     x = np.array([[factor * flops(r), 1.0] for r in rows])
     y = np.array(times)
     coef, *_ = np.linalg.lstsq(x / y[:, None], np.ones(len(y)), rcond=None)
@@ -58,7 +59,8 @@ def main() -> None:
         bwd = r["fwd_bwd_s"] - r["fwd_s"]
         mf, mb = model_seconds(gpu, r)
         ratios.append((mf + mb) / r["fwd_bwd_s"])
-        print(f"{r['batch']:2d} {r['seq']:6d} {r['heads']:5d} {r['head_dim']:4d} | {flops(r) / r['fwd_s'] / 1e12:11.0f} "
+        print(f"{r['batch']:2d} {r['seq']:6d} {r['heads']:5d} {r['head_dim']:4d} | "
+              f"{flops(r) / r['fwd_s'] / 1e12:11.0f} "
               f"{2.5 * flops(r) / bwd / 1e12:5.0f} | {mf / r['fwd_s']:21.2f} {mb / bwd:5.2f} {ratios[-1]:5.2f}")
     d128 = [r for r in rows if r["head_dim"] == 128]
     own = [x for x, r in zip(ratios, rows) if r["head_dim"] == 128]

@@ -65,7 +65,8 @@ def main(out_path: Path, quick: bool) -> None:
         print(row, flush=True)
     smi.terminate()
     out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-           "cudnn": torch.backends.cudnn.version(), "sm_count": torch.cuda.get_device_properties(0).multi_processor_count,
+           "cudnn": torch.backends.cudnn.version(),
+           "sm_count": torch.cuda.get_device_properties(0).multi_processor_count,
            "kernel": "cudnn (PyTorch SDPA), causal, CUDA graphs", "started": t0, "rows": rows}
     out_path.write_text(json.dumps(out, indent=1))
     print("wrote", out_path)
