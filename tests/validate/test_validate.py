@@ -40,11 +40,13 @@ WRITTEN = {
     # the QKV split's copies and RoPE priced (Megatron-Core's query reshape under GQA, TE's fused RoPE, the dQ/dK/dV
     # concatenation): the RoPE and GQA runs 0.4-2 points slower, the H100 host time bisected again on its calibration
     # run (97.0 -> 95.6 µs), gb200-nvl72's clock 0.7009 -> 0.7037; all 5.69 -> 5.52 %, LOGO 5.86 -> 5.79 %
+    # FP8 runs' SP all-gathers move FP8, as Transformer Engine casts before it gathers (layer.gathered_bytes): the FP8
+    # runs with TP > 1 and SP faster, most already too fast; all 5.52 -> 5.65 %, LOGO 5.79 -> 6.03 %
     "Korthikanti 2022 (A100)": (8, 3.33, 4.69),
     "Megatron SC'21 (A100)": (10, 3.34, 6.56),
     "NVIDIA H100 recipes": (65, 3.01, 8.43),
     "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)": (12, 11.22, 37.47),
-    "NVIDIA H100 recipes, FP8": (64, 4.74, 17.12),
+    "NVIDIA H100 recipes, FP8": (64, 5.36, 17.12),
     # Megatron's unfused cross-entropy makes six passes over the logits (38 bytes a logit, was 12): the runs without
     # cross-entropy fusion 0.1-4 points slower; the host times re-fitted on their calibration sets (vTrain A100
     # 86.7 µs / 11.26 ms, H100 97.0 µs on its calibration run, the Megatron CI specs)
@@ -53,11 +55,11 @@ WRITTEN = {
     # NeMo 2.0's recipes (v25.04): predicted before any constant saw them, 3.16 % over the 58 (1.80 and 4.53 %, max
     # 8.75 %); 2.79 % once the recipes' deferred output-layer weight gradients were applied
     "NVIDIA H100 recipes, NeMo 2.0": (32, 2.23, 6.75),
-    "NVIDIA H100 recipes, NeMo 2.0, FP8": (32, 4.78, 8.14),
+    "NVIDIA H100 recipes, NeMo 2.0, FP8": (32, 4.32, 7.87),
     # GB200 (NeMo 2.0, v25.05): 15-24 % too fast on the spec's carried-over B200 clock; its clock and FP8 efficiency
     # calibrated on four of the runs (validate leaves them out), the other 14 within 4.4 %
     "NVIDIA GB200 recipes, NeMo 2.0": (7, 3.33, 4.90),
-    "NVIDIA GB200 recipes, NeMo 2.0, FP8": (7, 2.08, 4.60),
+    "NVIDIA GB200 recipes, NeMo 2.0, FP8": (7, 2.89, 5.48),
     # Grok-1 under NeMo 2.0 (v25.05.01 and .02, 512 H100s): as the NeMo 1.x runs, FP8 14 % too fast
     # Grok-1 on GB200 (NeMo 2.0, v25.05; expert TP 4 as the README's table, 8 as the launch script in a variant):
     # 13-16 % too slow on the clock calibrated on Llama 3.1 405B, where the H100 runs of the recipe are too fast
@@ -65,11 +67,11 @@ WRITTEN = {
     # TP-comm overlap, which also moved the H100 Grok-1 runs 2-3 points faster: 5.41 -> 7.82 % BF16, 11.21 ->
     # 12.90 % FP8)
     "MoE: NVIDIA GB200 recipes, NeMo 2.0": (3, 11.62, 12.27),
-    "MoE: NVIDIA GB200 recipes, NeMo 2.0, FP8": (3, 11.85, 13.05),
+    "MoE: NVIDIA GB200 recipes, NeMo 2.0, FP8": (3, 10.52, 11.72),
     "MoE: NVIDIA H100 recipes, NeMo 2.0": (2, 3.06, 3.80),
-    "MoE: NVIDIA H100 recipes, NeMo 2.0, FP8": (2, 12.45, 12.52),
+    "MoE: NVIDIA H100 recipes, NeMo 2.0, FP8": (2, 13.54, 13.61),
     "MoE: NVIDIA H100 recipes": (19, 6.20, 9.39),
-    "MoE: NVIDIA H100 recipes, FP8": (23, 11.31, 17.74),
+    "MoE: NVIDIA H100 recipes, FP8": (23, 12.02, 17.74),
     "MoE: DeepSeek-V3 technical report": (1, 15.67, 15.67),
     "SimuMax B200": (43, 3.18, 11.08),
     # the CI runs on megatron-ci-{a100,h100}: host times fitted on the CI's other tests (42.66/63.93 and 19.51/28.24
@@ -87,7 +89,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.52, "logo": 5.79}
+OVERALL = {"all": 5.65, "logo": 6.03}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 

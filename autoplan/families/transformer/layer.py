@@ -229,8 +229,9 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
         attn_b, *soft_b, *qkv_b, *quant_b[:1], *grads["qkv"], memory_op(gpu, "norm1.bwd", 2 * norm),
     )
     full_buffer = BF16 * tokens * h
-    fwd_coll = _tp_collectives(t, sp, full_buffer)
-    bwd_coll = fwd_coll + sp_regathers(t, sp, full_buffer, 2)
+    gathered = gathered_bytes(tokens * h, fp8)
+    fwd_coll = _tp_collectives(t, sp, full_buffer, gathered)
+    bwd_coll = fwd_coll + sp_regathers(t, sp, gathered, 2)
     recompute_ops, recompute_coll = _recomputed(model, cluster, recompute, forward, (*soft_f, attn_f), fwd_coll,
                                                 tokens, t, fp8, (norm, residual, mlp_act_bytes))
     return LayerCompute(forward=forward, backward=backward, recompute=recompute_ops,
@@ -261,14 +262,26 @@ def _quantizing(cluster: ClusterSpec, shapes: dict, inputs: float, precision: st
     return quantize_ops(cluster.gpu, shapes, inputs, current, tp_amax)
 
 
-def _tp_collectives(tp: int, sp: bool, full_buffer: int) -> tuple[Collective, ...]:
-    """The TP collectives of one layer's forward over its ``full_buffer`` bytes of b·s·h activations."""
+def gathered_bytes(values: int, fp8: bool) -> int:
+    """Bytes of a sequence-parallel all-gather of ``values`` activations (or their gradients): FP8 under an FP8
+    precision, 16-bit otherwise."""
+    # Transformer Engine casts before it gathers: LayerNormLinear's norm writes its output in FP8 and
+    # gather_along_first_dim gathers that (v1.13 module/layernorm_linear.py, ln_out_dtype torch.uint8; the userbuffers
+    # all-gather likewise), the backward re-gathers the saved FP8 input for the weight gradient, and a row-parallel
+    # layer's output gradient is cast to FP8 before its all-gather (base.py grad_output_preprocess); reduce-scatters
+    # stay 16-bit
+    return (FP8 if fp8 else BF16) * values
+
+
+def _tp_collectives(tp: int, sp: bool, full_buffer: int, gathered: int) -> tuple[Collective, ...]:
+    """The TP collectives of one layer's forward over its ``full_buffer`` bytes of b·s·h activations (``gathered``:
+    the bytes an SP all-gather moves, ``gathered_bytes``)."""
     # Shoeybi et al. 2019 (Megatron-LM, arXiv 1909.08053) §3, Fig. 3: two all-reduces of b·s·h per layer and pass;
     # with SP each becomes an all-gather and a reduce-scatter (Korthikanti et al. 2022 §4.2.2, Fig. 5)
     if tp == 1:
         return ()
     if sp:
-        return (Collective("all_gather", full_buffer), Collective("reduce_scatter", full_buffer)) * 2
+        return (Collective("all_gather", gathered), Collective("reduce_scatter", full_buffer)) * 2
     return (Collective("all_reduce", full_buffer),) * 2
 
 

@@ -74,9 +74,11 @@ def layer_exposed(model: ModelSpec, cluster: ClusterSpec, s: Plan,
     gpu, t, fp8 = layer.fp8_gemm_gpu(cluster.gpu, s.precision, s.deepseek_fp8), s.tp, s.precision != "bf16"
     shape = network.shape_of(cluster, s, "tp")
     shapes = layer.layer_gemm_shapes(model, t, s.cp, s.micro_batch)
-    # Korthikanti et al. 2022 §4.2.2: each SP all-gather / reduce-scatter moves the full b·s·h bf16 tensor
-    buffer = compute.BF16 * shapes["qkv"][0] * model.hidden
-    comm = network.all_gather(cluster, shape, buffer)
+    # Korthikanti et al. 2022 §4.2.2: each SP all-gather / reduce-scatter moves the full b·s·h tensor, the gathers in
+    # FP8 under an FP8 precision (layer.gathered_bytes)
+    values = shapes["qkv"][0] * model.hidden
+    gather = network.all_gather(cluster, shape, layer.gathered_bytes(values, fp8))
+    scatter = network.reduce_scatter(cluster, shape, compute.BF16 * values)
 
     def gemm(m: int, n: int, k: int, chunks: int, sms_taken: int = 0) -> tuple[float, float]:
         # the whole GEMM and one of its row chunks (m/chunks tokens; wave quantization of the smaller GEMM), the
@@ -87,22 +89,23 @@ def layer_exposed(model: ModelSpec, cluster: ClusterSpec, s: Plan,
     fwd = 0.0
     for name in _of(("qkv", "fc1"), layers):
         # the input's all-gather as t−1 ring exchanges beside t GEMM chunks (TE ``ring_exchange``)
-        fwd += pipelined(*gemm(*shapes[name], t), comm, t)
+        fwd += pipelined(*gemm(*shapes[name], t), gather, t)
     for name in _of(("proj", "fc2"), layers):
         # the output's reduce-scatter in chunks after GEMM chunks (TE ``pipeline``, ``num_splits``)
-        fwd += pipelined(*gemm(*shapes[name], RS_SPLITS, REDUCE_SCATTER_SMS[name]), comm, RS_SPLITS, True)
+        fwd += pipelined(*gemm(*shapes[name], RS_SPLITS, REDUCE_SCATTER_SMS[name]), scatter, RS_SPLITS, True)
     bwd = 0.0
     for name in _of(("proj", "fc2"), layers):
         # the gradient's all-gather feeds the row-parallel layer's dgrad, (m×n)·(n×k) (ring exchange)
         m, n, k = shapes[name]
-        bwd += pipelined(*gemm(m, k, n, t), comm, t)
+        bwd += pipelined(*gemm(m, k, n, t), gather, t)
     for name in _of(("qkv", "fc1"), layers):
         # the column-parallel dgrad's reduce-scatter beside its own wgrad GEMM, (k×m)·(m×n) (TE ``bulk``,
         # ``qkv_wgrad``/``fc1_wgrad``), and the re-gather of the layer's input for that wgrad beside the dgrad GEMM,
         # (m×n)·(n×k) (``qkv_dgrad``/``fc1_dgrad``: TE layernorm_linear.py ub_bulk_dgrad; layer.sp_regathers):
         # what a small GEMM (QKV under GQA at large tp) cannot hide stays exposed
         m, n, k = shapes[name]
-        bwd += bulk(comm, compute.gemm_time(gpu, k, n, m, 1, fp8)) + bulk(comm, compute.gemm_time(gpu, m, k, n, 1, fp8))
+        bwd += (bulk(scatter, compute.gemm_time(gpu, k, n, m, 1, fp8))
+                + bulk(gather, compute.gemm_time(gpu, m, k, n, 1, fp8)))
     return fwd, bwd
 
 

@@ -52,3 +52,28 @@ def test_tp_comm_overlap_exposes_what_the_dgrad_gemm_cannot_hide():
     expected = ring + sum(max(0.0, comm - wgrad[n]) + max(0.0, comm - dgrad[n]) for n in ("qkv", "fc1"))
     assert bwd == pytest.approx(expected, rel=1e-12)
     assert comm > dgrad["qkv"]
+
+
+@pytest.mark.parametrize("precision", ["fp8", "fp8-current"])
+def test_fp8_gathers_move_one_byte_and_scatters_two(precision):
+    # Transformer Engine casts before it gathers (LayerNormLinear's FP8 norm output, the FP8 output gradient of a
+    # row-parallel layer, the saved FP8 input re-gathered for the wgrad); the reduce-scatters stay 16-bit
+    m, c = get_model("llama3-70b"), load_cluster("dgx-h100-80g", 8)
+    lay = layer.layer_compute(m, c, 4, 1, True, 1, "none", precision)
+    values = m.seq_len * m.hidden
+    kinds = {(x.kind, x.nbytes) for x in lay.backward_collectives}
+    assert kinds == {("all_gather", compute.FP8 * values), ("reduce_scatter", compute.BF16 * values)}
+    bf16 = layer.layer_compute(m, c, 4, 1, True, 1, "none")
+    assert {x.nbytes for x in bf16.backward_collectives} == {compute.BF16 * values}
+
+
+def test_tp_overlap_hides_the_smaller_fp8_gathers_better(monkeypatch):
+    m, c = get_model("llama3-70b"), load_cluster("dgx-h100-80g", 8)
+    fp8 = Strategy(tp=4, dp=2, sequence_parallel=True, tp_comm_overlap=True, global_batch=8, precision="fp8")
+    shape = network.shape_of(c, fp8, "tp")
+    values = m.seq_len * m.hidden
+    assert network.all_gather(c, shape, compute.FP8 * values) < network.reduce_scatter(c, shape, compute.BF16 * values)
+    fwd, bwd = tp_overlap.layer_exposed(m, c, fp8)
+    monkeypatch.setattr(layer, "gathered_bytes", lambda v, _fp8: compute.BF16 * v)   # as if gathered in 16 bits
+    wide_fwd, wide_bwd = tp_overlap.layer_exposed(m, c, fp8)
+    assert fwd <= wide_fwd and bwd <= wide_bwd and fwd + bwd < wide_fwd + wide_bwd
