@@ -84,6 +84,10 @@ class ModelSpec:
     pad_to_capacity: bool = False
     """Drop-and-pad routing (Megatron-Core --moe-pad-expert-input-to-capacity, needs a ``capacity_factor``): every
     expert gets exactly its capacity, so the token dispatcher knows all split sizes on the host and never syncs."""
+    padded_permute_syncs: bool = False
+    """With ``pad_to_capacity``, the dispatcher still syncs the host every layer: Megatron-Core 0.10's all-to-all
+    dispatcher permutes through ``moe_utils.permute``, whose ``masked_select`` sizes its output on the host (and
+    ``unpermute`` the routing probabilities alike); 0.9 had a padded path, and 0.12 one again (``drop_and_pad``)."""
     q_lora_rank: int = 0
     """Rank of the low-rank query compression of multi-head latent attention; 0: a full query projection."""
     kv_lora_rank: int = 0
@@ -174,6 +178,9 @@ class ModelSpec:
                             f"got {excerpt(cf)}")
         if not isinstance(self.pad_to_capacity, bool):
             raise SpecError(f"model {self.name!r}: pad_to_capacity must be true or false, got {excerpt(self.pad_to_capacity)}")
+        if not isinstance(self.padded_permute_syncs, bool):
+            raise SpecError(f"model {self.name!r}: padded_permute_syncs must be true or false, got "
+                            f"{excerpt(self.padded_permute_syncs)}")
         if self.pad_to_capacity and not cf:
             raise SpecError(f"model {self.name!r}: pad_to_capacity needs a capacity_factor > 0 (the capacity to pad to)")
         if self.experts == 0:

@@ -42,6 +42,8 @@ WRITTEN = {
     # run (97.0 -> 95.6 µs), gb200-nvl72's clock 0.7009 -> 0.7037; all 5.69 -> 5.52 %, LOGO 5.86 -> 5.79 %
     # FP8 runs' SP all-gathers move FP8, as Transformer Engine casts before it gathers (layer.gathered_bytes): the FP8
     # runs with TP > 1 and SP faster, most already too fast; all 5.52 -> 5.65 %, LOGO 5.79 -> 6.03 %
+    # Megatron-Core 0.10's padded permutation syncs the host (ModelSpec.padded_permute_syncs, Grok-1 on NeMo 24.12):
+    # those 18 runs 0.5-2.4 points slower; all 5.65 -> 5.61 %, LOGO 6.03 -> 5.99 %
     "Korthikanti 2022 (A100)": (8, 3.33, 4.69),
     "Megatron SC'21 (A100)": (10, 3.34, 6.56),
     "NVIDIA H100 recipes": (65, 3.01, 8.43),
@@ -70,8 +72,8 @@ WRITTEN = {
     "MoE: NVIDIA GB200 recipes, NeMo 2.0, FP8": (3, 10.52, 11.72),
     "MoE: NVIDIA H100 recipes, NeMo 2.0": (2, 3.06, 3.80),
     "MoE: NVIDIA H100 recipes, NeMo 2.0, FP8": (2, 13.54, 13.61),
-    "MoE: NVIDIA H100 recipes": (19, 6.20, 9.39),
-    "MoE: NVIDIA H100 recipes, FP8": (23, 12.02, 17.74),
+    "MoE: NVIDIA H100 recipes": (19, 5.87, 9.39),
+    "MoE: NVIDIA H100 recipes, FP8": (23, 11.68, 17.74),
     "MoE: DeepSeek-V3 technical report": (1, 15.67, 15.67),
     "SimuMax B200": (43, 3.18, 11.08),
     # the CI runs on megatron-ci-{a100,h100}: host times fitted on the CI's other tests (42.66/63.93 and 19.51/28.24
@@ -89,7 +91,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.65, "logo": 6.03}
+OVERALL = {"all": 5.61, "logo": 5.99}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 

@@ -408,8 +408,10 @@ def _host_waits(model: ModelSpec, gpu, post_sync: Launched, backward: Launched, 
     span = [post_sync[0], (Op("all_to_all", 0.0, 0.0, dispatch), 1), *post_sync[1:],
             (Op("all_to_all", 0.0, 0.0, combine), 1), *((op, 1) for op in attn_f), *pre_sync]
     # Megatron-Core token_dispatcher.py (MoEAlltoAllTokenDispatcher): drop-and-pad keeps cuda_sync_point "no_sync"
-    # (the split sizes are the capacity, a host value); dropless routing syncs the host every layer
-    wait_f = compute.host_exposed(gpu.host_launch, span, synced=not model.pad_to_capacity)
+    # (the split sizes are the capacity, a host value); dropless routing syncs the host every layer, and so does
+    # 0.10's padded permutation (ModelSpec.padded_permute_syncs)
+    synced = not model.pad_to_capacity or model.padded_permute_syncs
+    wait_f = compute.host_exposed(gpu.host_launch, span, synced=synced)
     wait_b = compute.host_exposed(gpu.host_launch, [*backward, *((op, 1) for op in attn_b)], synced=False)
     return ((Op("host.wait", 0.0, 0.0, wait_f),) if wait_f else (),
             (Op("host.wait.bwd", 0.0, 0.0, wait_b),) if wait_b else ())

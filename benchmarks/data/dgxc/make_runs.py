@@ -66,6 +66,19 @@ grok1/configure.sh:29 and nemotron/configure.sh:65 @35a9aec, :71 @8f5cbb3 (the 3
 sets NVTE_FUSED_ATTN=1 and NVTE_FLASH_ATTN=0 (llama3.1/configure.sh:47-48) at both."""
 
 
+PADDED_PERMUTE_SYNCS = {("Grok1", "314b"): ("24.12",)}
+"""NeMo 1.x containers whose Megatron-Core syncs the host in a padded MoE dispatch (``ModelSpec.padded_permute_syncs``):
+NeMo 24.12 is NeMo v2.1.0, whose Dockerfile.ci builds Megatron-Core core_r0.10.0 (MCORE_TAG; v2.0.0, NeMo 24.09, builds
+core_r0.9.0); core_v0.10.0's MoEAlltoAllTokenDispatcher.token_permutation calls moe_utils.permute, which permutes
+through ``token_indices.masked_select(routing_map)``, and unpermute selects the probabilities the same way."""
+
+
+def _container(r: dict) -> str:
+    """The run's NeMo container version: the image's tag, or the FW_VERSION launch.sh names a digest-pinned image by
+    (Grok-1 at v24.11.1)."""
+    return re.search(r"(?:nemo:|FW_VERSION=)(\d+\.\d+)", str(r["container"])).group(1)
+
+
 NEMO2_COMMITS = {"v25.04": "NVIDIA/NeMo@d2b21556 (+ dgxc gsw_nemo.patch)",
                  "v25.04.01": "NVIDIA/NeMo@d2b21556 (+ dgxc gsw_nemo.patch)",
                  "v25.05": "NVIDIA/NeMo@7a8f1cc7", "v25.05.01": "NVIDIA/NeMo@6f2c6fda", "v25.05.02": "NVIDIA/NeMo@6f2c6fda"}
@@ -240,10 +253,11 @@ def case(r: dict) -> dict:
         model["layers"] = layers
         model["name"] += f", {layers} layers"
     model["seq_len"] = _int(r["sequence_length"])
+    if key in PADDED_PERMUTE_SYNCS and not nemo2:
+        model["padded_permute_syncs"] = _container(r) in PADDED_PERMUTE_SYNCS[key]
     dtype = r["dtype"].lower()
     gpus = int(r["num_gpus"])
-    # the image's tag, or the FW_VERSION launch.sh names a digest-pinned image by (Grok-1 at v24.11.1)
-    container = re.search(r"(?:nemo:|FW_VERSION=)(\d+\.\d+)", str(r["container"])).group(1)
+    container = _container(r)
     files = [f"{REPO}: {p} @{r['content_commit']}" for p in r["config_files"]]
     if nemo2:
         files.append(nemo2_commit(r))

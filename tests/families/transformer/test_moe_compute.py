@@ -167,8 +167,20 @@ def test_drop_and_pad_routing_never_syncs_the_host():
     assert free.a2a_forward == synced.a2a_forward
 
 
+def test_megatron_core_0_10s_padded_permute_syncs_as_dropless_does():
+    # core_v0.10.0 moe_utils.permute: masked_select sizes the permutation on the host, padding or not
+    node = load_cluster("dgx-h100-80g", 8)
+    e = moe.layer_key(Strategy(dp=8, pp=1, global_batch=64, zero=1, ep=8, micro_batch=2))
+    dropless = replace(get_model("qwen3-30b-a3b"), capacity_factor=1.0)
+    padded = replace(dropless, pad_to_capacity=True)
+    syncing = replace(padded, padded_permute_syncs=True)
+    assert _host_wait(moe.moe_layer(syncing, node, e)) == pytest.approx(_host_wait(moe.moe_layer(dropless, node, e)))
+    assert _host_wait(moe.moe_layer(syncing, node, e)) > _host_wait(moe.moe_layer(padded, node, e))
+
+
 @pytest.mark.parametrize("kw, needle", [({"capacity_factor": 0.0, "pad_to_capacity": True}, "needs a capacity_factor"),
-                                        ({"capacity_factor": 1.0, "pad_to_capacity": "yes"}, "must be true or false")])
+                                        ({"capacity_factor": 1.0, "pad_to_capacity": "yes"}, "must be true or false"),
+                                        ({"capacity_factor": 1.0, "padded_permute_syncs": 1}, "must be true or false")])
 def test_pad_to_capacity_is_checked(kw, needle):
     with pytest.raises(SpecError, match=needle):
         replace(get_model("qwen3-30b-a3b"), **kw)
