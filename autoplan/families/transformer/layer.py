@@ -148,13 +148,13 @@ def cp_ring_merge_ops(gpu: GPUSpec, q: float, o: float, kv: float, ring: int) ->
     of half the output), one before it all queries against half the keys (a copy of that half). The backward copies
     K and V into its ring buffer, copies the first step's dQ and dKV out, and for each later step zeroes a dQ,
     copies the halves it needs (K and V, or Q, O and dO) and adds the step's dQ and dKV into the running ones."""
-    # steps past the diagonal: at step i, the ranks below i (i of ``ring``) take the half-query branch
-    after = sum(i / ring for i in range(1, ring))
-    before = (ring - 1) - after
-    fwd = 2 * kv + o + 3 * o + before * (kv + 3 * o) + after * (q + 1.5 * o)
-    bwd = 2 * kv + 2 * q + 2 * kv + before * (kv + q + 3 * q + 1.5 * kv) + after * (3 * q + 0.5 * q + 1.5 * q + 3 * kv)
+    # at step i of the ring's 1 … ring−1, the i ranks below i take the half-query branch and the others the
+    # half-key one: over the ranks, half of the later steps each way
+    half = (ring - 1) / 2
+    fwd = 2 * kv + o + 3 * o + half * (kv + 3 * o) + half * (q + 1.5 * o)
+    bwd = 2 * kv + 2 * q + 2 * kv + half * (kv + q + 3 * q + 1.5 * kv) + half * (3 * q + 0.5 * q + 1.5 * q + 3 * kv)
     return (memory_op(gpu, "cp.merge", BF16 * fwd, 2 + ring + 2 * (ring - 1)),
-            memory_op(gpu, "cp.merge.bwd", BF16 * bwd, 3 + round(4 * before + 6 * after)))
+            memory_op(gpu, "cp.merge.bwd", BF16 * bwd, 3 + 5 * (ring - 1)))
 
 
 def fp8_store_ops(gpu: GPUSpec, name: str, values: float, store: bool) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
