@@ -63,6 +63,8 @@ RUN_COPY = re.compile(r"(YYYYMMDD-HHMMSS-\S+?(?:gpu|sweep))-\d+\b")
 the same second (``…-1024gpu-2``): which one an example gets depends on how fast the one before it ran."""
 PROGRESS = re.compile(r"^autoplan: \d+/\d+ .*plans/s.*\n?", re.MULTILINE)
 """A search's progress line, printed to a non-terminal stderr every 5 s."""
+CPU_TIME = re.compile(r"\(\d+\.\d s CPU\)")
+"""A benchmark's CPU seconds ("(0.1 s CPU)"), which vary between runs at the last digit."""
 
 
 def mask(text: str) -> str:
@@ -70,6 +72,7 @@ def mask(text: str) -> str:
     text = "\n".join(line.rstrip() for line in text.splitlines())
     text = PROGRESS.sub("", text)
     text = ELAPSED.sub("; <elapsed> s.", text)
+    text = CPU_TIME.sub("(<cpu> s CPU)", text)
     text = RUN_STAMP.sub("YYYYMMDD-HHMMSS", text)
     text = RUN_COPY.sub(r"\1", text)
     return text.strip("\n")

@@ -93,6 +93,8 @@ def test_masks_only_volatile_text():
                          "│  1 │ tp4 pp4 dp64 mb2 int12 sp z2     │  6.469 │  486,265 │  51.7 │")
     # a step time ending a line is a model figure, not the search's elapsed time
     assert mask("step time 20.370 s.") == "step time 20.370 s."
+    # a benchmark's CPU seconds, not its figures
+    assert mask("mean |error| 14.5 % over 21 runs (0.1 s CPU)") == "mean |error| 14.5 % over 21 runs (<cpu> s CPU)"
     # a second search started in the same second gets a numbered folder: the same example either way
     assert mask("run folder: results/20261123-174936-gpt3-175b-1024gpu-2/report.html") == \
         "run folder: results/YYYYMMDD-HHMMSS-gpt3-175b-1024gpu/report.html"

@@ -34,6 +34,9 @@ class Kernel:
     sustained: bool = False
     """Timed inside training (a profiler trace): at the sustained clock; False for a microbenchmark's bursts, which
     run at the clock the peak is quoted at (``clock_ratio`` 1)."""
+    out_bytes: float = 2.0
+    """A GEMM's HBM bytes per output value: 2 for a 16-bit write; a wgrad GEMM accumulating into its output reads
+    and writes it (8 into fp32, 4 into bf16: ``compute.wgrad_output_bytes``)."""
 
 
 @dataclass(frozen=True, kw_only=True)

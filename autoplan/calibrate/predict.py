@@ -15,7 +15,7 @@ def kernel_seconds(cluster: ClusterSpec, k: Kernel) -> float:
     gpu = replace(cluster.gpu, job_gpus=1) if k.sustained else replace(cluster.gpu, clock_ratio=1.0, job_gpus=1)
     if k.kind in ("gemm", "gemm_fp8"):
         m, n, kk, batch = k.shape
-        return gemm_time(gpu, m, n, kk, batch, k.kind == "gemm_fp8")
+        return gemm_time(gpu, m, n, kk, batch, k.kind == "gemm_fp8", k.out_bytes)
     if k.kind in ("attention", "attention_bwd"):
         b, heads, sq, skv, d = k.shape
         return attention_time(gpu, b, heads, sq, skv, d, k.kind == "attention_bwd")

@@ -40,8 +40,9 @@ def parse(text: str, path: Path) -> tuple[list[Kernel], list[Collective], dict]:
         if kind == "gemm":
             fp8 = row.get("dtype") == "fp8"
             shape = tuple(count(row.get(k), where, k) for k in ("m", "n", "k", "batch"))
+            out_bytes = positive(row.get("out_bytes", 2), where, "out_bytes")
             kernels.append(Kernel(kind="gemm_fp8" if fp8 else "gemm", shape=shape, seconds=seconds, where=where,
-                                  sustained=sustained))
+                                  sustained=sustained, out_bytes=out_bytes))
         elif kind == "attention":
             back = row.get("direction") == "backward"
             shape = tuple(count(row.get(k), where, k) for k in ("batch", "heads", "seq_q", "seq_kv", "head_dim"))

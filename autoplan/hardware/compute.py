@@ -43,8 +43,10 @@ class Collective:
 
 
 @lru_cache(maxsize=16384)
-def gemm_time(gpu: GPUSpec, m: int, n: int, k: int, batch: int = 1, fp8: bool = False) -> float:
-    """Seconds for ``batch`` GEMMs of (m×k)·(k×n) in BF16 (or FP8 operands with a BF16 output).
+def gemm_time(gpu: GPUSpec, m: int, n: int, k: int, batch: int = 1, fp8: bool = False,
+              out_bytes: float = BF16) -> float:
+    """Seconds for ``batch`` GEMMs of (m×k)·(k×n) in BF16 (or FP8 operands with a BF16 output); ``out_bytes``:
+    HBM bytes the GEMM moves per output value (a 16-bit write, or ``wgrad_output_bytes``).
 
     Each SM computes one output tile per wave, so the time is waves × one tile's work at the per-SM rate
     (wave quantization: NVIDIA "Matrix Multiplication Background" guide), at the best of several tile shapes
@@ -64,8 +66,16 @@ def gemm_time(gpu: GPUSpec, m: int, n: int, k: int, batch: int = 1, fp8: bool = 
         best = min(best, waves * 2.0 * rows * cols * k / (per_sm * tile_eff))
     # roofline (Williams et al. 2009, CACM 52(4)): never faster than reading A, B and writing C once
     operand = FP8 if fp8 else BF16
-    traffic = batch * (operand * (m * k + k * n) + BF16 * m * n)
+    traffic = batch * (operand * (m * k + k * n) + out_bytes * m * n)
     return max(best, traffic / (gpu.hbm_bandwidth * gpu.memory_efficiency)) + gpu.kernel_overhead
+
+
+def wgrad_output_bytes(fused: bool, main_grad_bytes: int) -> float:
+    """HBM bytes per weight-gradient value of a wgrad GEMM: with gradient-accumulation fusion it adds into the
+    gradient buffer, reading and writing it (Megatron-LM ``fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp32``,
+    Transformer Engine ``fuse_wgrad_accumulation``: the GEMM's output is ``main_grad`` with ``accumulate=True``);
+    without, it writes a 16-bit gradient that a separate kernel adds (``grad_accumulation``)."""
+    return 2.0 * main_grad_bytes if fused else BF16
 
 
 def memory_time(gpu: GPUSpec, nbytes: float, kernels: int = 1, efficiency: float = 0.0) -> float:
@@ -75,20 +85,24 @@ def memory_time(gpu: GPUSpec, nbytes: float, kernels: int = 1, efficiency: float
     return nbytes / (gpu.hbm_bandwidth * (efficiency or gpu.memory_efficiency)) + kernels * gpu.kernel_overhead
 
 
-def gemm_op(gpu: GPUSpec, name: str, m: int, n: int, k: int, batch: int = 1, fp8: bool = False) -> Op:
+def gemm_op(gpu: GPUSpec, name: str, m: int, n: int, k: int, batch: int = 1, fp8: bool = False,
+            out_bytes: float = BF16) -> Op:
     # 2mnk FLOPs (one multiply-add per term of each output) and one pass over A, B, C (Williams et al. 2009)
     operand = FP8 if fp8 else BF16
-    return Op(name, 2.0 * m * n * k * batch, batch * (operand * (m * k + k * n) + BF16 * m * n),
-              gemm_time(gpu, m, n, k, batch, fp8))
+    return Op(name, 2.0 * m * n * k * batch, batch * (operand * (m * k + k * n) + out_bytes * m * n),
+              gemm_time(gpu, m, n, k, batch, fp8, out_bytes))
 
 
 def memory_op(gpu: GPUSpec, name: str, nbytes: float, kernels: int = 1) -> Op:
     return Op(name, 0.0, nbytes, memory_time(gpu, nbytes, kernels))
 
 
-def linear_backward(gpu: GPUSpec, name: str, m: int, n: int, k: int, fp8: bool = False) -> tuple[Op, Op]:
+def linear_backward(gpu: GPUSpec, name: str, m: int, n: int, k: int, fp8: bool = False,
+                    wgrad_bytes: float = BF16) -> tuple[Op, Op]:
+    """dgrad and wgrad of a linear layer (``wgrad_bytes``: ``wgrad_output_bytes``)."""
     # dgrad (m×n)·(n×k) and wgrad (k×m)·(m×n): backward ≈ 2× forward (Narayanan et al. SC'21 §5.1)
-    return gemm_op(gpu, f"{name}.dgrad", m, k, n, fp8=fp8), gemm_op(gpu, f"{name}.wgrad", k, n, m, fp8=fp8)
+    return (gemm_op(gpu, f"{name}.dgrad", m, k, n, fp8=fp8),
+            gemm_op(gpu, f"{name}.wgrad", k, n, m, fp8=fp8, out_bytes=wgrad_bytes))
 
 
 def grad_accumulation(gpu: GPUSpec, params: float, main_grad_bytes: int, tensors: int) -> Op:

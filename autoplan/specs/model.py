@@ -88,6 +88,16 @@ class ModelSpec:
     """With ``pad_to_capacity``, the dispatcher still syncs the host every layer: Megatron-Core 0.10's all-to-all
     dispatcher permutes through ``moe_utils.permute``, whose ``masked_select`` sizes its output on the host (and
     ``unpermute`` the routing probabilities alike); 0.9 had a padded path, and 0.12 one again (``drop_and_pad``)."""
+    force_balanced_routing: bool = False
+    """Megatron-Core --moe-router-force-load-balancing (NVIDIA's MoE benchmarks): routing stays dropless and every
+    expert gets the mean load; a ``capacity_factor`` of 1.0 then describes that load, not a router capacity."""
+    aux_loss: bool = True
+    """Training computes the load-balancing loss (Switch Transformer, Fedus et al. 2021 §2.2; Megatron-Core
+    --moe-router-load-balancing-type aux_loss with a coefficient > 0): its kernels and an all-reduce of the token
+    counts over TP×CP every MoE layer (``moe_layer.router_kernels``); False: type "none" (GPT-OSS's recipe)."""
+    router_fusion: bool = False
+    """Megatron-Core --moe-router-fusion (core 0.14 on): Transformer Engine's fused top-k, score and aux-loss kernels
+    in place of the router's chain of small PyTorch kernels (``moe_layer.router_kernels``)."""
     q_lora_rank: int = 0
     """Rank of the low-rank query compression of multi-head latent attention; 0: a full query projection."""
     kv_lora_rank: int = 0
@@ -178,9 +188,9 @@ class ModelSpec:
                             f"got {excerpt(cf)}")
         if not isinstance(self.pad_to_capacity, bool):
             raise SpecError(f"model {self.name!r}: pad_to_capacity must be true or false, got {excerpt(self.pad_to_capacity)}")
-        if not isinstance(self.padded_permute_syncs, bool):
-            raise SpecError(f"model {self.name!r}: padded_permute_syncs must be true or false, got "
-                            f"{excerpt(self.padded_permute_syncs)}")
+        for flag in ("padded_permute_syncs", "force_balanced_routing", "aux_loss", "router_fusion"):
+            if not isinstance(getattr(self, flag), bool):
+                raise SpecError(f"model {self.name!r}: {flag} must be true or false, got {excerpt(getattr(self, flag))}")
         if self.pad_to_capacity and not cf:
             raise SpecError(f"model {self.name!r}: pad_to_capacity needs a capacity_factor > 0 (the capacity to pad to)")
         if self.experts == 0:

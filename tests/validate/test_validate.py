@@ -44,6 +44,8 @@ WRITTEN = {
     # runs with TP > 1 and SP faster, most already too fast; all 5.52 -> 5.65 %, LOGO 5.79 -> 6.03 %
     # Megatron-Core 0.10's padded permutation syncs the host (ModelSpec.padded_permute_syncs, Grok-1 on NeMo 24.12):
     # those 18 runs 0.5-2.4 points slower; all 5.65 -> 5.61 %, LOGO 6.03 -> 5.99 %
+    # the GPT-OSS rows as their Megatron-Bridge presets ran them, the wgrad's read of the gradient buffer, the MoE
+    # router's small kernels (router.py): all 5.61 -> 5.51 %, LOGO 5.99 -> 5.89 %
     "Korthikanti 2022 (A100)": (8, 3.33, 4.69),
     "Megatron SC'21 (A100)": (10, 3.34, 6.56),
     "NVIDIA H100 recipes": (65, 3.01, 8.43),
@@ -68,14 +70,20 @@ WRITTEN = {
     # (22-28 % before the MoE groups sat on the NVLink domain and the attention's TP collectives took the recipes'
     # TP-comm overlap, which also moved the H100 Grok-1 runs 2-3 points faster: 5.41 -> 7.82 % BF16, 11.21 ->
     # 12.90 % FP8)
-    "MoE: NVIDIA GB200 recipes, NeMo 2.0": (3, 11.62, 12.27),
-    "MoE: NVIDIA GB200 recipes, NeMo 2.0, FP8": (3, 10.52, 11.72),
-    "MoE: NVIDIA H100 recipes, NeMo 2.0": (2, 3.06, 3.80),
-    "MoE: NVIDIA H100 recipes, NeMo 2.0, FP8": (2, 13.54, 13.61),
-    "MoE: NVIDIA H100 recipes": (19, 5.87, 9.39),
-    "MoE: NVIDIA H100 recipes, FP8": (23, 11.68, 17.74),
+    # the router's small kernels, its token-count all-reduce and the MoE input's gradient add priced (router.py:
+    # Megatron-Core's unfused router for Grok-1, the Megatron-Bridge rows' fused one), the GPT-OSS rows as their
+    # presets ran them and the H100 host time bisected again (95.6 -> 91.3 µs): every Megatron MoE layer slower, Grok-1
+    # on GB200 (already too slow) 1.3-1.9 points worse, on H100 0.5-1.5 points better
+    "MoE: NVIDIA GB200 recipes, NeMo 2.0": (3, 12.96, 13.62),
+    "MoE: NVIDIA GB200 recipes, NeMo 2.0, FP8": (3, 12.41, 13.62),
+    "MoE: NVIDIA H100 recipes, NeMo 2.0": (2, 3.09, 5.10),
+    "MoE: NVIDIA H100 recipes, NeMo 2.0, FP8": (2, 12.01, 12.08),
+    "MoE: NVIDIA H100 recipes": (19, 4.87, 8.57),
+    "MoE: NVIDIA H100 recipes, FP8": (23, 11.13, 20.26),
     "MoE: DeepSeek-V3 technical report": (1, 15.67, 15.67),
-    "SimuMax B200": (43, 3.18, 11.08),
+    # a wgrad GEMM's fused accumulation reads and writes the gradient buffer (compute.wgrad_output_bytes): the SimuMax
+    # MoE rows' small-K expert wgrads 0.4-7 points slower (3.18 -> 2.88 %)
+    "SimuMax B200": (43, 2.88, 8.12),
     # the CI runs on megatron-ci-{a100,h100}: host times fitted on the CI's other tests (42.66/63.93 and 19.51/28.24
     # on the plain DGX specs)
     "Megatron-LM CI functional tests, DGX A100": (5, 11.43, 20.42),
@@ -91,7 +99,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.61, "logo": 5.99}
+OVERALL = {"all": 5.51, "logo": 5.89}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 
@@ -103,7 +111,7 @@ def _key(group: str) -> str:
 
 def test_every_run_has_a_prediction(report):
     assert all(r.predicted is not None for r in report.runs)
-    assert len(report.cases) == 363 and len(report.cnn) == 11 and len(report.dlrm) == 7
+    assert len(report.cases) == 364 and len(report.cnn) == 11 and len(report.dlrm) == 7
 
 
 @pytest.mark.parametrize("group", list(WRITTEN))
@@ -148,10 +156,10 @@ def test_measured_memory_does_not_drift(report):
 
 def test_known_gaps_are_shown_and_counted(report):
     gaps = [c for c in report.cases if c.known_gap]
-    assert sum("zero3" in c.id for c in gaps) == 6 and sum(c.group.startswith("MoE") for c in gaps) == 8
+    assert sum("zero3" in c.id for c in gaps) == 6 and sum(c.group.startswith("MoE") for c in gaps) == 9
     # DeepSeek-V3's pre-training mean (tokens/s/GPU over 14.8T tokens): a mean, not a step time
     assert sum(c.id.startswith("deepseek-v3") for c in gaps) == 1
-    assert len(gaps) == 14
+    assert len(gaps) == 15          # 14 runs and the GPT-OSS 25.11 row's table reading (a variant)
     # every run counts in the headline; a second figure may leave the gaps out, never the first
     counted = [c for c in report.runs if c.counted]
     assert Report.summary(report.runs)["n"] == len(counted) == 368
@@ -197,7 +205,8 @@ def test_precision_comes_from_the_file():
 def test_moe_runs_are_their_own_group_with_expert_parallel_plans(report):
     moe = [c for c in report.cases if c.group.startswith("MoE") and "DeepSeek" not in c.group
            and not c.id.startswith("dgxc-")]
-    assert len(moe) == 7 and all(c.plan.ep in (8, 32) and c.plan.etp == 1 for c in moe)
+    # seven runs and the GPT-OSS 25.11 row's table reading (a variant)
+    assert len(moe) == 8 and all(c.plan.ep in (8, 32) and c.plan.etp == 1 for c in moe)
     # the GPT-OSS H100 recipe sets no all-to-all overlap, the Qwen3 235B one and the 30B 25.11 preset do: the other
     # Qwen3 30B rows search it
     by_model = {c.id: c for c in moe}
@@ -219,19 +228,25 @@ def test_moe_group_guard(report):
     # GPT-OSS 25.11 +1.6 %, Qwen3 30B-A3B -12.8 % / -50.9 %, Qwen3 235B-A22B -17.3 % / -19.4 %; the 30B 25.11 row
     # as its release's preset ran it (micro-batch 1, VP12, EP overlap: Megatron-Bridge issue #1998) -12.5 %. Since the
     # QKV split's copies and RoPE were priced (layer.qkv_split_ops; the host time bisected again on the 26.02 row),
-    # the held-out 25.11 row (full recompute runs them twice) is +5.3 %, was +4.2 %: its bound 5 -> 6
+    # the held-out 25.11 row (full recompute runs them twice) is +5.3 %, was +4.2 %: its bound 5 -> 6. Since the
+    # GPT-OSS rows follow their presets (26.02 recomputes its norms and expert activations, 25.11 runs micro-batch 1
+    # without recompute: -3.1 %, the table's micro-batch 4 a variant at +5.2 %) and the router's small kernels are
+    # priced (router.py), the host time is bisected at 91.3 µs (was 95.6) and the host-bound Qwen3 30B rows are up to
+    # 3 points faster: -20.3 % at most, the bound 20 -> 21
     moe = [c for c in report.cases if c.group.startswith("MoE") and "DeepSeek" not in c.group
            and not c.id.startswith("dgxc-")]
     errors = {c.id: c.error_pct for c in moe}
     assert all(c.known_gap for c in moe)
     assert all(abs(e) <= 6.0 for k, e in errors.items() if "gpt-oss" in k)
     assert sum(abs(e) for e in errors.values()) / len(errors) <= 12.0
-    assert all(abs(e) <= 20.0 for e in errors.values())
+    assert all(abs(e) <= 21.0 for e in errors.values())
     preset = next(c for c in moe if c.id == "bridge-h100-fp8cs-qwen3-30b-a3b-16gpu-25.11")
     assert (preset.plan.micro_batch, preset.plan.virtual_stages, preset.plan.ep_overlap) == (1, 12, True)
     assert all(e < 6.0 for e in errors.values())             # none too slow: the gap is missing MoE time
-    # the Qwen3 30B-A3B plan with token drop and padding (25.09, no host sync, held out) is within about 10 %
-    assert abs(errors["bridge-h100-fp8cs-qwen3-30b-a3b-16gpu-25.09-token-drop"]) <= 12.0
+    # the Qwen3 30B-A3B plan with token drop and padding (25.09, no host sync, held out) is within about 10 %; since
+    # the host time's bisection on the GPT-OSS 26.02 row as its preset ran it (91.3 µs, was 95.6) its host-bound
+    # backward is 3 points faster, -13.8 %: the bound 12 -> 14
+    assert abs(errors["bridge-h100-fp8cs-qwen3-30b-a3b-16gpu-25.09-token-drop"]) <= 14.0
 
 
 def test_korthikanti_cases_beat_calculon(report):

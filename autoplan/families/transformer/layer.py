@@ -186,11 +186,12 @@ def fp8_gemm_gpu(gpu: GPUSpec, precision: str, own_kernels: bool = False) -> GPU
 @lru_cache(maxsize=4096)
 def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool, micro_batch: int,
                   recompute: str, precision: str = "bf16", fp8_activation_store: bool = False,
-                  own_fp8_kernels: bool = False) -> LayerCompute:
+                  own_fp8_kernels: bool = False, wgrad_bytes: float = BF16) -> LayerCompute:
     """Kernels and TP collectives of one layer for one micro-batch on one GPU (Megatron-LM's layer); with an
     FP8 precision the four linear layers' GEMMs run in FP8, each after a quantizing pass over its inputs; with
     ``fp8_activation_store`` the MLP activation's input is cast to FP8 for the backward and back before it;
-    ``own_fp8_kernels``: DeepSeek-V3's FP8 GEMMs (``fp8_gemm_gpu``)."""
+    ``own_fp8_kernels``: DeepSeek-V3's FP8 GEMMs (``fp8_gemm_gpu``); ``wgrad_bytes``: HBM bytes per weight-gradient
+    value of the wgrad GEMMs (``compute.wgrad_output_bytes``)."""
     gpu, h, t, b = fp8_gemm_gpu(cluster.gpu, precision, own_fp8_kernels), model.hidden, tp, micro_batch
     s = model.seq_len // cp
     tokens = b * s
@@ -209,7 +210,8 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
     attn_f, attn_b = attention_ops(cluster, model, b, s, model.seq_len, heads, drop, fused)
     soft_f, soft_b = ((), ()) if fused else unfused_softmax_ops(gpu, b, s, model.seq_len, heads)
     gemm = {name: gemm_op(gpu, name, *shape, fp8=fp8) for name, shape in shapes.items()}
-    grads = {name: linear_backward(gpu, name, *shape, fp8=fp8) for name, shape in shapes.items()}
+    grads = {name: linear_backward(gpu, name, *shape, fp8=fp8, wgrad_bytes=wgrad_bytes)
+             for name, shape in shapes.items()}
     quant_f, quant_b = _quantizing(cluster, shapes, norm_tokens * h, precision, sp, t) if fp8 else ((), ())
     store_f, store_b = fp8_store_ops(gpu, "activation", tokens * fc2_k * (2 if model.gated else 1),
                                      fp8_activation_store)
@@ -394,9 +396,11 @@ def embedding_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, 
 
 @lru_cache(maxsize=1024)
 def output_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool, micro_batch: int,
-                   fused_loss: bool = False) -> tuple[tuple[Op, ...], tuple[Op, ...], tuple[Collective, ...]]:
+                   fused_loss: bool = False,
+                   wgrad_bytes: float = BF16) -> tuple[tuple[Op, ...], tuple[Op, ...], tuple[Collective, ...]]:
     """Forward ops, backward ops and TP collectives of the final norm, vocab-parallel logits and the loss (with
-    ``fused_loss``: Megatron-Core's fused cross entropy, knobs.TransformerPlan.cross_entropy_fusion)."""
+    ``fused_loss``: Megatron-Core's fused cross entropy, knobs.TransformerPlan.cross_entropy_fusion;
+    ``wgrad_bytes``: ``compute.wgrad_output_bytes`` of the logits' wgrad)."""
     gpu, h = cluster.gpu, model.hidden
     tokens = micro_batch * model.seq_len // cp
     vocab = math.ceil(model.vocab / (128 * tp)) * 128          # Megatron pads the vocabulary to 128·tp
@@ -410,7 +414,7 @@ def output_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp:
                           else (38 * tokens * vocab, 14 * tokens * vocab))
     fwd = (memory_op(gpu, "final_norm", norm_bytes), gemm_op(gpu, "logits", tokens, vocab, h),
            memory_op(gpu, "cross_entropy", loss_fwd, 1 if fused_loss else 6))
-    bwd = (*linear_backward(gpu, "logits", tokens, vocab, h),
+    bwd = (*linear_backward(gpu, "logits", tokens, vocab, h, wgrad_bytes=wgrad_bytes),
            memory_op(gpu, "cross_entropy.bwd", loss_bwd, 1 if fused_loss else 2),
            memory_op(gpu, "final_norm.bwd", 2 * norm_bytes))
     coll: tuple[Collective, ...] = ()

@@ -15,7 +15,8 @@ from functools import lru_cache
 
 from autoplan.hardware import compute, network, policy
 
-from autoplan.families.transformer import layer
+from autoplan.families.transformer import layer, router
+from autoplan.families.transformer.memory import grad_bytes
 from autoplan.hardware.compute import BF16, FP8, Op
 from autoplan.families.transformer.layer import LayerCompute
 from autoplan.specs.cluster import ClusterSpec
@@ -63,6 +64,11 @@ def expert_rows(model: ModelSpec, s: Plan) -> int:
     # all of its experts' tokens (all-gather over etp), at the busiest expert's load (imbalance)
     mean = s.ep * s.etp * local_tokens(model, s) * model.top_k / model.experts
     return max(1, math.ceil(mean * imbalance(model)))
+
+
+def wgrad_bytes(s: Plan) -> float:
+    """HBM bytes per weight-gradient value of the layer's wgrad GEMMs (``compute.wgrad_output_bytes``)."""
+    return compute.wgrad_output_bytes(s.gradient_accumulation_fusion, grad_bytes(s))
 
 
 def fp8(s: Plan) -> bool:
@@ -167,7 +173,8 @@ class MoELayer:
     each against its own kernels, at least the whole's), and the W part's own wait."""
 
 
-def grouped_gemm_time(gpu, experts: int, m: int, n: int, k: int, fp8: bool = False) -> float:
+def grouped_gemm_time(gpu, experts: int, m: int, n: int, k: int, fp8: bool = False,
+                      out_bytes: float = BF16) -> float:
     """Seconds of one grouped GEMM over ``experts`` local experts of m tokens each: (m×k)·(k×n) per expert.
 
     Megatron-Core's --moe-grouped-gemm runs Transformer Engine's GroupedLinear, which on Hopper issues one cuBLAS
@@ -175,7 +182,7 @@ def grouped_gemm_time(gpu, experts: int, m: int, n: int, k: int, fp8: bool = Fal
     own wave quantization, main-loop fill and launch (``compute.gemm_time``), so the grouped GEMM runs below a dense
     GEMM of the same FLOPs when m (tokens per expert) is small, and as the dense GEMMs when m is large (MegaBlocks,
     Gale et al. 2022, arXiv 2211.15841 §5: per-expert GEMM efficiency grows with tokens per expert)."""
-    return experts * compute.gemm_time(gpu, m, n, k, 1, fp8)
+    return experts * compute.gemm_time(gpu, m, n, k, 1, fp8, out_bytes)
 
 
 def grouped_gemm_efficiency(gpu, experts: int, m: int, n: int, k: int, fp8: bool = False) -> float:
@@ -184,17 +191,19 @@ def grouped_gemm_efficiency(gpu, experts: int, m: int, n: int, k: int, fp8: bool
     return 2.0 * experts * m * n * k / grouped_gemm_time(gpu, experts, m, n, k, fp8) / peak
 
 
-def _grouped(gpu, name: str, experts: int, m: int, n: int, k: int, fp8: bool = False) -> Op:
+def _grouped(gpu, name: str, experts: int, m: int, n: int, k: int, fp8: bool = False,
+             out_bytes: float = BF16) -> Op:
     # the local experts' GEMMs of the busiest expert's m tokens each (the slowest expert sets the time)
     operand = compute.FP8 if fp8 else BF16
-    return Op(name, 2.0 * m * n * k * experts, experts * (operand * (m * k + k * n) + BF16 * m * n),
-              grouped_gemm_time(gpu, experts, m, n, k, fp8))
+    return Op(name, 2.0 * m * n * k * experts, experts * (operand * (m * k + k * n) + out_bytes * m * n),
+              grouped_gemm_time(gpu, experts, m, n, k, fp8, out_bytes))
 
 
-def _grouped_backward(gpu, name: str, experts: int, m: int, n: int, k: int, fp8: bool = False) -> tuple[Op, Op]:
-    # dgrad (m×n)·(n×k) and wgrad (k×m)·(m×n) per expert (Narayanan et al. SC'21 §5.1)
+def _grouped_backward(gpu, name: str, experts: int, m: int, n: int, k: int, fp8: bool = False,
+                      wgrad: float = BF16) -> tuple[Op, Op]:
+    # dgrad (m×n)·(n×k) and wgrad (k×m)·(m×n) per expert (Narayanan et al. SC'21 §5.1); ``wgrad``: wgrad_bytes
     return (_grouped(gpu, f"{name}.dgrad", experts, m, k, n, fp8),
-            _grouped(gpu, f"{name}.wgrad", experts, k, n, m, fp8))
+            _grouped(gpu, f"{name}.wgrad", experts, k, n, m, fp8, wgrad))
 
 
 def activation_ops(model: ModelSpec, gpu, values: int) -> tuple[Op, Op, int, int]:
@@ -224,10 +233,11 @@ def _linear(gpu, name: str, m: int, n: int, k: int, fp8: bool, current: bool = F
     return (*cast, compute.gemm_op(gpu, name, m, n, k, fp8=fp8))
 
 
-def _linear_bwd(gpu, name: str, m: int, n: int, k: int, fp8: bool, current: bool = False) -> tuple[Op, ...]:
+def _linear_bwd(gpu, name: str, m: int, n: int, k: int, fp8: bool, current: bool = False,
+                wgrad: float = BF16) -> tuple[Op, ...]:
     """A linear layer's backward: the FP8 cast of its output gradient (when FP8), dgrad and wgrad."""
     cast = (layer.quantize_op(gpu, f"{name}.quantize_grad", m * n, current),) if fp8 else ()
-    return (*cast, *compute.linear_backward(gpu, name, m, n, k, fp8=fp8))
+    return (*cast, *compute.linear_backward(gpu, name, m, n, k, fp8=fp8, wgrad_bytes=wgrad))
 
 
 def _mla_ops(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
@@ -247,7 +257,7 @@ def _mla_ops(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[tuple[Op,
     # DeepSeek-V3 §3.3.1: every linear layer runs FP8 GEMMs under an FP8 precision (the core stays BF16)
     f8, current = fp8(s), s.precision == "fp8-current"
     fwd = [op for name, m, n, k in shapes for op in _linear(gpu, name, m, n, k, f8, current)]
-    bwd = [op for name, m, n, k in shapes for op in _linear_bwd(gpu, name, m, n, k, f8, current)]
+    bwd = [op for name, m, n, k in shapes for op in _linear_bwd(gpu, name, m, n, k, f8, current, wgrad_bytes(s))]
     # the core: QK^T over d + d_R, AV over d_v; FLOPs as heads of their mean width (attention_core_dim)
     proxy = replace(model, head_dim=model.attention_core_dim // model.heads, kv_lora_rank=0, q_lora_rank=0,
                     qk_rope_head_dim=0, v_head_dim=0, experts=0, top_k=0, moe_ffn_hidden=0, shared_experts=0,
@@ -288,7 +298,7 @@ def _recompute(s: Plan, cluster: ClusterSpec, forward: tuple[Op, ...], core: Op)
 def dense_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> LayerCompute:
     """One dense-FFN layer of a MoE model (its leading ``dense_layers``), with MLA when the model has it."""
     dense = layer.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
-                                s.precision, s.fp8_activation_store, s.deepseek_fp8)
+                                s.precision, s.fp8_activation_store, s.deepseek_fp8, wgrad_bytes(s))
     if not model.mla:
         return replace(dense, recompute=_recompute(s, cluster, dense.forward, dense.forward[0])) if (
             s.recompute == "modules") else dense
@@ -301,16 +311,9 @@ Launched = list[tuple[Op, int]]
 """Kernels in issue order, each with the launches it costs the host (a grouped GEMM one per local expert)."""
 
 
-def _router(model: ModelSpec, gpu, tokens: int) -> Launched:
-    """The router's forward: logits and top-k."""
-    # Fedus et al. 2021 §2.1: router logits x·W_r (h×E), softmax and top-k over fp32 scores (read, write)
-    return [(compute.gemm_op(gpu, "router", tokens, model.experts, model.hidden), 1),
-            (compute.memory_op(gpu, "router.topk", 4 * 2 * tokens * model.experts, 2), 1)]
-
-
 def _routed_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]:
     """Forward (from the permutation after the dispatch to the unpermutation before the combine) and backward
-    kernels of the routed experts, without the router's."""
+    kernels of the routed experts, without the router's (``router.router_ops``)."""
     h = model.hidden
     fp8, cs = s.precision != "bf16", s.precision == "fp8-current"
     tokens_in = local_tokens(model, s)
@@ -345,15 +348,14 @@ def _routed_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]
                (fc1, experts), (act_f, act_fk), *((op, 1) for op in store_f),
                *cast("expert.fc2.quantize", experts * rows * width), (fc2, experts), *pad_f[1:],
                *([(unsort, 1)] if sorts else []), (unpermute, 1)]
-    fc2_d, fc2_w = _grouped_backward(gpu, "expert.fc2", experts, rows, h, width, fp8)
-    fc1_d, fc1_w = _grouped_backward(gpu, "expert.fc1", experts, rows, up, h, fp8)
+    fc2_d, fc2_w = _grouped_backward(gpu, "expert.fc2", experts, rows, h, width, fp8, wgrad_bytes(s))
+    fc1_d, fc1_w = _grouped_backward(gpu, "expert.fc1", experts, rows, up, h, fp8, wgrad_bytes(s))
     sorts_b = [(compute.memory_op(gpu, f"{op.name}.bwd", op.bytes), 1) for op in (unsort, sort)] if sorts else []
     backward = [(compute.memory_op(gpu, "unpermute.bwd", 2 * routed * s.etp), 1), *sorts_b[:1], *pad_b[:1],
                 *cast("expert.fc2.quantize_grad", experts * rows * h), (fc2_d, experts), (fc2_w, experts),
                 *((op, 1) for op in store_b), (act_b, act_bk), *cast("expert.fc1.quantize_grad", experts * rows * up),
                 (fc1_d, experts), (fc1_w, experts), *pad_b[1:], *sorts_b[1:],
-                (compute.memory_op(gpu, "permute.bwd", 2 * routed * s.etp), 1),
-                *((op, 1) for op in compute.linear_backward(gpu, "router", tokens_in, model.experts, h))]
+                (compute.memory_op(gpu, "permute.bwd", 2 * routed * s.etp), 1)]
     return forward, backward
 
 
@@ -393,9 +395,9 @@ def _shared_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]
     forward = [(compute.gemm_op(gpu, "shared.fc1", tokens, sup, h, fp8=fp8), 1),
                (compute.memory_op(gpu, "shared.activation", sact), 1), *((op, 1) for op in sstore_f),
                (compute.gemm_op(gpu, "shared.fc2", tokens, h, sw, fp8=fp8), 1)]
-    backward = [*((op, 1) for op in compute.linear_backward(gpu, "shared.fc2", tokens, h, sw, fp8)),
+    backward = [*((op, 1) for op in compute.linear_backward(gpu, "shared.fc2", tokens, h, sw, fp8, wgrad_bytes(s))),
                 *((op, 1) for op in sstore_b), (compute.memory_op(gpu, "shared.activation.bwd", 1.5 * sact), 1),
-                *((op, 1) for op in compute.linear_backward(gpu, "shared.fc1", tokens, sup, h, fp8))]
+                *((op, 1) for op in compute.linear_backward(gpu, "shared.fc1", tokens, sup, h, fp8, wgrad_bytes(s)))]
     return forward, backward
 
 
@@ -444,12 +446,12 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
     """One MoE layer for one micro-batch on one GPU: attention, router, dispatch, experts, combine, shared experts."""
     gpu = layer.fp8_gemm_gpu(cluster.gpu, s.precision, s.deepseek_fp8)
     dense = layer.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
-                                s.precision, s.fp8_activation_store, s.deepseek_fp8)
+                                s.precision, s.fp8_activation_store, s.deepseek_fp8, wgrad_bytes(s))
     attn_f, attn_b, core = _attention_ops(model, cluster, s, dense, keep_mlp=False)
-    pre_sync = _router(model, gpu, local_tokens(model, s))
+    pre_sync, router_b = router.router_ops(model, cluster, s, gpu, local_tokens(model, s), wgrad_bytes(s))
     routed_f, routed_b = _routed_experts(model, gpu, s)
     shared_f, shared_b = _shared_experts(model, gpu, s)
-    post_sync, backward_ops = routed_f + shared_f, routed_b + shared_b
+    post_sync, backward_ops = routed_f + shared_f, routed_b + router_b + shared_b
     # dispatch and combine: one all-to-all each way per pass (Lepikhin et al. 2020, GShard §3.2); the dispatch
     # in FP8 with an FP8 dispatch, the combine in BF16 (DeepSeek-V3 §3.3.3; the backward mirrors them: the
     # gradient sent to the experts in FP8, the one sent back in BF16)
@@ -474,7 +476,8 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
 
 
 LAYER_FIELDS = ("tp", "cp", "sequence_parallel", "micro_batch", "recompute", "ep", "etp", "precision",
-                "fp8_activation_store", "deepseek_fp8", "collective_policy")
+                "fp8_activation_store", "deepseek_fp8", "collective_policy", "gradient_accumulation_fusion",
+                "grad_reduce_in_fp32")
 """The fields of a plan a layer's cost reads."""
 
 

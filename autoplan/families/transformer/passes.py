@@ -104,7 +104,12 @@ def _collectives_time(cluster: ClusterSpec, shape: network.GroupShape, colls: tu
 def layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> LayerCompute:
     """Kernels and TP collectives of one transformer layer for one micro-batch of plan ``s``."""
     return kernels.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
-                                 s.precision, s.fp8_activation_store)
+                                 s.precision, s.fp8_activation_store, wgrad_bytes=wgrad_bytes(s))
+
+
+def wgrad_bytes(s: Plan) -> float:
+    """HBM bytes per weight-gradient value of the plan's wgrad GEMMs (``compute.wgrad_output_bytes``)."""
+    return compute.wgrad_output_bytes(s.gradient_accumulation_fusion, grad_bytes(s))
 
 
 NOT_READ = {"dp": 1, "global_batch": 1, "zero": 0, "overlap_grad_reduce": True, "overlap_param_gather": True,
@@ -125,7 +130,7 @@ def pass_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[PassKey,
 
 
 LAYER_NOT_READ = NOT_READ | {"pp": 1, "schedule": "1f1b", "virtual_stages": 1, "first_stage_layers": 0,
-                              "last_stage_layers": 0, "gradient_accumulation_fusion": True}
+                              "last_stage_layers": 0}
 """Plan fields one layer's (and the embedding's and output layer's) seconds never read besides ``NOT_READ``: the
 pipeline layout only says how many layers a chunk holds (tests/families/transformer check it)."""
 
@@ -200,7 +205,7 @@ def _layer_terms(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[float
     emb_f, emb_b, emb_c = kernels.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
                                                     grad_bytes(s))
     out_f, out_b, out_c = kernels.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
-                                            fused_loss(s))
+                                                 fused_loss(s), wgrad_bytes(s))
     emb_tp = _collectives_time(cluster, tp, emb_c, s.collective_policy)
     out_tp = _collectives_time(cluster, tp, out_c, s.collective_policy)
     # the host issues every kernel and NCCL call of a pass (one modelled op each): launches per layer's forward,
@@ -232,7 +237,7 @@ def output_wgrad_seconds(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> flo
     """Seconds of the output layer's weight-gradient GEMM for one micro-batch (``weight_grad_seconds`` of its
     backward)."""
     return weight_grad_seconds(kernels.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
-                                                      fused_loss(s))[1])
+                                                      fused_loss(s), wgrad_bytes(s))[1])
 
 
 def defer_output_wgrad(model: ModelSpec, cluster: ClusterSpec, s: Plan, costs: Mapping[PassKey, PassCost],

@@ -18,11 +18,14 @@ from autoplan.validate.transformer import model_of, run_case
 
 DATA = json.loads((Path(__file__).resolve().parents[3] / "cluster_specs" / "calibration"
                    / "h100-moe-dispatch.json").read_text())
-PIECES = {"router": ("router", "router.topk", "router.dgrad", "router.wgrad"),
+PIECES = {"router": ("router", "router.routing", "router.dgrad", "router.wgrad", "router.routing.bwd"),
           "permute": ("permute", "permute.bwd"), "unpermute": ("unpermute", "unpermute.bwd"),
           "sort_chunks": ("sort_chunks", "sort_chunks.bwd")}
 TOTAL_PCT = 10.0
-"""Written: the model's routing ops sum to +1.2 % of the measured kernels over every piece and case (2026-11-27)."""
+"""Written: the model's permute, unpermute and sort ops sum to +9.1 % of the measured kernels over every case
+(2026-11-28; every piece with the router's then two small kernels summed to +1.2 %, 2026-11-27)."""
+MOVED = ("permute", "unpermute", "sort_chunks")
+"""The pieces whose kernels move the tokens (bytes set their time); the router's are latency-bound, priced apart."""
 SORT_PCT = 15.0
 """Written: each sort 6-8 % under the measured kernels (a gradient fill of the script's included)."""
 
@@ -38,7 +41,8 @@ def _modelled(grok, tokens: int, local: int) -> dict[str, float]:
     model, plan = grok
     cluster = load_cluster("dgx-h100-80g", 64)
     cluster = replace(cluster, gpu=replace(cluster.gpu, speed_variability=0.0))
-    model = replace(model, seq_len=tokens * plan.tp)
+    # the script's routing: dropless, as NeMo 1.x's Megatron-Core 0.9 ran it without a capacity
+    model = replace(model, seq_len=tokens * plan.tp, capacity_factor=0.0, pad_to_capacity=False)
     plan = replace(plan, cp=1, ep=model.experts // local, etp=4)
     lay = moe.moe_layer(model, cluster, moe.layer_key(plan)).compute
     ops = {op.name: op.seconds for op in lay.forward + lay.backward}
@@ -49,11 +53,22 @@ def test_routing_kernels_sum_within_the_written_margin(grok):
     measured = modelled = 0.0
     for r in DATA["rows"]:
         model = _modelled(grok, r["tokens"], r["local_experts"])
-        for piece in PIECES:
+        for piece in MOVED:
             if f"{piece}_fwd_bwd_kernel_s" in r:
                 measured += r[f"{piece}_fwd_bwd_kernel_s"]
                 modelled += model[piece]
     assert abs(100 * (modelled / measured - 1)) < TOTAL_PCT
+
+
+def test_the_router_lies_between_its_kernels_alone_and_each_with_a_whole_launch(grok):
+    # the profiler's kernel time leaves out the gap between dependent kernels that a step's timeline pays; the model
+    # prices each of the router's small kernels at the GPU's launch-and-tail overhead (router.router_kernels): more
+    # than the kernels alone, less than each measured kernel with a whole launch on top
+    overhead = load_cluster("dgx-h100-80g", 64).gpu.kernel_overhead
+    for r in DATA["rows"]:
+        model = _modelled(grok, r["tokens"], r["local_experts"])["router"]
+        kernels, measured = r["router_fwd_bwd_kernels"], r["router_fwd_bwd_kernel_s"]
+        assert measured < model < measured + kernels * overhead
 
 
 def test_each_local_expert_sort_is_priced_within_the_written_margin(grok):

@@ -29,8 +29,23 @@ def test_layer_ops_add_the_accumulation_only_when_unfused(tiny_gpt, a100_8):
     s = Strategy(dp=8, global_batch=8)
     fused = passes.layer_ops(tiny_gpt, a100_8, s)
     unfused = passes.layer_ops(tiny_gpt, a100_8, replace(s, gradient_accumulation_fusion=False))
-    assert unfused["backward"][:-1] == fused["backward"] and unfused["forward"] == fused["forward"]
+    assert unfused["forward"] == fused["forward"]
+    assert [op.name for op in unfused["backward"][:-1]] == [op.name for op in fused["backward"]]
     assert unfused["backward"][-1] == passes.grad_accumulation(tiny_gpt, a100_8, s, 1)
+
+
+def test_a_fused_wgrad_reads_and_writes_the_fp32_gradient_an_unfused_one_writes_16_bits(tiny_gpt, a100_8):
+    s = Strategy(dp=8, global_batch=8)
+    fused = passes.layer_ops(tiny_gpt, a100_8, s)["backward"]
+    unfused = passes.layer_ops(tiny_gpt, a100_8, replace(s, gradient_accumulation_fusion=False))["backward"]
+    for a, b in zip(fused, unfused):
+        if a.name.endswith(".wgrad"):
+            k, n = layer.layer_gemm_shapes(tiny_gpt, 1, 1, 1)[a.name.split(".")[0]][2:0:-1]
+            # (k×m)·(m×n): the same operands, an output of k·n values moved as 4 + 4 against 2 bytes
+            assert a.bytes - b.bytes == (8 - 2) * k * n
+            assert a.seconds >= b.seconds
+        else:
+            assert a == b
 
 
 def test_cp_ring_time_shows_only_in_cp_plans_and_more_in_the_backward(tiny_gpt, a100_8):
@@ -142,9 +157,10 @@ def test_passes_read_no_field_they_are_shared_across(tiny_gpt, a100_8, tp, pp, c
 def test_a_layers_seconds_read_no_pipeline_field(tiny_gpt, a100_8, tp, cp, mb, recompute, sp, pp, schedule, gaf,
                                                  fp32, ends):
     # the layer terms (passes.LAYER_NOT_READ) of plans that differ only in their pipeline layout are the same
-    base = Strategy(tp=tp, cp=cp, dp=1, micro_batch=mb, recompute=recompute, sequence_parallel=sp and tp > 1)
+    base = Strategy(tp=tp, cp=cp, dp=1, micro_batch=mb, recompute=recompute, sequence_parallel=sp and tp > 1,
+                    gradient_accumulation_fusion=gaf)
     other = replace(base, pp=pp, schedule=schedule if pp > 1 else "1f1b",
-                    virtual_stages=2 if schedule == "interleaved" and pp > 1 else 1, gradient_accumulation_fusion=gaf,
+                    virtual_stages=2 if schedule == "interleaved" and pp > 1 else 1,
                     first_stage_layers=ends[0], last_stage_layers=ends[1])
     fresh = passes._layer_terms.__wrapped__
     assert fresh(tiny_gpt, a100_8, base) == fresh(tiny_gpt, a100_8, other)
