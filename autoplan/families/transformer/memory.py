@@ -7,6 +7,7 @@ reduces them), in bytes. Plain arithmetic: the search calls this thousands of ti
 from __future__ import annotations
 
 from autoplan.errors import SpecError
+from autoplan.hardware.compute import wgrad_output_bytes
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.families.costs import StageMemory
@@ -52,6 +53,11 @@ def grad_bytes(s: Plan) -> int:
     """Bytes per gradient in the DP reduction: fp32 (Megatron's default for bf16) or the 16-bit type."""
     # Megatron-LM --accumulate-allreduce-grads-in-fp32: 4-byte main_grad, else the 2-byte training type
     return 4 if s.grad_reduce_in_fp32 else 2
+
+
+def wgrad_bytes(s: Plan) -> float:
+    """HBM bytes per weight-gradient value of the plan's wgrad GEMMs (``compute.wgrad_output_bytes``)."""
+    return wgrad_output_bytes(s.gradient_accumulation_fusion, grad_bytes(s))
 
 
 def logit_bytes(s: Plan) -> int:

@@ -16,7 +16,7 @@ from functools import lru_cache
 from autoplan.hardware import compute, network, policy
 
 from autoplan.families.transformer import layer, router
-from autoplan.families.transformer.memory import grad_bytes
+from autoplan.families.transformer.memory import wgrad_bytes
 from autoplan.hardware.compute import BF16, FP8, Op
 from autoplan.families.transformer.layer import LayerCompute
 from autoplan.specs.cluster import ClusterSpec
@@ -64,11 +64,6 @@ def expert_rows(model: ModelSpec, s: Plan) -> int:
     # all of its experts' tokens (all-gather over etp), at the busiest expert's load (imbalance)
     mean = s.ep * s.etp * local_tokens(model, s) * model.top_k / model.experts
     return max(1, math.ceil(mean * imbalance(model)))
-
-
-def wgrad_bytes(s: Plan) -> float:
-    """HBM bytes per weight-gradient value of the layer's wgrad GEMMs (``compute.wgrad_output_bytes``)."""
-    return compute.wgrad_output_bytes(s.gradient_accumulation_fusion, grad_bytes(s))
 
 
 def fp8(s: Plan) -> bool:

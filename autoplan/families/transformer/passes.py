@@ -10,7 +10,7 @@ from autoplan.hardware import compute, network, policy
 
 from autoplan.families.transformer import layer as kernels
 from autoplan.families.transformer import memory
-from autoplan.families.transformer.memory import grad_bytes  # noqa: F401  (step.py, moe.py read it here)
+from autoplan.families.transformer.memory import grad_bytes, wgrad_bytes  # noqa: F401  (step.py, moe.py read it)
 from autoplan.families.transformer.knobs import fused_loss, recomputed_layers
 from autoplan.families.transformer import tp_overlap
 from autoplan.hardware.compute import Collective, Op
@@ -105,11 +105,6 @@ def layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> LayerCompute:
     """Kernels and TP collectives of one transformer layer for one micro-batch of plan ``s``."""
     return kernels.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
                                  s.precision, s.fp8_activation_store, wgrad_bytes=wgrad_bytes(s))
-
-
-def wgrad_bytes(s: Plan) -> float:
-    """HBM bytes per weight-gradient value of the plan's wgrad GEMMs (``compute.wgrad_output_bytes``)."""
-    return compute.wgrad_output_bytes(s.gradient_accumulation_fusion, grad_bytes(s))
 
 
 NOT_READ = {"dp": 1, "global_batch": 1, "zero": 0, "overlap_grad_reduce": True, "overlap_param_gather": True,
