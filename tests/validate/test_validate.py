@@ -46,6 +46,7 @@ WRITTEN = {
     # those 18 runs 0.5-2.4 points slower; all 5.65 -> 5.61 %, LOGO 6.03 -> 5.99 %
     # the GPT-OSS rows as their Megatron-Bridge presets ran them, the wgrad's read of the gradient buffer, the MoE
     # router's small kernels (router.py): all 5.61 -> 5.51 %, LOGO 5.99 -> 5.89 %
+    # current scaling's cast of each local expert apart, its amax zeroed first (4 kernels a cast): 5.50 %, LOGO 5.88 %
     "Korthikanti 2022 (A100)": (8, 3.33, 4.69),
     "Megatron SC'21 (A100)": (10, 3.34, 6.56),
     "NVIDIA H100 recipes": (65, 3.01, 8.43),
@@ -79,7 +80,9 @@ WRITTEN = {
     "MoE: NVIDIA H100 recipes, NeMo 2.0": (2, 3.09, 5.10),
     "MoE: NVIDIA H100 recipes, NeMo 2.0, FP8": (2, 12.01, 12.08),
     "MoE: NVIDIA H100 recipes": (19, 4.87, 8.57),
-    "MoE: NVIDIA H100 recipes, FP8": (23, 11.13, 20.26),
+    # each local expert's rows cast on their own under current scaling (Transformer Engine's split_quantize): the
+    # Qwen3 FP8-CS rows 0.3-3 points slower
+    "MoE: NVIDIA H100 recipes, FP8": (23, 10.97, 20.21),
     "MoE: DeepSeek-V3 technical report": (1, 15.67, 15.67),
     # a wgrad GEMM's fused accumulation reads and writes the gradient buffer (compute.wgrad_output_bytes): the SimuMax
     # MoE rows' small-K expert wgrads 0.4-7 points slower (3.18 -> 2.88 %)
@@ -99,7 +102,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.51, "logo": 5.89}
+OVERALL = {"all": 5.50, "logo": 5.88}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 
@@ -232,7 +235,7 @@ def test_moe_group_guard(report):
     # GPT-OSS rows follow their presets (26.02 recomputes its norms and expert activations, 25.11 runs micro-batch 1
     # without recompute: -3.1 %, the table's micro-batch 4 a variant at +5.2 %) and the router's small kernels are
     # priced (router.py), the host time is bisected at 91.3 µs (was 95.6) and the host-bound Qwen3 30B rows are up to
-    # 3 points faster: -20.3 % at most, the bound 20 -> 21
+    # 3 points faster: -20.2 % at most, the bound 20 -> 21
     moe = [c for c in report.cases if c.group.startswith("MoE") and "DeepSeek" not in c.group
            and not c.id.startswith("dgxc-")]
     errors = {c.id: c.error_pct for c in moe}
@@ -243,10 +246,10 @@ def test_moe_group_guard(report):
     preset = next(c for c in moe if c.id == "bridge-h100-fp8cs-qwen3-30b-a3b-16gpu-25.11")
     assert (preset.plan.micro_batch, preset.plan.virtual_stages, preset.plan.ep_overlap) == (1, 12, True)
     assert all(e < 6.0 for e in errors.values())             # none too slow: the gap is missing MoE time
-    # the Qwen3 30B-A3B plan with token drop and padding (25.09, no host sync, held out) is within about 10 %; since
-    # the host time's bisection on the GPT-OSS 26.02 row as its preset ran it (91.3 µs, was 95.6) its host-bound
-    # backward is 3 points faster, -13.8 %: the bound 12 -> 14
-    assert abs(errors["bridge-h100-fp8cs-qwen3-30b-a3b-16gpu-25.09-token-drop"]) <= 14.0
+    # the Qwen3 30B-A3B plan with token drop and padding (25.09, no host sync, held out) is within about 10 %: -13.8 %
+    # after the host time's bisection on the GPT-OSS 26.02 row as its preset ran it (91.3 µs, was 95.6), -10.8 %
+    # once each local expert's current-scaling cast was priced apart (TE split_quantize)
+    assert abs(errors["bridge-h100-fp8cs-qwen3-30b-a3b-16gpu-25.09-token-drop"]) <= 12.0
 
 
 def test_korthikanti_cases_beat_calculon(report):

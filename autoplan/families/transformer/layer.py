@@ -345,14 +345,23 @@ def layer_gemm_shapes(model: ModelSpec, tp: int, cp: int, micro_batch: int) -> d
             "fc2": (tokens, model.hidden, model.ffn_hidden // t)}
 
 
-def quantize_op(gpu: GPUSpec, name: str, values: float, current: bool = False, tp_amax: float = 0.0) -> Op:
+CURRENT_SCALING_KERNELS = 4
+"""Kernels of one tensor's cast under current scaling: the amax zeroed and found (two: TE v2.9
+common/recipe/current_scaling.cu ``launch_amax_kernel``, ``zero_amax_kernel`` then the reduction), the scale set
+from it, the cast (pytorch/csrc/quantizer.cpp ``Float8CurrentScalingQuantizer::quantize_impl``)."""
+
+
+def quantize_op(gpu: GPUSpec, name: str, values: float, current: bool = False, tp_amax: float = 0.0,
+                tensors: int = 1) -> Op:
     """Transformer Engine's FP8 cast of ``values`` BF16 values: one pass reads them and writes FP8 twice, row- and
     column-wise (the wgrad GEMM's transposed operand), recording the amax (TE docs, "Using FP8 with Transformer
     Engine": cast_transpose; Hopper FP8 GEMMs take only TN layouts, cuBLASLt docs). Under current scaling a pass
     over the input finds its amax and a kernel sets the scale before the cast (TE v2.4
     pytorch/csrc/extensions/cast.cpp ``quantize``: nvte_compute_amax, nvte_compute_scale_from_amax,
-    nvte_quantize_v2), after an all-reduce of the amax over TP of ``tp_amax`` seconds where one is needed."""
-    op = memory_op(gpu, name, (BF16 + 2 * FP8 + (BF16 if current else 0)) * values, 3 if current else 1)
+    nvte_quantize_v2), after an all-reduce of the amax over TP of ``tp_amax`` seconds where one is needed;
+    ``tensors``: the tensors cast one by one (their kernels each), the values split among them."""
+    kernels = (CURRENT_SCALING_KERNELS if current else 1) * tensors
+    op = memory_op(gpu, name, (BF16 + 2 * FP8 + (BF16 if current else 0)) * values, kernels)
     return replace(op, seconds=op.seconds + tp_amax) if tp_amax else op
 
 

@@ -336,8 +336,11 @@ def _routed_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]
 
     def cast(name: str, values: float) -> Launched:
         # Transformer Engine's FP8 cast (when FP8); no TP amax all-reduce under current scaling: the experts'
-        # grouped linears run with no TP mode (Megatron-Core TEGroupedLinear, explicit expert communication)
-        return [(layer.quantize_op(gpu, name, values, cs), 1)] if fp8 else []
+        # grouped linears run with no TP mode (Megatron-Core TEGroupedLinear, explicit expert communication).
+        # GroupedLinear casts its input and output gradient with ``split_quantize``: one fused multi-tensor cast
+        # under delayed scaling, each local expert's rows cast on their own otherwise (TE v2.7-v2.12
+        # pytorch/csrc/extensions/cast.cpp: "only have fused kernel for FP8 delayed scaling"); one call for the host
+        return [(layer.quantize_op(gpu, name, values, cs, tensors=experts if cs else 1), 1)] if fp8 else []
 
     forward = [(permute, 1), *([(sort, 1)] if sorts else []), *pad_f[:1], *cast("expert.fc1.quantize", fc1_cast),
                (fc1, experts), (act_f, act_fk), *((op, 1) for op in store_f),

@@ -247,3 +247,19 @@ def test_tokens_are_sorted_into_local_experts_only_when_a_gpu_holds_several(ep, 
     ops = {op.name: op for op in lay.forward + lay.backward}
     for name in expected:
         assert ops[name].bytes == ops["permute"].bytes
+
+
+def test_current_scaling_casts_each_local_experts_rows_apart_delayed_scaling_all_at_once():
+    # Transformer Engine's split_quantize: one fused multi-tensor cast under delayed scaling, each expert's own
+    # amax, scale and cast under current scaling (cast.cpp, "only have fused kernel for FP8 delayed scaling")
+    model = replace(get_model("mixtral-8x7b"), experts=64)
+    ops = {}
+    for precision in ("fp8", "fp8-current"):
+        s = moe.layer_key(Strategy(ep=8, dp=8, global_batch=64, precision=precision))
+        lay = moe.moe_layer(model, H100, s).compute
+        ops[precision] = {op.name: op for op in lay.forward + lay.backward}
+    local = 64 // 8
+    for name in ("expert.fc1.quantize", "expert.fc2.quantize", "expert.fc1.quantize_grad", "expert.fc2.quantize_grad"):
+        delayed, current = ops["fp8"][name], ops["fp8-current"][name]
+        assert delayed.seconds == pytest.approx(compute.memory_time(GPU, delayed.bytes, 1))
+        assert current.seconds == pytest.approx(compute.memory_time(GPU, current.bytes, 4 * local))
