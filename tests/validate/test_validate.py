@@ -47,6 +47,7 @@ WRITTEN = {
     # the GPT-OSS rows as their Megatron-Bridge presets ran them, the wgrad's read of the gradient buffer, the MoE
     # router's small kernels (router.py): all 5.61 -> 5.51 %, LOGO 5.99 -> 5.89 %
     # current scaling's cast of each local expert apart, its amax zeroed first (4 kernels a cast): 5.50 %, LOGO 5.88 %
+    # Megatron-Core 0.10's masked_select permutation kernels on the NeMo 24.12 Grok-1 rows: 5.48 %, LOGO 5.84 %
     "Korthikanti 2022 (A100)": (8, 3.33, 4.69),
     "Megatron SC'21 (A100)": (10, 3.34, 6.56),
     "NVIDIA H100 recipes": (65, 3.01, 8.43),
@@ -79,10 +80,12 @@ WRITTEN = {
     "MoE: NVIDIA GB200 recipes, NeMo 2.0, FP8": (3, 12.41, 13.62),
     "MoE: NVIDIA H100 recipes, NeMo 2.0": (2, 3.09, 5.10),
     "MoE: NVIDIA H100 recipes, NeMo 2.0, FP8": (2, 12.01, 12.08),
-    "MoE: NVIDIA H100 recipes": (19, 4.87, 8.57),
+    # Megatron-Core 0.10's masked_select permutation kernels (moe_layer.MASKED_SELECT_KERNELS): the NeMo 24.12 Grok-1
+    # rows 0.1-0.5 points slower
+    "MoE: NVIDIA H100 recipes": (19, 4.71, 8.57),
     # each local expert's rows cast on their own under current scaling (Transformer Engine's split_quantize): the
     # Qwen3 FP8-CS rows 0.3-3 points slower
-    "MoE: NVIDIA H100 recipes, FP8": (23, 10.97, 20.21),
+    "MoE: NVIDIA H100 recipes, FP8": (23, 10.80, 20.21),
     "MoE: DeepSeek-V3 technical report": (1, 15.67, 15.67),
     # a wgrad GEMM's fused accumulation reads and writes the gradient buffer (compute.wgrad_output_bytes): the SimuMax
     # MoE rows' small-K expert wgrads 0.4-7 points slower (3.18 -> 2.88 %)
@@ -102,7 +105,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.50, "logo": 5.88}
+OVERALL = {"all": 5.48, "logo": 5.84}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 

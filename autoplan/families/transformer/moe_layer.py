@@ -342,7 +342,9 @@ def _routed_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]
         # pytorch/csrc/extensions/cast.cpp: "only have fused kernel for FP8 delayed scaling"); one call for the host
         return [(layer.quantize_op(gpu, name, values, cs, tensors=experts if cs else 1), 1)] if fp8 else []
 
-    forward = [(permute, 1), *([(sort, 1)] if sorts else []), *pad_f[:1], *cast("expert.fc1.quantize", fc1_cast),
+    select_f, select_b = _masked_selects(model, gpu, tokens_in)
+    forward = [(permute, 1), *select_f, *([(sort, 1)] if sorts else []), *pad_f[:1],
+               *cast("expert.fc1.quantize", fc1_cast),
                (fc1, experts), (act_f, act_fk), *((op, 1) for op in store_f),
                *cast("expert.fc2.quantize", experts * rows * width), (fc2, experts), *pad_f[1:],
                *([(unsort, 1)] if sorts else []), (unpermute, 1)]
@@ -352,9 +354,28 @@ def _routed_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]
     backward = [(compute.memory_op(gpu, "unpermute.bwd", 2 * routed * s.etp), 1), *sorts_b[:1], *pad_b[:1],
                 *cast("expert.fc2.quantize_grad", experts * rows * h), (fc2_d, experts), (fc2_w, experts),
                 *((op, 1) for op in store_b), (act_b, act_bk), *cast("expert.fc1.quantize_grad", experts * rows * up),
-                (fc1_d, experts), (fc1_w, experts), *pad_b[1:], *sorts_b[1:],
+                (fc1_d, experts), (fc1_w, experts), *pad_b[1:], *sorts_b[1:], *select_b,
                 (compute.memory_op(gpu, "permute.bwd", 2 * routed * s.etp), 1)]
     return forward, backward
+
+
+MASKED_SELECT_KERNELS = (14, 5)
+"""(forward, backward) small kernels Megatron-Core 0.10's padded permutation runs beyond 0.9's padded path
+(``padded_permute_syncs``): permute's routing map transpose and ``arange`` and unpermute's two transposes, each around
+a ``masked_select`` (about six: the boolean index's ``nonzero`` counts, copies the count to the host and selects);
+backward ``MaskedSelectBackward``'s zero fill and ``masked_scatter`` (about four) and one more product (core_v0.10.0
+moe_utils.permute/unpermute: 19 and 8 against core_v0.9.0's padded 5 and 3)."""
+
+
+def _masked_selects(model: ModelSpec, gpu, tokens: int) -> tuple[Launched, Launched]:
+    """The extra small kernels of Megatron-Core 0.10's padded permutation over [experts, tokens] maps (none
+    otherwise), inside the permute and unpermute calls (no launch of their own for the host)."""
+    if not (model.pad_to_capacity and model.padded_permute_syncs):
+        return [], []
+    scores = BF16 * tokens * model.experts
+    fwd, bwd = MASKED_SELECT_KERNELS
+    return ([(compute.memory_op(gpu, "permute.masked_select", fwd * scores, fwd), 0)],
+            [(compute.memory_op(gpu, "permute.masked_select.bwd", bwd * scores, bwd), 0)])
 
 
 FP8_ROW_ALIGN = 16
