@@ -74,7 +74,7 @@ WRITTEN = {
     # 12.90 % FP8)
     # the router's small kernels, its token-count all-reduce and the MoE input's gradient add priced (router.py:
     # Megatron-Core's unfused router for Grok-1, the Megatron-Bridge rows' fused one), the GPT-OSS rows as their
-    # presets ran them and the H100 host time bisected again (95.6 -> 91.3 µs): every Megatron MoE layer slower, Grok-1
+    # presets ran them and the H100 host time bisected again (95.6 -> 91.2 µs): every Megatron MoE layer slower, Grok-1
     # on GB200 (already too slow) 1.3-1.9 points worse, on H100 0.5-1.5 points better
     "MoE: NVIDIA GB200 recipes, NeMo 2.0": (3, 12.96, 13.62),
     "MoE: NVIDIA GB200 recipes, NeMo 2.0, FP8": (3, 12.41, 13.62),
@@ -237,7 +237,7 @@ def test_moe_group_guard(report):
     # the held-out 25.11 row (full recompute runs them twice) is +5.3 %, was +4.2 %: its bound 5 -> 6. Since the
     # GPT-OSS rows follow their presets (26.02 recomputes its norms and expert activations, 25.11 runs micro-batch 1
     # without recompute: -3.1 %, the table's micro-batch 4 a variant at +5.2 %) and the router's small kernels are
-    # priced (router.py), the host time is bisected at 91.3 µs (was 95.6) and the host-bound Qwen3 30B rows are up to
+    # priced (router.py), the host time is bisected at 91.2 µs (was 95.6) and the host-bound Qwen3 30B rows are up to
     # 3 points faster: -20.2 % at most, the bound 20 -> 21
     moe = [c for c in report.cases if c.group.startswith("MoE") and "DeepSeek" not in c.group
            and not c.id.startswith("dgxc-")]
@@ -250,7 +250,7 @@ def test_moe_group_guard(report):
     assert (preset.plan.micro_batch, preset.plan.virtual_stages, preset.plan.ep_overlap) == (1, 12, True)
     assert all(e < 6.0 for e in errors.values())             # none too slow: the gap is missing MoE time
     # the Qwen3 30B-A3B plan with token drop and padding (25.09, no host sync, held out) is within about 10 %: -13.8 %
-    # after the host time's bisection on the GPT-OSS 26.02 row as its preset ran it (91.3 µs, was 95.6), -10.8 %
+    # after the host time's bisection on the GPT-OSS 26.02 row as its preset ran it (91.2 µs, was 95.6), -10.8 %
     # once each local expert's current-scaling cast was priced apart (TE split_quantize)
     assert abs(errors["bridge-h100-fp8cs-qwen3-30b-a3b-16gpu-25.09-token-drop"]) <= 12.0
 

@@ -36,6 +36,10 @@ fused (as above). aux_loss: the fused scores (1), the token counts ``sum`` (1), 
 (2); backward the auto-scaler (3: its gradient cast to the 16-bit loss), the fused loss and score backwards with a
 zero fill (3), the add of the two gradients of the logits (1)."""
 
+FORCED_BALANCE_KERNELS = 2
+"""Forced balancing's random logits in place of the gating's (core_v0.15.0 moe_utils.RandomSTE: ``clone`` and
+``normal_``; its backward passes the gradient through)."""
+
 GRAD_HOOK_KERNELS = 1
 """Megatron DDP's ``main_grad.add_`` of the router weight's gradient, every micro-batch (the router weight takes no
 gradient-accumulation fusion: distributed_data_parallel.py ``_make_backward_post_hook``)."""
@@ -47,7 +51,7 @@ def router_kernels(model: ModelSpec) -> tuple[int, int]:
     # a capacity of the router's own (--moe-expert-capacity-factor), not the balanced load of forced balancing
     capacity = bool(model.capacity_factor) and not model.force_balanced_routing
     used = ("routing",) + (("capacity",) if capacity else ()) + (("aux_loss",) if model.aux_loss else ())
-    fwd = sum(parts[p][0] for p in used)
+    fwd = sum(parts[p][0] for p in used) + (FORCED_BALANCE_KERNELS if model.force_balanced_routing else 0)
     bwd = sum(parts[p][1] for p in used) + GRAD_HOOK_KERNELS
     return fwd, bwd
 

@@ -36,8 +36,10 @@ def test_router_kernels_are_the_codes_counts(fusion, capacity, aux, expected):
 
 
 def test_forced_balancing_is_a_load_not_a_router_capacity():
+    # no capacity dropping; its random logits (RandomSTE: clone, normal_) are two more forward kernels
     balanced = replace(MIXTRAL, capacity_factor=1.0, force_balanced_routing=True)
-    assert router.router_kernels(balanced) == router.router_kernels(replace(MIXTRAL, capacity_factor=0.0))
+    f, b = router.router_kernels(replace(MIXTRAL, capacity_factor=0.0))
+    assert router.router_kernels(balanced) == (f + router.FORCED_BALANCE_KERNELS, b) == (f + 2, b)
 
 
 def test_the_count_all_reduce_spans_the_ranks_that_split_the_sequence():
