@@ -94,10 +94,10 @@ class ModelSpec:
     aux_loss: bool = True
     """Training computes the load-balancing loss (Switch Transformer, Fedus et al. 2021 §2.2; Megatron-Core
     --moe-router-load-balancing-type aux_loss with a coefficient > 0): its kernels and an all-reduce of the token
-    counts over TP×CP every MoE layer (``moe_layer.router_kernels``); False: type "none" (GPT-OSS's recipe)."""
+    counts over TP×CP every MoE layer (``router.router_kernels``); False: type "none" (GPT-OSS's recipe)."""
     router_fusion: bool = False
     """Megatron-Core --moe-router-fusion (core 0.14 on): Transformer Engine's fused top-k, score and aux-loss kernels
-    in place of the router's chain of small PyTorch kernels (``moe_layer.router_kernels``)."""
+    in place of the router's chain of small PyTorch kernels (``router.router_kernels``)."""
     q_lora_rank: int = 0
     """Rank of the low-rank query compression of multi-head latent attention; 0: a full query projection."""
     kv_lora_rank: int = 0

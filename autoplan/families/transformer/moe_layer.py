@@ -348,8 +348,9 @@ def _routed_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]
                (fc1, experts), (act_f, act_fk), *((op, 1) for op in store_f),
                *cast("expert.fc2.quantize", experts * rows * width), (fc2, experts), *pad_f[1:],
                *([(unsort, 1)] if sorts else []), (unpermute, 1)]
-    fc2_d, fc2_w = _grouped_backward(gpu, "expert.fc2", experts, rows, h, width, fp8, wgrad_bytes(s))
-    fc1_d, fc1_w = _grouped_backward(gpu, "expert.fc1", experts, rows, up, h, fp8, wgrad_bytes(s))
+    wgrad = wgrad_bytes(s)
+    fc2_d, fc2_w = _grouped_backward(gpu, "expert.fc2", experts, rows, h, width, fp8, wgrad)
+    fc1_d, fc1_w = _grouped_backward(gpu, "expert.fc1", experts, rows, up, h, fp8, wgrad)
     sorts_b = [(compute.memory_op(gpu, f"{op.name}.bwd", op.bytes), 1) for op in (unsort, sort)] if sorts else []
     backward = [(compute.memory_op(gpu, "unpermute.bwd", 2 * routed * s.etp), 1), *sorts_b[:1], *pad_b[:1],
                 *cast("expert.fc2.quantize_grad", experts * rows * h), (fc2_d, experts), (fc2_w, experts),
@@ -414,9 +415,10 @@ def _shared_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]
     forward = [(compute.gemm_op(gpu, "shared.fc1", tokens, sup, h, fp8=fp8), 1),
                (compute.memory_op(gpu, "shared.activation", sact), 1), *((op, 1) for op in sstore_f),
                (compute.gemm_op(gpu, "shared.fc2", tokens, h, sw, fp8=fp8), 1)]
-    backward = [*((op, 1) for op in compute.linear_backward(gpu, "shared.fc2", tokens, h, sw, fp8, wgrad_bytes(s))),
+    wgrad = wgrad_bytes(s)
+    backward = [*((op, 1) for op in compute.linear_backward(gpu, "shared.fc2", tokens, h, sw, fp8, wgrad)),
                 *((op, 1) for op in sstore_b), (compute.memory_op(gpu, "shared.activation.bwd", 1.5 * sact), 1),
-                *((op, 1) for op in compute.linear_backward(gpu, "shared.fc1", tokens, sup, h, fp8, wgrad_bytes(s)))]
+                *((op, 1) for op in compute.linear_backward(gpu, "shared.fc1", tokens, sup, h, fp8, wgrad))]
     return forward, backward
 
 
