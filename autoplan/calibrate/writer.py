@@ -38,6 +38,7 @@ def _gpu_rows(c: ClusterSpec) -> list[tuple[str, object]]:
     optional = [("attention_memory_efficiency", g.attention_memory_efficiency),
                 ("flash2_attention_efficiency", g.flash2_attention_efficiency),
                 ("fp8_peak_tflops", g.fp8_peak_flops / 1e12), ("fp8_gemm_efficiency", g.fp8_gemm_efficiency),
+                ("epilogue_exposure", g.epilogue_exposure),
                 ("l2_cache_mib", g.l2_cache_bytes / 2**20), ("l2_bandwidth_gb_per_s", g.l2_bandwidth / 1e9),
                 ("host_launch_us", g.host_launch * 1e6), ("host_step_ms", g.host_step * 1e3),
                 ("speed_variability", g.speed_variability), ("tdp_w", g.tdp_w), ("idle_w", g.idle_w),

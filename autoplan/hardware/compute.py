@@ -66,8 +66,11 @@ def gemm_time(gpu: GPUSpec, m: int, n: int, k: int, batch: int = 1, fp8: bool = 
         best = min(best, waves * 2.0 * rows * cols * k / (per_sm * tile_eff))
     # roofline (Williams et al. 2009, CACM 52(4)): never faster than reading A, B and writing C once
     operand = FP8 if fp8 else BF16
+    bandwidth = gpu.hbm_bandwidth * gpu.memory_efficiency
     traffic = batch * (operand * (m * k + k * n) + out_bytes * m * n)
-    return max(best, traffic / (gpu.hbm_bandwidth * gpu.memory_efficiency)) + gpu.kernel_overhead
+    # an epilogue moving more than a 16-bit C is partly exposed: measured, calibration/h100-wgrad-accumulate.json
+    wide = gpu.epilogue_exposure * batch * max(0.0, out_bytes - BF16) * m * n / bandwidth
+    return max(best + wide, traffic / bandwidth) + gpu.kernel_overhead
 
 
 def wgrad_output_bytes(fused: bool, main_grad_bytes: int) -> float:

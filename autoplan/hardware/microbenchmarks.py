@@ -81,3 +81,13 @@ def derive(gpu: GPUSpec, sources: GemmSources) -> tuple[float, float]:
     clock = _solve(replace(gpu, gemm_efficiency=efficiency), "clock_ratio", sources.sustained.tflops,
                    sources.sustained.shape)
     return efficiency, clock
+
+
+def epilogue_exposure(gpu: GPUSpec, timings: list[tuple[int, int, float, float]]) -> float:
+    """The ``epilogue_exposure`` that timed GEMMs with a wider epilogue show: ``timings`` holds, per GEMM, the
+    output's values (m·n), its bytes per value beyond a 16-bit write, and the seconds with and without that wider
+    epilogue (benchmarks/device/wgrad_accumulate.py). Their summed extra time over the summed time of that extra
+    traffic at the spec's achievable bandwidth: a time-weighted mean, as ``gemm_time`` adds it."""
+    bandwidth = gpu.hbm_bandwidth * gpu.memory_efficiency
+    traffic = sum(values * extra_bytes for values, extra_bytes, _, _ in timings) / bandwidth
+    return sum(wide - plain for _, _, wide, plain in timings) / traffic

@@ -81,6 +81,10 @@ class GPUSpec:
     fp8_gemm_efficiency: float = 0.0
     """Fraction of ``fp8_peak_flops`` large FP8 GEMMs reach (before wave quantization), like ``gemm_efficiency``
     (0: the same fraction as BF16's)."""
+    epilogue_exposure: float = 0.0
+    """Fraction of a GEMM's output traffic beyond a 16-bit write (an accumulating epilogue's read and FP32 write of
+    ``main_grad``) that its main loop does not hide: that traffic's time at ``memory_efficiency`` is added to a
+    compute-bound GEMM (0: the roofline alone)."""
     fp8_blockwise_gemm_ratio: float = 1.0
     """Time of an FP8 GEMM with 1×128 activation and 128×128 weight scales (Megatron-LM ``--fp8-recipe blockwise``:
     cuBLAS through Transformer Engine) over the same GEMM with one scale per operand (1: no slower, unmeasured)."""
@@ -334,7 +338,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "attention_memory_efficiency": (0.01, 1.0, True),
     "clock_ratio": (0.1, 1.0, False), "gemm_half_k": (0.0, 1e5, False), "kernel_overhead_us": (0.0, 1e6, False),
     "memory_reserve_gib": (0.0, 1e5, False), "fp8_peak_tflops": (0.1, 1e5, True), "fp8_gemm_efficiency": (0.01, 1.0, True),
-    "fp8_blockwise_gemm_ratio": (1.0, 10.0, False),
+    "fp8_blockwise_gemm_ratio": (1.0, 10.0, False), "epilogue_exposure": (0.0, 1.0, True),
     "host_launch_us": (0.0, 1e4, True), "host_step_ms": (0.0, 1e5, True), "speed_variability": (0.0, 0.5, True),
     "tdp_w": (1.0, 1e5, True), "idle_w": (1.0, 1e5, True),
     "host_link_gb_per_s": (0.1, 1e5, True), "host_adam_params_per_s": (1e6, 1e13, True),
@@ -353,7 +357,7 @@ OPTIONAL: dict[str, dict[str, object]] = {
     "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0,
             "flash2_attention_efficiency": 0.0, "clock_ratio": 1.0,
             "fp8_peak_tflops": 0.0, "fp8_gemm_efficiency": 0.0, "fp8_blockwise_gemm_ratio": 1.0, "mxfp8": False,
-            "l2_cache_mib": 0.0,
+            "epilogue_exposure": 0.0, "l2_cache_mib": 0.0,
             "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0, "host_step_ms": 0.0, "speed_variability": 0.0,
             "tdp_w": 0.0, "idle_w": 0.0,
             "host_link_gb_per_s": 0.0, "host_adam_params_per_s": 0.0},
@@ -440,7 +444,8 @@ _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_cou
              "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
              "flash2_attention_efficiency", "clock_ratio", "kernel_overhead_us", "memory_reserve_gib",
              "fp8_peak_tflops", "fp8_gemm_efficiency", "fp8_blockwise_gemm_ratio", "mxfp8", "l2_cache_mib",
-             "l2_bandwidth_gb_per_s", "host_launch_us", "host_step_ms", "speed_variability", "tdp_w", "idle_w",
+             "epilogue_exposure", "l2_bandwidth_gb_per_s", "host_launch_us", "host_step_ms", "speed_variability",
+             "tdp_w", "idle_w",
              "host_link_gb_per_s", "host_adam_params_per_s"}
 _TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", "allreduce_busbw_gb_per_s",
               "half_bandwidth_mib", "oversubscription"}
@@ -470,6 +475,7 @@ def _gpu(g: _Table) -> GPUSpec:
         fp8_peak_flops=g.number("fp8_peak_tflops", d["fp8_peak_tflops"]) * 1e12,
         fp8_gemm_efficiency=g.number("fp8_gemm_efficiency", d["fp8_gemm_efficiency"]), mxfp8=g.flag("mxfp8", d["mxfp8"]),
         fp8_blockwise_gemm_ratio=g.number("fp8_blockwise_gemm_ratio", d["fp8_blockwise_gemm_ratio"]),
+        epilogue_exposure=g.number("epilogue_exposure", d["epilogue_exposure"]),
         l2_cache_bytes=g.number("l2_cache_mib", d["l2_cache_mib"]) * 2**20,
         l2_bandwidth=g.number("l2_bandwidth_gb_per_s", d["l2_bandwidth_gb_per_s"]) * 1e9,
         host_launch=g.number("host_launch_us", d["host_launch_us"]) * 1e-6,

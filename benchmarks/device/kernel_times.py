@@ -56,6 +56,14 @@ def gemm_seconds(clock: Clock, dev: str, m: int, n: int, k: int, fp8: bool) -> f
     return clock.mean(lambda: torch._scaled_mm(a8, w8.t(), scale_a=one, scale_b=one, out_dtype=BF16))
 
 
+def smi_log(out_path: Path) -> subprocess.Popen:
+    """nvidia-smi's SM and memory clocks, power and temperature every 100 ms, written beside ``out_path``
+    (``NAME-smi.csv``) until the process is terminated."""
+    log = out_path.with_name(out_path.stem + "-smi.csv").open("w")
+    return subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu",
+                             "--format=csv,nounits", "-lms", "100"], stdout=log)
+
+
 def reference(clock: Clock, dev: str, size: int) -> dict:
     out = {"size": size, "bf16_s": gemm_seconds(clock, dev, size, size, size, False)}
     out["fp8_s"] = gemm_seconds(clock, dev, size, size, size, True)
@@ -111,11 +119,7 @@ def main(cases_path: Path, out_path: Path, limit: int | None, cpu: bool) -> None
     clock = Clock(cuda)
     cases = json.loads(cases_path.read_text())
     gemms, attn = cases["gemms"][:limit], cases["attention"][:limit]
-    smi = None
-    if cuda:
-        log = out_path.with_name(out_path.stem + "-smi.csv").open("w")
-        smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu",
-                                "--format=csv,nounits", "-lms", "100"], stdout=log)
+    smi = smi_log(out_path) if cuda else None
     props = torch.cuda.get_device_properties(0) if cuda else None
     result = {"device": props.name if props else "cpu", "sm_count": props.multi_processor_count if props else 0,
               "torch": torch.__version__, "cuda": torch.version.cuda, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ",

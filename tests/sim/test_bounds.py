@@ -53,9 +53,9 @@ def test_a_step_set_by_zero2s_dp_stream_is_bounded_by_that_stream():
 
 def test_zero2s_reduce_scatters_after_the_last_backwards_bound_a_pipelined_step():
     # 12 micro-batches on 4 stages of 12 chunks: each stage's last backwards release reduce-scatters that the DP
-    # stream, busy with the earlier ones, runs after them; the DP stream's busy time alone is 12 % short
+    # stream, busy with the earlier ones, runs after them; the busiest stream's time alone is 9 % short
     model, cluster, s, step = _zero2_interleaved(pp=4, micro_batch=2)
-    assert step_bound(model, cluster, s) < 0.9 * step
+    assert step_bound(model, cluster, s) < 0.93 * step
     assert 0.95 * step < release_bound(model, cluster, s) <= step
 
 

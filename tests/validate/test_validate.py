@@ -48,11 +48,14 @@ WRITTEN = {
     # router's small kernels (router.py): all 5.61 -> 5.51 %, LOGO 5.99 -> 5.89 %
     # current scaling's cast of each local expert apart, its amax zeroed first (4 kernels a cast): 5.50 %, LOGO 5.88 %
     # Megatron-Core 0.10's masked_select permutation kernels on the NeMo 24.12 Grok-1 rows: 5.48 %, LOGO 5.84 %
+    # an accumulating wgrad epilogue half exposed (GPUSpec.epilogue_exposure 0.53, timed on one H100): the Hopper runs
+    # with gradient-accumulation fusion 0.3-2.6 points slower (NeMo 1.x's too fast, NeMo 2.0's now +2 % too slow),
+    # the H100 host time bisected again (91.2 -> 91.0 µs): all 5.48 -> 5.42 %, LOGO 5.84 -> 5.84 %
     "Korthikanti 2022 (A100)": (8, 3.33, 4.69),
     "Megatron SC'21 (A100)": (10, 3.34, 6.56),
-    "NVIDIA H100 recipes": (65, 3.01, 8.43),
+    "NVIDIA H100 recipes": (65, 3.00, 8.24),
     "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)": (12, 11.22, 37.47),
-    "NVIDIA H100 recipes, FP8": (64, 5.36, 17.12),
+    "NVIDIA H100 recipes, FP8": (64, 4.91, 15.00),
     # Megatron's unfused cross-entropy makes six passes over the logits (38 bytes a logit, was 12): the runs without
     # cross-entropy fusion 0.1-4 points slower; the host times re-fitted on their calibration sets (vTrain A100
     # 86.7 µs / 11.26 ms, H100 97.0 µs on its calibration run, the Megatron CI specs)
@@ -60,8 +63,8 @@ WRITTEN = {
     # H100 recipes' pp-1 runs (Nemotron-4 15B, Llama 3.1 8B) 0.2-2.4 points faster, 3.38 -> 3.95 % and 5.56 -> 5.91 %
     # NeMo 2.0's recipes (v25.04): predicted before any constant saw them, 3.16 % over the 58 (1.80 and 4.53 %, max
     # 8.75 %); 2.79 % once the recipes' deferred output-layer weight gradients were applied
-    "NVIDIA H100 recipes, NeMo 2.0": (32, 2.23, 6.75),
-    "NVIDIA H100 recipes, NeMo 2.0, FP8": (32, 4.32, 7.87),
+    "NVIDIA H100 recipes, NeMo 2.0": (32, 2.65, 7.58),
+    "NVIDIA H100 recipes, NeMo 2.0, FP8": (32, 4.91, 8.09),
     # GB200 (NeMo 2.0, v25.05): 15-24 % too fast on the spec's carried-over B200 clock; its clock and FP8 efficiency
     # calibrated on four of the runs (validate leaves them out), the other 14 within 4.4 %
     "NVIDIA GB200 recipes, NeMo 2.0": (7, 3.33, 4.90),
@@ -78,15 +81,15 @@ WRITTEN = {
     # on GB200 (already too slow) 1.3-1.9 points worse, on H100 0.5-1.5 points better
     "MoE: NVIDIA GB200 recipes, NeMo 2.0": (3, 12.96, 13.62),
     "MoE: NVIDIA GB200 recipes, NeMo 2.0, FP8": (3, 12.41, 13.62),
-    "MoE: NVIDIA H100 recipes, NeMo 2.0": (2, 3.09, 5.10),
-    "MoE: NVIDIA H100 recipes, NeMo 2.0, FP8": (2, 12.01, 12.08),
+    "MoE: NVIDIA H100 recipes, NeMo 2.0": (2, 3.62, 6.76),
+    "MoE: NVIDIA H100 recipes, NeMo 2.0, FP8": (2, 10.04, 10.11),
     # Megatron-Core 0.10's masked_select permutation kernels (moe_layer.MASKED_SELECT_KERNELS): the NeMo 24.12 Grok-1
     # rows 0.1-0.5 points slower
-    "MoE: NVIDIA H100 recipes": (19, 4.71, 8.57),
+    "MoE: NVIDIA H100 recipes": (19, 4.23, 7.35),
     # each local expert's rows cast on their own under current scaling (Transformer Engine's split_quantize): the
     # Qwen3 FP8-CS rows 0.3-3 points slower
-    "MoE: NVIDIA H100 recipes, FP8": (23, 10.80, 20.21),
-    "MoE: DeepSeek-V3 technical report": (1, 15.67, 15.67),
+    "MoE: NVIDIA H100 recipes, FP8": (23, 10.31, 20.35),
+    "MoE: DeepSeek-V3 technical report": (1, 15.17, 15.17),
     # a wgrad GEMM's fused accumulation reads and writes the gradient buffer (compute.wgrad_output_bytes): the SimuMax
     # MoE rows' small-K expert wgrads 0.4-7 points slower (3.18 -> 2.88 %)
     "SimuMax B200": (43, 2.88, 8.12),
@@ -105,7 +108,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.48, "logo": 5.84}
+OVERALL = {"all": 5.42, "logo": 5.84}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 
