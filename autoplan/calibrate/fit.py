@@ -101,11 +101,12 @@ def observations(inputs: Inputs, base: ClusterSpec) -> list[Obs]:
     out: list[Obs] = []
     kernels: dict[tuple, list] = defaultdict(list)
     for k in inputs.kernels:
-        kernels[(k.kind, k.shape, k.sustained)].append(k)
-    for (kind, shape, _), ks in kernels.items():
+        kernels[(k.kind, k.shape, k.sustained, k.out_bytes)].append(k)
+    for (kind, shape, _, out_bytes), ks in kernels.items():
         times = [k.seconds for k in ks]
         k0 = ks[0]
-        out.append(Obs(label=f"{kind} {'x'.join(map(str, shape)) or '-'}", where=k0.where + (f" (+{len(ks) - 1})"
+        wide = f" into {out_bytes:g} B" if out_bytes != 2 else ""
+        out.append(Obs(label=f"{kind} {'x'.join(map(str, shape)) or '-'}{wide}", where=k0.where + (f" (+{len(ks) - 1})"
                        if len(ks) > 1 else ""), measured=statistics.median(times), kind="kernel",
                        predict=lambda c, k=k0: kernel_seconds(c, k)))
     colls: dict[tuple, list] = defaultdict(list)
@@ -144,6 +145,9 @@ def default_params(inputs: Inputs, base: ClusterSpec, obs: list[Obs]) -> list[Pa
             names.append("gpu.gemm_half_k")
     if any(k.kind == "gemm_fp8" for k in inputs.kernels) and "gpu.fp8_gemm_efficiency" in known:
         names.append("gpu.fp8_gemm_efficiency")
+    plain = {(k.kind, k.shape) for k in inputs.kernels if k.kind.startswith("gemm") and k.out_bytes <= 2}
+    if any(k.kind.startswith("gemm") and k.out_bytes > 2 and (k.kind, k.shape) in plain for k in inputs.kernels):
+        names.append("gpu.epilogue_exposure")           # a GEMM timed both plain and adding into a wider buffer
     if any(k.kind.startswith("attention") for k in inputs.kernels):
         names.append("gpu.attention_efficiency")
     mem_sizes = {k.shape[0] for k in inputs.kernels if k.kind == "memory"}

@@ -52,6 +52,8 @@ GPU_PARAMS = {
     "memory_efficiency": ("memory_efficiency", 1.0, 0.2, 1.0,
                           "fraction of HBM bandwidth element-wise and norm kernels reach"),
     "kernel_overhead_us": ("kernel_overhead", 1e-6, 0.0, 200.0, "fixed launch-and-tail time per kernel (µs)"),
+    "epilogue_exposure": ("epilogue_exposure", 1.0, 0.0, 1.0,
+                          "fraction of a GEMM's output bytes beyond a 16-bit write (adding into main_grad) not hidden"),
     "host_launch_us": ("host_launch", 1e-6, 0.0, 2000.0, "host time to issue one modelled op (µs)"),
     "host_step_ms": ("host_step", 1e-3, 0.0, 10000.0, "host time per step outside its passes, the GPU idle (ms)"),
     # Sinha et al. SC'22 measured 2-3 % interquartile spreads of identical GPUs' power-capped speed, outliers to 1.5×

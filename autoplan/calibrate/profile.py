@@ -84,6 +84,10 @@ def _gemms(torch: Any, dev: Any, timer: Timer, shapes: list, fp8: bool) -> list[
         b = torch.randn(k, n, device=dev, dtype=torch.bfloat16)
         out.append({"kind": "gemm", "dtype": "bf16", "m": m, "n": n, "k": k, "batch": 1,
                     "seconds": timer(lambda: torch.matmul(a, b))})
+        if dev.type == "cuda":          # adding into an FP32 main_grad, as gradient-accumulation fusion does
+            buf = torch.zeros(m, n, device=dev, dtype=torch.float32)
+            out.append({"kind": "gemm", "dtype": "bf16", "m": m, "n": n, "k": k, "batch": 1, "out_bytes": 8,
+                        "seconds": timer(lambda: torch.addmm(buf, a, b, out_dtype=torch.float32, out=buf))})
         if fp8 and m % 16 == 0 and n % 16 == 0 and k % 16 == 0:
             a8 = a.to(torch.float8_e4m3fn)
             b8 = b.t().contiguous().to(torch.float8_e4m3fn).t()      # cuBLASLt FP8 takes TN layouts only

@@ -135,3 +135,20 @@ def test_the_gpus_speed_spread_is_recovered_from_steps_at_several_scales() -> No
     fit = calibrate(Inputs(steps=steps), base, params=[p])
     assert fit.values[0] == pytest.approx(0.03, rel=0.02)
     assert fit.cluster.gpu.speed_variability == pytest.approx(0.03, rel=0.02)
+
+
+def test_a_planted_epilogue_exposure_is_recovered_from_gemms_timed_plain_and_accumulating() -> None:
+    from autoplan.calibrate.measurements import Kernel
+    from autoplan.calibrate.model import load_cluster
+    from autoplan.calibrate.params import all_params, apply
+    from autoplan.calibrate.predict import kernel_seconds
+    base = load_cluster("dgx-h100-80g")
+    true = apply(base, [all_params(base)["gpu.epilogue_exposure"]], [0.4])
+    inputs = Inputs()
+    for m, n, k in ((4096, 4096, 2048), (8192, 6144, 4096), (2048, 16384, 4096), (6144, 6144, 16384)):
+        for out_bytes in (2.0, 8.0):
+            probe = Kernel(kind="gemm", shape=(m, n, k, 1), seconds=1.0, where="synthetic", out_bytes=out_bytes)
+            inputs.kernels.append(replace(probe, seconds=kernel_seconds(true, probe)))
+    fit = calibrate(inputs, base)
+    assert [p.name for p in fit.params] == ["gpu.gemm_efficiency", "gpu.epilogue_exposure"]
+    assert fit.values[1] == pytest.approx(0.4, abs=0.01)

@@ -92,7 +92,10 @@ WRITTEN = {
     "MoE: DeepSeek-V3 technical report": (1, 15.17, 15.17),
     # a wgrad GEMM's fused accumulation reads and writes the gradient buffer (compute.wgrad_output_bytes): the SimuMax
     # MoE rows' small-K expert wgrads 0.4-7 points slower (3.18 -> 2.88 %)
-    "SimuMax B200": (43, 2.88, 8.12),
+    # autoplan calibrate fits the accumulating epilogue where a GEMM was timed plain and accumulating (SimuMax's 86
+    # such B200 shapes, which the fit had merged by median): simumax-b200 refitted, epilogue_exposure 0.29 ± 0.05,
+    # the SimuMax rows 0.3 points worse (2.88 -> 3.21 %, +1.1 % signed)
+    "SimuMax B200": (43, 3.21, 8.12),
     # the CI runs on megatron-ci-{a100,h100}: host times fitted on the CI's other tests (42.66/63.93 and 19.51/28.24
     # on the plain DGX specs)
     "Megatron-LM CI functional tests, DGX A100": (5, 11.43, 20.42),
@@ -108,7 +111,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.42, "logo": 5.84}
+OVERALL = {"all": 5.46, "logo": 5.88}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 
