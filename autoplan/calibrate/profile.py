@@ -80,19 +80,21 @@ def gemm_shapes(model_name: str | None, tps: tuple[int, ...], micro_batches: tup
 def _gemms(torch: Any, dev: Any, timer: Timer, shapes: list, fp8: bool) -> list[dict]:
     out = []
     for m, n, k in shapes:
-        a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+        # BF16 operands token-major, as a wgrad's (input[k, m]ᵀ · grad[k, n]): on a GPU the same GEMM also adds
+        # into an FP32 main_grad, as gradient-accumulation fusion does; its epilogue hides less in other layouts
+        a = torch.randn(k, m, device=dev, dtype=torch.bfloat16).t()
         b = torch.randn(k, n, device=dev, dtype=torch.bfloat16)
-        out.append({"kind": "gemm", "dtype": "bf16", "m": m, "n": n, "k": k, "batch": 1,
-                    "seconds": timer(lambda: torch.matmul(a, b))})
-        if dev.type == "cuda":          # adding into an FP32 main_grad, as gradient-accumulation fusion does
+        row = {"kind": "gemm", "dtype": "bf16", "m": m, "n": n, "k": k, "batch": 1}
+        out.append(row | {"seconds": timer(lambda: torch.mm(a, b))})
+        if dev.type == "cuda":
             buf = torch.zeros(m, n, device=dev, dtype=torch.float32)
-            out.append({"kind": "gemm", "dtype": "bf16", "m": m, "n": n, "k": k, "batch": 1, "out_bytes": 8,
-                        "seconds": timer(lambda: torch.addmm(buf, a, b, out_dtype=torch.float32, out=buf))})
+            out.append(row | {"out_bytes": 8, "seconds": timer(
+                lambda: torch.addmm(buf, a, b, out_dtype=torch.float32, out=buf))})
         if fp8 and m % 16 == 0 and n % 16 == 0 and k % 16 == 0:
-            a8 = a.to(torch.float8_e4m3fn)
+            a8 = a.contiguous().to(torch.float8_e4m3fn)
             b8 = b.t().contiguous().to(torch.float8_e4m3fn).t()      # cuBLASLt FP8 takes TN layouts only
             one = torch.ones((), device=dev)
-            out.append({"kind": "gemm", "dtype": "fp8", "m": m, "n": n, "k": k, "batch": 1, "seconds": timer(
+            out.append(row | {"dtype": "fp8", "seconds": timer(
                 lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16))})
     return out
 
@@ -100,7 +102,9 @@ def _gemms(torch: Any, dev: Any, timer: Timer, shapes: list, fp8: bool) -> list[
 def _attention(torch: Any, dev: Any, timer: Timer, quick: bool) -> list[dict]:
     sdpa = torch.nn.functional.scaled_dot_product_attention
     out = []
-    cases = [(1, 4, s, 64) for s in (64, 128)] if quick else [(1, 32, s, d) for s in (1024, 2048, 4096, 8192)
+    # 16k tokens a case, as a training micro-batch has: smaller calls are bound by the host's launches, which the
+    # attention model does not price
+    cases = [(1, 4, s, 64) for s in (64, 128)] if quick else [(16384 // s, 32, s, d) for s in (1024, 2048, 4096, 8192)
                                                               for d in (64, 128)]
     for b, h, s, d in cases:
         q, k, v = (torch.randn(b, h, s, d, device=dev, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))

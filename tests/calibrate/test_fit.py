@@ -152,3 +152,21 @@ def test_a_planted_epilogue_exposure_is_recovered_from_gemms_timed_plain_and_acc
     fit = calibrate(inputs, base)
     assert [p.name for p in fit.params] == ["gpu.gemm_efficiency", "gpu.epilogue_exposure"]
     assert fit.values[1] == pytest.approx(0.4, abs=0.01)
+
+
+def test_an_h100_profile_keeps_each_gemm_timed_plain_and_accumulating_apart() -> None:
+    # autoplan profile on one H100 (2026-11-28): each BF16 GEMM plain and adding into an FP32 main_grad
+    from pathlib import Path
+
+    from autoplan.calibrate.fit import observations
+    from autoplan.calibrate.inputs import read
+    from autoplan.calibrate.model import load_cluster
+    path = Path(__file__).resolve().parents[2] / "cluster_specs" / "calibration" / "h100-profile-gpt3-accumulate.json"
+    base = load_cluster("dgx-h100-80g")
+    inputs = read([str(path)], base)
+    gemms = [o for o in observations(inputs, base) if o.label.startswith("gemm ")]
+    assert len([o for o in gemms if o.label.endswith("into 8 B")]) == 18
+    assert len(gemms) == 36
+    fit = calibrate(inputs, base)
+    assert "gpu.epilogue_exposure" in {p.name for p in fit.params}
+    assert fit.rms_pct < 25
