@@ -67,6 +67,10 @@ class Step:
     """The run's software had a fused attention kernel (None: as the calibrated cluster says)."""
     flash2_attention: bool = False
     """The run's attention kernel was FlashAttention-2 (``GPUSpec.with_flash2_attention``)."""
+    deterministic_attention: bool = False
+    """With ``flash2_attention``: its deterministic backward (validate's ``attention_kernel: flash2-deterministic``)."""
+    nvls: bool = True
+    """NCCL could all-reduce by NVLink SHARP (validate's ``nccl_algo``; ``ClusterSpec.without_nvls``)."""
     group: str = ""
     """The reference group it belongs to (a validation file's group), for benchmarks."""
 

@@ -48,7 +48,10 @@ def _transformer(case: dict) -> tuple:
     # the run's memory and attention as validate reads them (validate.transformer.cluster_of)
     over = (("hbm_bytes", validation.transformer.hbm_bytes_of(hw)),) if "hbm_gib" in hw else ()
     kernels = {"flash_attention": hw["flash_attention"]} if isinstance(hw.get("flash_attention"), bool) else {}
-    kernels["flash2_attention"] = validation.transformer.attention_kernel_of(hw) == "flash2"
+    kernel = validation.transformer.attention_kernel_of(hw)
+    kernels |= {"flash2_attention": kernel.startswith("flash2"),
+                "deterministic_attention": kernel == "flash2-deterministic",
+                "nvls": validation.transformer.nvls_of(hw)}
     return model, tuple(plans), gpus, seconds, over, validation.group_of(case), kernels
 
 

@@ -46,6 +46,8 @@ def _gpu_rows(c: ClusterSpec) -> list[tuple[str, object]]:
     rows += [(k, v) for k, v in optional if v]
     if g.fp8_blockwise_gemm_ratio != 1.0:
         rows.append(("fp8_blockwise_gemm_ratio", g.fp8_blockwise_gemm_ratio))
+    if g.flash2_deterministic_bwd_ratio != 1.0:
+        rows.append(("flash2_deterministic_bwd_ratio", g.flash2_deterministic_bwd_ratio))
     if g.mxfp8:
         rows.append(("mxfp8", True))
     return rows

@@ -91,3 +91,17 @@ def epilogue_exposure(gpu: GPUSpec, timings: list[tuple[int, int, float, float]]
     bandwidth = gpu.hbm_bandwidth * gpu.memory_efficiency
     traffic = sum(values * extra_bytes for values, extra_bytes, _, _ in timings) / bandwidth
     return sum(wide - plain for _, _, wide, plain in timings) / traffic
+
+
+def backward_ratio(rows: list[dict], kernel: str) -> float:
+    """Summed backward seconds of ``kernel``'s deterministic runs over its default ones, over the shapes timed both
+    ways (benchmarks/device/deterministic_attention.py rows: ``fwd_s`` and ``fwd_bwd_s`` per shape, kernel,
+    ``deterministic`` and pass): a time-weighted mean, as a step adds them."""
+    timed = [r for r in rows if r["kernel"] == kernel and "fwd_bwd_s" in r]
+    both = {(r["name"], r["pass"]) for r in timed if r["deterministic"]} & {(r["name"], r["pass"]) for r in timed
+                                                                           if not r["deterministic"]}
+    sums = {True: 0.0, False: 0.0}
+    for r in timed:
+        if (r["name"], r["pass"]) in both:
+            sums[r["deterministic"]] += r["fwd_bwd_s"] - r["fwd_s"]
+    return sums[True] / sums[False]

@@ -22,6 +22,7 @@ MODEL_KEYS = frozenset(f.name for f in fields(ModelSpec)) - {"source", "structur
     "hf_config", "dtype", "force_balanced_routing",
     "params_b"}                      # the source's parameter count: a label, the model's own count is computed
 HARDWARE_KEYS = frozenset({"gpu", "num_gpus", "cluster_spec", "flash_attention", "attention_kernel", "hbm_gib",
+                           "nccl_algo",
                            # labels: the cluster spec holds the numbers the model uses
                            "gpus_per_node", "cluster", "intra_node", "inter_node", "peak_tflops_16bit",
                            "peak_tflops_fp8"})

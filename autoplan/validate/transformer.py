@@ -109,7 +109,8 @@ def _gpt_style(m: dict) -> ModelSpec:
 
 def cluster_of(hw: dict, gpus: int) -> ClusterSpec:
     """The run's cluster spec (``hardware.cluster_spec``, else the built-in spec of its GPU type) sized to the run,
-    with ``hardware.flash_attention`` and ``hardware.attention_kernel`` as the run's software had them and
+    with ``hardware.flash_attention``, ``hardware.attention_kernel`` and ``hardware.nccl_algo`` as the run's software
+    had them and
     ``hardware.hbm_gib`` (usable GiB) where the run's GPU holds more or less memory than the spec's (a 96 GB H100
     beside the 80 GB spec)."""
     name = hw.get("cluster_spec") or next((n for key, n in _GPU_CLUSTERS.items() if key in str(hw.get("gpu", ""))),
@@ -125,15 +126,20 @@ def cluster_of(hw: dict, gpus: int) -> ClusterSpec:
         cluster = replace(cluster, flash_attention=hw["flash_attention"])
     if "hbm_gib" in hw:
         cluster = replace(cluster, gpu=replace(cluster.gpu, hbm_bytes=hbm_bytes_of(hw)))
-    if attention_kernel_of(hw) == "flash2":
-        cluster = replace(cluster, gpu=cluster.gpu.with_flash2_attention())
+    if not nvls_of(hw):
+        cluster = cluster.without_nvls()
+    kernel = attention_kernel_of(hw)
+    if kernel.startswith("flash2"):
+        cluster = replace(cluster, gpu=cluster.gpu.with_flash2_attention(kernel == "flash2-deterministic"))
     return cluster
 
 
-ATTENTION_KERNELS = ("fused", "flash2")
+ATTENTION_KERNELS = ("fused", "flash2", "flash2-deterministic")
 """A run's attention kernel: the fused kernel the cluster spec's ``attention_efficiency`` describes (cuDNN's on
-Hopper and later), or FlashAttention-2 (``GPUSpec.flash2_attention_efficiency``; Transformer Engine with
-NVTE_FUSED_ATTN=0 and flash-attn installed)."""
+Hopper and later), FlashAttention-2 (``GPUSpec.flash2_attention_efficiency``; Transformer Engine with
+NVTE_FUSED_ATTN=0 and flash-attn installed), or FlashAttention-2 with its deterministic backward
+(``GPUSpec.flash2_deterministic_bwd_ratio``; Transformer Engine under NVTE_ALLOW_NONDETERMINISTIC_ALGO=0 below sm90,
+where it turns its fused attention off: v1.13 attention.py "Filter: Determinism")."""
 
 
 def attention_kernel_of(hw: dict) -> str:
@@ -143,6 +149,28 @@ def attention_kernel_of(hw: dict) -> str:
         raise SpecError(f"hardware.attention_kernel must be one of {', '.join(ATTENTION_KERNELS)}, "
                         f"got {excerpt(kernel)}")
     return kernel
+
+
+NCCL_ALGOS = ("Ring", "Tree", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT")
+"""The algorithms NCCL_ALGO may name (NCCL environment variables documentation)."""
+
+
+def nccl_algos_of(hw: dict) -> tuple[str, ...]:
+    """``hardware.nccl_algo`` of a run (its NCCL_ALGO: comma-separated algorithm names), () if absent."""
+    if "nccl_algo" not in hw:
+        return ()
+    names = tuple(a.strip() for a in str(hw["nccl_algo"]).split(","))
+    unknown = [a for a in names if a not in NCCL_ALGOS]
+    if unknown:
+        raise SpecError(f"hardware.nccl_algo: unknown NCCL algorithm {excerpt(unknown[0])} "
+                        f"(one or more of {', '.join(NCCL_ALGOS)}, comma-separated)")
+    return names
+
+
+def nvls_of(hw: dict) -> bool:
+    """Whether a run's NCCL may all-reduce by NVLink SHARP: NCCL_ALGO (``hardware.nccl_algo``) unset or naming it."""
+    algos = nccl_algos_of(hw)
+    return not algos or any(a.startswith("NVLS") for a in algos)
 
 
 def hbm_bytes_of(hw: dict) -> float:

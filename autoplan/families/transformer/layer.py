@@ -90,7 +90,8 @@ def attention_ops(cluster: ClusterSpec, model: ModelSpec, b: int, s_q: int, s_kv
         # Dao et al. 2022 (FlashAttention, arXiv 2205.14135) §3.2: Q and O of s_q rows, K and V of s_kv rows
         io = BF16 * b * heads * d * (2 * s_q + 2 * s_kv)
         fwd = Op("attention.flash", flops, io, flops / rate + gpu.kernel_overhead)
-        return fwd, Op("attention.flash.bwd", 2.5 * flops, 2 * io, 2.5 * flops / rate + gpu.kernel_overhead)
+        bwd = 2.5 * flops / rate * gpu.attention_bwd_ratio + gpu.kernel_overhead
+        return fwd, Op("attention.flash.bwd", 2.5 * flops, 2 * io, bwd)
     # Korthikanti et al. 2022 §4.1 (Megatron-LM's unfused core): batched QK^T and AV over the full s×s block,
     # fused scale-mask-softmax, then dropout; 4·b·s²·h FLOPs forward (Narayanan et al. SC'21 App. A)
     flops = 4.0 * b * s_q * s_kv * d * heads

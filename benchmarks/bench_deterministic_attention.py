@@ -1,0 +1,57 @@
+"""FlashAttention-2's deterministic backward, timed on one H100: what Megatron-LM's ``--deterministic-mode`` costs the
+attention where Transformer Engine runs FlashAttention-2 (below sm90 it turns its fused attention off).
+
+benchmarks/device/deterministic_attention.py timed causal attention through PyTorch SDPA on one H100 SXM of this
+project's device machine, with ``torch.use_deterministic_algorithms`` on and off, at the shapes of Megatron-LM's CI
+7B tests (cluster_specs/calibration/h100-deterministic-attention.json). This prints each shape's forward and
+backward, the backward's ratio, and the time-weighted ratio the specs carry (``flash2_deterministic_bwd_ratio``).
+
+Run: python benchmarks/bench_deterministic_attention.py [FILE] [--quick]     (--quick: the same; under a second)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from autoplan.hardware.microbenchmarks import backward_ratio
+from autoplan.specs import load_cluster
+
+FILE = Path(__file__).resolve().parents[1] / "cluster_specs" / "calibration" / "h100-deterministic-attention.json"
+
+
+def main(path: Path = FILE) -> None:
+    data = json.loads(path.read_text())
+    print(f"{data['device']} ({path.name}; {data['started']}, torch {data['torch']}, CUDA {data['cuda']}, "
+          f"cuDNN {data['cudnn']})\n")
+    print("shape          kernel  b  heads kv   seq  d | fwd ms default / det. | bwd ms default / det. | bwd ratio")
+    for name in dict.fromkeys(r["name"] for r in data["rows"]):
+        for kernel in ("flash2", "cudnn"):
+            rows = [r for r in data["rows"] if r["name"] == name and r["kernel"] == kernel]
+            r0 = rows[0]
+            cell = {}
+            for det in (False, True):
+                ok = [r for r in rows if r["deterministic"] == det and "fwd_s" in r]
+                cell[det] = (sum(r["fwd_s"] for r in ok) / len(ok), sum(r["fwd_bwd_s"] - r["fwd_s"] for r in ok)
+                             / len(ok)) if ok else None
+            shape = f"{name:14s} {kernel:6s} {r0['batch']:2d} {r0['heads']:5d} {r0['kv_heads']:2d} {r0['seq']:5d} " \
+                    f"{r0['head_dim']:3d}"
+            if cell[True] is None:
+                error = next(r["error"] for r in rows if r["deterministic"])
+                print(f"{shape} | {cell[False][0] * 1e3:9.3f} /     —    | {cell[False][1] * 1e3:9.3f} /     —    | "
+                      f"refused: {error}")
+                continue
+            print(f"{shape} | {cell[False][0] * 1e3:9.3f} / {cell[True][0] * 1e3:7.3f}  | {cell[False][1] * 1e3:9.3f} /"
+                  f" {cell[True][1] * 1e3:7.3f}  | {cell[True][1] / cell[False][1]:6.2f}")
+    ratio = backward_ratio(data["rows"], "flash2")
+    spec = load_cluster("dgx-a100-80g").gpu.flash2_deterministic_bwd_ratio
+    print(f"\nFlashAttention-2, every shape, time-weighted: deterministic backward / default {ratio:.3f} "
+          f"(the specs' flash2_deterministic_bwd_ratio: {spec})")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("file", nargs="?", type=Path, default=FILE, help="a deterministic_attention.py output")
+    parser.add_argument("--quick", action="store_true", help="the same (under a second)")
+    main(parser.parse_args().file)
