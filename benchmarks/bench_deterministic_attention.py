@@ -1,10 +1,12 @@
-"""FlashAttention-2's deterministic backward, timed on one H100: what Megatron-LM's ``--deterministic-mode`` costs the
-attention where Transformer Engine runs FlashAttention-2 (below sm90 it turns its fused attention off).
+"""Attention's deterministic backward, timed on one H100: what Megatron-LM's ``--deterministic-mode`` costs the
+attention (Transformer Engine keeps its fused cuDNN kernel from sm90 up and runs FlashAttention-2 below).
 
 benchmarks/device/deterministic_attention.py timed causal attention through PyTorch SDPA on one H100 SXM of this
 project's device machine, with ``torch.use_deterministic_algorithms`` on and off, at the shapes of Megatron-LM's CI
-7B tests (cluster_specs/calibration/h100-deterministic-attention.json). This prints each shape's forward and
-backward, the backward's ratio, and the time-weighted ratio the specs carry (``flash2_deterministic_bwd_ratio``).
+7B tests (cluster_specs/calibration/h100-deterministic-attention.json); PyTorch refuses cuDNN's kernel so, and
+benchmarks/device/cudnn_deterministic_attention.py timed cuDNN's through JAX with XLA's deterministic ops on and off
+(h100-cudnn-deterministic-attention.json). This prints each shape's forward and backward, the backward's ratio,
+and the time-weighted ratios the specs carry (``flash2_deterministic_bwd_ratio``, ``fused_deterministic_bwd_ratio``).
 
 Run: python benchmarks/bench_deterministic_attention.py [FILE] [--quick]     (--quick: the same; under a second)
 """
@@ -18,7 +20,9 @@ from pathlib import Path
 from autoplan.hardware.microbenchmarks import backward_ratio
 from autoplan.specs import load_cluster
 
-FILE = Path(__file__).resolve().parents[1] / "cluster_specs" / "calibration" / "h100-deterministic-attention.json"
+CALIBRATION = Path(__file__).resolve().parents[1] / "cluster_specs" / "calibration"
+FILE = CALIBRATION / "h100-deterministic-attention.json"
+CUDNN = CALIBRATION / "h100-cudnn-deterministic-attention.json"
 
 
 def main(path: Path = FILE) -> None:
@@ -44,10 +48,21 @@ def main(path: Path = FILE) -> None:
                 continue
             print(f"{shape} | {cell[False][0] * 1e3:9.3f} / {cell[True][0] * 1e3:7.3f}  | {cell[False][1] * 1e3:9.3f} /"
                   f" {cell[True][1] * 1e3:7.3f}  | {cell[True][1] / cell[False][1]:6.2f}")
-    ratio = backward_ratio(data["rows"], "flash2")
-    spec = load_cluster("dgx-a100-80g").gpu.flash2_deterministic_bwd_ratio
-    print(f"\nFlashAttention-2, every shape, time-weighted: deterministic backward / default {ratio:.3f} "
-          f"(the specs' flash2_deterministic_bwd_ratio: {spec})")
+    cudnn = json.loads(CUDNN.read_text())
+    print(f"\ncuDNN through JAX {cudnn['jax']} ({CUDNN.name}; XLA_FLAGS {cudnn['xla_flags']['deterministic']} or none)")
+    for name in dict.fromkeys(r["name"] for r in cudnn["rows"]):
+        cell = {r["deterministic"]: r for r in cudnn["rows"] if r["name"] == name}
+        bwd = {d: cell[d]["fwd_bwd_s"] - cell[d]["fwd_s"] for d in cell}
+        print(f"{name:14s} cudnn  {cell[False]['batch']:2d} {cell[False]['heads']:5d} {cell[False]['kv_heads']:2d} "
+              f"{cell[False]['seq']:5d} {cell[False]['head_dim']:3d} | {cell[False]['fwd_s'] * 1e3:9.3f} / "
+              f"{cell[True]['fwd_s'] * 1e3:7.3f}  | {bwd[False] * 1e3:9.3f} / {bwd[True] * 1e3:7.3f}  | "
+              f"{bwd[True] / bwd[False]:6.2f}  (dQ repeats bitwise: {cell[False]['dq_bitwise_equal']} / "
+              f"{cell[True]['dq_bitwise_equal']})")
+    gpu = load_cluster("dgx-h100-80g").gpu
+    print(f"\nTime-weighted deterministic backward / default: FlashAttention-2 "
+          f"{backward_ratio(data['rows'], 'flash2'):.3f} (flash2_deterministic_bwd_ratio {gpu.flash2_deterministic_bwd_ratio}),"
+          f" cuDNN {backward_ratio(cudnn['rows'], 'cudnn-jax'):.3f} (fused_deterministic_bwd_ratio "
+          f"{gpu.fused_deterministic_bwd_ratio})")
 
 
 if __name__ == "__main__":

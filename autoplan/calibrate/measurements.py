@@ -68,7 +68,8 @@ class Step:
     flash2_attention: bool = False
     """The run's attention kernel was FlashAttention-2 (``GPUSpec.with_flash2_attention``)."""
     deterministic_attention: bool = False
-    """With ``flash2_attention``: its deterministic backward (validate's ``attention_kernel: flash2-deterministic``)."""
+    """The attention kernel's deterministic backward (validate's ``attention_kernel: fused-deterministic`` or
+    ``flash2-deterministic``)."""
     nvls: bool = True
     """NCCL could all-reduce by NVLink SHARP (validate's ``nccl_algo``; ``ClusterSpec.without_nvls``)."""
     group: str = ""

@@ -40,6 +40,8 @@ def step_cluster(cluster: ClusterSpec, s: Step) -> ClusterSpec:
         sized = replace(sized, flash_attention=s.flash_attention)
     if s.flash2_attention:
         sized = replace(sized, gpu=sized.gpu.with_flash2_attention(s.deterministic_attention))
+    elif s.deterministic_attention:
+        sized = replace(sized, gpu=sized.gpu.with_deterministic_attention())
     if not s.nvls:
         sized = sized.without_nvls()
     return sized

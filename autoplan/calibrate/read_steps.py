@@ -50,7 +50,7 @@ def _transformer(case: dict) -> tuple:
     kernels = {"flash_attention": hw["flash_attention"]} if isinstance(hw.get("flash_attention"), bool) else {}
     kernel = validation.transformer.attention_kernel_of(hw)
     kernels |= {"flash2_attention": kernel.startswith("flash2"),
-                "deterministic_attention": kernel == "flash2-deterministic",
+                "deterministic_attention": kernel.endswith("-deterministic"),
                 "nvls": validation.transformer.nvls_of(hw)}
     return model, tuple(plans), gpus, seconds, over, validation.group_of(case), kernels
 

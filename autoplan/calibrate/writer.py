@@ -46,8 +46,9 @@ def _gpu_rows(c: ClusterSpec) -> list[tuple[str, object]]:
     rows += [(k, v) for k, v in optional if v]
     if g.fp8_blockwise_gemm_ratio != 1.0:
         rows.append(("fp8_blockwise_gemm_ratio", g.fp8_blockwise_gemm_ratio))
-    if g.flash2_deterministic_bwd_ratio != 1.0:
-        rows.append(("flash2_deterministic_bwd_ratio", g.flash2_deterministic_bwd_ratio))
+    for key in ("flash2_deterministic_bwd_ratio", "fused_deterministic_bwd_ratio"):
+        if getattr(g, key) != 1.0:
+            rows.append((key, getattr(g, key)))
     if g.mxfp8:
         rows.append(("mxfp8", True))
     return rows

@@ -85,9 +85,12 @@ class GPUSpec:
     """Backward time of FlashAttention-2's deterministic algorithm over its default one (flash-attn ≥ 2.4.1,
     ``deterministic=True``; what Transformer Engine runs under ``NVTE_ALLOW_NONDETERMINISTIC_ALGO=0`` below sm90):
     read where a run's ``attention_kernel`` is flash2-deterministic (1: unmeasured)."""
+    fused_deterministic_bwd_ratio: float = 1.0
+    """The same for the fused kernel ``attention_efficiency`` describes (cuDNN's on Hopper, where Transformer Engine
+    keeps it in deterministic mode): read where a run's ``attention_kernel`` is fused-deterministic (1: unmeasured)."""
     attention_bwd_ratio: float = 1.0
-    """The attention backward's time over the 2.5× forward the model prices: set by ``with_flash2_attention`` for a
-    deterministic run (not a file key)."""
+    """The attention backward's time over the 2.5× forward the model prices: set for a deterministic run by
+    ``with_flash2_attention`` or ``with_deterministic_attention`` (not a file key)."""
     epilogue_exposure: float = 0.0
     """Fraction of a GEMM's output traffic beyond a 16-bit write (an accumulating epilogue's read and FP32 write of
     ``main_grad``) that its main loop does not hide: that traffic's time at ``memory_efficiency`` is added to a
@@ -138,6 +141,10 @@ class GPUSpec:
         return replace(self, attention_efficiency=self.flash2_attention_efficiency or self.attention_efficiency,
                        flash2_attention_efficiency=0.0,
                        attention_bwd_ratio=self.flash2_deterministic_bwd_ratio if deterministic else 1.0)
+
+    def with_deterministic_attention(self) -> GPUSpec:
+        """This GPU's fused attention kernel with its deterministic backward (``fused_deterministic_bwd_ratio``)."""
+        return replace(self, attention_bwd_ratio=self.fused_deterministic_bwd_ratio)
 
     @property
     def sustained_clock(self) -> float:
@@ -352,7 +359,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "clock_ratio": (0.1, 1.0, False), "gemm_half_k": (0.0, 1e5, False), "kernel_overhead_us": (0.0, 1e6, False),
     "memory_reserve_gib": (0.0, 1e5, False), "fp8_peak_tflops": (0.1, 1e5, True), "fp8_gemm_efficiency": (0.01, 1.0, True),
     "fp8_blockwise_gemm_ratio": (1.0, 10.0, False), "epilogue_exposure": (0.0, 1.0, True),
-    "flash2_deterministic_bwd_ratio": (1.0, 10.0, False),
+    "flash2_deterministic_bwd_ratio": (1.0, 10.0, False), "fused_deterministic_bwd_ratio": (1.0, 10.0, False),
     "host_launch_us": (0.0, 1e4, True), "host_step_ms": (0.0, 1e5, True), "speed_variability": (0.0, 0.5, True),
     "tdp_w": (1.0, 1e5, True), "idle_w": (1.0, 1e5, True),
     "host_link_gb_per_s": (0.1, 1e5, True), "host_adam_params_per_s": (1e6, 1e13, True),
@@ -371,7 +378,8 @@ OPTIONAL: dict[str, dict[str, object]] = {
     "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0,
             "flash2_attention_efficiency": 0.0, "clock_ratio": 1.0,
             "fp8_peak_tflops": 0.0, "fp8_gemm_efficiency": 0.0, "fp8_blockwise_gemm_ratio": 1.0, "mxfp8": False,
-            "epilogue_exposure": 0.0, "flash2_deterministic_bwd_ratio": 1.0, "l2_cache_mib": 0.0,
+            "epilogue_exposure": 0.0, "flash2_deterministic_bwd_ratio": 1.0,
+            "fused_deterministic_bwd_ratio": 1.0, "l2_cache_mib": 0.0,
             "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0, "host_step_ms": 0.0, "speed_variability": 0.0,
             "tdp_w": 0.0, "idle_w": 0.0,
             "host_link_gb_per_s": 0.0, "host_adam_params_per_s": 0.0},
@@ -458,7 +466,8 @@ _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_cou
              "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
              "flash2_attention_efficiency", "clock_ratio", "kernel_overhead_us", "memory_reserve_gib",
              "fp8_peak_tflops", "fp8_gemm_efficiency", "fp8_blockwise_gemm_ratio", "mxfp8", "l2_cache_mib",
-             "epilogue_exposure", "flash2_deterministic_bwd_ratio", "l2_bandwidth_gb_per_s", "host_launch_us", "host_step_ms", "speed_variability",
+             "epilogue_exposure", "flash2_deterministic_bwd_ratio", "fused_deterministic_bwd_ratio",
+             "l2_bandwidth_gb_per_s", "host_launch_us", "host_step_ms", "speed_variability",
              "tdp_w", "idle_w",
              "host_link_gb_per_s", "host_adam_params_per_s"}
 _TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", "allreduce_busbw_gb_per_s",
@@ -491,6 +500,7 @@ def _gpu(g: _Table) -> GPUSpec:
         fp8_blockwise_gemm_ratio=g.number("fp8_blockwise_gemm_ratio", d["fp8_blockwise_gemm_ratio"]),
         epilogue_exposure=g.number("epilogue_exposure", d["epilogue_exposure"]),
         flash2_deterministic_bwd_ratio=g.number("flash2_deterministic_bwd_ratio", d["flash2_deterministic_bwd_ratio"]),
+        fused_deterministic_bwd_ratio=g.number("fused_deterministic_bwd_ratio", d["fused_deterministic_bwd_ratio"]),
         l2_cache_bytes=g.number("l2_cache_mib", d["l2_cache_mib"]) * 2**20,
         l2_bandwidth=g.number("l2_bandwidth_gb_per_s", d["l2_bandwidth_gb_per_s"]) * 1e9,
         host_launch=g.number("host_launch_us", d["host_launch_us"]) * 1e-6,

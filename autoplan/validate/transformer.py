@@ -131,15 +131,18 @@ def cluster_of(hw: dict, gpus: int) -> ClusterSpec:
     kernel = attention_kernel_of(hw)
     if kernel.startswith("flash2"):
         cluster = replace(cluster, gpu=cluster.gpu.with_flash2_attention(kernel == "flash2-deterministic"))
+    elif kernel == "fused-deterministic":
+        cluster = replace(cluster, gpu=cluster.gpu.with_deterministic_attention())
     return cluster
 
 
-ATTENTION_KERNELS = ("fused", "flash2", "flash2-deterministic")
+ATTENTION_KERNELS = ("fused", "fused-deterministic", "flash2", "flash2-deterministic")
 """A run's attention kernel: the fused kernel the cluster spec's ``attention_efficiency`` describes (cuDNN's on
 Hopper and later), FlashAttention-2 (``GPUSpec.flash2_attention_efficiency``; Transformer Engine with
-NVTE_FUSED_ATTN=0 and flash-attn installed), or FlashAttention-2 with its deterministic backward
-(``GPUSpec.flash2_deterministic_bwd_ratio``; Transformer Engine under NVTE_ALLOW_NONDETERMINISTIC_ALGO=0 below sm90,
-where it turns its fused attention off: v1.13 attention.py "Filter: Determinism")."""
+NVTE_FUSED_ATTN=0 and flash-attn installed), each with its deterministic backward (``GPUSpec
+.fused_deterministic_bwd_ratio``, ``flash2_deterministic_bwd_ratio``): Transformer Engine under
+NVTE_ALLOW_NONDETERMINISTIC_ALGO=0 keeps its fused attention from sm90 up and runs FlashAttention-2 below (v1.13
+attention.py "Filter: Determinism")."""
 
 
 def attention_kernel_of(hw: dict) -> str:
