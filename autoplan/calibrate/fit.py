@@ -106,9 +106,9 @@ def observations(inputs: Inputs, base: ClusterSpec) -> list[Obs]:
         times = [k.seconds for k in ks]
         k0 = ks[0]
         wide = f" into {out_bytes:g} B" if out_bytes != 2 else ""
-        out.append(Obs(label=f"{kind} {'x'.join(map(str, shape)) or '-'}{wide}", where=k0.where + (f" (+{len(ks) - 1})"
-                       if len(ks) > 1 else ""), measured=statistics.median(times), kind="kernel",
-                       predict=lambda c, k=k0: kernel_seconds(c, k)))
+        more = f" (+{len(ks) - 1})" if len(ks) > 1 else ""
+        out.append(Obs(label=f"{kind} {'x'.join(map(str, shape)) or '-'}{wide}", where=k0.where + more,
+                       measured=statistics.median(times), kind="kernel", predict=lambda c, k=k0: kernel_seconds(c, k)))
     colls: dict[tuple, list] = defaultdict(list)
     for c in inputs.collectives:
         colls[(c.op, c.ranks, c.per_node, c.nbytes)].append(c)

@@ -110,9 +110,8 @@ def _gpt_style(m: dict) -> ModelSpec:
 def cluster_of(hw: dict, gpus: int) -> ClusterSpec:
     """The run's cluster spec (``hardware.cluster_spec``, else the built-in spec of its GPU type) sized to the run,
     with ``hardware.flash_attention``, ``hardware.attention_kernel`` and ``hardware.nccl_algo`` as the run's software
-    had them and
-    ``hardware.hbm_gib`` (usable GiB) where the run's GPU holds more or less memory than the spec's (a 96 GB H100
-    beside the 80 GB spec)."""
+    had them and ``hardware.hbm_gib`` (usable GiB) where the run's GPU holds more or less memory than the spec's (a
+    96 GB H100 beside the 80 GB spec)."""
     name = hw.get("cluster_spec") or next((n for key, n in _GPU_CLUSTERS.items() if key in str(hw.get("gpu", ""))),
                                           None)
     if name is None:
@@ -159,21 +158,21 @@ NCCL_ALGOS = ("Ring", "Tree", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree
 
 
 def nccl_algos_of(hw: dict) -> tuple[str, ...]:
-    """``hardware.nccl_algo`` of a run (its NCCL_ALGO: comma-separated algorithm names), () if absent."""
-    if "nccl_algo" not in hw:
-        return ()
-    names = tuple(a.strip() for a in str(hw["nccl_algo"]).split(","))
+    """The algorithms a run's NCCL may use (``hardware.nccl_algo``, its NCCL_ALGO: comma-separated names, or
+    ``^``-prefixed ones it may not use), all of ``NCCL_ALGOS`` if absent."""
+    text = str(hw.get("nccl_algo", "^"))
+    exclude = text.startswith("^")
+    names = tuple(a.strip() for a in text.removeprefix("^").split(",") if a.strip())
     unknown = [a for a in names if a not in NCCL_ALGOS]
     if unknown:
         raise SpecError(f"hardware.nccl_algo: unknown NCCL algorithm {excerpt(unknown[0])} "
-                        f"(one or more of {', '.join(NCCL_ALGOS)}, comma-separated)")
-    return names
+                        f"(one or more of {', '.join(NCCL_ALGOS)}, comma-separated, or ^ and those it may not use)")
+    return tuple(a for a in NCCL_ALGOS if a not in names) if exclude else names
 
 
 def nvls_of(hw: dict) -> bool:
-    """Whether a run's NCCL may all-reduce by NVLink SHARP: NCCL_ALGO (``hardware.nccl_algo``) unset or naming it."""
-    algos = nccl_algos_of(hw)
-    return not algos or any(a.startswith("NVLS") for a in algos)
+    """Whether a run's NCCL may all-reduce by NVLink SHARP (NCCL_ALGO unset, naming it or not excluding it)."""
+    return "NVLS" in nccl_algos_of(hw)
 
 
 def hbm_bytes_of(hw: dict) -> float:

@@ -478,6 +478,8 @@ def test_nccl_algo_without_nvls_all_reduces_by_ring_inside_a_node():
     h100 = {"gpu": "H100-SXM5-80GB"}
     nvls, ring = cluster_of(h100, 8), cluster_of({**h100, "nccl_algo": "Ring"}, 8)
     assert cluster_of({**h100, "nccl_algo": "Ring,NVLS"}, 8).tiers == nvls.tiers
+    assert cluster_of({**h100, "nccl_algo": "^NVLS"}, 8).tiers == ring.tiers
+    assert cluster_of({**h100, "nccl_algo": "^Tree"}, 8).tiers == nvls.tiers
     group = network.group_shape(8, 8, 1)
     assert network.all_reduce(ring, group, 2**28) > 1.2 * network.all_reduce(nvls, group, 2**28)
     with pytest.raises(SpecError, match="unknown NCCL algorithm 'Rings'"):
