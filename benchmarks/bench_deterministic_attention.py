@@ -59,10 +59,10 @@ def main(path: Path = FILE) -> None:
               f"{bwd[True] / bwd[False]:6.2f}  (dQ repeats bitwise: {cell[False]['dq_bitwise_equal']} / "
               f"{cell[True]['dq_bitwise_equal']})")
     gpu = load_cluster("dgx-h100-80g").gpu
-    print(f"\nTime-weighted deterministic backward / default: FlashAttention-2 "
-          f"{backward_ratio(data['rows'], 'flash2'):.3f} (flash2_deterministic_bwd_ratio {gpu.flash2_deterministic_bwd_ratio}),"
-          f" cuDNN {backward_ratio(cudnn['rows'], 'cudnn-jax'):.3f} (fused_deterministic_bwd_ratio "
-          f"{gpu.fused_deterministic_bwd_ratio})")
+    flash2, fused = backward_ratio(data["rows"], "flash2"), backward_ratio(cudnn["rows"], "cudnn-jax")
+    print(f"\nTime-weighted deterministic backward / default: FlashAttention-2 {flash2:.3f} "
+          f"(flash2_deterministic_bwd_ratio {gpu.flash2_deterministic_bwd_ratio}), cuDNN {fused:.3f} "
+          f"(fused_deterministic_bwd_ratio {gpu.fused_deterministic_bwd_ratio})")
 
 
 if __name__ == "__main__":

@@ -30,5 +30,6 @@ def test_an_unknown_attention_kernel_is_refused(tmp_path):
     text = path.read_text().replace("attention_kernel: flash2", "attention_kernel: flash9", 1)
     bad = tmp_path / "runs.yaml"
     bad.write_text(text)
-    with pytest.raises(SpecError, match="attention_kernel must be one of fused, fused-deterministic, flash2, flash2-deterministic, got 'flash9'"):
+    with pytest.raises(SpecError, match="attention_kernel must be one of fused, fused-deterministic, flash2, "
+                                        "flash2-deterministic, got 'flash9'"):
         parse(text, bad, load_cluster("dgx-h100-80g"))

@@ -444,7 +444,8 @@ def test_a_run_states_its_attention_kernel():
     # A100's attention_efficiency already describes FlashAttention-2 (no separate figure): unchanged
     a100 = {"gpu": "A100-SXM4-80GB", "flash_attention": True}
     assert cluster_of({**a100, "attention_kernel": "flash2"}, 8).gpu == cluster_of(a100, 8).gpu
-    with pytest.raises(SpecError, match="attention_kernel must be one of fused, fused-deterministic, flash2, flash2-deterministic, got 'cudnn'"):
+    with pytest.raises(SpecError, match="attention_kernel must be one of fused, fused-deterministic, flash2, "
+                                        "flash2-deterministic, got 'cudnn'"):
         cluster_of({**h100, "attention_kernel": "cudnn"}, 8)
 
 

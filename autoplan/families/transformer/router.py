@@ -7,8 +7,8 @@ three: fill, copy, scatter): unfused, core_v0.12.0 ``moe_utils.topk_softmax_with
 ``router.aux_loss_load_balancing`` (0.10 has the same kernels; 0.9 two fewer forward and two more backward with a
 capacity, seven and one fewer dropless); fused (``--moe-router-fusion``, core 0.14 on), core_v0.15.0 with Transformer
 Engine's ``fused_topk_with_score_function``, ``fused_compute_score_for_moe_aux_loss`` and ``fused_moe_aux_loss``, one
-kernel each. Each small kernel reads or writes about one 16-bit [tokens, experts] tensor. DeepSeek-V3's own stack (``Plan.deepseek_fp8``) is not
-Megatron-Core's: its router keeps the gating GEMM and one top-k pass.
+kernel each. Each small kernel reads or writes about one 16-bit [tokens, experts] tensor. DeepSeek-V3's own stack
+(``Plan.deepseek_fp8``) is not Megatron-Core's: its router keeps the gating GEMM and one top-k pass.
 """
 
 from __future__ import annotations
