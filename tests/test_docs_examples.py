@@ -56,6 +56,20 @@ def test_every_file_an_example_names_exists():
     assert not missing, "examples name files that are not in the repository:\n" + "\n".join(missing)
 
 
+def test_no_shown_output_is_a_python_error():
+    # --check compares a block with what its command prints today, so a benchmark that broke before the block was
+    # rewritten shows its own error as the expected output
+    runner = _runner_module()
+    error = re.compile(r"Traceback \(most recent call last\)|positional arguments? but \d+ (?:was|were) given"
+                       r"|unexpected keyword argument|object has no attribute|is not defined")
+    shown = []
+    for path in runner.doc_files():
+        for example in runner.find_examples(path, path.read_text().splitlines(keepends=True)):
+            shown += [f"{path.relative_to(ROOT)}:{example.line + 1}: {line.strip()[:120]}"
+                      for line in example.current.splitlines() if error.search(line)]
+    assert not shown, "examples show a Python error as their output:\n" + "\n".join(shown[:20])
+
+
 def test_a_planted_stale_number_is_caught(tmp_path):
     page = tmp_path / "check.md"
     text = (ROOT / "docs" / "commands" / "check.md").read_text()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from autoplan.families.transformer import layer
 from autoplan.hardware import compute
+from autoplan.errors import SpecError
 from autoplan.validate import files
 from autoplan.validate.transformer import run_case
 
@@ -26,8 +27,8 @@ def record() -> tuple[set, set]:
     attention: set = set()
     gemm_time, attention_ops = compute.gemm_time, layer.attention_ops
 
-    def gemm(gpu, m, n, k, batch=1, fp8=False):
-        t = gemm_time(gpu, m, n, k, batch, fp8)
+    def gemm(gpu, m, n, k, batch=1, fp8=False, out_bytes=compute.BF16):
+        t = gemm_time(gpu, m, n, k, batch, fp8, out_bytes)
         if gpu.name.startswith(HOPPER) and batch == 1:
             gemms.add((m, n, k, bool(fp8)))
         return t
@@ -45,7 +46,7 @@ def record() -> tuple[set, set]:
             for case in files.load(path).get("cases", []):
                 try:
                     run_case(case, path)
-                except Exception as exc:  # a row the kernel model cannot run is no shape to time
+                except SpecError as exc:  # a row the kernel model cannot describe is no shape to time
                     print(f"skip {case['id']}: {exc}", file=sys.stderr)
     finally:
         compute.gemm_time, layer.attention_ops = gemm_time, attention_ops
