@@ -24,6 +24,7 @@ Run: python benchmarks/bench_symbolic.py [--quick] [--sampled]
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
 import time
@@ -102,7 +103,9 @@ def agreement(model, cluster, plans, repeat: int = 3) -> tuple[list[str], float]
         ties = sum(x == sym[best] for x in sym) - 1
         position = {i: r for r, i in enumerate(order)}
         regret = 100 * (sim[pick] / sim[best] - 1)
-        rows.append(f"| {weights:7} | {len(feasible):5} | {kendall_tau(sym, sim):6.3f} | "
+        tau = kendall_tau(sym, sim)
+        tau_text = "  tied" if math.isnan(tau) else f"{tau:6.3f}"      # τ-b is undefined when every score ties
+        rows.append(f"| {weights:7} | {len(feasible):5} | {tau_text} | "
                     f"{top_overlap([position[i] for i in range(len(sym))], sim, TOP):2}/{TOP} | {rank:4} ({ties} tied) | {regret:6.2f} | "
                     f"{1e3 * per_sym:5.2f} | {1e3 * per_sim:5.2f} |")
     return rows, per_sim

@@ -53,9 +53,11 @@ WRITTEN = {
     # the H100 host time bisected again (91.2 -> 91.0 µs): all 5.48 -> 5.42 %, LOGO 5.84 -> 5.84 %
     "Korthikanti 2022 (A100)": (8, 3.33, 4.69),
     "Megatron SC'21 (A100)": (10, 3.34, 6.56),
-    "NVIDIA H100 recipes": (65, 3.00, 8.24),
+    # the v25.02 Nemotron-4 15B rows state the recipe's fp32 gradient reduce-scatter (mcore_distributed_optim without
+    # grad_sync_dtype: NeMo v2.1.0 defaults it to fp32): 1.0-1.6 points slower, all 5.39 -> 5.34 %
+    "NVIDIA H100 recipes": (65, 2.86, 8.24),
     "SC'21 Table 2, ZeRO-3 vs PTD-P (A100)": (12, 11.22, 37.47),
-    "NVIDIA H100 recipes, FP8": (64, 4.91, 15.00),
+    "NVIDIA H100 recipes, FP8": (64, 4.74, 15.00),
     # Megatron's unfused cross-entropy makes six passes over the logits (38 bytes a logit, was 12): the runs without
     # cross-entropy fusion 0.1-4 points slower; the host times re-fitted on their calibration sets (vTrain A100
     # 86.7 µs / 11.26 ms, H100 97.0 µs on its calibration run, the Megatron CI specs)
@@ -114,7 +116,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.39, "logo": 5.71}
+OVERALL = {"all": 5.34, "logo": 5.66}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 
@@ -605,13 +607,14 @@ def test_the_dgxc_runs_file_is_what_its_generator_writes():
 
 
 def test_dgxc_runs_apply_their_recipes_knobs(report):
-    # every plan knob comes from the recipe's files; only the gradient type of Megatron-Core's distributed optimizer
-    # (Nemotron-4 15B at v25.02 and Grok-1: mcore_distributed_optim) is left to the search
+    # every plan knob comes from the recipe's files, none is searched; the gradient type of Megatron-Core's
+    # distributed optimizer too: Grok-1's yaml states grad_sync_dtype bf16, Nemotron-4 15B's at v25.02 none (NeMo's
+    # default, fp32)
     rows = [c for c in report.cases if c.id.startswith(("dgxc-v24.11.1-", "dgxc-v25.02-"))]
     assert len(rows) == 149
-    assert all(set(c.searched) <= {"grad_reduce_in_fp32"} for c in rows)
-    assert {c.id for c in rows if c.searched} == {c.id for c in rows if "grok1" in c.id or (
-        c.id.startswith("dgxc-v25.02-") and "nemotron4-15b" in c.id)}
+    assert not any(c.searched for c in rows)
+    assert {c.id for c in rows if c.plan.grad_reduce_in_fp32} == {
+        c.id for c in rows if c.id.startswith("dgxc-v25.02-") and "nemotron4-15b" in c.id}
     fp8 = [c for c in rows if "-fp8-" in c.id]
     assert fp8 and all(c.plan.precision == "fp8" and c.plan.fp8_param_gather for c in fp8)
     assert all(c.plan.zero == 1 and c.plan.overlap_grad_reduce for c in rows)

@@ -212,9 +212,15 @@ def strategy(r: dict) -> dict:
         # expert parallelism over the all-to-all dispatcher; the recipe sets no overlap of its communication
         st["ep"] = _int(r["ep"])
         st["ep_overlap"] = False
-    if "grad_sync_dtype bf16" in str(r["distributed_optimizer"]):
-        # Apex distributed_fused_adam keeps its gradient buckets in grad_sync_dtype
+    optimizer = str(r["distributed_optimizer"])
+    if "grad_sync_dtype bf16" in optimizer:
+        # Apex distributed_fused_adam keeps its gradient buckets in grad_sync_dtype; NeMo 1.x hands it to
+        # mcore_distributed_optim as grad_reduce_in_fp32 (below)
         st["grad_reduce_in_fp32"] = False
+    elif optimizer.startswith("mcore_distributed_optim"):
+        # NeMo v2.0.0/v2.1.0 megatron_gpt_model.py setup_mcore_distributed_parallel: grad_reduce_in_fp32 =
+        # (optim.grad_sync_dtype, default 'fp32') == 'fp32'; nemotron4-15b-synth.yaml @8f5cbb3 states none
+        st["grad_reduce_in_fp32"] = True
     if (str(r["distributed_optimizer"]).startswith("distributed_fused_adam") and not fp8
             and r["model"] != "GPT-3 (NeMo Megatron)"):
         # NeMo megatron_base_model.py setup_optimization: an fp32 distributed Adam over BF16 weights stores only
