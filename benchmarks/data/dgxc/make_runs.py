@@ -175,6 +175,11 @@ def nemo2_strategy(r: dict, layers: int) -> dict:
     if fp8:
         # bf16_with_fp8_mixed (recipes/precision/mixed_precision.py:46-54): hybrid delayed scaling, fp8_params
         st["fp8_param_gather"] = True
+    elif r["release"].startswith("v25.05"):
+        # BF16 from v25.05: use_precision_aware_optimizer (scripts/performance/utils.py:422-423 @7a8f1cc7, the same
+        # at b4148d21 and 6f2c6fda), for which Megatron-Core hands Transformer Engine's FusedAdam
+        # store_param_remainders=True (megatron/core/optimizer/__init__.py:338-350 @7094270c, TE >= 2.1)
+        st["param_remainders"] = True
     if "etp" in knobs:
         st |= {"ep": _int(r["ep"]), "etp": knobs["etp"][r["gpu_type"]], "ep_overlap": False}
     return st | _deferral(r, pp)
