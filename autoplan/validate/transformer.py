@@ -272,7 +272,8 @@ def _axes(case: dict, model: ModelSpec, tp: int, pp: int, ep: int) -> dict[str, 
     return axes
 
 
-_STATED_ONLY = ("recompute_layers", "activation_offload_layers", "optimizer_offload_pct", "collective_policy")
+_STATED_ONLY = ("recompute_layers", "activation_offload_layers", "optimizer_offload_pct", "collective_policy",
+                "tp_overlap_rs")
 """Knobs a run takes when its file states them, Strategy's default otherwise (never searched)."""
 
 

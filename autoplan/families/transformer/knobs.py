@@ -7,6 +7,10 @@ from autoplan.specs.plan import PlanPart, knob
 
 _BOOL = (False, True)
 CP_COMMS = ("p2p", "a2a", "a2a+p2p")
+TP_OVERLAP_RS = ("24/20", "24/16", "24/8", "32/8", "16/16", "r/24", "r/r")
+"""Forward reduce-scatter overlaps after proj / fc2: ``P/F`` SMs set aside for each pipelined reduce-scatter, ``r`` a
+ring exchange (``tp_overlap.reduce_scatter_overlap``)."""
+DEFAULT_RS = "24/20"
 LOSS_IMPLS = ("megatron", "torch", "torch-compiled")
 
 
@@ -88,6 +92,23 @@ class TransformerPlan(PlanPart):
                                  megatron={True: ("--tp-comm-overlap",)})
     """Split each sequence-parallel all-gather / reduce-scatter and the GEMM it feeds into chunks that pipeline
     (Wang et al. ASPLOS'23; Transformer Engine userbuffers, Megatron-LM ``--tp-comm-overlap``)."""
+    tp_overlap_rs: str = knob(DEFAULT_RS, choices=TP_OVERLAP_RS, after="tp_comm_overlap", quiet=True,
+                              label=lambda v: "" if v == DEFAULT_RS else f"rs{v}",
+                              help="With TP-comm overlap, the reduce-scatters after proj / fc2: pipelined in 4 "
+                                   "chunks beside the GEMM on P/F SMs set aside for them (userbuffers num_sm with "
+                                   "set_sm_margin), r a ring exchange.")
+    """How the forward's reduce-scatters after proj and fc2 overlap their GEMMs under ``tp_comm_overlap``: Transformer
+    Engine userbuffers ``pipeline`` with ``num_splits`` 4 and ``num_sm`` SMs taken from the GEMM (proj's / fc2's),
+    or ``ring_exchange`` (TE module/base.py ``initialize_ub``; Megatron-LM ``--tp-comm-overlap-cfg``, a yaml of
+    these per layer). The default is NVIDIA's GPT-3 175B H100 recipe's 24 and 20 SMs (dgxc-benchmarking
+    nemo_megatron/gpt3_175b_hydra.yaml ``ub_tp_comm_overlap_cfg``)."""
+    tp_overlap_fp8_rs: bool = knob(False, after="tp_overlap_rs", quiet=True, choices=_BOOL,
+                                   label=lambda v: "rs8" if v else "",
+                                   help="With TP-comm overlap and an FP8 precision, proj's and fc2's GEMMs write FP8 "
+                                        "into the reduce-scatter's buffer, which carries FP8 (userbuffers fp8_buf).")
+    """Userbuffers ``fp8_buf`` on ``proj_fprop`` and ``fc2_fprop``: the FP8 GEMM writes its output in FP8 into the
+    communication buffer and the reduce-scatter moves one byte a value instead of two (TE v2.2 module/base.py
+    ``initialize_ub`` keeps ``fp8_buf`` for pipelined layers; linear.py writes the FP8 output into it)."""
     cp_comm: str = knob("p2p", choices=CP_COMMS, axis=True, label=lambda v: "" if v == "p2p" else v,
                         help="Context-parallel exchange: p2p (ring), a2a (DeepSpeed-Ulysses) or a2a+p2p "
                              "(a2a inside the node, ring across).",

@@ -21,10 +21,18 @@ from autoplan.specs.cluster import ClusterSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.plan import Plan
 
-REDUCE_SCATTER_SMS = {"proj": 24, "fc2": 20}
-"""SMs the pipelined reduce-scatter's kernels take from the GEMM after proj and fc2 (``num_sm`` with
-``set_sm_margin``; the GEMM runs on the rest): NVIDIA's GPT-3 175B H100 recipe, dgxc-benchmarking
-nemo_megatron/gpt3_175b_hydra.yaml ``ub_tp_comm_overlap_cfg`` (the all-gathers use copy engines: no SMs)."""
+RING = "r"
+"""In ``Plan.tp_overlap_rs``: that reduce-scatter as a ring exchange (TE ``ring_exchange``)."""
+
+
+def reduce_scatter_overlap(rs: str) -> dict[str, str]:
+    """How the forward's reduce-scatter after proj and after fc2 overlaps its GEMM, from ``Plan.tp_overlap_rs``
+    "P/F": the SMs its pipelined kernels take from the GEMM (``num_sm`` with ``set_sm_margin``; the GEMM runs on the
+    rest), or ``RING``. The default, 24 and 20, is NVIDIA's GPT-3 175B H100 recipe (dgxc-benchmarking
+    nemo_megatron/gpt3_175b_hydra.yaml ``ub_tp_comm_overlap_cfg``; the all-gathers use copy engines: no SMs)."""
+    proj, fc2 = rs.split("/")
+    return {"proj": proj, "fc2": fc2}
+
 
 
 RS_SPLITS = 4
@@ -79,6 +87,9 @@ def layer_exposed(model: ModelSpec, cluster: ClusterSpec, s: Plan,
     values = shapes["qkv"][0] * model.hidden
     gather = network.all_gather(cluster, shape, layer.gathered_bytes(values, fp8))
     scatter = network.reduce_scatter(cluster, shape, compute.BF16 * values)
+    # userbuffers fp8_buf: proj's and fc2's FP8 GEMMs write FP8 into the buffer the reduce-scatter moves
+    out_scatter = (network.reduce_scatter(cluster, shape, compute.FP8 * values) if fp8 and s.tp_overlap_fp8_rs
+                   else scatter)
 
     def gemm(m: int, n: int, k: int, chunks: int, sms_taken: int = 0) -> tuple[float, float]:
         # the whole GEMM and one of its row chunks (m/chunks tokens; wave quantization of the smaller GEMM), the
@@ -91,8 +102,17 @@ def layer_exposed(model: ModelSpec, cluster: ClusterSpec, s: Plan,
         # the input's all-gather as t−1 ring exchanges beside t GEMM chunks (TE ``ring_exchange``)
         fwd += pipelined(*gemm(*shapes[name], t), gather, t)
     for name in _of(("proj", "fc2"), layers):
-        # the output's reduce-scatter in chunks after GEMM chunks (TE ``pipeline``, ``num_splits``)
-        fwd += pipelined(*gemm(*shapes[name], RS_SPLITS, REDUCE_SCATTER_SMS[name]), scatter, RS_SPLITS, True)
+        how = reduce_scatter_overlap(s.tp_overlap_rs)[name]
+        if how == RING:
+            # t−1 exchanges of partial outputs beside t GEMM chunks, on copy engines (TE ``ring_exchange``), then one
+            # kernel sums the t partial outputs each rank received into its shard (TE v2.2
+            # comm_gemm_overlap.cpp ``split_overlap_rs_p2p``: reduce_bf16 / reduce_fp8_in_bf16_out over tp chunks)
+            partials = (compute.FP8 if fp8 and s.tp_overlap_fp8_rs else compute.BF16) * values
+            fwd += (pipelined(*gemm(*shapes[name], t), out_scatter, t)
+                    + compute.memory_time(gpu, partials + compute.BF16 * values / t))
+        else:
+            # the output's reduce-scatter in chunks after GEMM chunks (TE ``pipeline``, ``num_splits``)
+            fwd += pipelined(*gemm(*shapes[name], RS_SPLITS, int(how)), out_scatter, RS_SPLITS, True)
     bwd = 0.0
     for name in _of(("proj", "fc2"), layers):
         # the gradient's all-gather feeds the row-parallel layer's dgrad, (m×n)·(n×k) (ring exchange)

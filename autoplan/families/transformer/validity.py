@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from autoplan.specs.layout import (BIDIRECTIONAL, V_SHAPE, balanced_layout, balanced_v_layout, chunk_layers,
                                    layout_chunks, uneven_violations)
+from autoplan.families.transformer.knobs import DEFAULT_RS
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.plan import SPLIT_BACKWARD, Plan
 
@@ -86,7 +87,8 @@ def recompute_layers_violations(model: ModelSpec, gpus: int, s: Plan) -> list[st
 KNOB_READS = ("tp", "pp", "cp", "sharding", "ep", "etp", "ep_overlap", "deepseek_fp8", "zero", "recompute",
               "activation_offload_layers", "optimizer_offload_pct", "loss_impl", "cross_entropy_fusion",
               "fp8_param_gather", "precision", "tp_comm_overlap", "sequence_parallel", "cp_comm", "param_remainders",
-              "embedding_wgrad_deferral", "schedule", "gradient_accumulation_fusion")
+              "embedding_wgrad_deferral", "schedule", "gradient_accumulation_fusion", "tp_overlap_rs",
+              "tp_overlap_fp8_rs")
 """Every plan field ``knob_violations`` may read (as ``PLACEMENT_READS``)."""
 
 
@@ -151,6 +153,11 @@ def feature_violations(model: ModelSpec, s: Plan) -> list[str]:
         # Megatron-LM arguments.py: --tp-comm-overlap requires --sequence-parallel (and TP > 1)
         out.append(f"tp_comm_overlap needs sequence parallelism and tp > 1 (tp {s.tp}, sequence_parallel "
                    f"{str(s.sequence_parallel).lower()})")
+    if (s.tp_overlap_rs != DEFAULT_RS or s.tp_overlap_fp8_rs) and not s.tp_comm_overlap:
+        out.append("tp_overlap_rs and tp_overlap_fp8_rs set how TP-comm overlap reduce-scatters: they need "
+                   "tp_comm_overlap")
+    if s.tp_overlap_fp8_rs and s.precision == "bf16":
+        out.append("tp_overlap_fp8_rs needs an FP8 precision, not bf16")
     if s.cp_comm == "a2a" and s.cp > 1 and model.heads % (s.cp * s.tp):
         # DeepSpeed-Ulysses (Jacobs et al. 2023 §3): the all-to-all hands each of cp ranks heads/(cp·tp) heads
         out.append(f"cp_comm a2a: attention heads {model.heads} are not divisible by cp·tp = {s.cp}·{s.tp}")

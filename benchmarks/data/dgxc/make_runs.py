@@ -180,6 +180,12 @@ def nemo2_strategy(r: dict, layers: int) -> dict:
         # at b4148d21 and 6f2c6fda), for which Megatron-Core hands Transformer Engine's FusedAdam
         # store_param_remainders=True (megatron/core/optimizer/__init__.py:338-350 @7094270c, TE >= 2.1)
         st["param_remainders"] = True
+    if st["tp_comm_overlap"]:
+        configs = NEMO2_RS[(r["model"], r["model_size"], r["gpu_type"], "fp8" if fp8 else "bf16")]
+        rs, fp8_rs = configs["v25.04" if r["release"].startswith("v25.04") else "v25.05"]
+        st["tp_overlap_rs"] = rs
+        if fp8_rs:
+            st["tp_overlap_fp8_rs"] = True
     if "etp" in knobs:
         st |= {"ep": _int(r["ep"]), "etp": knobs["etp"][r["gpu_type"]], "ep_overlap": False}
     return st | _deferral(r, pp)
@@ -232,6 +238,8 @@ def strategy(r: dict) -> dict:
         # the master weights' 16-bit remainders (store_param_remainders); GPT-3's yaml sets fp8_params, for which
         # newer NeMo stores whole master weights, so its BF16 runs are left at the default
         st["param_remainders"] = True
+    if st["tp_comm_overlap"]:
+        st |= nemo1_tp_overlap(r, fp8)
     if st["pp"] > 1:
         # overlap_p2p_comm: true (GPT-3 and Llama yaml, Nemotron-4 340B configure.sh)
         st["overlap_p2p_comm"] = True
@@ -239,6 +247,57 @@ def strategy(r: dict) -> dict:
         # fp8_params: true (the recipes' configure.sh +model.fp8_params, GPT-3's yaml): FP8 weights all-gathered
         st["fp8_param_gather"] = True
     return st | _deferral(r, st["pp"])
+
+
+NEMO1_RS = {("Llama 3.1", "405b"): "24/8", ("Llama 3.1", "70b"): "24/16", ("Nemotron4", "15b"): "16/16",
+            ("Nemotron4", "340b"): "16/16", ("Grok1", "314b"): "16/16"}
+"""The forward reduce-scatters' userbuffers settings after proj / fc2 (num_sm of their pipelined overlaps) where a NeMo
+1.x recipe does not use GPT-3's 24 / 20 (gpt3_175b_hydra.yaml ``ub_tp_comm_overlap_cfg``): llama3.1/llama3.1_405b.yaml
+and llama3.1_70b.yaml ``ub_tp_comm_overlap_cfg`` (@35a9aec, @8f5cbb3); Nemotron-4's and Grok-1's yaml give no config
+(grok1_314b.yaml ``ub_tp_comm_overlap_cfg: null``; configure.sh turns the overlap on), so Transformer Engine's default
+(module/base.py ``get_default_config``: pipeline, num_sm 16; TE 1.x without set_sm_margin, which autoplan does not
+tell apart)."""
+
+
+def nemo1_tp_overlap(r: dict, fp8: bool) -> dict:
+    """A NeMo 1.x run's reduce-scatter overlap settings (``NEMO1_RS``); Llama 3.1 405B's configure.sh writes proj's
+    and fc2's GEMM output into the buffer in FP8 (``ub_tp_comm_overlap_cfg.{proj,fc2}_fprop.fp8_buf=$FP8_ENABLED``,
+    llama3.1/configure.sh:84-85 @35a9aec, :92-93 @8f5cbb3)."""
+    out = {}
+    rs = NEMO1_RS.get((r["model"], r["model_size"]))
+    if rs:
+        out["tp_overlap_rs"] = rs
+    if fp8 and (r["model"], r["model_size"]) == ("Llama 3.1", "405b"):
+        out["tp_overlap_fp8_rs"] = True
+    return out
+
+
+NEMO2_RS = {
+    # (model, size, gpu, precision): (reduce-scatter overlaps after proj / fc2, fp8_buf) of the userbuffers config the
+    # performance script passes (nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py), at v25.04's NeMo
+    # (d2b21556) and from v25.05 (7a8f1cc7, b4148d21, 6f2c6fda: the same configs); the Llama rows of v25.04 run
+    # dgxc's llama3.1/pretrain_llama31.py:78-99 @741c886, later ones NeMo's scripts/performance/llm/pretrain_*.py
+    ("Llama 3.1", "70b", "H100", "bf16"): {"v25.04": ("24/16", False), "v25.05": ("24/16", False)},
+    ("Llama 3.1", "70b", "H100", "fp8"): {"v25.04": ("24/16", True), "v25.05": ("r/r", False)},
+    ("Llama 3.1", "405b", "H100", "bf16"): {"v25.04": ("24/8", False), "v25.05": ("24/8", False)},
+    ("Llama 3.1", "405b", "H100", "fp8"): {"v25.04": ("24/8", True), "v25.05": ("r/r", False)},
+    ("Llama 3.1", "405b", "GB200", "bf16"): {"v25.05": ("32/8", False)},
+    ("Llama 3.1", "405b", "GB200", "fp8"): {"v25.05": ("r/r", False)},
+    # the Nemotron-4 scripts pass a config on B200 only (pretrain_nemotron4_340b.py:103-110 @7a8f1cc7), so on H100
+    # Transformer Engine's default: pipeline, num_sm 16, set_sm_margin (TE 2.x module/base.py get_default_config)
+    ("Nemotron4", "15b", "H100", "bf16"): {"v25.04": ("16/16", False), "v25.05": ("16/16", False)},
+    ("Nemotron4", "15b", "H100", "fp8"): {"v25.04": ("16/16", False), "v25.05": ("16/16", False)},
+    ("Nemotron4", "340b", "H100", "bf16"): {"v25.04": ("16/16", False), "v25.05": ("16/16", False)},
+    ("Nemotron4", "340b", "H100", "fp8"): {"v25.04": ("16/16", False), "v25.05": ("16/16", False)},
+    ("Nemotron4", "340b", "GB200", "bf16"): {"v25.05": ("r/24", False)},
+    ("Nemotron4", "340b", "GB200", "fp8"): {"v25.05": ("r/r", False)},
+    # Grok-1's script passes userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192 on every GPU and precision
+    # (pretrain_grok1_314b.py:347 @7a8f1cc7, @6f2c6fda): proj's a ring exchange (an MoE layer overlaps qkv and proj)
+    ("Grok1", "314b", "H100", "bf16"): {"v25.05": ("r/r", False)},
+    ("Grok1", "314b", "H100", "fp8"): {"v25.05": ("r/r", False)},
+    ("Grok1", "314b", "GB200", "bf16"): {"v25.05": ("r/r", False)},
+    ("Grok1", "314b", "GB200", "fp8"): {"v25.05": ("r/r", False)},
+}
 
 
 DEFERRAL = {("Llama 3.1", "70b"): 22, ("Llama 3.1", "405b"): 50, ("Nemotron4", "340b"): 22}

@@ -90,3 +90,50 @@ def test_overlap_needs_sequence_parallel_and_tp(tp, sp):
     s = Strategy(tp=tp, pp=64 // tp, dp=1, global_batch=64, sequence_parallel=sp, tp_comm_overlap=True)
     reasons = violations(get_model("gpt3-175b"), 64, s)
     assert any("tp_comm_overlap needs sequence parallelism and tp > 1" in r for r in reasons)
+
+
+def _exposed(precision: str, **knobs) -> float:
+    m, cluster = get_model("llama3-70b"), load_cluster("dgx-h100-80g", 64)
+    s = Strategy(tp=8, pp=4, dp=2, global_batch=64, sequence_parallel=True, tp_comm_overlap=True,
+                 precision=precision, **knobs)
+    assert violations(m, 64, s) == []
+    return sum(tp_overlap.layer_exposed(m, cluster, s))
+
+
+def test_fewer_reduce_scatter_sms_leave_the_gemms_more():
+    # the GEMM beside a pipelined reduce-scatter runs on the SMs its kernels leave (set_sm_margin)
+    assert _exposed("bf16", tp_overlap_rs="24/8") < _exposed("bf16", tp_overlap_rs="24/16") < _exposed("bf16")
+    assert _exposed("bf16", tp_overlap_rs="16/16") < _exposed("bf16", tp_overlap_rs="24/16")
+
+
+def test_an_fp8_buffer_halves_the_forward_reduce_scatters_bytes():
+    m, cluster = get_model("llama3-70b"), load_cluster("dgx-h100-80g", 64)
+    base = dict(tp=8, pp=4, dp=2, global_batch=64, sequence_parallel=True, tp_comm_overlap=True, precision="fp8")
+    plain, fp8_rs = (tp_overlap.layer_exposed(m, cluster, Strategy(**base, tp_overlap_fp8_rs=v)) for v in (False, True))
+    assert fp8_rs[0] < plain[0] and fp8_rs[1] == plain[1]       # the backward's bulk reduce-scatters stay 16-bit
+
+
+def test_a_ring_exchange_reduce_scatter_is_its_pipeline_plus_the_sum_of_the_partials():
+    m, cluster = get_model("llama3-70b"), load_cluster("dgx-h100-80g", 64)
+    s = Strategy(tp=8, pp=4, dp=2, global_batch=64, sequence_parallel=True, tp_comm_overlap=True,
+                 tp_overlap_rs="r/r")
+    ring = tp_overlap.layer_exposed(m, cluster, s, ("proj",))[0]
+    from autoplan.families.transformer import layer
+    from autoplan.hardware import compute, network
+    mm, n, k = layer.layer_gemm_shapes(m, 8, 1, 1)["proj"]
+    values = mm * m.hidden
+    scatter = network.reduce_scatter(cluster, network.shape_of(cluster, s, "tp"), 2 * values)
+    gemm = compute.gemm_time(cluster.gpu, mm, n, k)
+    chunk = compute.gemm_time(cluster.gpu, mm // 8, n, k)
+    # TE split_overlap_rs_p2p: 7 exchanges beside 8 GEMM chunks, then reduce_bf16 reads 8 partials, writes a shard
+    expected = tp_overlap.pipelined(gemm, chunk, scatter, 8) + compute.memory_time(cluster.gpu, 2 * values * (1 + 1 / 8))
+    assert ring == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("knobs, reason", [
+    (dict(tp_overlap_fp8_rs=True, precision="fp8"), "need tp_comm_overlap"),
+    (dict(tp_overlap_rs="24/8"), "need tp_comm_overlap"),
+    (dict(tp_overlap_fp8_rs=True, tp_comm_overlap=True), "needs an FP8 precision")])
+def test_reduce_scatter_settings_need_the_overlap_they_set(knobs, reason):
+    s = Strategy(tp=8, pp=4, dp=2, global_batch=64, sequence_parallel=True, **knobs)
+    assert any(reason in v for v in violations(get_model("llama3-70b"), 64, s))
