@@ -12,6 +12,8 @@ import math
 
 from autoplan.errors import SpecError
 from autoplan.families.base import Launcher
+from autoplan.families.transformer import tp_overlap
+from autoplan.families.transformer.knobs import DEFAULT_RS
 from autoplan.families.transformer.frameworks import (deepspeed_violations, megatron_violations, refuse,
                                                       torchtitan_violations)
 from autoplan.specs.cluster import ClusterSpec
@@ -133,6 +135,9 @@ def megatron_notes(s: Plan, model: ModelSpec | None) -> list[str]:
     if s.cp_comm == "a2a+p2p" and s.cp > 1:
         notes.append("--cp-comm-type a2a+p2p also needs --hierarchical-context-parallel-sizes A R with A·R = cp "
                      f"{s.cp}: autoplan priced A = the CP ranks sharing a node (all-to-all) and a ring of R across")
+    if s.tp_comm_overlap and (s.tp_overlap_rs != DEFAULT_RS or s.tp_overlap_fp8_rs):
+        notes.append("--tp-comm-overlap-cfg FILE: a userbuffers yaml (Transformer Engine initialize_ub) whose "
+                     f"proj_fprop and fc2_fprop are {_reduce_scatter_cfg(s)}, as autoplan priced them")
     if s.zero >= 2:
         notes.append(f"ZeRO-{s.zero} runs as Megatron-FSDP; unset CUDA_DEVICE_MAX_CONNECTIONS (Megatron-FSDP needs "
                      "it > 1 or unset)")
@@ -147,6 +152,19 @@ def megatron_notes(s: Plan, model: ModelSpec | None) -> list[str]:
         if model.position == "alibi":
             notes.append("ALiBi positions are not in Megatron-LM (Megatron-DeepSpeed has them)")
     return notes
+
+
+def _reduce_scatter_cfg(s: Plan) -> str:
+    """proj_fprop's and fc2_fprop's userbuffers settings for ``Plan.tp_overlap_rs`` / ``tp_overlap_fp8_rs``."""
+    fp8 = ", fp8_buf: true" if s.tp_overlap_fp8_rs else ""
+
+    def one(how: str) -> str:
+        if how == tp_overlap.RING:
+            return "{method: ring_exchange" + fp8 + "}"
+        return "{method: pipeline, num_sm: " + how + ", num_splits: 4, set_sm_margin: 1" + fp8 + "}"
+
+    sides = tp_overlap.reduce_scatter_overlap(s.tp_overlap_rs)
+    return f"{one(sides['proj'])} and {one(sides['fc2'])}"
 
 
 def megatron_args(s: Plan, model: ModelSpec | None, flash_attention: bool = True) -> list[str]:

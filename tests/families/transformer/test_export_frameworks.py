@@ -228,3 +228,15 @@ def test_headline_search_rank1_launches_with_each_framework(framework, check, tm
     exported = CliRunner().invoke(main, ["export", str(run), "--rank", "1", "--format", framework])
     assert exported.exit_code == 0, exported.output
     check(exported.output)
+
+
+def test_megatron_names_the_userbuffers_reduce_scatters_a_plan_was_priced_with():
+    base = dict(tp=8, pp=16, dp=8, micro_batch=1, global_batch=1536, zero=1, sequence_parallel=True,
+                tp_comm_overlap=True, precision="fp8")
+    assert "--tp-comm-overlap-cfg" not in megatron_text(Strategy(**base), LLAMA405, gpus_per_node=8)
+    text = megatron_text(Strategy(**base, tp_overlap_rs="24/8", tp_overlap_fp8_rs=True), LLAMA405, gpus_per_node=8)
+    _megatron_ok(text)
+    assert ("proj_fprop and fc2_fprop are {method: pipeline, num_sm: 24, num_splits: 4, set_sm_margin: 1, fp8_buf: "
+            "true} and {method: pipeline, num_sm: 8, num_splits: 4, set_sm_margin: 1, fp8_buf: true}") in text
+    ring = megatron_text(Strategy(**base, tp_overlap_rs="r/24"), LLAMA405, gpus_per_node=8)
+    assert "{method: ring_exchange} and {method: pipeline, num_sm: 24" in ring
