@@ -56,14 +56,22 @@ ROWS: tuple[tuple[str, str], ...] = (
     ('a8', "Keep the MLP activation's (SwiGLU's) input for the backward in FP8"),
     ('tpo', 'Overlap the TP all-gathers and reduce-scatters with the GEMMs they feed (Transformer Engine '
             'userbuffers; needs sequence parallelism)'),
+    ('rs24/16', 'tp overlap rs 24/16 (Reduce-scatters after proj / fc2 under TP-comm overlap)'),
+    ('rs24/8', 'tp overlap rs 24/8 (Reduce-scatters after proj / fc2 under TP-comm overlap)'),
+    ('rs32/8', 'tp overlap rs 32/8 (Reduce-scatters after proj / fc2 under TP-comm overlap)'),
+    ('rs16/16', 'tp overlap rs 16/16 (Reduce-scatters after proj / fc2 under TP-comm overlap)'),
+    ('rsr/24', 'tp overlap rs r/24 (Reduce-scatters after proj / fc2 under TP-comm overlap)'),
+    ('rsr/r', 'tp overlap rs r/r (Reduce-scatters after proj / fc2 under TP-comm overlap)'),
+    ('rs8', "With TP-comm overlap and an FP8 precision, proj's and fc2's GEMMs write FP8 into the reduce-scatter's "
+            'buffer, which carries FP8 (userbuffers fp8_buf)'),
     ('a2a', 'cp comm a2a (Context-parallel exchange)'),
     ('a2a+p2p', 'cp comm a2a+p2p (Context-parallel exchange)'),
     ('epN', 'Expert-parallel degree (MoE): each rank holds experts / ep experts; ep·etp divides tp·cp·dp '
             '(Megatron-Core)'),
     ('etpN', "Expert tensor-parallel degree (MoE): each expert's FFN split over etp ranks"),
     ('epo', "Hide the EP all-to-alls behind another micro-batch's compute (MoE, ep > 1)"),
-    ('dsfp8', "DeepSeek-V3's own FP8 kernels for fp8-blockwise MoE plans (ep > 1): the dispatch in FP8, the GEMMs at "
-              'the tensor-wise rate'),
+    ('dsfp8', "DeepSeek-V3's own FP8 kernels for fp8-blockwise MoE plans (ep > 1): the dispatch in FP8, the GEMMs "
+              'at the tensor-wise rate'),
     ('cef', 'Fused cross-entropy loss: no fp32 copy of the logits, one pass over them (Megatron-Core '
             '--cross-entropy-loss-fusion)'),
     ('tce', 'loss impl torch (Whose cross-entropy loss)'),

@@ -94,9 +94,9 @@ class TransformerPlan(PlanPart):
     (Wang et al. ASPLOS'23; Transformer Engine userbuffers, Megatron-LM ``--tp-comm-overlap``)."""
     tp_overlap_rs: str = knob(DEFAULT_RS, choices=TP_OVERLAP_RS, after="tp_comm_overlap", quiet=True,
                               label=lambda v: "" if v == DEFAULT_RS else f"rs{v}",
-                              help="With TP-comm overlap, the reduce-scatters after proj / fc2: pipelined in 4 "
-                                   "chunks beside the GEMM on P/F SMs set aside for them (userbuffers num_sm with "
-                                   "set_sm_margin), r a ring exchange.")
+                              help="Reduce-scatters after proj / fc2 under TP-comm overlap: pipelined in 4 chunks "
+                                   "beside the GEMM on P / F SMs set aside for them (userbuffers num_sm with "
+                                   "set_sm_margin); r: a ring exchange.")
     """How the forward's reduce-scatters after proj and fc2 overlap their GEMMs under ``tp_comm_overlap``: Transformer
     Engine userbuffers ``pipeline`` with ``num_splits`` 4 and ``num_sm`` SMs taken from the GEMM (proj's / fc2's),
     or ``ring_exchange`` (TE module/base.py ``initialize_ub``; Megatron-LM ``--tp-comm-overlap-cfg``, a yaml of
