@@ -34,7 +34,6 @@ def reduce_scatter_overlap(rs: str) -> dict[str, str]:
     return {"proj": proj, "fc2": fc2}
 
 
-
 RS_SPLITS = 4
 """Chunks of the pipelined reduce-scatter (``num_splits`` in the same NVIDIA recipe's userbuffers config)."""
 
