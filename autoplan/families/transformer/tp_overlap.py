@@ -87,8 +87,9 @@ def layer_exposed(model: ModelSpec, cluster: ClusterSpec, s: Plan,
     gather = network.all_gather(cluster, shape, layer.gathered_bytes(values, fp8))
     scatter = network.reduce_scatter(cluster, shape, compute.BF16 * values)
     # userbuffers fp8_buf: proj's and fc2's FP8 GEMMs write FP8 into the buffer the reduce-scatter moves
-    out_scatter = (network.reduce_scatter(cluster, shape, compute.FP8 * values) if fp8 and s.tp_overlap_fp8_rs
-                   else scatter)
+    out_bytes = (compute.FP8 if fp8 and s.tp_overlap_fp8_rs else compute.BF16) * values
+    out_scatter = network.reduce_scatter(cluster, shape, out_bytes)
+    overlaps = reduce_scatter_overlap(s.tp_overlap_rs)
 
     def gemm(m: int, n: int, k: int, chunks: int, sms_taken: int = 0) -> tuple[float, float]:
         # the whole GEMM and one of its row chunks (m/chunks tokens; wave quantization of the smaller GEMM), the
@@ -101,14 +102,13 @@ def layer_exposed(model: ModelSpec, cluster: ClusterSpec, s: Plan,
         # the input's all-gather as t−1 ring exchanges beside t GEMM chunks (TE ``ring_exchange``)
         fwd += pipelined(*gemm(*shapes[name], t), gather, t)
     for name in _of(("proj", "fc2"), layers):
-        how = reduce_scatter_overlap(s.tp_overlap_rs)[name]
+        how = overlaps[name]
         if how == RING:
             # t−1 exchanges of partial outputs beside t GEMM chunks, on copy engines (TE ``ring_exchange``), then one
             # kernel sums the t partial outputs each rank received into its shard (TE v2.2
             # comm_gemm_overlap.cpp ``split_overlap_rs_p2p``: reduce_bf16 / reduce_fp8_in_bf16_out over tp chunks)
-            partials = (compute.FP8 if fp8 and s.tp_overlap_fp8_rs else compute.BF16) * values
             fwd += (pipelined(*gemm(*shapes[name], t), out_scatter, t)
-                    + compute.memory_time(gpu, partials + compute.BF16 * values / t))
+                    + compute.memory_time(gpu, out_bytes + compute.BF16 * values / t))
         else:
             # the output's reduce-scatter in chunks after GEMM chunks (TE ``pipeline``, ``num_splits``)
             fwd += pipelined(*gemm(*shapes[name], RS_SPLITS, int(how)), out_scatter, RS_SPLITS, True)

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoplan.families.transformer import tp_overlap
+from autoplan.families.transformer import layer, tp_overlap
+from autoplan.hardware import compute, network
 from autoplan.families.transformer.passes import pass_costs
 from autoplan.families.catalog import get_model
 from autoplan.specs.cluster import load_cluster
@@ -118,8 +119,6 @@ def test_a_ring_exchange_reduce_scatter_is_its_pipeline_plus_the_sum_of_the_part
     s = Strategy(tp=8, pp=4, dp=2, global_batch=64, sequence_parallel=True, tp_comm_overlap=True,
                  tp_overlap_rs="r/r")
     ring = tp_overlap.layer_exposed(m, cluster, s, ("proj",))[0]
-    from autoplan.families.transformer import layer
-    from autoplan.hardware import compute, network
     mm, n, k = layer.layer_gemm_shapes(m, 8, 1, 1)["proj"]
     values = mm * m.hidden
     scatter = network.reduce_scatter(cluster, network.shape_of(cluster, s, "tp"), 2 * values)
