@@ -70,6 +70,7 @@ ROWS: tuple[tuple[str, str], ...] = (
             '(Megatron-Core)'),
     ('etpN', "Expert tensor-parallel degree (MoE): each expert's FFN split over etp ranks"),
     ('epo', "Hide the EP all-to-alls behind another micro-batch's compute (MoE, ep > 1)"),
+    ('flex', 'moe dispatcher flex (MoE token dispatcher (ep > 1))'),
     ('dsfp8', "DeepSeek-V3's own FP8 kernels for fp8-blockwise MoE plans (ep > 1): the dispatch in FP8, the GEMMs "
               'at the tensor-wise rate'),
     ('cef', 'Fused cross-entropy loss: no fp32 copy of the logits, one pass over them (Megatron-Core '

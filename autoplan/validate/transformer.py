@@ -44,7 +44,8 @@ def group_of(case: dict) -> str:
     gpu = next((g for g in ("H100", "GB200") if g in str(case.get("hardware", {}).get("gpu", ""))), None)
     if recipe and gpu:
         moe = "MoE: " if case.get("model", {}).get("experts") else ""
-        stack = ", NeMo 2.0" if "(NeMo 2.0)" in str(case.get("group", "")) else ""
+        group = str(case.get("group", ""))
+        stack = ", NeMo 2.0" if "(NeMo 2.0)" in group else ", Megatron-Bridge" if "Megatron-Bridge" in group else ""
         return f"{moe}NVIDIA {gpu} recipes{stack}" + (", FP8" if precision_of(case) != "bf16" else "")
     return str(case.get("group", "other"))
 
@@ -273,7 +274,7 @@ def _axes(case: dict, model: ModelSpec, tp: int, pp: int, ep: int) -> dict[str, 
 
 
 _STATED_ONLY = ("recompute_layers", "activation_offload_layers", "optimizer_offload_pct", "collective_policy",
-                "tp_overlap_rs")
+                "tp_overlap_rs", "moe_dispatcher")
 """Knobs a run takes when its file states them, Strategy's default otherwise (never searched)."""
 
 

@@ -25,7 +25,7 @@ from autoplan.specs.plan import Plan
 
 _ONE = ("tp", "pp", "cp", "spatial", "channel", "filter", "ep", "etp")
 """Parallel degrees of other families that a DLRM plan leaves at 1."""
-_DEFAULT_ONLY = ("precision", "fp8_param_gather", "tp_comm_overlap", "cp_comm", "ep_overlap", "deepseek_fp8",
+_DEFAULT_ONLY = ("precision", "fp8_param_gather", "tp_comm_overlap", "cp_comm", "ep_overlap", "moe_dispatcher", "deepseek_fp8",
                  "optimizer_moments", "fp8_activation_store")
 """Other families' knobs a DLRM plan leaves at their defaults (not modelled here)."""
 ACTIVATION_BYTES = 4

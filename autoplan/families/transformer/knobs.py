@@ -6,6 +6,7 @@ from __future__ import annotations
 from autoplan.specs.plan import PlanPart, knob
 
 _BOOL = (False, True)
+MOE_DISPATCHERS = ("alltoall", "flex")
 CP_COMMS = ("p2p", "a2a", "a2a+p2p")
 TP_OVERLAP_RS = ("24/20", "24/16", "24/8", "32/8", "16/16", "r/24", "r/r")
 """Forward reduce-scatter overlaps after proj / fc2: ``P/F`` SMs set aside for each pipelined reduce-scatter, ``r`` a
@@ -154,6 +155,19 @@ class MoEPlan(PlanPart):
                             megatron={True: ("--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute")})
     """Overlap the expert-parallel all-to-alls with compute (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
     batch-level overlap of one micro-batch's forward with another's backward; DeepSeek-V3's DualPipe)."""
+    moe_dispatcher: str = knob("alltoall", quiet=True, choices=MOE_DISPATCHERS, axis=True,
+                               label=lambda v: "" if v == "alltoall" else v,
+                               fix_help="Dispatch the MoE tokens this way (the spaces: alltoall).",
+                               help="MoE token dispatcher (ep > 1): alltoall (NCCL all-to-all of every routed copy) "
+                                    "or flex (DeepEP/HybridEP: one copy per target node across nodes, forwarded "
+                                    "over NVLink).",
+                               megatron={"flex": ("--moe-token-dispatcher-type flex",
+                                                  "--moe-flex-dispatcher-backend hybridep")})
+    """How the routed tokens travel between EP ranks: Megatron-Core's ``alltoall`` dispatcher sends each of a token's
+    top_k copies to its expert's rank (NCCL all-to-all); the ``flex`` dispatcher (``--moe-token-dispatcher-type
+    flex`` with DeepEP or HybridEP) sends a token once to each remote node holding one of its experts and forwards it
+    over NVLink there (DeepEP README, "forwarding data from NVLink domain to RDMA domain"; DeepEP
+    docs/README_Hybrid-EP.md, "Hierarchical Communication Design")."""
     deepseek_fp8: bool = knob(False, quiet=True, choices=_BOOL, axis=True, label=lambda v: "dsfp8" if v else "",
                               fix_help="Use DeepSeek-V3's own FP8 kernels (the spaces: Megatron-LM's recipe).",
                               help="DeepSeek-V3's own FP8 kernels for fp8-blockwise MoE plans (ep > 1): the dispatch "

@@ -662,7 +662,8 @@ def collectives(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> list[CommNee
     out = [replace(c, when=f"{pairs}× per MoE layer and pass") if c.group == "tp" else c for c in out]
     if s.ep > 1:
         shape = moe.ep_shape(cluster, s)
-        limited = f", node-limited to {model.route_nodes} nodes" if model.route_nodes else ""
+        limited = (f", node-limited to {model.route_nodes} nodes" if model.route_nodes
+                   else ", once per target node (flex)" if s.moe_dispatcher == "flex" else "")
         # the dispatch (FP8 under DeepSeek-V3's own kernels) and the BF16 combine, each once per MoE layer and pass
         for what, nbytes, value in (("dispatch", moe.dispatch_bytes(model, s), moe.dispatch_value_bytes(s)),
                                     ("combine", moe.combine_bytes(model, s), compute.BF16)):

@@ -118,17 +118,29 @@ def inter_node_copies(model: ModelSpec, shape: network.GroupShape) -> float:
     return reached * (shape.nodes - 1) / shape.nodes
 
 
+def remote_nodes_reached(model: ModelSpec, shape: network.GroupShape) -> float:
+    """Mean number of other nodes of an EP group of ``shape`` that hold at least one of a token's top_k experts,
+    the experts spread evenly over the nodes and chosen uniformly without replacement: each other node is missed
+    with chance C(E − E/n, k) / C(E, k) (the hypergeometric zero count)."""
+    if shape.nodes <= 1:
+        return 0.0
+    experts, k = model.experts, model.top_k
+    missed = math.comb(experts - experts // shape.nodes, k) / math.comb(experts, k)
+    return (shape.nodes - 1) * (1.0 - missed)
+
+
 def routed_a2a_time(model: ModelSpec, cluster: ClusterSpec, s: Plan, value_bytes: float) -> float:
     """Seconds of one dispatch or combine all-to-all moving one GPU's routed copies at ``value_bytes`` a value."""
     shape = ep_shape(cluster, s)
     nbytes = routed_bytes(model, s, value_bytes)
-    if not model.route_nodes or shape.nodes <= 1:
+    flex = s.moe_dispatcher == "flex"
+    if not (model.route_nodes or flex) or shape.nodes <= 1:
         return network.all_to_all(cluster, shape, nbytes)
-    # DeepSeek-V3 §3.2.2: a token goes over IB once per target node to the GPU of the same local index there,
-    # which forwards it over NVLink to the GPUs of its experts; of the top_k copies, (k − 1)/k end on another GPU
-    # of their node than the one they arrive at (or leave from) and cross NVLink
+    # DeepSeek-V3 §3.2.2 (DeepEP; HybridEP's hierarchical dispatch the same): a token goes over IB once per target
+    # node to the GPU of the same local index there, which forwards it over NVLink to the GPUs of its experts; of
+    # the top_k copies, (k − 1)/k end on another GPU of their node than the one they arrive at (or leave from)
     per_copy = value_bytes * local_tokens(model, s) * model.hidden
-    inter = per_copy * inter_node_copies(model, shape)
+    inter = per_copy * (inter_node_copies(model, shape) if model.route_nodes else remote_nodes_reached(model, shape))
     intra = nbytes * (shape.per_node - 1) / shape.per_node
     return network.two_hop_all_to_all(cluster, shape, inter, intra)
 
@@ -496,9 +508,9 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
                     split_host=split_host)
 
 
-LAYER_FIELDS = ("tp", "cp", "sequence_parallel", "micro_batch", "recompute", "ep", "etp", "precision",
-                "fp8_activation_store", "deepseek_fp8", "collective_policy", "gradient_accumulation_fusion",
-                "grad_reduce_in_fp32")
+LAYER_FIELDS = ("tp", "cp", "sequence_parallel", "micro_batch", "recompute", "ep", "etp", "moe_dispatcher",
+                "precision", "fp8_activation_store", "deepseek_fp8", "collective_policy",
+                "gradient_accumulation_fusion", "grad_reduce_in_fp32")
 """The fields of a plan a layer's cost reads."""
 
 

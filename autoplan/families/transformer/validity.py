@@ -84,7 +84,7 @@ def recompute_layers_violations(model: ModelSpec, gpus: int, s: Plan) -> list[st
     return _partial_recompute_violations(model, s, not _layout_violations(model, s))
 
 
-KNOB_READS = ("tp", "pp", "cp", "sharding", "ep", "etp", "ep_overlap", "deepseek_fp8", "zero", "recompute",
+KNOB_READS = ("tp", "pp", "cp", "sharding", "ep", "etp", "ep_overlap", "moe_dispatcher", "deepseek_fp8", "zero", "recompute",
               "activation_offload_layers", "optimizer_offload_pct", "loss_impl", "cross_entropy_fusion",
               "fp8_param_gather", "precision", "tp_comm_overlap", "sequence_parallel", "cp_comm", "param_remainders",
               "embedding_wgrad_deferral", "schedule", "gradient_accumulation_fusion", "tp_overlap_rs",
@@ -102,6 +102,8 @@ def knob_violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
         out.append(f"embedding sharding {s.sharding} applies to DLRM models only")
     if s.ep_overlap and s.ep == 1:
         out.append("ep_overlap needs expert parallelism (ep > 1)")
+    if s.moe_dispatcher != "alltoall" and s.ep == 1:
+        out.append(f"the {s.moe_dispatcher} token dispatcher needs expert parallelism (ep > 1)")
     if s.deepseek_fp8 and (s.ep == 1 or s.precision != "fp8-blockwise"):
         out.append(f"deepseek_fp8 needs expert parallelism (ep > 1) and fp8-blockwise precision, not ep {s.ep} and "
                    f"{s.precision}")

@@ -1,0 +1,219 @@
+"""Writes autoplan/data/bridge_runs.yaml: the pre-training rows of NVIDIA Megatron-Bridge's performance summary for the
+NeMo 26.02 to 26.06 containers on DGX-H100 and DGX-GB200 that public.yaml does not hold, each with the configuration
+its release's performance preset runs.
+
+Input: the tables of docs/performance-summary-archive.md (NVIDIA-NeMo/Megatron-Bridge @4ab94dfad, ``ROWS``, tokens per
+second per GPU as printed) and the presets of scripts/performance at each release's tag (``TAGS``, ``PRESETS``; every
+setting with the file and line that sets it). Entered: every DGX-H100 and DGX-GB200 pre-training row of a model
+autoplan describes (Llama 3 70B, Llama 3.1 405B, Qwen3 30B-A3B and 235B-A22B) in FP8 (current scaling) or MXFP8.
+Left out, with the reason (``LEFT_OUT``): rows already in public.yaml; NVFP4 (not modelled); Megatron-FSDP runs
+(FSDP > 0); Nemotron 3 (hybrid Mamba) and Kimi-K2 (the Muon optimizer); the supervised fine-tuning and LoRA tables;
+GPT-OSS 120B on H100 (the same model, GPU and plan as the H100 calibration run, which would test the host constant on
+its own run); the GB200 mixture-of-experts rows (their presets are not read yet).
+
+Run: python benchmarks/data/bridge/make_runs.py   (rewrites autoplan/data/bridge_runs.yaml)
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).parent
+ROOT = HERE.parents[2]
+OUT = ROOT / "autoplan" / "data" / "bridge_runs.yaml"
+REPO = "NVIDIA-NeMo/Megatron-Bridge"
+ARCHIVE = f"{REPO}: docs/performance-summary-archive.md @4ab94dfad"
+
+TAGS = {"26.02": "v0.3.0", "26.02.01": "v0.3.1", "26.04": "v0.4.0", "26.04.01": "v0.4.2", "26.06": "v0.5.0"}
+"""Release tag of each container: docs/releases/software-versions.md and known-issues.md ("26.02.01 (r0.3.1)");
+26.04.01 is v0.4.2 (docs/fern/docs.yml "0.4.2 · 26.04.01", the tag that holds the 26.04.01 summary commit #3997;
+its scripts/performance equal v0.4.0's for these rows)."""
+
+_LLAMA = {"activation": "swiglu", "position": "rope", "norm": "rmsnorm", "bias": False, "tied_embeddings": False,
+          "dropout": False}
+MODELS = {
+    # the recipes load the HuggingFace configs (AutoBridge.from_hf_pretrained, recipes/llama/llama3.py:665, :1110
+    # @v0.3.1): meta-llama/Meta-Llama-3-70B and Meta-Llama-3.1-405B; vocabulary unpadded (setup.py:177)
+    "llama3-70b": dict(name="Llama 3 70B", layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672,
+                       vocab=128256, seq_len=8192, **_LLAMA),
+    "llama31-405b": dict(name="Llama 3.1 405B", layers=126, hidden=16384, heads=128, kv_heads=8, ffn_hidden=53248,
+                         vocab=128256, seq_len=8192, **_LLAMA),
+    # Qwen/Qwen3-30B-A3B and Qwen3-235B-A22B config.json (as public.yaml's 26.02 rows); router fusion on
+    # (qwen3_llm_pretrain.py:36 @v0.3.1), forced load balancing (:44): every expert the mean load
+    "qwen3-30b-a3b": dict(name="Qwen3 30B-A3B", layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128,
+                          ffn_hidden=6144, seq_len=4096, vocab=151936, experts=128, top_k=8, params_b=30.5,
+                          force_balanced_routing=True, router_fusion=True),
+    "qwen3-235b-a22b": dict(name="Qwen3 235B-A22B", layers=94, hidden=4096, heads=64, kv_heads=4, head_dim=128,
+                            ffn_hidden=12288, seq_len=4096, vocab=151936, experts=128, top_k=8, params_b=235,
+                            force_balanced_routing=True, router_fusion=True),
+}
+
+ROWS = (
+    # release, system, model, precision, GPUs, GBS, MBS, TP, PP, CP, VP, EP, tokens/s/GPU, archive line
+    ("26.02", "H100", "llama3-70b", "FP8", 64, 256, 1, 4, 8, 1, 5, 1, 1621, 489),
+    ("26.02.01", "H100", "llama3-70b", "FP8", 64, 256, 1, 4, 8, 1, 5, 1, 1639, 405),
+    ("26.04", "H100", "llama3-70b", "FP8", 64, 256, 1, 4, 8, 1, 5, 1, 1633, 308),
+    ("26.04.01", "H100", "llama3-70b", "FP8", 64, 256, 1, 4, 8, 1, 5, 1, 1664, 207),
+    ("26.02", "H100", "llama31-405b", "FP8", 1024, 1536, 1, 8, 8, 2, 8, 1, 311, 501),
+    ("26.04.01", "H100", "llama31-405b", "FP8", 1024, 1536, 1, 8, 8, 2, 8, 1, 328, 219),
+    ("26.06", "H100", "llama31-405b", "FP8", 1024, 1536, 1, 8, 8, 2, 8, 1, 326, 106),
+    # 26.02.01's row prints 26.02's TP1 PP2 VP12 EP8; its preset ran PP1 EP16 (``PRESETS``)
+    ("26.02.01", "H100", "qwen3-30b-a3b", "FP8", 16, 1024, 1, 1, 1, 1, 1, 16, 9058, 445),
+    ("26.04", "H100", "qwen3-30b-a3b", "FP8", 16, 1024, 1, 1, 1, 1, 1, 16, 8901, 348),
+    ("26.04.01", "H100", "qwen3-30b-a3b", "FP8", 16, 1024, 1, 1, 1, 1, 1, 16, 8960, 248),
+    ("26.06", "H100", "qwen3-30b-a3b", "FP8", 16, 1024, 1, 1, 1, 1, 1, 16, 8826, 132),
+    ("26.02.01", "H100", "qwen3-235b-a22b", "FP8", 256, 8192, 1, 2, 8, 1, 4, 32, 1611, 454),
+    ("26.04", "H100", "qwen3-235b-a22b", "FP8", 256, 8192, 1, 2, 8, 1, 4, 32, 1686, 357),
+    ("26.04.01", "H100", "qwen3-235b-a22b", "FP8", 256, 8192, 1, 2, 8, 1, 4, 32, 1712, 258),
+    ("26.02", "GB200", "llama3-70b", "MXFP8", 64, 256, 1, 2, 4, 1, 5, 1, 3613, 486),
+    ("26.02.01", "GB200", "llama3-70b", "MXFP8", 64, 256, 1, 2, 4, 1, 5, 1, 3837, 402),
+    ("26.04", "GB200", "llama3-70b", "MXFP8", 64, 256, 1, 2, 4, 1, 5, 1, 3828, 305),
+    ("26.04.01", "GB200", "llama3-70b", "MXFP8", 64, 256, 1, 2, 4, 1, 5, 1, 3712, 205),
+    ("26.02", "GB200", "llama31-405b", "FP8", 256, 1536, 1, 4, 16, 1, 4, 1, 793, 500),
+    ("26.02.01", "GB200", "llama31-405b", "FP8", 256, 1536, 1, 4, 16, 1, 4, 1, 818, 416),
+    ("26.04", "GB200", "llama31-405b", "FP8", 256, 1536, 1, 4, 16, 1, 4, 1, 842, 319),
+    ("26.04.01", "GB200", "llama31-405b", "FP8", 256, 1536, 1, 4, 16, 1, 4, 1, 864, 216),
+    ("26.06", "GB200", "llama31-405b", "FP8", 256, 1536, 1, 4, 16, 1, 4, 1, 843, 103),
+    ("26.02", "GB200", "llama31-405b", "MXFP8", 256, 1536, 1, 4, 16, 1, 8, 1, 786, 498),
+    ("26.02.01", "GB200", "llama31-405b", "MXFP8", 256, 1536, 1, 4, 16, 1, 8, 1, 775, 414),
+    ("26.04", "GB200", "llama31-405b", "MXFP8", 256, 1536, 1, 4, 16, 1, 8, 1, 793, 317),
+    ("26.04.01", "GB200", "llama31-405b", "MXFP8", 256, 1536, 1, 4, 16, 1, 8, 1, 800, 217),
+    ("26.06", "GB200", "llama31-405b", "MXFP8", 256, 1536, 1, 4, 16, 1, 8, 1, 783, 104),
+)
+"""The entered rows of the archive's tables (line numbers @4ab94dfad)."""
+
+LEFT_OUT = {
+    "H100 GPT OSS 120B, 26.02.01 / 26.04 / 26.04.01 (5984, 5810, 5824)":
+        "the model, GPU and plan of the H100 calibration run (public.yaml bridge-h100-bf16-gpt-oss-120b-64gpu-26.02)",
+    "GB200 Llama 3 70B FP8, 26.02 to 26.04.01": "Megatron-FSDP (FSDP 64), not modelled",
+    "NVFP4 rows": "NVFP4 GEMMs are not modelled",
+    "GB200 DeepSeek-V3, GPT OSS 120B, Qwen3 30B-A3B / 235B-A22B": "their GB200 presets are not read yet",
+    "Nemotron 3 Nano / Super, Kimi-K2": "hybrid Mamba layers; the Muon optimizer",
+    "26.06 Llama 3 70B": "supervised fine-tuning and LoRA tables, not pre-training",
+    "H100 Qwen3 and GPT OSS, 26.02": "already in public.yaml",
+}
+
+_DENSE = {
+    # every dense row at every tag (llama3_llm_pretrain.py, llama31_llm_pretrain.py, recipes/llama/llama3.py):
+    # no recompute (llama3.py:705, :1156 @v0.3.1); no CUDA graphs (cuda_graph_impl "none", :697, :1148); the
+    # distributed optimizer with overlapped gradient reduction and parameter gathers (:727-734, :1178-1184);
+    # 16-bit gradient reduction (llama3_llm_pretrain.py:43-44); cross-entropy fusion, impl te (:702-703;
+    # scripts/performance/utils/overrides.py:64); no embedding-wgrad deferral (training/comm_overlap.py:433-434)
+    "recompute": "none", "distributed_optimizer": True, "overlap_grad_reduce": True, "overlap_param_gather": True,
+    "grad_reduce_in_fp32": False, "cross_entropy_fusion": True,
+    # tp_comm_overlap with the userbuffers config the script picks (llama3_llm_pretrain.py:203, 209;
+    # llama31_llm_pretrain.py:188, 194 @v0.3.0): proj's and fc2's reduce-scatters are ring exchanges, no FP8
+    # buffer (comm_overlap.py:108-198: userbuffers_fp8_{h100,b200}_h*_tp*)
+    "tp_comm_overlap": True, "tp_overlap_rs": "r/r",
+}
+_MOE = {
+    # qwen3_llm_pretrain.py @v0.3.1: no recompute (:33-35), 16-bit gradient reduction (:41-42); the distributed
+    # optimizer with overlapped reduction and gathers; cross-entropy fusion, impl te (overrides.py:65)
+    "recompute": "none", "distributed_optimizer": True, "overlap_grad_reduce": True, "overlap_param_gather": True,
+    "grad_reduce_in_fp32": False, "cross_entropy_fusion": True, "etp": 1,
+}
+PRESETS = {
+    # LLAMA3_70B_PRETRAIN_CONFIG_H100_FP8_CS_V2 (llama3_workload_base_configs.py:339-344, the v2 default)
+    ("H100", "llama3-70b"): _DENSE,
+    # LLAMA31_405B_PRETRAIN_CONFIG_H100_FP8_CS_V2 (llama31_workload_base_configs.py:297-300); the embedding and the
+    # loss each count as a layer in the pipeline split (llama3.py:1132-1133 @v0.3.1)
+    ("H100", "llama31-405b"): {**_DENSE, "account_for_ends": True},
+    # LLAMA3_70B_PRETRAIN_CONFIG_GB200_FP8_MX_V2 (llama3_workload_base_configs.py:249-254)
+    ("GB200", "llama3-70b"): _DENSE,
+    # LLAMA31_405B_PRETRAIN_CONFIG_GB200_FP8_CS_V2 / _FP8_MX_V2 (llama31_workload_base_configs.py:262-281)
+    ("GB200", "llama31-405b"): {**_DENSE, "account_for_ends": True},
+    # QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V2 from v0.3.1 (qwen3_workload_base_configs.py:408-415; commit
+    # f29a269f8, #2477): PP1, EP16, the flex dispatcher with HybridEP (qwen3_llm_pretrain.py:314-315,
+    # hybridep_num_sms 32: overrides.py:70), no EP overlap
+    ("H100", "qwen3-30b-a3b"): {**_MOE, "ep_overlap": False, "moe_dispatcher": "flex"},
+    # QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2 (qwen3_workload_base_configs.py:259-262 @v0.3.1, 273-276
+    # @v0.4.0): the all-to-all dispatcher, EP overlap with delayed wgrad (:179), no TP-comm overlap
+    # (qwen3_llm_pretrain.py:183), the embedding and loss counted in the pipeline split
+    # (recipes/qwen/qwen3_moe.py:166-167)
+    ("H100", "qwen3-235b-a22b"): {**_MOE, "ep_overlap": True, "tp_comm_overlap": False, "account_for_ends": True},
+}
+NEEDS: dict = {}
+"""What a preset runs that autoplan cannot describe, by (system, model)."""
+
+PRECISION = {
+    # scripts/performance/utils/precision.py:28-34: "FP8" is fp8_cs, Transformer Engine's tensor-wise current
+    # scaling with FP8 weights (recipes mixed_precision.py:284-289 @v0.3.0); MXFP8 is fp8_mx (:249-252)
+    "FP8": {"precision": "fp8-current", "fp8_param_gather": True},
+    "MXFP8": {"precision": "mxfp8", "fp8_param_gather": True},
+}
+HARDWARE = {
+    "H100": {"gpu": "H100-SXM5-80GB", "gpus_per_node": 8, "cluster": "NVIDIA DGX H100"},
+    "GB200": {"gpu": "B200 (GB200 NVL72 superchip)", "gpus_per_node": 4, "cluster_spec": "gb200-nvl72",
+              "cluster": "NVIDIA DGX GB200 NVL72"},
+}
+
+
+def strategy(system: str, model: str, precision: str, gbs: int, mbs: int, tp: int, pp: int, cp: int, vp: int,
+             ep: int) -> dict:
+    """The row's plan: the table's degrees and batches, its preset's knobs."""
+    knobs = dict(PRESETS[(system, model)])
+    ends = knobs.pop("account_for_ends", False)
+    st = {"tp": tp, "pp": pp, "cp": cp, "microbatch": mbs, "global_batch": gbs, "virtual_stages_per_rank": vp,
+          "interleaved_schedule": vp > 1, "sequence_parallel": tp > 1, **PRECISION[precision], **knobs}
+    if ep > 1:
+        st["ep"] = ep
+    if tp == 1:
+        st["tp_comm_overlap"] = False          # comm_overlap.py:440-442: switched off below TP 2
+        st.pop("tp_overlap_rs", None)
+    if pp > 1:
+        st["overlap_p2p_comm"] = vp > 1        # comm_overlap.py:451-457
+    if ends and pp > 1:
+        # (layers + 2) / (pp·vp) a virtual stage, the first and last one less (they hold the embedding, the loss)
+        per_chunk = (MODELS[model]["layers"] + 2) // (pp * vp)
+        st["first_stage_layers"] = st["last_stage_layers"] = per_chunk - 1 + (vp - 1) * per_chunk
+    return st
+
+
+def case(row: tuple) -> dict:
+    release, system, model, precision, gpus, gbs, mbs, tp, pp, cp, vp, ep, tokens, line = row
+    seq = MODELS[model]["seq_len"]
+    tag = TAGS[release]
+    st = strategy(system, model, precision, gbs, mbs, tp, pp, cp, vp, ep)
+    c = {
+        "id": f"bridge-{system.lower()}-{precision.lower()}-{model}-{gpus}gpu-{release}",
+        "group": f"NVIDIA Megatron-Bridge performance summary, {release} container, {system}",
+        "source": {"repo_files": [f"{ARCHIVE} (line {line}: \"{release} NeMo Container\", DGX-{system})",
+                                  f"{REPO}: scripts/performance @{tag}"]},
+        "hardware": {**HARDWARE[system], "num_gpus": gpus},
+        "model": {**MODELS[model], "dtype": precision.lower()},
+        "strategy": st,
+        "measured": {"tokens_per_s_per_gpu": tokens},
+        "derived": {"iteration_time_s": round(gbs * seq / (tokens * gpus), 4)},
+        "held_out": True,
+        "verification": "iteration_time_s = GBS x sequence length / (tokens/s/GPU x GPUs); entered with the settings "
+                        "of the release's performance preset, never tuned to the row",
+    }
+    if (system, model) in NEEDS:
+        c["needs"] = NEEDS[(system, model)]
+    if (release, model) == ("26.02.01", "qwen3-30b-a3b"):
+        c["variants"] = [{"label": "the table's TP1 PP2 VP12 EP8", "strategy": {"pp": 2, "ep": 8,
+                          "virtual_stages_per_rank": 12, "interleaved_schedule": True, "overlap_p2p_comm": True}}]
+    return c
+
+
+HEADER = ("# Generated by benchmarks/data/bridge/make_runs.py: NVIDIA Megatron-Bridge's performance summary, NeMo\n"
+          "# 26.02 to 26.06 containers, DGX-H100 and DGX-GB200 pre-training rows not in public.yaml (tokens/s/GPU as\n"
+          "# printed), each with its release's performance preset. Do not edit by hand.\n")
+
+
+def build() -> tuple[str, int]:
+    cases = [case(r) for r in ROWS]
+    body = yaml.safe_dump({"title": "NVIDIA Megatron-Bridge performance summary, NeMo 26.02-26.06 (measured)",
+                           "cases": cases}, sort_keys=False, width=120)
+    return HEADER + body, len(cases)
+
+
+def main() -> None:
+    text, n = build()
+    OUT.write_text(text)
+    print(f"{n} runs written to {OUT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
