@@ -1,7 +1,8 @@
 """Megatron-Bridge's performance summary for the NeMo 26.02 to 26.06 containers (autoplan/data/bridge_runs.yaml),
 held out: each row predicted with its release's preset, by GPU, model and precision, release by release; then, for
-GB200, the FP8 GEMM efficiency each release's rows would want (every other constant as shipped), beside the one
-gb200-nvl72 was calibrated to on NeMo 25.04's runs: how far a calibration carries across software releases.
+the Blackwell GPUs, the FP8 GEMM efficiency each release's rows would want (every other constant as shipped), beside
+the shipped one (gb200-nvl72's calibrated on NeMo 25.04's runs, gb300-nvl72's the B200 microbenchmark's): how far a
+constant carries across software releases.
 
 Every run is also in `autoplan validate` (the Megatron-Bridge groups); this prints the slice by release.
 
@@ -20,13 +21,12 @@ from statistics import mean
 from autoplan.specs.cluster import load_cluster
 from autoplan.validate import validate
 
-ID = re.compile(r"bridge-(h100|gb200)-(\w+?)-([a-z0-9.-]+?)-(\d+)gpu-([\d.]+)$")
+ID = re.compile(r"bridge-(h100|gb200|gb300)-(\w+?)-([a-z0-9.-]+?)-(\d+)gpu-([\d.]+)$")
 """A row's id: GPU, precision, model, GPUs, release."""
 
 
 def _fp8_efficiency_wanted(rows: list) -> float:
     """The FP8 GEMM efficiency at which ``rows``' mean signed error is zero (bisection on each row's re-run)."""
-    base = load_cluster("gb200-nvl72").gpu.fp8_gemm_efficiency
     lo, hi = 0.3, 1.0
 
     def signed(eff: float) -> float:
@@ -35,7 +35,7 @@ def _fp8_efficiency_wanted(rows: list) -> float:
     for _ in range(30):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if signed(mid) > 0 else (lo, mid)
-    return (lo + hi) / 2 if abs((lo + hi) / 2 - 1.0) > 1e-3 else base
+    return (lo + hi) / 2
 
 
 def main() -> None:
@@ -60,16 +60,16 @@ def main() -> None:
               f"max {max(map(abs, errs)):.2f} %")
     if args.quick:
         return
-    shipped = load_cluster("gb200-nvl72").gpu.fp8_gemm_efficiency
-    by_release: dict[str, list] = defaultdict(list)
-    for (gpu, _, _), rows in groups.items():
-        for release, r in rows:
-            if gpu == "gb200":
-                by_release[release].append(r)
-    print(f"GB200 FP8 GEMM efficiency each release's rows want (shipped {shipped:.4f}, calibrated on NeMo 25.04's "
-          "runs):")
-    for release, rows in sorted(by_release.items(), key=lambda x: [int(p) for p in x[0].split(".")]):
-        print(f"  {release:9} {len(rows)} runs: {_fp8_efficiency_wanted(rows):.4f}")
+    for gpu, spec in (("gb200", "gb200-nvl72"), ("gb300", "gb300-nvl72")):
+        by_release: dict[str, list] = defaultdict(list)
+        for (g, _, _), rows in groups.items():
+            for release, r in rows:
+                if g == gpu:
+                    by_release[release].append(r)
+        print(f"{gpu.upper()} FP8 GEMM efficiency each release's rows want (shipped "
+              f"{load_cluster(spec).gpu.fp8_gemm_efficiency:.4f}):")
+        for release, rows in sorted(by_release.items(), key=lambda x: [int(p) for p in x[0].split(".")]):
+            print(f"  {release:9} {len(rows)} runs: {_fp8_efficiency_wanted(rows):.4f}")
 
 
 if __name__ == "__main__":

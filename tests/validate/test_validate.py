@@ -101,6 +101,8 @@ WRITTEN = {
     # NeMo 25.04's runs (the 26.02 rows alone want fp8_gemm_efficiency 0.735, not 0.660)
     "NVIDIA H100 recipes, Megatron-Bridge, FP8": (7, 4.02, 5.88),
     "NVIDIA GB200 recipes, Megatron-Bridge, FP8": (14, 11.72, 22.19),
+    # GB300, whose constants are the B200 SXM microbenchmark's: MXFP8 within 9 %, FP8 (current scaling) 8-15 % slow
+    "NVIDIA GB300 recipes, Megatron-Bridge, FP8": (14, 6.92, 15.00),
     # Megatron-Core 0.10's masked_select permutation kernels (moe_layer.MASKED_SELECT_KERNELS): the NeMo 24.12 Grok-1
     # rows 0.1-0.5 points slower
     "MoE: NVIDIA H100 recipes": (18, 4.22, 7.35),
@@ -135,7 +137,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.55, "logo": 6.07}
+OVERALL = {"all": 5.60, "logo": 6.09}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 
@@ -147,7 +149,7 @@ def _key(group: str) -> str:
 
 def test_every_run_has_a_prediction(report):
     assert all(r.predicted is not None for r in report.runs)
-    assert len(report.cases) == 393 and len(report.cnn) == 11 and len(report.dlrm) == 7
+    assert len(report.cases) == 409 and len(report.cnn) == 11 and len(report.dlrm) == 7
 
 
 @pytest.mark.parametrize("group", list(WRITTEN))
@@ -198,8 +200,8 @@ def test_known_gaps_are_shown_and_counted(report):
     assert len(gaps) == 15          # 14 runs and the GPT-OSS 25.11 row's table reading (a variant)
     # every run counts in the headline; a second figure may leave the gaps out, never the first
     counted = [c for c in report.runs if c.counted]
-    assert Report.summary(report.runs)["n"] == len(counted) == 396
-    assert Report.summary(report.runs, gaps=False)["n"] == 396 - 15
+    assert Report.summary(report.runs)["n"] == len(counted) == 410
+    assert Report.summary(report.runs, gaps=False)["n"] == 410 - 15
     assert len(report.calibration_runs) == 5
     assert Report.summary(report.runs)["n"] == len(report.runs) - len(report.calibration_runs) - sum(
         bool(r.variant_of) for r in report.runs)
@@ -223,7 +225,7 @@ def test_fp8_recipes_run_in_fp8(report):
     # scripts/performance/utils/precision.py has no delayed recipe), its MXFP8 rows by 32-value blocks
     assert all(c.plan.precision == ("mxfp8" if "-mxfp8-" in c.id else "fp8-current" if c.id.startswith("bridge-")
                                     else "fp8") for c in fp8)
-    assert sum(c.plan.precision == "fp8-current" for c in fp8) == 25        # a variant's reading among them
+    assert sum(c.plan.precision == "fp8-current" for c in fp8) == 31        # two variants' readings among them
     others = {c.plan.precision for c in report.cases if c not in fp8 and c.plan.precision != "bf16"}
     # DeepSeek-V3 trained with FP8 blockwise scaling (arXiv 2412.19437 §3.3); the SimuMax and torchtitan FP8 rows
     assert others <= {"fp8-blockwise", "fp8", "fp8-current", "mxfp8"}
@@ -728,9 +730,9 @@ def test_grok1_gb200_runs_show_the_launch_scripts_expert_tp_beside_the_readmes(r
 def test_the_bridge_runs_file_is_what_its_generator_writes_and_states_the_presets(report):
     # autoplan/data/bridge_runs.yaml is generated from the archive's rows and the presets read at each release's tag
     text, n = _generator("bridge").build()
-    assert n == 28 and text == (ROOT / "autoplan" / "data" / "bridge_runs.yaml").read_text()
-    rows = {c.id: c for c in report.cases if c.id.startswith(("bridge-h100-fp8-", "bridge-gb200-"))}
-    assert len(rows) == 29                                     # 28 runs and the Qwen3 26.02.01 table's reading
+    assert n == 42 and text == (ROOT / "autoplan" / "data" / "bridge_runs.yaml").read_text()
+    rows = {c.id: c for c in report.cases if c.id.startswith(("bridge-h100-fp8-", "bridge-gb200-", "bridge-gb300-"))}
+    assert len(rows) == 45                                     # 42 runs and three 26.02.01 tables' readings
     # nothing searched; no recompute, the distributed optimizer, 16-bit gradient reduction, fused cross entropy
     assert not any(c.searched for c in rows.values())
     assert all(c.plan.recompute == "none" and c.plan.zero == 1 and not c.plan.grad_reduce_in_fp32
@@ -738,7 +740,8 @@ def test_the_bridge_runs_file_is_what_its_generator_writes_and_states_the_preset
     # the dense rows' userbuffers reduce-scatters are ring exchanges; the embedding and loss count as a layer in
     # Llama 3.1 405B's pipeline split: 15 layers at each end of PP8 VP8, 7 at each end of PP16
     dense = [c for c in rows.values() if "llama" in c.id]
-    assert all(c.plan.tp_comm_overlap and c.plan.tp_overlap_rs == "r/r" for c in dense)
+    assert all(c.plan.tp_comm_overlap == (c.plan.tp > 1) for c in dense)
+    assert all(c.plan.tp_overlap_rs == "r/r" for c in dense if c.plan.tp > 1)
     assert {(c.plan.pp, c.plan.first_stage_layers, c.plan.last_stage_layers) for c in dense if "405b" in c.id} == {
         (8, 15, 15), (16, 7, 7)}
     # Qwen3 30B-A3B's preset from 26.02.01: PP1 EP16 with HybridEP (flex), no EP overlap; 235B the all-to-all

@@ -484,8 +484,8 @@ def violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
     return out + _other_family_knobs(s)
 
 
-_OTHER_FAMILY_KNOBS = ("ep", "etp", "ep_overlap", "moe_dispatcher", "deepseek_fp8", "precision", "fp8_param_gather", "tp_comm_overlap",
-                       "cp_comm", "sharding", "optimizer_moments", "fp8_activation_store")
+_OTHER_FAMILY_KNOBS = ("ep", "etp", "ep_overlap", "moe_dispatcher", "deepseek_fp8", "precision", "fp8_param_gather",
+                       "tp_comm_overlap", "cp_comm", "sharding", "optimizer_moments", "fp8_activation_store")
 """Knobs of the transformer, MoE and DLRM families that this module does not model: a CNN plan keeps their defaults."""
 
 

@@ -25,8 +25,8 @@ from autoplan.specs.plan import Plan
 
 _ONE = ("tp", "pp", "cp", "spatial", "channel", "filter", "ep", "etp")
 """Parallel degrees of other families that a DLRM plan leaves at 1."""
-_DEFAULT_ONLY = ("precision", "fp8_param_gather", "tp_comm_overlap", "cp_comm", "ep_overlap", "moe_dispatcher", "deepseek_fp8",
-                 "optimizer_moments", "fp8_activation_store")
+_DEFAULT_ONLY = ("precision", "fp8_param_gather", "tp_comm_overlap", "cp_comm", "ep_overlap", "moe_dispatcher",
+                 "deepseek_fp8", "optimizer_moments", "fp8_activation_store")
 """Other families' knobs a DLRM plan leaves at their defaults (not modelled here)."""
 ACTIVATION_BYTES = 4
 """Bytes per saved activation value (fp32 MLPs, as the MLPerf reference)."""

@@ -84,8 +84,8 @@ def recompute_layers_violations(model: ModelSpec, gpus: int, s: Plan) -> list[st
     return _partial_recompute_violations(model, s, not _layout_violations(model, s))
 
 
-KNOB_READS = ("tp", "pp", "cp", "sharding", "ep", "etp", "ep_overlap", "moe_dispatcher", "deepseek_fp8", "zero", "recompute",
-              "activation_offload_layers", "optimizer_offload_pct", "loss_impl", "cross_entropy_fusion",
+KNOB_READS = ("tp", "pp", "cp", "sharding", "ep", "etp", "ep_overlap", "moe_dispatcher", "deepseek_fp8", "zero",
+              "recompute", "activation_offload_layers", "optimizer_offload_pct", "loss_impl", "cross_entropy_fusion",
               "fp8_param_gather", "precision", "tp_comm_overlap", "sequence_parallel", "cp_comm", "param_remainders",
               "embedding_wgrad_deferral", "schedule", "gradient_accumulation_fusion", "tp_overlap_rs",
               "tp_overlap_fp8_rs")

@@ -1,15 +1,15 @@
 """Writes autoplan/data/bridge_runs.yaml: the pre-training rows of NVIDIA Megatron-Bridge's performance summary for the
-NeMo 26.02 to 26.06 containers on DGX-H100 and DGX-GB200 that public.yaml does not hold, each with the configuration
-its release's performance preset runs.
+NeMo 26.02 to 26.06 containers on DGX-H100, GB200 and GB300 that public.yaml does not hold, each with the
+configuration its release's performance preset runs.
 
 Input: the tables of docs/performance-summary-archive.md (NVIDIA-NeMo/Megatron-Bridge @4ab94dfad, ``ROWS``, tokens per
 second per GPU as printed) and the presets of scripts/performance at each release's tag (``TAGS``, ``PRESETS``; every
-setting with the file and line that sets it). Entered: every DGX-H100 and DGX-GB200 pre-training row of a model
+setting with the file and line that sets it). Entered: every DGX-H100, GB200 and GB300 pre-training row of a model
 autoplan describes (Llama 3 70B, Llama 3.1 405B, Qwen3 30B-A3B and 235B-A22B) in FP8 (current scaling) or MXFP8.
 Left out, with the reason (``LEFT_OUT``): rows already in public.yaml; NVFP4 (not modelled); Megatron-FSDP runs
 (FSDP > 0); Nemotron 3 (hybrid Mamba) and Kimi-K2 (the Muon optimizer); the supervised fine-tuning and LoRA tables;
 GPT-OSS 120B on H100 (the same model, GPU and plan as the H100 calibration run, which would test the host constant on
-its own run); the GB200 mixture-of-experts rows (their presets are not read yet).
+its own run); the Blackwell mixture-of-experts rows (their presets are not read yet); B300 (no cluster spec).
 
 Run: python benchmarks/data/bridge/make_runs.py   (rewrites autoplan/data/bridge_runs.yaml)
 """
@@ -80,15 +80,47 @@ ROWS = (
     ("26.04", "GB200", "llama31-405b", "MXFP8", 256, 1536, 1, 4, 16, 1, 8, 1, 793, 317),
     ("26.04.01", "GB200", "llama31-405b", "MXFP8", 256, 1536, 1, 4, 16, 1, 8, 1, 800, 217),
     ("26.06", "GB200", "llama31-405b", "MXFP8", 256, 1536, 1, 4, 16, 1, 8, 1, 783, 104),
+    # GB300: 26.02.01's 405B FP8 row prints the MXFP8 layout (TP2 CP2) and its 70B row MBS 2 without VP, which no
+    # preset of that tag sets (``TABLE_READINGS``)
+    ("26.02", "GB300", "llama3-70b", "MXFP8", 64, 256, 1, 1, 4, 1, 5, 1, 4596, 485),
+    ("26.02.01", "GB300", "llama3-70b", "MXFP8", 64, 256, 1, 1, 4, 1, 5, 1, 4798, 401),
+    ("26.04", "GB300", "llama3-70b", "MXFP8", 64, 256, 1, 1, 4, 1, 5, 1, 4742, 304),
+    ("26.04.01", "GB300", "llama3-70b", "MXFP8", 64, 256, 1, 1, 4, 1, 5, 1, 4864, 202),
+    ("26.02", "GB300", "llama31-405b", "FP8", 256, 1536, 1, 4, 8, 1, 4, 1, 988, 499),
+    ("26.02.01", "GB300", "llama31-405b", "FP8", 256, 1536, 1, 4, 8, 1, 4, 1, 1024, 415),
+    ("26.04", "GB300", "llama31-405b", "FP8", 256, 1536, 1, 4, 8, 1, 4, 1, 1036, 318),
+    ("26.04.01", "GB300", "llama31-405b", "FP8", 256, 1536, 1, 4, 8, 1, 4, 1, 1024, 213),
+    ("26.06", "GB300", "llama31-405b", "FP8", 256, 1536, 1, 4, 8, 1, 4, 1, 1048, 100),
+    ("26.02", "GB300", "llama31-405b", "MXFP8", 256, 1536, 1, 2, 8, 2, 4, 1, 931, 497),
+    ("26.02.01", "GB300", "llama31-405b", "MXFP8", 256, 1536, 1, 2, 8, 2, 4, 1, 949, 413),
+    ("26.04", "GB300", "llama31-405b", "MXFP8", 256, 1536, 1, 2, 8, 2, 4, 1, 968, 316),
+    ("26.04.01", "GB300", "llama31-405b", "MXFP8", 256, 1536, 1, 2, 8, 2, 4, 1, 960, 214),
+    ("26.06", "GB300", "llama31-405b", "MXFP8", 256, 1536, 1, 2, 8, 2, 4, 1, 952, 101),
 )
-"""The entered rows of the archive's tables (line numbers @4ab94dfad)."""
+"""The entered rows of the archive's tables (line numbers @4ab94dfad), each with the layout its release's preset
+runs."""
+
+TABLE_READINGS = {
+    # the table prints PP2 VP12 EP8, 26.02's preset; v0.3.1's runs PP1 EP16 (commit f29a269f8)
+    ("26.02.01", "H100", "qwen3-30b-a3b"): ("the table's TP1 PP2 VP12 EP8", {
+        "pp": 2, "ep": 8, "virtual_stages_per_rank": 12, "interleaved_schedule": True, "overlap_p2p_comm": True}),
+    # GB300_FP8_CS_V2 is TP4 PP8 CP1 VP4 at every tag (llama31_workload_base_configs.py:225-235); TP2 CP2 is the
+    # MXFP8 preset's layout
+    ("26.02.01", "GB300", "llama31-405b", "FP8"): ("the table's TP2 CP2", {"tp": 2, "cp": 2}),
+    # GB300_FP8_MX_V2 is MBS 1 PP4 VP5 at every tag (llama3_workload_base_configs.py:219-223)
+    ("26.02.01", "GB300", "llama3-70b"): ("the table's MBS 2 without VP", {
+        "microbatch": 2, "virtual_stages_per_rank": 1, "interleaved_schedule": False, "overlap_p2p_comm": False}),
+}
+"""Rows whose table prints another layout than the preset of their release: that reading as a variant (not
+counted), by (release, system, model[, precision])."""
 
 LEFT_OUT = {
     "H100 GPT OSS 120B, 26.02.01 / 26.04 / 26.04.01 (5984, 5810, 5824)":
         "the model, GPU and plan of the H100 calibration run (public.yaml bridge-h100-bf16-gpt-oss-120b-64gpu-26.02)",
-    "GB200 Llama 3 70B FP8, 26.02 to 26.04.01": "Megatron-FSDP (FSDP 64), not modelled",
     "NVFP4 rows": "NVFP4 GEMMs are not modelled",
-    "GB200 DeepSeek-V3, GPT OSS 120B, Qwen3 30B-A3B / 235B-A22B": "their GB200 presets are not read yet",
+    "GB200 Llama 3 70B FP8, GB300 Llama 3 70B FP8": "Megatron-FSDP (FSDP 64), not modelled",
+    "GB200/GB300/B200/B300 DeepSeek-V3, GPT OSS 120B, Qwen3 30B-A3B / 235B-A22B": "their presets are not read yet",
+    "B300 rows": "no B300 cluster spec",
     "Nemotron 3 Nano / Super, Kimi-K2": "hybrid Mamba layers; the Muon optimizer",
     "26.06 Llama 3 70B": "supervised fine-tuning and LoRA tables, not pre-training",
     "H100 Qwen3 and GPT OSS, 26.02": "already in public.yaml",
@@ -123,6 +155,11 @@ PRESETS = {
     ("GB200", "llama3-70b"): _DENSE,
     # LLAMA31_405B_PRETRAIN_CONFIG_GB200_FP8_CS_V2 / _FP8_MX_V2 (llama31_workload_base_configs.py:262-281)
     ("GB200", "llama31-405b"): {**_DENSE, "account_for_ends": True},
+    # GB300_FP8_MX_V2 of Llama 3 70B (llama3_workload_base_configs.py:219-223: TP1, so no TP-comm overlap);
+    # GB300_FP8_CS_V2 / _FP8_MX_V2 of Llama 3.1 405B (llama31_workload_base_configs.py:225-243), the userbuffers
+    # config userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192 at TP 4 and TP 2 (llama31_llm_pretrain.py:63)
+    ("GB300", "llama3-70b"): _DENSE,
+    ("GB300", "llama31-405b"): {**_DENSE, "account_for_ends": True},
     # QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V2 from v0.3.1 (qwen3_workload_base_configs.py:408-415; commit
     # f29a269f8, #2477): PP1, EP16, the flex dispatcher with HybridEP (qwen3_llm_pretrain.py:314-315,
     # hybridep_num_sms 32: overrides.py:70), no EP overlap
@@ -146,6 +183,8 @@ HARDWARE = {
     "H100": {"gpu": "H100-SXM5-80GB", "gpus_per_node": 8, "cluster": "NVIDIA DGX H100"},
     "GB200": {"gpu": "B200 (GB200 NVL72 superchip)", "gpus_per_node": 4, "cluster_spec": "gb200-nvl72",
               "cluster": "NVIDIA DGX GB200 NVL72"},
+    "GB300": {"gpu": "B300 (GB300 NVL72 superchip)", "gpus_per_node": 4, "cluster_spec": "gb300-nvl72",
+              "cluster": "NVIDIA DGX GB300 NVL72"},
 }
 
 
@@ -191,15 +230,15 @@ def case(row: tuple) -> dict:
     }
     if (system, model) in NEEDS:
         c["needs"] = NEEDS[(system, model)]
-    if (release, model) == ("26.02.01", "qwen3-30b-a3b"):
-        c["variants"] = [{"label": "the table's TP1 PP2 VP12 EP8", "strategy": {"pp": 2, "ep": 8,
-                          "virtual_stages_per_rank": 12, "interleaved_schedule": True, "overlap_p2p_comm": True}}]
+    reading = TABLE_READINGS.get((release, system, model), TABLE_READINGS.get((release, system, model, precision)))
+    if reading:
+        c["variants"] = [{"label": reading[0], "strategy": reading[1]}]
     return c
 
 
 HEADER = ("# Generated by benchmarks/data/bridge/make_runs.py: NVIDIA Megatron-Bridge's performance summary, NeMo\n"
-          "# 26.02 to 26.06 containers, DGX-H100 and DGX-GB200 pre-training rows not in public.yaml (tokens/s/GPU as\n"
-          "# printed), each with its release's performance preset. Do not edit by hand.\n")
+          "# 26.02 to 26.06 containers, DGX-H100, GB200 and GB300 pre-training rows not in public.yaml (tokens/s/GPU\n"
+          "# as printed), each with its release's performance preset. Do not edit by hand.\n")
 
 
 def build() -> tuple[str, int]:
