@@ -1,15 +1,17 @@
 """Writes autoplan/data/bridge_runs.yaml: the pre-training rows of NVIDIA Megatron-Bridge's performance summary for the
-NeMo 26.02 to 26.06 containers on DGX-H100, GB200 and GB300 that public.yaml does not hold, each with the
+NeMo 25.09 to 26.06 containers on DGX-H100, B200, GB200 and GB300 that public.yaml does not hold, each with the
 configuration its release's performance preset runs.
 
 Input: the tables of docs/performance-summary-archive.md (NVIDIA-NeMo/Megatron-Bridge @4ab94dfad, ``ROWS``, tokens per
 second per GPU as printed) and the presets of scripts/performance at each release's tag (``TAGS``, ``PRESETS``; every
-setting with the file and line that sets it). Entered: every DGX-H100, GB200 and GB300 pre-training row of a model
-autoplan describes (Llama 3 70B, Llama 3.1 405B, Qwen3 30B-A3B and 235B-A22B) in FP8 (current scaling) or MXFP8.
+setting with the file and line that sets it). Entered: every DGX-H100, B200, GB200 and GB300 pre-training row of a
+model autoplan describes (Llama 3 8B and 70B, Llama 3.1 405B, Qwen3 30B-A3B and 235B-A22B) in FP8 (current scaling)
+or MXFP8.
 Left out, with the reason (``LEFT_OUT``): rows already in public.yaml; NVFP4 (not modelled); Megatron-FSDP runs
 (FSDP > 0); Nemotron 3 (hybrid Mamba) and Kimi-K2 (the Muon optimizer); the supervised fine-tuning and LoRA tables;
 GPT-OSS 120B on H100 (the same model, GPU and plan as the H100 calibration run, which would test the host constant on
-its own run); the Blackwell mixture-of-experts rows (their presets are not read yet); B300 (no cluster spec).
+its own run); the Blackwell mixture-of-experts rows (their presets are not read yet); B300 (no cluster spec); 25.11's
+GB200 and GB300 Llama 3.1 405B rows (no preset of v0.2.0 runs their layout).
 
 Run: python benchmarks/data/bridge/make_runs.py   (rewrites autoplan/data/bridge_runs.yaml)
 """
@@ -25,14 +27,19 @@ OUT = ROOT / "autoplan" / "data" / "bridge_runs.yaml"
 REPO = "NVIDIA-NeMo/Megatron-Bridge"
 ARCHIVE = f"{REPO}: docs/performance-summary-archive.md @4ab94dfad"
 
-TAGS = {"26.02": "v0.3.0", "26.02.01": "v0.3.1", "26.04": "v0.4.0", "26.04.01": "v0.4.2", "26.06": "v0.5.0"}
+TAGS = {"25.09": "v0.1.0rc3", "25.11": "v0.2.0", "26.02": "v0.3.0", "26.02.01": "v0.3.1", "26.04": "v0.4.0",
+        "26.04.01": "v0.4.2", "26.06": "v0.5.0"}
 """Release tag of each container: docs/releases/software-versions.md and known-issues.md ("26.02.01 (r0.3.1)");
 26.04.01 is v0.4.2 (docs/fern/docs.yml "0.4.2 · 26.04.01", the tag that holds the 26.04.01 summary commit #3997;
-its scripts/performance equal v0.4.0's for these rows)."""
+its scripts/performance equal v0.4.0's for these rows). 25.09 is v0.1.0rc3 (its yaml perf_matrix; the table was
+drafted on main before rc4's cherry-pick of 2025-10-15, which is not what ran)."""
 
 _LLAMA = {"activation": "swiglu", "position": "rope", "norm": "rmsnorm", "bias": False, "tied_embeddings": False,
           "dropout": False}
 MODELS = {
+    # Llama 3 8B (models/llama/llama_provider.py:173-259 @v0.1.0rc3; the HuggingFace config from v0.2.0)
+    "llama3-8b": dict(name="Llama 3 8B", layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
+                      vocab=128256, seq_len=8192, **_LLAMA),
     # the recipes load the HuggingFace configs (AutoBridge.from_hf_pretrained, recipes/llama/llama3.py:665, :1110
     # @v0.3.1): meta-llama/Meta-Llama-3-70B and Meta-Llama-3.1-405B; vocabulary unpadded (setup.py:177)
     "llama3-70b": dict(name="Llama 3 70B", layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672,
@@ -51,6 +58,29 @@ MODELS = {
 
 ROWS = (
     # release, system, model, precision, GPUs, GBS, MBS, TP, PP, CP, VP, EP, tokens/s/GPU, archive line
+    # 25.09 and 25.11 print MXFP8 in parentheses beside FP8 (the footnote, archive line 635); 25.09 names no recipe
+    # for the other figure (``TABLE_READINGS``)
+    ("25.09", "H100", "llama3-70b", "FP8", 64, 128, 1, 4, 8, 1, 5, 1, 1619, 629),
+    ("25.09", "H100", "llama31-405b", "FP8", 1024, 512, 1, 8, 8, 2, 8, 1, 302, 630),
+    ("25.09", "GB200", "llama3-8b", "FP8", 8, 128, 2, 1, 1, 1, 1, 1, 31357, 607),
+    ("25.09", "GB200", "llama3-8b", "MXFP8", 8, 128, 2, 1, 1, 1, 1, 1, 29925, 607),
+    ("25.09", "GB200", "llama3-70b", "MXFP8", 64, 128, 1, 2, 4, 1, 5, 1, 3546, 608),
+    ("25.09", "GB200", "llama31-405b", "MXFP8", 128, 64, 1, 4, 8, 2, 8, 1, 578, 609),
+    ("25.09", "B200", "llama3-8b", "FP8", 8, 128, 2, 1, 1, 1, 1, 1, 29994, 618),
+    ("25.09", "B200", "llama3-8b", "MXFP8", 8, 128, 2, 1, 1, 1, 1, 1, 29388, 618),
+    ("25.09", "B200", "llama31-405b", "FP8", 128, 64, 1, 4, 8, 2, 8, 1, 664, 619),
+    ("25.09", "B200", "llama31-405b", "MXFP8", 128, 64, 1, 4, 8, 2, 8, 1, 622, 619),
+    ("25.11", "H100", "llama3-70b", "FP8", 64, 128, 1, 4, 8, 1, 5, 1, 1602, 590),
+    ("25.11", "H100", "llama31-405b", "FP8", 1024, 512, 1, 8, 8, 2, 8, 1, 292, 591),
+    ("25.11", "GB200", "llama3-8b", "FP8", 8, 128, 2, 1, 1, 1, 1, 1, 31508, 565),
+    ("25.11", "GB200", "llama3-8b", "MXFP8", 8, 128, 2, 1, 1, 1, 1, 1, 29789, 565),
+    ("25.11", "B200", "llama3-8b", "FP8", 8, 128, 2, 1, 1, 1, 1, 1, 30624, 578),
+    ("25.11", "B200", "llama3-8b", "MXFP8", 8, 128, 2, 1, 1, 1, 1, 1, 29521, 578),
+    ("25.11", "B200", "llama31-405b", "FP8", 128, 64, 1, 4, 8, 2, 8, 1, 661, 579),
+    ("25.11", "B200", "llama31-405b", "MXFP8", 128, 64, 1, 4, 8, 2, 8, 1, 624, 579),
+    # the table prints MBS 2; the GB300 preset of v0.2.0 runs MBS 4 (``TABLE_READINGS``)
+    ("25.11", "GB300", "llama3-8b", "FP8", 8, 128, 4, 1, 1, 1, 1, 1, 37556, 552),
+    ("25.11", "GB300", "llama3-8b", "MXFP8", 8, 128, 4, 1, 1, 1, 1, 1, 36108, 552),
     ("26.02", "H100", "llama3-70b", "FP8", 64, 256, 1, 4, 8, 1, 5, 1, 1621, 489),
     ("26.02.01", "H100", "llama3-70b", "FP8", 64, 256, 1, 4, 8, 1, 5, 1, 1639, 405),
     ("26.04", "H100", "llama3-70b", "FP8", 64, 256, 1, 4, 8, 1, 5, 1, 1633, 308),
@@ -101,6 +131,15 @@ ROWS = (
 runs."""
 
 TABLE_READINGS = {
+    # 25.09's unbracketed figures name no recipe, and v0.1.0rc3's fp8_cs and fp8_ds presets are identical
+    # (configs/llama3/llama3_70b_llm_pretrain.yaml:56-77): current scaling is entered (dgxc-benchmarking's Llama
+    # launcher for nemo:25.09 defaults to FP8_RECIPE=cs, llama3.1/launch.sh:47 @v25.10), delayed scaling (the
+    # script's --fp8_recipe default ds, argument_parser.py:106) is the variant
+    **{("25.09", system, model, "FP8"): ("delayed scaling (the script's default recipe)", {"precision": "fp8"})
+       for system, model in (("H100", "llama3-70b"), ("H100", "llama31-405b"), ("GB200", "llama3-8b"),
+                             ("B200", "llama3-8b"), ("B200", "llama31-405b"))},
+    # GB300 Llama 3 8B at v0.2.0: MBS 4, GA 4 (configs/llama3/workload_base_configs.py:158-165)
+    ("25.11", "GB300", "llama3-8b"): ("the table's MBS 2", {"microbatch": 2}),
     # the table prints PP2 VP12 EP8, 26.02's preset; v0.3.1's runs PP1 EP16 (commit f29a269f8)
     ("26.02.01", "H100", "qwen3-30b-a3b"): ("the table's TP1 PP2 VP12 EP8", {
         "pp": 2, "ep": 8, "virtual_stages_per_rank": 12, "interleaved_schedule": True, "overlap_p2p_comm": True}),
@@ -121,6 +160,9 @@ LEFT_OUT = {
     "GB200 Llama 3 70B FP8, GB300 Llama 3 70B FP8": "Megatron-FSDP (FSDP 64), not modelled",
     "GB200/GB300/B200/B300 DeepSeek-V3, GPT OSS 120B, Qwen3 30B-A3B / 235B-A22B": "their presets are not read yet",
     "B300 rows": "no B300 cluster spec",
+    "25.11 GB200 / GB300 Llama 3.1 405B (813, 999)": "no preset of v0.2.0-v0.2.2 runs their 256-GPU layout (its presets "
+                                                     "are FSDP at 128 GPUs); the settings are not determinable",
+    "25.09 / 25.11 H100 Llama 3 8B": "Megatron-FSDP (FSDP 8)",
     "Nemotron 3 Nano / Super, Kimi-K2": "hybrid Mamba layers; the Muon optimizer",
     "26.06 Llama 3 70B": "supervised fine-tuning and LoRA tables, not pre-training",
     "H100 Qwen3 and GPT OSS, 26.02": "already in public.yaml",
@@ -155,6 +197,12 @@ PRESETS = {
     ("GB200", "llama3-70b"): _DENSE,
     # LLAMA31_405B_PRETRAIN_CONFIG_GB200_FP8_CS_V2 / _FP8_MX_V2 (llama31_workload_base_configs.py:262-281)
     ("GB200", "llama31-405b"): {**_DENSE, "account_for_ends": True},
+    # Llama 3 8B on one node at TP1 (v0.1.0rc3 configs/llama3/llama3_8b_llm_pretrain.yaml:78-115, v0.2.0
+    # configs/llama3/workload_base_configs.py:158-215): no TP-comm overlap, no pipeline
+    **{(system, "llama3-8b"): _DENSE for system in ("GB200", "B200", "GB300")},
+    # B200 Llama 3.1 405B (v0.1.0rc3 configs/llama31/llama31_405b_llm_pretrain.yaml:75-93, v0.2.0
+    # workload_base_configs.py:125-136): userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192
+    ("B200", "llama31-405b"): {**_DENSE, "account_for_ends": True},
     # GB300_FP8_MX_V2 of Llama 3 70B (llama3_workload_base_configs.py:219-223: TP1, so no TP-comm overlap);
     # GB300_FP8_CS_V2 / _FP8_MX_V2 of Llama 3.1 405B (llama31_workload_base_configs.py:225-243), the userbuffers
     # config userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192 at TP 4 and TP 2 (llama31_llm_pretrain.py:63)
@@ -170,8 +218,19 @@ PRESETS = {
     # (recipes/qwen/qwen3_moe.py:166-167)
     ("H100", "qwen3-235b-a22b"): {**_MOE, "ep_overlap": True, "tp_comm_overlap": False, "account_for_ends": True},
 }
-NEEDS: dict = {}
-"""What a preset runs that autoplan cannot describe, by (system, model)."""
+NEEDS = {(system, "llama3-8b"): ["cuda_graphs"] for system in ("GB200", "B200", "GB300")}
+"""What a preset runs that autoplan cannot describe, by (system, model): Llama 3 8B's Blackwell presets capture CUDA
+graphs (per layer at v0.1.0rc3, utils/helpers.py:114-120; the whole forward-backward at v0.2.0, full_iteration)."""
+
+RELEASE_KNOBS = {
+    # v0.1.0rc3's recipes defer the output layer's weight gradient (recipes/llama/llama3_70b.py:219-227: limit 22;
+    # llama31_405b.py:235-243: limit 50), where a pipeline carries it
+    ("25.09", "llama3-70b"): {"embedding_wgrad_deferral": 22},
+    ("25.09", "llama31-405b"): {"embedding_wgrad_deferral": 50},
+    # v0.2.0's B200 405B MXFP8 preset turns the parameter gathers' overlap off (llama31_llm_pretrain.py:140-143)
+    ("25.11", "B200", "llama31-405b", "MXFP8"): {"overlap_param_gather": False},
+}
+"""Settings of one release's preset beyond ``PRESETS``, by (release, model) or (release, system, model, precision)."""
 
 PRECISION = {
     # scripts/performance/utils/precision.py:28-34: "FP8" is fp8_cs, Transformer Engine's tensor-wise current
@@ -185,13 +244,16 @@ HARDWARE = {
               "cluster": "NVIDIA DGX GB200 NVL72"},
     "GB300": {"gpu": "B300 (GB300 NVL72 superchip)", "gpus_per_node": 4, "cluster_spec": "gb300-nvl72",
               "cluster": "NVIDIA DGX GB300 NVL72"},
+    "B200": {"gpu": "B200-SXM-180GB", "gpus_per_node": 8, "cluster_spec": "dgx-b200", "cluster": "NVIDIA DGX B200"},
 }
 
 
-def strategy(system: str, model: str, precision: str, gbs: int, mbs: int, tp: int, pp: int, cp: int, vp: int,
-             ep: int) -> dict:
+def strategy(release: str, system: str, model: str, precision: str, gbs: int, mbs: int, tp: int, pp: int, cp: int,
+             vp: int, ep: int) -> dict:
     """The row's plan: the table's degrees and batches, its preset's knobs."""
-    knobs = dict(PRESETS[(system, model)])
+    knobs = {**PRESETS[(system, model)], **RELEASE_KNOBS.get((release, model), {}),
+             **RELEASE_KNOBS.get((release, system, model, precision), {})}
+    deferral = knobs.pop("embedding_wgrad_deferral", 0)
     ends = knobs.pop("account_for_ends", False)
     st = {"tp": tp, "pp": pp, "cp": cp, "microbatch": mbs, "global_batch": gbs, "virtual_stages_per_rank": vp,
           "interleaved_schedule": vp > 1, "sequence_parallel": tp > 1, **PRECISION[precision], **knobs}
@@ -206,6 +268,8 @@ def strategy(system: str, model: str, precision: str, gbs: int, mbs: int, tp: in
         # (layers + 2) / (pp·vp) a virtual stage, the first and last one less (they hold the embedding, the loss)
         per_chunk = (MODELS[model]["layers"] + 2) // (pp * vp)
         st["first_stage_layers"] = st["last_stage_layers"] = per_chunk - 1 + (vp - 1) * per_chunk
+    if deferral and pp > 1:
+        st["embedding_wgrad_deferral"] = deferral
     return st
 
 
@@ -213,7 +277,7 @@ def case(row: tuple) -> dict:
     release, system, model, precision, gpus, gbs, mbs, tp, pp, cp, vp, ep, tokens, line = row
     seq = MODELS[model]["seq_len"]
     tag = TAGS[release]
-    st = strategy(system, model, precision, gbs, mbs, tp, pp, cp, vp, ep)
+    st = strategy(release, system, model, precision, gbs, mbs, tp, pp, cp, vp, ep)
     c = {
         "id": f"bridge-{system.lower()}-{precision.lower()}-{model}-{gpus}gpu-{release}",
         "group": f"NVIDIA Megatron-Bridge performance summary, {release} container, {system}",
@@ -237,13 +301,13 @@ def case(row: tuple) -> dict:
 
 
 HEADER = ("# Generated by benchmarks/data/bridge/make_runs.py: NVIDIA Megatron-Bridge's performance summary, NeMo\n"
-          "# 26.02 to 26.06 containers, DGX-H100, GB200 and GB300 pre-training rows not in public.yaml (tokens/s/GPU\n"
-          "# as printed), each with its release's performance preset. Do not edit by hand.\n")
+          "# 25.09 to 26.06 containers, DGX-H100, B200, GB200 and GB300 pre-training rows not in public.yaml\n"
+          "# (tokens/s/GPU as printed), each with its release's performance preset. Do not edit by hand.\n")
 
 
 def build() -> tuple[str, int]:
     cases = [case(r) for r in ROWS]
-    body = yaml.safe_dump({"title": "NVIDIA Megatron-Bridge performance summary, NeMo 26.02-26.06 (measured)",
+    body = yaml.safe_dump({"title": "NVIDIA Megatron-Bridge performance summary, NeMo 25.09-26.06 (measured)",
                            "cases": cases}, sort_keys=False, width=120)
     return HEADER + body, len(cases)
 
