@@ -169,7 +169,8 @@ LEFT_OUT = {
 }
 
 _DENSE = {
-    # every dense row at every tag (llama3_llm_pretrain.py, llama31_llm_pretrain.py, recipes/llama/llama3.py):
+    # the dense rows (llama3_llm_pretrain.py, llama31_llm_pretrain.py, recipes/llama/llama3.py; v0.1.0rc3's output-
+    # layer deferral in ``RELEASE_KNOBS``, the Llama 3 8B presets' CUDA graphs in ``NEEDS``):
     # no recompute (llama3.py:705, :1156 @v0.3.1); no CUDA graphs (cuda_graph_impl "none", :697, :1148); the
     # distributed optimizer with overlapped gradient reduction and parameter gathers (:727-734, :1178-1184);
     # 16-bit gradient reduction (llama3_llm_pretrain.py:43-44); cross-entropy fusion, impl te (:702-703;
