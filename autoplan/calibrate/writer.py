@@ -51,6 +51,8 @@ def _gpu_rows(c: ClusterSpec) -> list[tuple[str, object]]:
             rows.append((key, getattr(g, key)))
     if g.mxfp8:
         rows.append(("mxfp8", True))
+    if g.fp8_any_layout:
+        rows.append(("fp8_any_layout", True))
     return rows
 
 

@@ -20,8 +20,8 @@ def validate(file: str | None, as_json: bool, as_markdown: bool, no_calibration:
     """Compare predictions with published, measured training runs (default: the runs shipped with autoplan).
 
     Every run counts, known gaps included; runs that calibrate a shipped constant are named and left out. Beside
-    each group's error: the same group predicted with a compute clock fitted on the other groups of its GPU type
-    (leave one group out)."""
+    each group's error: the same group predicted with a compute clock fitted on the other groups of its calibration
+    pool, the GPU and its spec's compute constants (leave one group out)."""
     from pathlib import Path
 
     from autoplan.validate import validate as run_validation

@@ -100,6 +100,9 @@ class GPUSpec:
     cuBLAS through Transformer Engine) over the same GEMM with one scale per operand (1: no slower, unmeasured)."""
     mxfp8: bool = False
     """The tensor cores take MXFP8 block-scaled operands natively (Blackwell and later)."""
+    fp8_any_layout: bool = False
+    """cuBLASLt's FP8 GEMMs take every operand layout, not only TN (Blackwell, sm 10.x): Transformer Engine's
+    tensor-scaled FP8 then writes and keeps no transposed copy (``fp8_scaling.fp8_copies``)."""
     l2_cache_bytes: float = 0.0
     """L2 cache that holds a skewed embedding table's hot rows (0: no cache modelled)."""
     l2_bandwidth: float = 0.0
@@ -378,6 +381,7 @@ OPTIONAL: dict[str, dict[str, object]] = {
     "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0,
             "flash2_attention_efficiency": 0.0, "clock_ratio": 1.0,
             "fp8_peak_tflops": 0.0, "fp8_gemm_efficiency": 0.0, "fp8_blockwise_gemm_ratio": 1.0, "mxfp8": False,
+            "fp8_any_layout": False,
             "epilogue_exposure": 0.0, "flash2_deterministic_bwd_ratio": 1.0,
             "fused_deterministic_bwd_ratio": 1.0, "l2_cache_mib": 0.0,
             "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0, "host_step_ms": 0.0, "speed_variability": 0.0,
@@ -465,7 +469,8 @@ _DIMENSION_KEYS = {"name", "size", "topology", "bandwidth_gb_per_s", "efficiency
 _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
              "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
              "flash2_attention_efficiency", "clock_ratio", "kernel_overhead_us", "memory_reserve_gib",
-             "fp8_peak_tflops", "fp8_gemm_efficiency", "fp8_blockwise_gemm_ratio", "mxfp8", "l2_cache_mib",
+             "fp8_peak_tflops", "fp8_gemm_efficiency", "fp8_blockwise_gemm_ratio", "mxfp8", "fp8_any_layout",
+             "l2_cache_mib",
              "epilogue_exposure", "flash2_deterministic_bwd_ratio", "fused_deterministic_bwd_ratio",
              "l2_bandwidth_gb_per_s", "host_launch_us", "host_step_ms", "speed_variability",
              "tdp_w", "idle_w",
@@ -497,6 +502,7 @@ def _gpu(g: _Table) -> GPUSpec:
         clock_ratio=g.number("clock_ratio", d["clock_ratio"]),
         fp8_peak_flops=g.number("fp8_peak_tflops", d["fp8_peak_tflops"]) * 1e12,
         fp8_gemm_efficiency=g.number("fp8_gemm_efficiency", d["fp8_gemm_efficiency"]), mxfp8=g.flag("mxfp8", d["mxfp8"]),
+        fp8_any_layout=g.flag("fp8_any_layout", d["fp8_any_layout"]),
         fp8_blockwise_gemm_ratio=g.number("fp8_blockwise_gemm_ratio", d["fp8_blockwise_gemm_ratio"]),
         epilogue_exposure=g.number("epilogue_exposure", d["epilogue_exposure"]),
         flash2_deterministic_bwd_ratio=g.number("flash2_deterministic_bwd_ratio", d["flash2_deterministic_bwd_ratio"]),

@@ -1,9 +1,12 @@
 """How far calibration carries: each reference group predicted with a compute clock fitted on the other groups of
-the same GPU (leave one group out, what a user who calibrates on other runs gets), beside the same fit on every
-group (in-sample).
+its calibration pool (leave one group out, what a user who calibrates on other runs gets), beside the same fit on
+every group (in-sample).
 
-The fitted parameter is one per GPU type: a factor on the spec's ``clock_ratio``, which scales every GEMM and
-attention kernel (``hardware/compute.py``). Each run is re-simulated at a few factors and its prediction
+The fitted parameter is one per pool: a factor on the spec's ``clock_ratio``, which scales every GEMM and attention
+kernel (``hardware/compute.py``). A pool is a GPU and the compute constants its spec carries
+(``results.gpu_constants``): specs that differ only in their host or network share it, while a spec whose GEMM
+constants were measured on its own machine (SimuMax's B200 node) is a pool of its own, so a correction fitted to
+another spec's constants is never applied to it. Each run is re-simulated at a few factors and its prediction
 interpolated (log-log, piecewise linear) in between, so a fit costs no further simulation. The objective is the mean
 |log(predicted / measured)|, symmetric in over- and under-prediction and the same for times and rates.
 """
@@ -69,28 +72,32 @@ def fit(training: list[Curve]) -> float:
 
 @dataclass(frozen=True)
 class Calibrated:
-    """Each run's prediction under a calibration, and the factor each GPU type got."""
+    """Each run's prediction under a calibration, and the factor each pool got."""
 
     predicted: dict[str, float]
     """Run id → prediction."""
     factors: dict[str, float]
-    """GPU name (or group, for leave-one-group-out: ``group`` → factor) → fitted clock factor."""
+    """Pool (for leave-one-group-out: ``group @ pool``) → fitted clock factor."""
+
+
+def pool(run: CaseResult) -> str:
+    """The calibration pool of a run: its GPU and that GPU's compute constants."""
+    return f"{run.gpu} [{run.constants}]" if run.constants else run.gpu
 
 
 def in_sample(all_curves: list[Curve]) -> Calibrated:
-    """One factor per GPU type fitted on all its counted runs, predicting them all."""
-    factors = {gpu: fit([c for c in all_curves if c.run.gpu == gpu and c.run.counted])
-               for gpu in {c.run.gpu for c in all_curves}}
-    return Calibrated({c.run.id: c.at(factors[c.run.gpu]) for c in all_curves}, factors)
+    """One factor per pool fitted on all its counted runs, predicting them all."""
+    factors = {p: fit([c for c in all_curves if pool(c.run) == p and c.run.counted])
+               for p in {pool(c.run) for c in all_curves}}
+    return Calibrated({c.run.id: c.at(factors[pool(c.run)]) for c in all_curves}, factors)
 
 
 def leave_one_group_out(all_curves: list[Curve]) -> Calibrated:
-    """Each group predicted with the factor fitted on the counted runs of the other groups on its GPU type (the
+    """Each group predicted with the factor fitted on the counted runs of the other groups in its pool (the
     shipped spec when no other group shares it)."""
     factors = {}
     for group in {c.run.group for c in all_curves}:
-        gpus = {c.run.gpu for c in all_curves if c.run.group == group}
-        for gpu in gpus:
-            training = [c for c in all_curves if c.run.gpu == gpu and c.run.group != group and c.run.counted]
-            factors[f"{group} @ {gpu}"] = fit(training)
-    return Calibrated({c.run.id: c.at(factors[f"{c.run.group} @ {c.run.gpu}"]) for c in all_curves}, factors)
+        for p in {pool(c.run) for c in all_curves if c.run.group == group}:
+            training = [c for c in all_curves if pool(c.run) == p and c.run.group != group and c.run.counted]
+            factors[f"{group} @ {p}"] = fit(training)
+    return Calibrated({c.run.id: c.at(factors[f"{c.run.group} @ {pool(c.run)}"]) for c in all_curves}, factors)

@@ -15,7 +15,7 @@ from autoplan.sim.simulate import evaluate, score
 from autoplan.specs.cluster import ClusterSpec, load_cluster
 from autoplan.specs.model import ModelSpec
 from autoplan.validate.files import CNN_METRICS
-from autoplan.validate.results import CaseResult
+from autoplan.validate.results import CaseResult, gpu_constants
 from autoplan.validate.transformer import hbm_bytes_of
 
 _CNN_KNOBS = ("dp", "pp", "spatial", "channel", "filter", "micro_batch", "global_batch", "schedule", "recompute",
@@ -39,7 +39,8 @@ def _timed_case(case: dict, group: str, metric: str, model: ModelSpec, cluster: 
     measured = float(case["measured"][metric])
     gap = " ".join(str(case.get("known_gap") or "").split())
     common = dict(id=case["id"], group=group, metric=metric, measured=measured, plan=plan, kind=kind,
-                  gpu=cluster.gpu.name, known_gap=gap, calibration=str(case.get("calibration") or ""))
+                  gpu=cluster.gpu.name, constants=gpu_constants(cluster.gpu), known_gap=gap,
+                  calibration=str(case.get("calibration") or ""))
     reasons = family_violations(model, cluster.gpus, plan)
     if reasons:
         return CaseResult(predicted=None, note="; ".join(reasons), **common)

@@ -10,6 +10,13 @@ from typing import Any, Callable
 RUN_KINDS = ("transformer", "cnn", "dlrm")
 
 
+def gpu_constants(gpu: Any) -> str:
+    """The compute constants a clock calibration corrects, as a label: two specs of one GPU that carry the same
+    ones (a cluster's host or network constants aside) are one calibration pool."""
+    return (f"GEMM {gpu.gemm_efficiency:.4g}, clock {gpu.clock_ratio:.4g}, HBM {gpu.memory_efficiency:.4g}, "
+            f"half-k {gpu.gemm_half_k:.4g}, kernel {gpu.kernel_overhead * 1e6:.4g} us")
+
+
 @dataclass(frozen=True, kw_only=True)
 class CaseResult:
     """One published, measured run against its prediction."""
@@ -25,7 +32,10 @@ class CaseResult:
     kind: str = "transformer"
     """Which family of runs (``RUN_KINDS``): transformers, CNNs or recommendation models."""
     gpu: str = ""
-    """The GPU of the run's cluster spec (runs on one GPU type share its calibrated constants)."""
+    """The GPU of the run's cluster spec."""
+    constants: str = ""
+    """The compute constants of that GPU's spec (``gpu_constants``): runs that share the GPU and these constants
+    share a calibration; a spec measured on its own machine (SimuMax's B200 node) is a pool of its own."""
     searched: tuple[str, ...] = ()
     """Knobs the source did not publish, searched here (the fastest feasible plan is reported)."""
     note: str = ""

@@ -22,7 +22,7 @@ from autoplan.specs.files import excerpt
 from autoplan.specs.layout import V_SHAPE, balanced_layout, balanced_v_layout
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.plan import data_parallel
-from autoplan.validate.results import CaseResult
+from autoplan.validate.results import CaseResult, gpu_constants
 
 # Megatron-LM of 2021-22 (the SC'21 and 2022 papers' code) all-reduced gradients after the backward pass
 # (overlap came with Megatron-Core's DDP in 2023), and its p2p_communication.py waited on every pipeline
@@ -372,7 +372,8 @@ def run_case(case: dict, where: Path | None = None) -> CaseResult:
             return convert(score(model, change(cluster), plan).step_time)
     return CaseResult(id=case["id"], group=group_of(case), metric=metric, measured=value,
                       predicted=convert(best.metrics.step_time) if best else None,
-                      plan=best.strategy if best else None, gpu=cluster.gpu.name, searched=searched, note=note,
+                      plan=best.strategy if best else None, gpu=cluster.gpu.name,
+                      constants=gpu_constants(cluster.gpu), searched=searched, note=note,
                       known_gap=" ".join(str(case.get("known_gap") or "").split()),
                       calibration=str(case.get("calibration") or ""), rerun=rerun, fits=fits,
                       needs=needs_of(case))

@@ -19,8 +19,23 @@ from __future__ import annotations
 
 from autoplan.families.costs import PassCost, PassKey, with_part
 from autoplan.hardware import network
-from autoplan.specs.cluster import ClusterSpec
+from autoplan.specs.cluster import ClusterSpec, GPUSpec
 from autoplan.specs.plan import Plan
+
+TENSOR_SCALED = ("fp8", "fp8-current")
+"""The recipes with one scale per tensor (delayed and current scaling)."""
+
+
+def fp8_copies(gpu: GPUSpec, precision: str) -> int:
+    """FP8 copies Transformer Engine writes of a tensor it casts for a GEMM, and keeps of each weight: row-wise and
+    column-wise (the transposed operand of the GEMMs that reduce along the other dimension), except one under a
+    tensor-scaled recipe on a GPU whose FP8 GEMMs take every layout (``GPUSpec.fp8_any_layout``)."""
+    # TE v2.2+ pytorch/csrc quantizer.cpp: Float8Quantizer / Float8CurrentScalingQuantizer create the transpose only
+    # when columnwise_usage && !nvte_is_non_tn_fp8_gemm_supported() (sm 10.x, sm >= 13); MXFP8's 1x32 scales run
+    # along the GEMM's inner dimension, so MXFP8Quantizer writes row-wise and column-wise data on every GPU, as the
+    # blockwise recipes do (cublaslt_grouped_gemm.cu: fp8_block ? false : nvte_is_non_tn_fp8_gemm_supported())
+    return 1 if precision in TENSOR_SCALED and gpu.fp8_any_layout else 2
+
 
 UPDATE_KERNELS = 2
 """Kernels around each reduction besides NCCL's: the concatenation of the amax buffer and the fused amax-and-scale

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from autoplan.families.transformer.fp8_scaling import fp8_copies
 from autoplan.hardware import network
 from autoplan.hardware.compute import BF16, FP8, Collective, Op, gemm_op, linear_backward, memory_op, memory_time
 from autoplan.specs.cluster import ClusterSpec, GPUSpec
@@ -262,7 +263,7 @@ def _quantizing(cluster: ClusterSpec, shapes: dict, inputs: float, precision: st
     # column-parallel layer's input and a row-parallel layer's output gradient all-reduce their amax over TP
     tp_amax = (network.all_reduce_latency(cluster, network.group_shape(cluster.domain_gpus, tp, 1))
                if current and sp and tp > 1 else 0.0)
-    return quantize_ops(cluster.gpu, shapes, inputs, current, tp_amax)
+    return quantize_ops(cluster.gpu, shapes, inputs, current, tp_amax, fp8_copies(cluster.gpu, precision))
 
 
 def gathered_bytes(values: int, fp8: bool) -> int:
@@ -353,31 +354,32 @@ from it, the cast (pytorch/csrc/quantizer.cpp ``Float8CurrentScalingQuantizer::q
 
 
 def quantize_op(gpu: GPUSpec, name: str, values: float, current: bool = False, tp_amax: float = 0.0,
-                tensors: int = 1) -> Op:
-    """Transformer Engine's FP8 cast of ``values`` BF16 values: one pass reads them and writes FP8 twice, row- and
-    column-wise (the wgrad GEMM's transposed operand), recording the amax (TE docs, "Using FP8 with Transformer
-    Engine": cast_transpose; Hopper FP8 GEMMs take only TN layouts, cuBLASLt docs). Under current scaling a pass
-    over the input finds its amax and a kernel sets the scale before the cast (TE v2.4
+                tensors: int = 1, copies: int = 2) -> Op:
+    """Transformer Engine's FP8 cast of ``values`` BF16 values: one pass reads them and writes FP8 ``copies``
+    times, row- and column-wise (the wgrad GEMM's transposed operand; one copy where ``fp8_scaling.fp8_copies``
+    says so), recording the amax (TE docs, "Using FP8 with Transformer Engine": cast_transpose; Hopper FP8 GEMMs
+    take only TN layouts, cuBLASLt docs). Under current scaling a pass over the input finds its amax and a kernel
+    sets the scale before the cast (TE v2.4
     pytorch/csrc/extensions/cast.cpp ``quantize``: nvte_compute_amax, nvte_compute_scale_from_amax,
     nvte_quantize_v2), after an all-reduce of the amax over TP of ``tp_amax`` seconds where one is needed;
     ``tensors``: the tensors cast one by one (their kernels each), the values split among them."""
     kernels = (CURRENT_SCALING_KERNELS if current else 1) * tensors
-    op = memory_op(gpu, name, (BF16 + 2 * FP8 + (BF16 if current else 0)) * values, kernels)
+    op = memory_op(gpu, name, (BF16 + copies * FP8 + (BF16 if current else 0)) * values, kernels)
     return replace(op, seconds=op.seconds + tp_amax) if tp_amax else op
 
 
 def quantize_ops(gpu: GPUSpec, shapes: dict[str, tuple[int, int, int]], sharded_input: int, current: bool = False,
-                 tp_amax: float = 0.0) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
+                 tp_amax: float = 0.0, copies: int = 2) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
     """The FP8 casts (``quantize_op``) around each linear layer: forward, the GEMM input (before the SP all-gather
     for qkv and fc1, whose current-scaling amax is all-reduced over TP: ``tp_amax``); backward, the incoming
     gradient (reduce-scattered after proj's and fc2's dgrad: the same all-reduce). The weights' casts run once
     per step (TE caches them across micro-batches, ``is_first_microbatch``) and are left out."""
     inputs = {"qkv": sharded_input, "proj": shapes["proj"][0] * shapes["proj"][2],
               "fc1": sharded_input, "fc2": shapes["fc2"][0] * shapes["fc2"][2]}
-    fwd = tuple(quantize_op(gpu, f"{name}.quantize", n, current, tp_amax if name in ("qkv", "fc1") else 0.0)
-                for name, n in inputs.items())
+    fwd = tuple(quantize_op(gpu, f"{name}.quantize", n, current, tp_amax if name in ("qkv", "fc1") else 0.0,
+                            copies=copies) for name, n in inputs.items())
     bwd = tuple(quantize_op(gpu, f"{name}.quantize_grad", shapes[name][0] * shapes[name][1], current,
-                            tp_amax if name in ("proj", "fc2") else 0.0) for name in inputs)
+                            tp_amax if name in ("proj", "fc2") else 0.0, copies=copies) for name in inputs)
     return fwd, bwd
 
 

@@ -7,10 +7,11 @@ reduces them), in bytes. Plain arithmetic: the search calls this thousands of ti
 from __future__ import annotations
 
 from autoplan.errors import SpecError
-from autoplan.hardware.compute import wgrad_output_bytes
-from autoplan.specs.cluster import ClusterSpec
+from autoplan.hardware.compute import FP8, wgrad_output_bytes
+from autoplan.specs.cluster import ClusterSpec, GPUSpec
 from autoplan.specs.model import ModelSpec
 from autoplan.families.costs import StageMemory
+from autoplan.families.transformer.fp8_scaling import fp8_copies
 from autoplan.specs.layout import (holds_embedding, holds_output, inflight_layer_chunks, model_copies, stage_layers,
                                    weight_grad_held_chunks)
 from autoplan.families.transformer.knobs import recomputed_layers
@@ -27,8 +28,6 @@ MOMENT_BYTES = {"fp32": 4, "bf16": 2}
 """Bytes of each of Adam's two moments per parameter, by ``Plan.optimizer_moments``."""
 OPTIMIZER_BYTES = MASTER_WEIGHT_BYTES + 2 * MOMENT_BYTES["fp32"]
 """fp32 master weight plus Adam's first and second moments per parameter."""
-FP8_WEIGHT_BYTES = 2
-"""FP8 weight and its transpose per layer parameter (Transformer Engine, FP8 precisions)."""
 ZERO3_GATHERED_LAYERS = 2   # Rajbhandari et al. 2020 (ZeRO) §5.3, with DeepSpeed stage-3 prefetching one ahead
 """Layers whose full bf16 weights a ZeRO-3 rank holds at once: the one computing and the one prefetched."""
 ZERO3_MAX_LIVE_PARAMETERS = 1_000_000_000   # DeepSpeed runtime/zero/constants.py (2021): stage3_max_live_parameters
@@ -205,7 +204,8 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
            working: float = 0.0) -> StageMemory:
     """``working``: ``recompute_working_bytes``, added where the stage holds layers."""
     layers = stage_layers(model.layers, s, stage)
-    weights, gradients, optimizer, buffers = _model_state(model, s, layers, _stage_params(model, s, stage, layers))
+    weights, gradients, optimizer, buffers = _model_state(model, s, layers, _stage_params(model, s, stage, layers),
+                                                          fp8_weight_bytes(cluster.gpu, s))
     chunks = inflight_layer_chunks(s, stage)
     return StageMemory(stage=stage, weights=weights, gradients=gradients, optimizer=optimizer,
                        activations=_activations(model, cluster, s, stage, layers, chunks, per_layer, working),
@@ -229,17 +229,25 @@ def _stage_params(model: ModelSpec, s: Plan, stage: int, layers: int) -> float:
     return params
 
 
-def _model_state(model: ModelSpec, s: Plan, layers: int, params: float) -> tuple[float, float, float, float]:
-    """Bytes of weights, gradients, optimizer state and ZeRO's transient buffers for ``params`` parameters."""
+def fp8_weight_bytes(gpu: GPUSpec, s: Plan) -> int:
+    """Bytes of the FP8 copies Transformer Engine keeps of each layer weight under an FP8 precision: the weight
+    and its transpose, or the weight alone (``fp8_scaling.fp8_copies``); 0 under BF16."""
+    return 0 if s.precision == "bf16" else FP8 * fp8_copies(gpu, s.precision)
+
+
+def _model_state(model: ModelSpec, s: Plan, layers: int, params: float,
+                 fp8_bytes: int = 0) -> tuple[float, float, float, float]:
+    """Bytes of weights, gradients, optimizer state and ZeRO's transient buffers for ``params`` parameters
+    (``fp8_bytes``: ``fp8_weight_bytes``)."""
     t, n = s.tp, s.dp * s.cp
     # Megatron-LM distributed optimizer docs (the WEIGHT/GRADIENT/OPTIMIZER_BYTES above): bytes per parameter
     weights = WEIGHT_BYTES * params
     if s.precision != "bf16":
-        # Transformer Engine keeps an FP8 copy of each layer weight and its transpose beside the BF16 one, cached
+        # Transformer Engine keeps an FP8 copy of each layer weight (and its transpose) beside the BF16 one, cached
         # across micro-batches; with --fp8-param-gather the FP8 weight (and transpose) replaces the BF16 copy
         # (Megatron-LM docs, fp8_param_gather; TE Float8Tensor). The embedding and output layer stay BF16.
         fp8_layer = layers * model.layer_params() / t
-        weights += FP8_WEIGHT_BYTES * fp8_layer - (WEIGHT_BYTES * fp8_layer if s.fp8_param_gather else 0)
+        weights += fp8_bytes * fp8_layer - (WEIGHT_BYTES * fp8_layer if s.fp8_param_gather else 0)
     # Megatron-Core DDP allocates its gradient buffer in fp32 only with grad_reduce_in_fp32 (Megatron-LM
     # --accumulate-allreduce-grads-in-fp32); NeMo's and Megatron-Bridge's performance recipes reduce in bf16
     # (grad_sync_dtype: bf16, grad_reduce_in_fp32=False): a 2-byte buffer (distributed_data_parallel_config.py)

@@ -27,7 +27,7 @@ from autoplan.families.transformer.layer import LayerCompute
 from autoplan.hardware.compute import Op
 from autoplan.families.costs import PAIR_COMM_SMS, CommNeed, PassCost, PassKey, StepCosts, pass_cost
 from autoplan.families.base import family_of_functions
-from autoplan.families.transformer.memory import (FP8_WEIGHT_BYTES, WEIGHT_BYTES, end_layer_bytes, logit_bytes,
+from autoplan.families.transformer.memory import (WEIGHT_BYTES, fp8_weight_bytes, end_layer_bytes, logit_bytes,
                                                   activation_bytes_per_layer, activation_input_bytes,
                                                   optimizer_state_bytes, recomputes_whole_layers,
                                                   weight_grad_bytes_per_layer)
@@ -605,7 +605,8 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, p
         # BF16 one under fp8_param_gather; the embedding and output layer stay BF16
         other, routed = _moe_layer_params(model, s)
         fp8_layer = d * model.layer_params() / s.tp + (layers - d + blocks) * (other + routed)
-        weights += FP8_WEIGHT_BYTES * fp8_layer - (WEIGHT_BYTES * fp8_layer if s.fp8_param_gather else 0)
+        fp8_bytes = fp8_weight_bytes(cluster.gpu, s)
+        weights += fp8_bytes * fp8_layer - (WEIGHT_BYTES * fp8_layer if s.fp8_param_gather else 0)
     if s.recompute_layers and layers:
         # block recompute (knobs.recomputed_layers): a share of each chunk's layers keeps only its input
         share = recomputed_layers(s, layers / s.chunks) / (layers / s.chunks)

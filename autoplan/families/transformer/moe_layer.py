@@ -17,6 +17,7 @@ from autoplan.hardware import compute, network, policy
 
 from autoplan.families.transformer import layer, router
 from autoplan.families.transformer.memory import wgrad_bytes
+from autoplan.families.transformer.fp8_scaling import fp8_copies
 from autoplan.hardware.compute import BF16, FP8, Op
 from autoplan.families.transformer.layer import LayerCompute
 from autoplan.specs.cluster import ClusterSpec
@@ -233,17 +234,18 @@ def activation_ops(model: ModelSpec, gpu, values: int) -> tuple[Op, Op, int, int
     return (compute.memory_op(gpu, "expert.activation", fwd, 4), compute.memory_op(gpu, "expert.activation.bwd", bwd, 3), 4, 3)
 
 
-def _linear(gpu, name: str, m: int, n: int, k: int, fp8: bool, current: bool = False) -> tuple[Op, ...]:
-    """A linear layer's forward: its FP8 input cast (when FP8) and its GEMM."""
+def _linear(gpu, name: str, m: int, n: int, k: int, fp8: bool, current: bool = False,
+            copies: int = 2) -> tuple[Op, ...]:
+    """A linear layer's forward: its FP8 input cast (when FP8, ``copies``: ``fp8_copies``) and its GEMM."""
     # no TP amax all-reduce under current scaling: this model leaves it out of MLA's projections
-    cast = (layer.quantize_op(gpu, f"{name}.quantize", m * k, current),) if fp8 else ()
+    cast = (layer.quantize_op(gpu, f"{name}.quantize", m * k, current, copies=copies),) if fp8 else ()
     return (*cast, compute.gemm_op(gpu, name, m, n, k, fp8=fp8))
 
 
 def _linear_bwd(gpu, name: str, m: int, n: int, k: int, fp8: bool, current: bool = False,
-                wgrad: float = BF16) -> tuple[Op, ...]:
+                wgrad: float = BF16, copies: int = 2) -> tuple[Op, ...]:
     """A linear layer's backward: the FP8 cast of its output gradient (when FP8), dgrad and wgrad."""
-    cast = (layer.quantize_op(gpu, f"{name}.quantize_grad", m * n, current),) if fp8 else ()
+    cast = (layer.quantize_op(gpu, f"{name}.quantize_grad", m * n, current, copies=copies),) if fp8 else ()
     return (*cast, *compute.linear_backward(gpu, name, m, n, k, fp8=fp8, wgrad_bytes=wgrad))
 
 
@@ -262,9 +264,10 @@ def _mla_ops(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[tuple[Op,
     else:
         shapes += [("q_proj", tokens, a * model.qk_head_dim // t, h)]
     # DeepSeek-V3 §3.3.1: every linear layer runs FP8 GEMMs under an FP8 precision (the core stays BF16)
-    f8, current = fp8(s), s.precision == "fp8-current"
-    fwd = [op for name, m, n, k in shapes for op in _linear(gpu, name, m, n, k, f8, current)]
-    bwd = [op for name, m, n, k in shapes for op in _linear_bwd(gpu, name, m, n, k, f8, current, wgrad_bytes(s))]
+    f8, current, copies = fp8(s), s.precision == "fp8-current", fp8_copies(gpu, s.precision)
+    fwd = [op for name, m, n, k in shapes for op in _linear(gpu, name, m, n, k, f8, current, copies)]
+    bwd = [op for name, m, n, k in shapes
+           for op in _linear_bwd(gpu, name, m, n, k, f8, current, wgrad_bytes(s), copies)]
     # the core: QK^T over d + d_R, AV over d_v; FLOPs as heads of their mean width (attention_core_dim)
     proxy = replace(model, head_dim=model.attention_core_dim // model.heads, kv_lora_rank=0, q_lora_rank=0,
                     qk_rope_head_dim=0, v_head_dim=0, experts=0, top_k=0, moe_ffn_hidden=0, shared_experts=0,
@@ -352,7 +355,8 @@ def _routed_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]
         # GroupedLinear casts its input and output gradient with ``split_quantize``: one fused multi-tensor cast
         # under delayed scaling, each local expert's rows cast on their own otherwise (TE v2.7-v2.12
         # pytorch/csrc/extensions/cast.cpp: "only have fused kernel for FP8 delayed scaling"); one call for the host
-        return [(layer.quantize_op(gpu, name, values, cs, tensors=experts if cs else 1), 1)] if fp8 else []
+        return [(layer.quantize_op(gpu, name, values, cs, tensors=experts if cs else 1,
+                                   copies=fp8_copies(gpu, s.precision)), 1)] if fp8 else []
 
     select_f, select_b = _masked_selects(model, gpu, tokens_in)
     forward = [(permute, 1), *select_f, *([(sort, 1)] if sorts else []), *pad_f[:1],

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from autoplan.families.transformer import memory, step as plan
+from autoplan.families.transformer import fp8_scaling, memory, step as plan
 from autoplan.hardware import network
 from autoplan.hardware.compute import gemm_time, memory_time
 from autoplan.families.transformer.layer import layer_compute
@@ -100,6 +100,24 @@ def test_current_scaling_finds_each_amax_first_and_all_reduces_it_over_tp_where_
     # without SP no amax is all-reduced
     no_sp = {op.name: op for op in layer_compute(GPT3, H100, 8, 1, False, 1, "none", "fp8-current").forward}
     assert no_sp["qkv.quantize"].seconds == pytest.approx(memory_time(gpu, no_sp["qkv.quantize"].bytes, 4))
+
+
+@pytest.mark.parametrize("precision, copies", [("fp8", 1), ("fp8-current", 1), ("mxfp8", 2), ("fp8-blockwise", 2)])
+def test_on_blackwell_tensor_scaled_casts_write_one_copy_and_mx_casts_two(precision, copies):
+    # TE v2.2+ quantizer.cpp: no transpose where cuBLASLt's FP8 GEMMs take every layout (sm 10.x); MXFP8's scales
+    # run along the GEMM's inner dimension, so it keeps row- and column-wise data everywhere
+    b200 = load_cluster("dgx-b200", 64)
+    assert fp8_scaling.fp8_copies(b200.gpu, precision) == copies
+    assert fp8_scaling.fp8_copies(H100.gpu, precision) == 2
+    ops = {op.name: op for op in (lambda c: c.forward + c.backward)(
+        layer_compute(GPT3, b200, 8, 1, True, 1, "none", precision))}
+    values = GPT3.seq_len * GPT3.ffn_hidden // 8
+    read_amax = 2 if precision == "fp8-current" else 0
+    assert ops["fc2.quantize"].bytes == (2 + copies + read_amax) * values
+    s = Strategy(tp=8, pp=8, dp=1, global_batch=64, sequence_parallel=True, zero=1)
+    base = memory.memory_per_stage(GPT3, b200, s)[1]
+    fp8 = memory.memory_per_stage(GPT3, b200, replace(s, precision=precision))[1]
+    assert fp8.weights - base.weights == pytest.approx(copies * GPT3.layers // 8 * GPT3.layer_params() / 8)
 
 
 def test_fp8_plan_is_faster_on_h100():
