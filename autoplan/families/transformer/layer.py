@@ -353,8 +353,12 @@ common/recipe/current_scaling.cu ``launch_amax_kernel``, ``zero_amax_kernel`` th
 from it, the cast (pytorch/csrc/quantizer.cpp ``Float8CurrentScalingQuantizer::quantize_impl``)."""
 
 
+NORM_AMAX_KERNELS = 2
+"""Kernels a current-scaling cast skips when the norm before it found the amax: the zeroing and the reduction."""
+
+
 def quantize_op(gpu: GPUSpec, name: str, values: float, current: bool = False, tp_amax: float = 0.0,
-                tensors: int = 1, copies: int = 2) -> Op:
+                tensors: int = 1, copies: int = 2, norm_amax: bool = False) -> Op:
     """Transformer Engine's FP8 cast of ``values`` BF16 values: one pass reads them and writes FP8 ``copies``
     times, row- and column-wise (the wgrad GEMM's transposed operand; one copy where ``fp8_scaling.fp8_copies``
     says so), recording the amax (TE docs, "Using FP8 with Transformer Engine": cast_transpose; Hopper FP8 GEMMs
@@ -362,9 +366,11 @@ def quantize_op(gpu: GPUSpec, name: str, values: float, current: bool = False, t
     sets the scale before the cast (TE v2.4
     pytorch/csrc/extensions/cast.cpp ``quantize``: nvte_compute_amax, nvte_compute_scale_from_amax,
     nvte_quantize_v2), after an all-reduce of the amax over TP of ``tp_amax`` seconds where one is needed;
-    ``tensors``: the tensors cast one by one (their kernels each), the values split among them."""
-    kernels = (CURRENT_SCALING_KERNELS if current else 1) * tensors
-    op = memory_op(gpu, name, (BF16 + copies * FP8 + (BF16 if current else 0)) * values, kernels)
+    ``tensors``: the tensors cast one by one (their kernels each), the values split among them; ``norm_amax``: the
+    input is a fused norm's output whose amax that norm found (current scaling: no amax pass of its own)."""
+    amax_pass = current and not norm_amax
+    kernels = (CURRENT_SCALING_KERNELS - (NORM_AMAX_KERNELS if norm_amax else 0) if current else 1) * tensors
+    op = memory_op(gpu, name, (BF16 + copies * FP8 + (BF16 if amax_pass else 0)) * values, kernels)
     return replace(op, seconds=op.seconds + tp_amax) if tp_amax else op
 
 
@@ -376,8 +382,11 @@ def quantize_ops(gpu: GPUSpec, shapes: dict[str, tuple[int, int, int]], sharded_
     per step (TE caches them across micro-batches, ``is_first_microbatch``) and are left out."""
     inputs = {"qkv": sharded_input, "proj": shapes["proj"][0] * shapes["proj"][2],
               "fc1": sharded_input, "fc2": shapes["fc2"][0] * shapes["fc2"][2]}
+    # TE v2.7+ (PR #2013, pytorch/csrc/extensions/normalization.cpp): under current scaling LayerNormLinear's norm
+    # kernel finds its output's amax (create_hp_tensor_with_amax, quantize_with_amax); v2.6 ran nvte_compute_amax
+    # after it. Megatron-Core fuses the norms before qkv and fc1 (TELayerNormColumnParallelLinear)
     fwd = tuple(quantize_op(gpu, f"{name}.quantize", n, current, tp_amax if name in ("qkv", "fc1") else 0.0,
-                            copies=copies) for name, n in inputs.items())
+                            copies=copies, norm_amax=name in ("qkv", "fc1")) for name, n in inputs.items())
     bwd = tuple(quantize_op(gpu, f"{name}.quantize_grad", shapes[name][0] * shapes[name][1], current,
                             tp_amax if name in ("proj", "fc2") else 0.0, copies=copies) for name in inputs)
     return fwd, bwd

@@ -337,8 +337,10 @@ def _routed_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]
     unpermute = compute.memory_op(gpu, "unpermute", 2 * routed * s.etp)
     # Megatron-Core alltoall dispatcher (token_dispatcher.py): with more than one local expert the gathered tokens
     # are sorted into local-expert order after the dispatch and back before the combine (sort_chunks_by_idxs; under
-    # drop-and-pad a transpose copy), one copy of the permuted tokens each way, and one each in the backward
-    sorts = experts > 1
+    # drop-and-pad a transpose copy), one copy of the permuted tokens each way, and one each in the backward. The
+    # flex dispatcher has no such sort: DeepEP's output is permuted to expert order once, and HybridEP permutes
+    # inside its dispatch (MoEFlexTokenDispatcher, _HybridEPManager.get_permuted_hidden_states_by_experts)
+    sorts = experts > 1 and s.moe_dispatcher == "alltoall"
     sort, unsort = (compute.memory_op(gpu, name, 2 * routed * s.etp) for name in ("sort_chunks", "unsort_chunks"))
     act_f, act_b, act_fk, act_bk = activation_ops(model, gpu, experts * rows * up)
     store_f, store_b = layer.fp8_store_ops(gpu, "expert.activation", experts * rows * up, s.fp8_activation_store)

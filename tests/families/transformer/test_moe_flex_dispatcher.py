@@ -71,6 +71,18 @@ def test_flex_inside_one_node_is_the_all_to_all(h100):
     assert moe.routed_a2a_time(QWEN_LIKE, one_node, flex, BF16) == moe.routed_a2a_time(QWEN_LIKE, one_node, s, BF16)
 
 
+def test_only_the_alltoall_dispatcher_sorts_tokens_into_local_expert_order(h100):
+    # Megatron-Core token_dispatcher.py: sort_chunks_by_idxs in MoEAlltoAllTokenDispatcher only; the flex
+    # dispatcher permutes once each way (DeepEP's output by Megatron, HybridEP inside its dispatch)
+    def names(s):
+        lay = moe.moe_layer(QWEN_LIKE, h100, moe.layer_key(s)).compute
+        return [op.name for op in lay.forward + lay.backward]
+    alltoall, flex = names(_plan()), names(_plan(moe_dispatcher="flex"))
+    assert {"sort_chunks", "unsort_chunks"} <= set(alltoall)
+    assert not {"sort_chunks", "unsort_chunks"} & set(flex)
+    assert flex.count("permute") == alltoall.count("permute") and flex.count("unpermute") == alltoall.count("unpermute")
+
+
 def test_flex_shortens_a_two_node_step_and_shows_in_the_label(h100):
     alltoall, flex = score(QWEN_LIKE, h100, _plan()), score(QWEN_LIKE, h100, _plan(moe_dispatcher="flex"))
     assert flex.step_time < alltoall.step_time
