@@ -123,6 +123,9 @@ class ModelSpec:
     """Layers that use the sliding window (the rest attend fully); 0 with ``window`` > 0 means every layer."""
     glu_clamp: float = 0.0
     """GPT-OSS's clamped SwiGLU: gate and linear inputs clipped to ±this before the activation (0: no clamp)."""
+    qk_norm: bool = False
+    """Queries and keys are RMS-normalised per head before RoPE and the attention (Qwen3: HF ``q_norm`` / ``k_norm``
+    over ``head_dim``; Megatron-Core ``qk_layernorm``)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or len(self.name) > 200 or not self.name.isprintable():
@@ -139,7 +142,7 @@ class ModelSpec:
             if not _is_int(value) or value < 0 or value > MAX_SIZE:
                 raise SpecError(f"model {self.name!r}: {name} must be a positive integer (or 0 for the default), "
                                 f"got {excerpt(value)}")
-        for name in ("bias", "tied_embeddings", "dropout"):
+        for name in ("bias", "tied_embeddings", "dropout", "qk_norm"):
             if not isinstance(getattr(self, name), bool):
                 raise SpecError(f"model {self.name!r}: {name} must be true or false, got {excerpt(getattr(self, name))}")
         if not isinstance(self.family, str) or not self.family:

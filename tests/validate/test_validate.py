@@ -140,7 +140,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 5.65, "logo": 6.14}
+OVERALL = {"all": 5.67, "logo": 6.15}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written."""
 
 

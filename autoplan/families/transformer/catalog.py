@@ -72,13 +72,15 @@ _MOE_MODELS: tuple[ModelSpec, ...] = (
                      "more MoE block and projection on the last stage, sharing embedding and head; "
                      "num_nextn_predict_layers 1; its 14B are beside the 671B)", **_MOE),
     ModelSpec(name="qwen3-30b-a3b", layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn_hidden=6144,
-              vocab=151936, seq_len=4096, experts=128, top_k=8, moe_ffn_hidden=768,
+              vocab=151936, seq_len=4096, experts=128, top_k=8, moe_ffn_hidden=768, qk_norm=True,
               source="Qwen3 technical report (arXiv 2505.09388), Table 2 (30.5B total, 3.3B active); HF "
-                     "Qwen/Qwen3-30B-A3B config.json; per-head q/k norms (128 weights each) left out", **_MOE),
+                     "Qwen/Qwen3-30B-A3B config.json; per-head q/k norms (qk_norm; 128 weights "
+                     "each, not counted)", **_MOE),
     ModelSpec(name="qwen3-235b-a22b", layers=94, hidden=4096, heads=64, kv_heads=4, head_dim=128, ffn_hidden=12288,
-              vocab=151936, seq_len=4096, experts=128, top_k=8, moe_ffn_hidden=1536,
+              vocab=151936, seq_len=4096, experts=128, top_k=8, moe_ffn_hidden=1536, qk_norm=True,
               source="Qwen3 technical report (arXiv 2505.09388), Table 2 (235B total, 22B active); HF "
-                     "Qwen/Qwen3-235B-A22B config.json; per-head q/k norms (128 weights each) left out", **_MOE),
+                     "Qwen/Qwen3-235B-A22B config.json; per-head q/k norms (qk_norm; 128 weights "
+                     "each, not counted)", **_MOE),
     ModelSpec(name="gpt-oss-120b", layers=36, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn_hidden=2880,
               vocab=201088, seq_len=4096, experts=128, top_k=4, moe_ffn_hidden=2880,
               source="OpenAI gpt-oss model card (arXiv 2508.10925), Table 1 (116.8B total, 5.1B active); HF "

@@ -87,6 +87,8 @@ def megatron_model_args(model: ModelSpec, flash_attention: bool) -> list[str]:
         args.append("--normalization RMSNorm")
     if model.position == "rope":
         args.append("--position-embedding-type rope")
+    if model.qk_norm:
+        args.append("--qk-layernorm")
     if not model.bias:
         args.append("--disable-bias-linear")
     if not model.tied_embeddings:

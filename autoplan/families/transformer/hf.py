@@ -142,7 +142,9 @@ def _dense(c: _Config, kind: str) -> dict[str, Any]:
         bias = c.flag("attention_bias", False) and c.flag("mlp_bias", False)
         tied, drop = c.flag("tie_word_embeddings", False), "attention_dropout"
     rate = c.data.get(drop, 0.0)
-    return dict(layers=c.count("num_hidden_layers"), hidden=c.count("hidden_size"),
+    # transformers' Qwen3Attention / Qwen3MoeAttention: q_norm and k_norm (RMSNorm over head_dim) on every layer
+    qk = {"qk_norm": True} if kind in ("qwen3", "qwen3_moe") else {}
+    return qk | dict(layers=c.count("num_hidden_layers"), hidden=c.count("hidden_size"),
                 heads=c.count("num_attention_heads"), kv_heads=c.count("num_key_value_heads", default=0),
                 head_dim=c.count("head_dim", default=0), ffn_hidden=c.count("intermediate_size"),
                 vocab=c.count("vocab_size"), seq_len=_seq_len(c, "max_position_embeddings"),

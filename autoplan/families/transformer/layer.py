@@ -126,16 +126,20 @@ def qkv_split_ops(gpu: GPUSpec, model: ModelSpec, tokens: int, tp: int) -> tuple
     gradients of RoPE and of the queries' copy are not."""
     rope = model.position == "rope"
     grouped = model.kv_heads != model.heads
-    if not (rope or grouped):
-        return (), ()
     d = model.head_dim
     q = tokens * (model.heads // tp) * d
     kv = tokens * max(1, model.kv_heads // tp) * d
+    # Megatron-Core SelfAttention (qk_layernorm): q_layernorm and k_layernorm, one Transformer Engine RMSNorm each,
+    # between the split and RoPE; priced as the layer's norms (one read, one write; the backward twice that)
+    norm_f, norm_b = ((memory_op(gpu, "qk_norm", BF16 * 2 * (q + kv), 2),),
+                      (memory_op(gpu, "qk_norm.bwd", BF16 * 4 * (q + kv), 2),)) if model.qk_norm else ((), ())
+    if not (rope or grouped):
+        return norm_f, norm_b
     # bytes: each pass reads and writes its tensor once (16-bit); the concatenation writes dQ, dK and dV once more
     rope_bytes = BF16 * 2 * (q + kv) if rope else 0.0
     fwd = memory_op(gpu, "qkv.split", rope_bytes + (BF16 * 2 * q if grouped else 0.0), 2 * rope + grouped)
     bwd = memory_op(gpu, "qkv.split.bwd", rope_bytes + BF16 * 2 * (q + 2 * kv), 2 * rope + 1)
-    return (fwd,), (bwd,)
+    return (fwd, *norm_f), (*norm_b, bwd)
 
 
 def cp_ring_merge_ops(gpu: GPUSpec, q: float, o: float, kv: float, ring: int) -> tuple[Op, Op]:

@@ -105,6 +105,9 @@ def activation_bytes_per_layer(model: ModelSpec, s: Plan, cluster_flash_attentio
     replicated = (8 + 2 * d) * sb * model.hidden
     # Korthikanti §4.1: Q, K 2sb(q+kv); V 2sb·kv; projection input 2sb·q
     sharded = 2 * sb * (2 * model.q_dim + 2 * model.kv_dim)
+    if model.qk_norm:
+        # the q and k norms' inputs, which Transformer Engine's RMSNorm saves for its backward
+        sharded += 2 * sb * (model.q_dim + model.kv_dim)
     # Korthikanti §4.2: activation input 2sbf (4sbf for SwiGLU's gate and up; FP8-stored: half), fc2 input 2sbf
     sharded += (activation_input_bytes(model, s) + 2) * sb * model.ffn_hidden
     if s.precision != "bf16":

@@ -48,3 +48,29 @@ def test_the_layer_runs_them_after_the_qkv_gemm_and_before_its_backward():
     assert names.index("qkv.split") == names.index("qkv") + 1
     back = [op.name for op in lay.backward]
     assert back.index("qkv.split.bwd") < back.index("qkv.dgrad")
+
+
+def test_qk_norms_read_and_write_the_queries_and_keys_once_and_keep_their_inputs():
+    # Megatron-Core qk_layernorm (Qwen3): one RMSNorm over the queries, one over the keys; the backward twice the bytes
+    from autoplan.families.transformer.memory import activation_bytes_per_layer
+    from autoplan.families.strategy import Strategy
+    tokens, tp = 4096, 2
+    normed = replace(LLAMA, qk_norm=True)
+    (split, norm), (norm_b, split_b) = qkv_split_ops(H100.gpu, normed, tokens, tp)
+    q, kv = tokens * (32 // tp) * 128, tokens * (8 // tp) * 128
+    assert (split, split_b) == tuple(op[0] for op in qkv_split_ops(H100.gpu, LLAMA, tokens, tp))
+    assert norm.bytes == 2 * 2 * (q + kv) and norm_b.bytes == 2 * norm.bytes and norm.seconds == pytest.approx(
+        norm.bytes / (H100.gpu.hbm_bandwidth * H100.gpu.memory_efficiency) + 2 * H100.gpu.kernel_overhead)
+    s = Strategy(tp=tp, global_batch=8)
+    extra = activation_bytes_per_layer(normed, s, True) - activation_bytes_per_layer(LLAMA, s, True)
+    assert extra == pytest.approx(2 * LLAMA.seq_len * (LLAMA.q_dim + LLAMA.kv_dim) / tp)
+
+
+def test_qwen3_has_qk_norms_from_the_catalog_and_its_config():
+    from autoplan.families.transformer.hf import config_fields
+    assert get_model("qwen3-30b-a3b").qk_norm and not LLAMA.qk_norm
+    config = {"model_type": "qwen3", "hidden_size": 1024, "num_hidden_layers": 28, "num_attention_heads": 16,
+              "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 3072, "vocab_size": 151936,
+              "max_position_embeddings": 40960, "hidden_act": "silu"}
+    assert config_fields(config)["qk_norm"] is True
+    assert "qk_norm" not in config_fields({**config, "model_type": "llama"})
