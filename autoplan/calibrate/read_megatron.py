@@ -98,7 +98,7 @@ def model_of(args: dict, lines: list[str], where: str) -> ModelSpec:
                      activation="swiglu" if gated else "gelu", position="rope" if rope else "learned", norm=norm,
                      bias=args.get("add_bias_linear", True) is not False,
                      tied_embeddings=not args.get("untie_embeddings_and_output_weights", False), dropout=dropout,
-                     source=where)
+                     qk_norm=args.get("qk_layernorm") is True, source=where)
 
 
 def plan_of(args: dict, model: ModelSpec, where: str) -> tuple[Strategy, int]:

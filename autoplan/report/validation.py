@@ -156,7 +156,8 @@ def report_dict(report: Any) -> dict:
             "memory_runs": [_check(r) for r in report.memory_runs],
             "memory_runs_summary": report.summary(report.memory_runs),
             "checks": [_check(r) for r in report.checks],
-            "calibration": {"parameter": "clock factor per pool: a GPU and its spec's compute constants (validate/calibration.py)",
+            "calibration": {"parameter": ("clock factor per pool: a GPU and its spec's compute constants "
+                                          "(validate/calibration.py)"),
                             "in_sample": calibrated(report.in_sample),
                             "leave_one_group_out": calibrated(report.logo)}}
 

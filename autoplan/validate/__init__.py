@@ -3,9 +3,9 @@
 Every run of the file counts, known gaps included (they are labelled, never left out); only the runs that
 calibrate a constant of ``cluster_specs/`` are left out of the figures, and named. Beside the shipped model's
 errors, each reference group is predicted with a compute clock calibrated on the other groups of its calibration
-pool, a GPU and its spec's compute constants (leave one group out, ``calibration.py``). Measured memory peaks are an accuracy figure of their own; two
-consistency checks (the memory formulas against the paper's own formulas, the NCCL efficiencies against the rows
-they were set from) are reported apart, as checks and not as accuracy.
+pool, a GPU and its spec's compute constants (leave one group out, ``calibration.py``). Measured memory peaks are
+an accuracy figure of their own; two consistency checks (the memory formulas against the paper's own formulas, the
+NCCL efficiencies against the rows they were set from) are reported apart, as checks and not as accuracy.
 """
 
 from __future__ import annotations

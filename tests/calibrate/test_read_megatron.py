@@ -47,7 +47,8 @@ def test_megatron_deepspeed_default_markers_and_modern_arguments(tmp_path) -> No
             "untie_embeddings_and_output_weights": True, "hidden_dropout": 0.0, "tensor_model_parallel_size": 2,
             "pipeline_model_parallel_size": 2, "context_parallel_size": 1, "world_size": 16, "micro_batch_size": 1,
             "global_batch_size": 128, "sequence_parallel": True, "recompute_granularity": "selective",
-            "use_distributed_optimizer": True, "virtual_pipeline_model_parallel_size": 4, "overlap_grad_reduce": True}
+            "use_distributed_optimizer": True, "virtual_pipeline_model_parallel_size": 4, "overlap_grad_reduce": True,
+            "qk_layernorm": True}
     body = "\n".join(f"  {k} {'.' * (40 - len(k))} {v}{'.' * 10 + 'default' if k == 'hidden_dropout' else ''}"
                      for k, v in args.items())
     text = (f"------------------------ arguments ------------------------\n{body}\n"
@@ -56,8 +57,8 @@ def test_megatron_deepspeed_default_markers_and_modern_arguments(tmp_path) -> No
                     f"{1000 + i}.0 | throughput per GPU (TFLOP/s/GPU): 400.0 |\n" for i in range(1, 9)))
     step = read_megatron.parse(text, tmp_path / "llama.log")
     m, (plan,) = step.model, step.plans
-    assert (m.kv_heads, m.activation, m.norm, m.position, m.bias, m.tied_embeddings, m.dropout) == (
-        8, "swiglu", "rmsnorm", "rope", False, False, False)
+    assert (m.kv_heads, m.activation, m.norm, m.position, m.bias, m.tied_embeddings, m.dropout, m.qk_norm) == (
+        8, "swiglu", "rmsnorm", "rope", False, False, False, True)
     assert (plan.tp, plan.pp, plan.dp, plan.schedule, plan.virtual_stages, plan.sequence_parallel, plan.zero,
             plan.recompute) == (2, 2, 4, "interleaved", 4, True, 1, "selective")
     assert step.seconds == pytest.approx(1.0060)            # iterations 4-8
