@@ -373,8 +373,10 @@ def quantize_op(gpu: GPUSpec, name: str, values: float, current: bool = False, t
     ``tensors``: the tensors cast one by one (their kernels each), the values split among them; ``norm_amax``: the
     input is a fused norm's output whose amax that norm found (current scaling: no amax pass of its own)."""
     amax_pass = current and not norm_amax
-    kernels = (CURRENT_SCALING_KERNELS - (NORM_AMAX_KERNELS if norm_amax else 0) if current else 1) * tensors
-    op = memory_op(gpu, name, (BF16 + copies * FP8 + (BF16 if amax_pass else 0)) * values, kernels)
+    kernels = 1
+    if current:
+        kernels = CURRENT_SCALING_KERNELS - (0 if amax_pass else NORM_AMAX_KERNELS)
+    op = memory_op(gpu, name, (BF16 + copies * FP8 + (BF16 if amax_pass else 0)) * values, kernels * tensors)
     return replace(op, seconds=op.seconds + tp_amax) if tp_amax else op
 
 

@@ -88,7 +88,7 @@ def layer_exposed(model: ModelSpec, cluster: ClusterSpec, s: Plan,
     scatter = network.reduce_scatter(cluster, shape, compute.BF16 * values)
     # userbuffers fp8_buf: proj's and fc2's FP8 GEMMs write FP8 into the buffer the reduce-scatter moves
     out_bytes = (compute.FP8 if fp8 and s.tp_overlap_fp8_rs else compute.BF16) * values
-    out_scatter = network.reduce_scatter(cluster, shape, out_bytes)
+    out_scatter = scatter if out_bytes == compute.BF16 * values else network.reduce_scatter(cluster, shape, out_bytes)
     overlaps = reduce_scatter_overlap(s.tp_overlap_rs)
 
     def gemm(m: int, n: int, k: int, chunks: int, sms_taken: int = 0) -> tuple[float, float]:
