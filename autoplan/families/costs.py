@@ -182,8 +182,8 @@ class StageMemory:
     embedding: float
     """Activations of the input embedding (first stage) and of the output layer and fp32 logits (last stage)."""
     buffers: float
-    """Transient buffers: the full weights of the layers that ZeRO-3 gathers, the unsharded gradients of the layer
-    that ZeRO-2 reduce-scatters next."""
+    """Buffers beside the model state: the full weights of the layers that ZeRO-3 gathers, the unsharded gradients
+    of the layer that ZeRO-2 reduce-scatters next, Transformer Engine's placeholder weight gradients."""
     reserve: float
     """Bytes not available to tensors (CUDA context, NCCL, allocator fragmentation), from the cluster spec."""
 

@@ -6,6 +6,8 @@ reduces them), in bytes. Plain arithmetic: the search calls this thousands of ti
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from autoplan.errors import SpecError
 from autoplan.hardware.compute import FP8, wgrad_output_bytes
 from autoplan.specs.cluster import ClusterSpec, GPUSpec
@@ -193,6 +195,33 @@ def weight_grad_bytes_per_layer(model: ModelSpec, s: Plan) -> float:
     return replicated / sp + sharded / t
 
 
+def dense_linear_shapes(model: ModelSpec, tp: int) -> tuple[tuple[int, int], ...]:
+    """(rows, columns) on one GPU of the weights of one dense layer's linear layers: QKV, projection, fc1, fc2."""
+    # Shoeybi et al. 2019 §3: QKV and fc1 split their rows over TP (column-parallel), projection and fc2 their columns
+    f = model.ffn_hidden // tp
+    return (((model.q_dim + 2 * model.kv_dim) // tp, model.hidden), (model.hidden, model.q_dim // tp),
+            ((2 if model.gated else 1) * f, model.hidden), (model.hidden, f))
+
+
+def dummy_wgrad_bytes(s: Plan, shapes: Iterable[tuple[int, int]]) -> float:
+    """Bytes of the placeholder weight gradients Transformer Engine keeps when the weight-gradient GEMMs accumulate
+    into Megatron's ``main_grad`` (``gradient_accumulation_fusion``): one per distinct weight shape among ``shapes``
+    ((rows, columns) of the GPU's linear weights), in the weights' 16-bit type."""
+    # TE v2.3+ pytorch/module/base.py get_dummy_wgrad: with fuse_wgrad_accumulation, Linear, LayerNormLinear and
+    # LayerNormMLP hand autograd a torch.empty of the weight's shape, cached by (rows, columns, dtype) for the rest of
+    # the run (GroupedLinear from v2.10; Megatron-Core v0.14+ tensor_parallel/layers.py for the output layer). Earlier
+    # releases allocated one each backward and freed it. torchtitan's plans (loss_impl torch) and ZeRO-2/3 have no
+    # main_grad path
+    if not s.gradient_accumulation_fusion or s.loss_impl != "megatron" or s.zero >= 2:
+        return 0.0
+    return WEIGHT_BYTES * sum(rows * cols for rows, cols in set(shapes))
+
+
+def output_shape(model: ModelSpec, tp: int) -> tuple[int, int]:
+    """(rows, columns) on one GPU of the output layer's weight (vocab-parallel; the embedding's when tied)."""
+    return model.vocab // tp, model.hidden
+
+
 def partial_recompute_bytes(full: float, chunk_layers: float, model: ModelSpec, s: Plan, flash: bool) -> float:
     """Mean activation bytes per layer of a chunk whose first ``s.recompute_layers`` layers recompute (``full``
     bytes each, the layer input) and whose other layers keep everything (Megatron-Core block recompute)."""
@@ -210,10 +239,12 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
     weights, gradients, optimizer, buffers = _model_state(model, s, layers, _stage_params(model, s, stage, layers),
                                                           fp8_weight_bytes(cluster.gpu, s))
     chunks = inflight_layer_chunks(s, stage)
+    shapes = (dense_linear_shapes(model, s.tp) if layers else ()) + (
+        (output_shape(model, s.tp),) if holds_output(s.schedule, stage, s.pp) else ())
     return StageMemory(stage=stage, weights=weights, gradients=gradients, optimizer=optimizer,
                        activations=_activations(model, cluster, s, stage, layers, chunks, per_layer, working),
-                       embedding=end_layer_bytes(model, s, stage, chunks), buffers=buffers,
-                       reserve=cluster.gpu.memory_reserve_bytes)
+                       embedding=end_layer_bytes(model, s, stage, chunks),
+                       buffers=buffers + dummy_wgrad_bytes(s, shapes), reserve=cluster.gpu.memory_reserve_bytes)
 
 
 def _stage_params(model: ModelSpec, s: Plan, stage: int, layers: int) -> float:

@@ -29,7 +29,8 @@ from autoplan.families.costs import PAIR_COMM_SMS, CommNeed, PassCost, PassKey, 
 from autoplan.families.base import family_of_functions
 from autoplan.families.transformer.memory import (WEIGHT_BYTES, fp8_weight_bytes, end_layer_bytes, logit_bytes,
                                                   activation_bytes_per_layer, activation_input_bytes,
-                                                  optimizer_state_bytes, recomputes_whole_layers,
+                                                  dense_linear_shapes, dummy_wgrad_bytes, optimizer_state_bytes,
+                                                  output_shape, recomputes_whole_layers,
                                                   weight_grad_bytes_per_layer)
 from autoplan.families.costs import StageMemory
 from autoplan.specs.layout import inflight_layer_chunks, weight_grad_held_chunks
@@ -586,6 +587,31 @@ def moe_weight_grad_bytes(model: ModelSpec, s: Plan) -> float:
     return attention + routed + shared
 
 
+def linear_shapes(model: ModelSpec, s: Plan, dense_layers: int, moe_layers: int) -> tuple[tuple[int, int], ...]:
+    """(rows, columns) on one GPU of the linear weights of ``dense_layers`` dense and ``moe_layers`` MoE layers:
+    the attention's, the dense MLP's, the routed and shared experts' (``memory.dummy_wgrad_bytes``)."""
+    if not (dense_layers or moe_layers):
+        return ()
+    t, h, a = s.tp, model.hidden, model.heads
+    if model.mla:
+        # Megatron-Core multi_latent_attention.py: the down-projections duplicated over TP (parallel_mode
+        # "duplicated"), the up-projections column-parallel, the output projection row-parallel
+        q = ((model.q_lora_rank, h), (a * model.qk_head_dim // t, model.q_lora_rank)) if model.q_lora_rank else (
+            (a * model.qk_head_dim // t, h),)
+        shapes = (*q, (model.kv_lora_rank + model.qk_rope_head_dim, h),
+                  (a * (model.head_dim + model.value_dim) // t, model.kv_lora_rank), (h, a * model.value_dim // t))
+    else:
+        shapes = dense_linear_shapes(model, t)[:2]
+    if dense_layers:
+        shapes += dense_linear_shapes(model, t)[2:]
+    if moe_layers:
+        # Megatron-Core TEGroupedMLP: each local expert's fc1 and fc2 over etp; the shared experts over TP
+        gate = 2 if model.gated else 1
+        width, shared = model.moe_ffn_hidden // s.etp, model.shared_experts * model.moe_ffn_hidden // t
+        shapes += ((gate * width, h), (h, width)) + (((gate * shared, h), (h, shared)) if shared else ())
+    return shapes
+
+
 def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_layer: tuple[float, float],
                   working: tuple[float, float], dense: list[int]) -> StageMemory:
     """``working``: ``_working_bytes``, the larger of the layer kinds the stage holds added; ``dense``:
@@ -631,9 +657,12 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, p
         acts += blocks * per_layer[1]
         embedding += blocks * (head + mtp.extras_activation_bytes(model, s.micro_batch, s.tp, s.cp,
                                                                   s.sequence_parallel))
+    shapes = linear_shapes(model, s, d, layers - d + blocks) + (
+        (output_shape(model, s.tp),) if holds_output(s.schedule, stage, s.pp) else ())
     return StageMemory(stage=stage, weights=weights,
                        gradients=passes.grad_bytes(s) * (non_expert + expert), optimizer=optimizer, activations=acts,
-                       embedding=embedding, buffers=0.0, reserve=cluster.gpu.memory_reserve_bytes)
+                       embedding=embedding, buffers=dummy_wgrad_bytes(s, shapes),
+                       reserve=cluster.gpu.memory_reserve_bytes)
 
 
 def memory(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> list[StageMemory]:
