@@ -182,8 +182,9 @@ class StageMemory:
     embedding: float
     """Activations of the input embedding (first stage) and of the output layer and fp32 logits (last stage)."""
     buffers: float
-    """Buffers beside the model state: the full weights of the layers that ZeRO-3 gathers, the unsharded gradients
-    of the layer that ZeRO-2 reduce-scatters next, Transformer Engine's placeholder weight gradients."""
+    """Buffers beside the model state and the stored activations: the full weights of the layers that ZeRO-3
+    gathers, the unsharded gradients of the layer that ZeRO-2 reduce-scatters next, Transformer Engine's placeholder
+    weight gradients, the gradients the backward running at the peak holds."""
     reserve: float
     """Bytes not available to tensors (CUDA context, NCCL, allocator fragmentation), from the cluster spec."""
 

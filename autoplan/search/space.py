@@ -460,10 +460,15 @@ def fit_relaxations(model: ModelSpec, gpus: int, cluster: Any, space: Space, glo
 
 
 def explain_no_fit(model: ModelSpec, gpus: int, cluster: Any, space: Space, global_batch: int) -> str:
-    """One line for a space of valid plans none of which fits: the smallest peak, and changes that make plans fit."""
+    """One line for a search that found no plan that fits: where some plans of the space fit (a sampler or budget
+    that tried only others), how many; else the smallest peak and changes that make plans fit."""
     plans, _ = enumerate_plans(model, gpus, space, global_batch)
     peaks = [peak_memory(model, cluster, s) for s in plans]
     least = f" (the smallest peak is {min(peaks) / 2**30:.1f} GiB of {cluster.gpu.hbm_bytes / 2**30:.0f})" if peaks else ""
+    fitting = sum(p <= cluster.gpu.hbm_bytes for p in peaks)
+    if fitting:
+        return (f"none of the plans tried fits in memory, but {fitting} of the space's {len(peaks)} valid plans do"
+                f"{least}: give a larger --budget, or --sampler exhaustive")
     found = fit_relaxations(model, gpus, cluster, space, global_batch)
     if not found:
         return f"no plan fits in memory{least}: no single change of an axis makes one fit; try more GPUs"

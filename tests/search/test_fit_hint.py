@@ -66,3 +66,15 @@ def test_a_moe_model_in_a_space_without_expert_parallelism_is_offered_ep_first()
     fitting = [s for s in enumerate_plans(model, 1024, spread, 1024)[0]
                if peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes]
     assert len(fitting) == found[0].plans > 0
+
+
+def test_a_search_that_tried_none_of_the_fitting_plans_says_how_many_fit():
+    # GPT-3 on 64 H100s: some plans of the default space fit, so an empty leaderboard means the sampler or its
+    # budget tried only others
+    model, cluster, space = get_model("gpt3"), load_cluster("dgx-h100-80g", 64), load_space()
+    plans, _ = enumerate_plans(model, 64, space, 64)
+    fit = sum(peak_memory(model, cluster, s) <= cluster.gpu.hbm_bytes for s in plans)
+    assert 0 < fit < len(plans)
+    text = explain_no_fit(model, 64, cluster, space, 64)
+    assert text.startswith(f"none of the plans tried fits in memory, but {fit} of the space's {len(plans)} valid plans")
+    assert "--budget" in text

@@ -127,7 +127,7 @@ def test_a_config_json_model_resumes_from_inputs_json_alone(tmp_path, config, bu
 
     path = Path(__file__).parents[1] / "families" / "transformer" / "hf_configs" / config
     done = _run(tmp_path / "runs", "--model", str(path), "--gpus", "16", "--global-batch", "64", "--pp", "2",
-                "--sampler", "random", "--budget", "6", "--top", "3", "--workers", "0")
+                "--sampler", "random", "--budget", "10", "--top", "3", "--workers", "0")
     reference = json.loads((done / "leaderboard.json").read_text())
     alone = tmp_path / "alone"
     alone.mkdir()

@@ -153,6 +153,29 @@ def recompute_working_bytes(model: ModelSpec, s: Plan, flash: bool, stored: floa
     return activation_bytes_per_layer(model, s, flash, "none") - stored
 
 
+def backward_working_bytes(model: ModelSpec, s: Plan) -> float:
+    """Bytes of 16-bit gradients a layer's backward holds beside the stored activations, at its largest linear layer:
+    the gradient of that layer's output and the one its dgrad GEMM writes for its input, whole sequence length (the
+    sequence-parallel gather and reduce-scatter work on full-length buffers)."""
+    attention = max(attention_widths(model, s.tp))
+    mlp = (2 if model.gated else 1) * model.ffn_hidden / s.tp
+    return linear_grad_bytes(model.seq_len / s.cp * s.micro_batch, model.hidden, max(attention, mlp))
+
+
+def attention_widths(model: ModelSpec, tp: int) -> tuple[float, float]:
+    """Widths on one GPU of the attention's linear layers' TP-split sides: QKV's output and the projection's input."""
+    return (model.q_dim + 2 * model.kv_dim) / tp, model.q_dim / tp
+
+
+def linear_grad_bytes(tokens: float, hidden: int, width: float) -> float:
+    """Bytes of the 16-bit gradients a linear layer's backward holds over ``tokens`` rows: its ``width``-wide side's
+    and its ``hidden``-wide side's (the output's it reads, the input's its dgrad GEMM writes)."""
+    # autograd frees a gradient once the op that reads it has run, so a linear layer's backward holds its output's
+    # gradient and writes its input's (SimuMax dense_module.py, LinearCol / LinearRow: bwd_peak_mem_no_cache =
+    # input_size + output_size)
+    return 2 * tokens * (hidden + width)
+
+
 ROW_PARALLEL = ("wo", "w2")
 """Linear layers whose TP shard outputs a partial sum of full width (torchtitan RowwiseParallel: wo, w2)."""
 
@@ -241,10 +264,12 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
     chunks = inflight_layer_chunks(s, stage)
     shapes = (dense_linear_shapes(model, s.tp) if layers else ()) + (
         (output_shape(model, s.tp),) if holds_output(s.schedule, stage, s.pp) else ())
+    # the backward running at the peak holds its gradients beside the stored activations
+    buffers += dummy_wgrad_bytes(s, shapes) + (backward_working_bytes(model, s) if layers else 0.0)
     return StageMemory(stage=stage, weights=weights, gradients=gradients, optimizer=optimizer,
                        activations=_activations(model, cluster, s, stage, layers, chunks, per_layer, working),
-                       embedding=end_layer_bytes(model, s, stage, chunks),
-                       buffers=buffers + dummy_wgrad_bytes(s, shapes), reserve=cluster.gpu.memory_reserve_bytes)
+                       embedding=end_layer_bytes(model, s, stage, chunks), buffers=buffers,
+                       reserve=cluster.gpu.memory_reserve_bytes)
 
 
 def _stage_params(model: ModelSpec, s: Plan, stage: int, layers: int) -> float:

@@ -29,7 +29,8 @@ from autoplan.families.costs import PAIR_COMM_SMS, CommNeed, PassCost, PassKey, 
 from autoplan.families.base import family_of_functions
 from autoplan.families.transformer.memory import (WEIGHT_BYTES, fp8_weight_bytes, end_layer_bytes, logit_bytes,
                                                   activation_bytes_per_layer, activation_input_bytes,
-                                                  dense_linear_shapes, dummy_wgrad_bytes, optimizer_state_bytes,
+                                                  attention_widths, backward_working_bytes, dense_linear_shapes,
+                                                  dummy_wgrad_bytes, linear_grad_bytes, optimizer_state_bytes,
                                                   output_shape, recomputes_whole_layers,
                                                   weight_grad_bytes_per_layer)
 from autoplan.families.costs import StageMemory
@@ -568,6 +569,17 @@ def _working_bytes(model: ModelSpec, s: Plan, flash: bool, stored: tuple[float, 
     return kept[0] - stored[0], kept[1] - stored[1]
 
 
+def moe_backward_working_bytes(model: ModelSpec, s: Plan) -> float:
+    """``memory.backward_working_bytes`` of an MoE layer: the larger of its attention's linear layers' and the
+    grouped expert fc1's (the gradients of every local expert's routed rows, output and input), or the shared
+    experts'."""
+    sb, h, gate = model.seq_len / s.cp * s.micro_batch, model.hidden, 2 if model.gated else 1
+    rows = model.experts // s.ep * moe.expert_rows(model, s)
+    return max(linear_grad_bytes(sb, h, max(attention_widths(model, s.tp))),
+               linear_grad_bytes(rows, h, gate * model.moe_ffn_hidden / s.etp),
+               linear_grad_bytes(sb, h, gate * model.shared_experts * model.moe_ffn_hidden / s.tp))
+
+
 def moe_weight_grad_bytes(model: ModelSpec, s: Plan) -> float:
     """Bytes one MoE layer keeps from its B to its W for one micro-batch: each linear layer's input and the
     gradient of its output (``memory.weight_grad_bytes_per_layer``'s terms for the attention), over the routed
@@ -659,9 +671,12 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, p
                                                                   s.sequence_parallel))
     shapes = linear_shapes(model, s, d, layers - d + blocks) + (
         (output_shape(model, s.tp),) if holds_output(s.schedule, stage, s.pp) else ())
+    # the backward running at the peak holds its gradients (memory.backward_working_bytes)
+    grads_held = max(backward_working_bytes(model, s) if d else 0.0,
+                     moe_backward_working_bytes(model, s) if layers > d else 0.0)
     return StageMemory(stage=stage, weights=weights,
                        gradients=passes.grad_bytes(s) * (non_expert + expert), optimizer=optimizer, activations=acts,
-                       embedding=embedding, buffers=dummy_wgrad_bytes(s, shapes),
+                       embedding=embedding, buffers=dummy_wgrad_bytes(s, shapes) + grads_held,
                        reserve=cluster.gpu.memory_reserve_bytes)
 
 

@@ -9,8 +9,9 @@ from hypothesis import given, settings, strategies as st
 
 from autoplan.families.catalog import get_model
 from autoplan.families.strategy import Strategy
-from autoplan.families.transformer import moe as fam
-from autoplan.families.transformer.memory import dense_linear_shapes, dummy_wgrad_bytes, memory_per_stage
+from autoplan.families.transformer import moe as fam, moe_layer
+from autoplan.families.transformer.memory import (backward_working_bytes, dense_linear_shapes, dummy_wgrad_bytes,
+                                                  memory_per_stage)
 from autoplan.specs.cluster import load_cluster
 from autoplan.specs.model import ModelSpec
 
@@ -33,8 +34,9 @@ def _llama_layer(t: int) -> int:
 def test_each_stage_holds_one_16_bit_tensor_per_weight_shape_and_the_last_the_output_layer_s(tp):
     s = Strategy(tp=tp, pp=2, dp=64 // (2 * tp), sequence_parallel=tp > 1, global_batch=64)
     first, last = memory_per_stage(LLAMA, CLUSTER, s)
-    assert first.buffers == 2 * _llama_layer(tp)
-    assert last.buffers == 2 * (_llama_layer(tp) + LLAMA.vocab // tp * LLAMA.hidden)
+    held = backward_working_bytes(LLAMA, s)
+    assert first.buffers == 2 * _llama_layer(tp) + held
+    assert last.buffers == 2 * (_llama_layer(tp) + LLAMA.vocab // tp * LLAMA.hidden) + held
 
 
 def test_weights_of_one_shape_share_one_tensor():
@@ -61,7 +63,8 @@ def test_an_moe_stage_holds_one_placeholder_per_expert_shape_however_many_expert
               (2 * 2048 // 2, h), (h, 2048 // 2),          # the dense layer's SwiGLU MLP
               (2 * w, h), (h, w), (2 * shared, h), (h, shared),   # every routed expert's, the shared expert's
               (1024 // 2, h)}                              # the output layer
-    assert fam.memory(MOE, CLUSTER, s)[0].buffers == 2 * sum(r * c for r, c in shapes)
+    held = max(backward_working_bytes(MOE, s), fam.moe_backward_working_bytes(MOE, s))
+    assert fam.memory(MOE, CLUSTER, s)[0].buffers == 2 * sum(r * c for r, c in shapes) + held
 
 
 def test_mla_down_projections_are_whole_on_every_tp_rank():
@@ -70,3 +73,21 @@ def test_mla_down_projections_are_whole_on_every_tp_rank():
     assert (model.q_lora_rank, model.hidden) in shapes
     assert (model.kv_lora_rank + model.qk_rope_head_dim, model.hidden) in shapes
     assert (model.heads * model.qk_head_dim // 4, model.q_lora_rank) in shapes
+
+
+@pytest.mark.parametrize("tp, cp, mb", [(1, 1, 1), (2, 1, 2), (4, 2, 1), (8, 4, 2)])
+def test_the_running_backward_holds_fc1_s_output_and_input_gradients(tp, cp, mb):
+    # SimuMax dense_module.py: a linear layer's backward holds its output's gradient and writes its input's; the
+    # widest of a SwiGLU layer is fc1 (2f/t wide, h wide), over the whole sequence of the micro-batch
+    s = Strategy(tp=tp, cp=cp, dp=64 // (tp * cp), micro_batch=mb, global_batch=64, sequence_parallel=tp > 1)
+    tokens = LLAMA.seq_len / cp * mb
+    assert backward_working_bytes(LLAMA, s) == 2 * tokens * (2 * 4096 / tp + 1024)
+
+
+def test_an_moe_layer_s_running_backward_holds_the_widest_of_attention_experts_and_shared_experts():
+    s = Strategy(tp=2, dp=32, sequence_parallel=True, ep=4, global_batch=64, zero=1)
+    rows = MOE.experts // s.ep * moe_layer.expert_rows(MOE, s)
+    routed = 2 * rows * (2 * 256 + 512)            # every local expert's routed rows: fc1's 2·moe_ffn and h gradients
+    shared = 2 * 512 * (2 * 256 / 2 + 512)         # the shared expert over the whole sequence, TP 2
+    attention = 2 * 512 * (3 * 512 / 2 + 512)      # QKV's output and input gradients
+    assert fam.moe_backward_working_bytes(MOE, s) == max(routed, shared, attention)

@@ -38,9 +38,10 @@ def test_gathered_weights_are_deepspeeds_live_parameters_or_the_largest_module(a
     # runtime/zero/constants.py (2021): stage3_max_live_parameters 1e9, but fc1 (plus bias) is fetched whole
     want = largest or memory.ZERO3_MAX_LIVE_PARAMETERS
     assert memory.zero3_gathered_elements(model, s) == want
-    assert stage_memory(model, a100_64, s, 0).buffers == pytest.approx(2 * want, rel=1e-12)
+    held = memory.backward_working_bytes(model, s)      # beside the gradients the running backward holds
+    assert stage_memory(model, a100_64, s, 0).buffers == pytest.approx(2 * want + held, rel=1e-12)
     per_layer = stage_memory(model, a100_64, Strategy(**{**s.to_dict(), "zero3_per_tensor": False}), 0)
-    assert per_layer.buffers == pytest.approx(2 * 2 * model.layer_params(), rel=1e-12)   # two layers prefetched
+    assert per_layer.buffers == pytest.approx(2 * 2 * model.layer_params() + held, rel=1e-12)   # two layers prefetched
 
 
 def test_slice_copies_read_and_write_the_buffer_with_one_kernel_per_rank(a100_64):
