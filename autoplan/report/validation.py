@@ -59,6 +59,15 @@ def group_lines(report: Any) -> list[dict]:
     return out
 
 
+def memory_group_lines(report: Any) -> list[dict]:
+    """Per group of measured memory runs: runs, mean, max and signed error."""
+    groups: dict[str, list] = {}
+    for m in report.memory_runs:
+        groups.setdefault(m.group, []).append(m)
+    return [{"group": g, "runs": (s := report.summary(rows))["n"], "mean_abs_pct": s["mean_abs_pct"],
+             "max_abs_pct": s["max_abs_pct"], "mean_signed_pct": s["mean_signed_pct"]} for g, rows in groups.items()]
+
+
 def overall(report: Any) -> dict:
     """The headline over every counted run, and the same without the known gaps."""
     s, no_gaps = report.summary(report.runs), report.summary(report.runs, gaps=False)
@@ -113,6 +122,9 @@ def validation_view(report: Any) -> Group:
     parts.append(Text(f"Without the {o['known_gaps']} known gaps: mean |error| {_pct(w['mean_abs_pct'])}, max "
                       f"{_pct(w['max_abs_pct'])} ({w['n']} runs); {o['not_fit']} run{'s' * (o['not_fit'] != 1)} "
                       "predicted not to fit"))
+    for g in memory_group_lines(report):
+        parts.append(Text(f"Measured memory, {g['group']}: {g['runs']} runs: mean |error| {_pct(g['mean_abs_pct'])}, "
+                          f"max {_pct(g['max_abs_pct'])}, signed {g['mean_signed_pct']:+.2f} %"))
     if report.memory_runs:
         s = report.summary(report.memory_runs)
         unfit = sum("NOT to fit" in m.note for m in report.memory_runs)
@@ -154,7 +166,7 @@ def report_dict(report: Any) -> dict:
 
     return {"runs": [_row(c) for c in report.runs], "groups": group_lines(report), "overall": overall(report),
             "memory_runs": [_check(r) for r in report.memory_runs],
-            "memory_runs_summary": report.summary(report.memory_runs),
+            "memory_runs_summary": report.summary(report.memory_runs), "memory_groups": memory_group_lines(report),
             "checks": [_check(r) for r in report.checks],
             "calibration": {"parameter": ("clock factor per pool: a GPU and its spec's compute constants "
                                           "(validate/calibration.py)"),
@@ -189,6 +201,14 @@ def report_markdown(report: Any) -> str:
         lines.append(f"| {_md(r.id)}{mark} | {_md(r.group)} | {_METRICS.get(r.metric, r.metric)} | {_value(r.metric, r.measured)}"
                      f" | {pred} | {err} | `{_md(plan)}` |")
     if report.memory_runs:
+        lines += ["", "| measured memory, group | runs | mean \\|error\\| | max \\|error\\| | signed |",
+                  "|---|---:|---:|---:|---:|"]
+        for g in memory_group_lines(report):
+            lines.append(f"| {_md(g['group'])} | {g['runs']} | {_pct(g['mean_abs_pct'])} | {_pct(g['max_abs_pct'])} | "
+                         f"{g['mean_signed_pct']:+.2f} % |")
+        s = report.summary(report.memory_runs)
+        lines.append(f"| **all** | **{s['n']}** | **{_pct(s['mean_abs_pct'])}** | **{_pct(s['max_abs_pct'])}** | "
+                     f"{s['mean_signed_pct']:+.2f} % |")
         lines += ["", "| measured memory run | metric | measured GiB | predicted GiB | error | plan |",
                   "|---|---|---:|---:|---:|---|"]
         for m in report.memory_runs:

@@ -29,3 +29,14 @@ def test_every_table_row_has_as_many_cells_as_its_header():
     for block in md.split("\n\n"):
         rows = [r for r in block.splitlines() if r.startswith("|")]
         assert len({r.replace("\\|", "").count("|") for r in rows}) <= 1, block
+
+
+def test_measured_memory_is_summarised_per_group():
+    from autoplan.report.validation import memory_group_lines
+
+    memory = [CheckResult(id=i, quantity="max_allocated_gib", reference=40.0, predicted=p, unit="GiB", group=g)
+              for i, p, g in (("m1", 39.0, "X"), ("m2", 44.0, "X"), ("m3", 30.0, "Y"))]
+    lines = {g["group"]: g for g in memory_group_lines(Report(runs=[], memory_runs=memory))}
+    # X: -2.5 % and +10 %; Y: -25 %
+    assert lines["X"]["runs"] == 2 and lines["X"]["mean_abs_pct"] == 6.25 and lines["X"]["max_abs_pct"] == 10.0
+    assert lines["X"]["mean_signed_pct"] == 3.75 and lines["Y"]["mean_signed_pct"] == -25.0
