@@ -186,12 +186,13 @@ def test_calibrated_specs_are_named_with_what_they_were_fitted_on(report):
 
 
 def test_measured_memory_does_not_drift(report):
-    # 60 measured peak-memory runs (measured_runs.yaml): mean 7.09 %, max 26.0 % (torchtitan's Llama 3.1 405B,
-    # FSDP 1 with CP 8) since Transformer Engine's placeholder weight gradients and the running backward's gradients
-    # were modelled (9.38 % and 28.1 % before; 17.1 % and 65.2 % before torchtitan's per-op checkpointing and loss)
+    # 60 measured peak-memory runs (measured_runs.yaml): mean 6.96 %, max 26.0 % (torchtitan's Llama 3.1 405B,
+    # FSDP 1 with CP 8) since Transformer Engine's placeholder weight gradients, the running backward's gradients and
+    # FSDP's reduce-scatter input were modelled (9.38 % and 28.1 % before; 17.1 % and 65.2 % before torchtitan's
+    # per-op checkpointing and loss)
     errors = [abs(r.error_pct) for r in report.memory_runs if r.predicted is not None]
     assert len(errors) == 60
-    assert sum(errors) / len(errors) <= 7.09 + MEAN_MARGIN and max(errors) <= 25.95 + MAX_MARGIN
+    assert sum(errors) / len(errors) <= 6.96 + MEAN_MARGIN and max(errors) <= 25.95 + MAX_MARGIN
     # a run a team ran is never predicted not to fit on the card it ran on (or the smaller spec standing in)
     assert not [r.id for r in report.memory_runs if "NOT to fit" in r.note]
 

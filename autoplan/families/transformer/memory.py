@@ -323,12 +323,13 @@ def _model_state(model: ModelSpec, s: Plan, layers: int, params: float,
         weights /= n
         buffers = ZERO3_GATHERED_LAYERS * WEIGHT_BYTES * model.layer_params() / t
         if s.zero3_per_tensor:
+            # DeepSpeed's 2021 reduce buckets sit inside its gathered-parameter budget
             buffers = min(buffers, WEIGHT_BYTES * zero3_gathered_elements(model, s))
-    if s.zero == 2 and n > 1:
-        # ZeRO-2's sharded gradients exist whole only until their reduce-scatter, issued as each layer's backward
-        # ends (Zhao et al. 2023, PyTorch FSDP §3.3, one unit per layer; Llama 3's FSDP, arXiv 2407.21783 §3.3.1):
-        # one layer's unsharded gradients at the reduction's width (passes.grad_bytes: fp32 or the 16-bit type).
-        # ZeRO-3's gradient buckets are left inside its gathered-layer buffer (DeepSpeed reduce buckets)
+    if s.zero >= 2 and n > 1 and not s.zero3_per_tensor:
+        # sharded gradients exist whole only until their reduce-scatter, issued as each layer's backward ends (Zhao
+        # et al. 2023, PyTorch FSDP §3.3, one unit per layer; Llama 3's FSDP, arXiv 2407.21783 §3.3.1): one layer's
+        # unsharded gradients at the reduction's width (passes.grad_bytes: fp32 or the 16-bit type; PyTorch FSDP2
+        # foreach_reduce, torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py: the flat reduce-scatter input)
         buffers += (4 if s.grad_reduce_in_fp32 else 2) * model.layer_params() / t
     return weights, gradients, optimizer, buffers
 
