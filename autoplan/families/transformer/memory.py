@@ -7,6 +7,7 @@ reduces them), in bytes. Plain arithmetic: the search calls this thousands of ti
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 
 from autoplan.errors import SpecError
 from autoplan.hardware.compute import FP8, wgrad_output_bytes
@@ -157,9 +158,13 @@ def backward_working_bytes(model: ModelSpec, s: Plan) -> float:
     """Bytes of 16-bit gradients a layer's backward holds beside the stored activations, at its largest linear layer:
     the gradient of that layer's output and the one its dgrad GEMM writes for its input, whole sequence length (the
     sequence-parallel gather and reduce-scatter work on full-length buffers)."""
-    attention = max(attention_widths(model, s.tp))
-    mlp = (2 if model.gated else 1) * model.ffn_hidden / s.tp
-    return linear_grad_bytes(model.seq_len / s.cp * s.micro_batch, model.hidden, max(attention, mlp))
+    return linear_grad_bytes(model.seq_len / s.cp * s.micro_batch, model.hidden, _widest_linear(model, s.tp))
+
+
+@lru_cache(maxsize=1024)
+def _widest_linear(model: ModelSpec, tp: int) -> float:
+    """The widest TP-split side among a dense layer's linear layers on one GPU."""
+    return max(*attention_widths(model, tp), (2 if model.gated else 1) * model.ffn_hidden / tp)
 
 
 def attention_widths(model: ModelSpec, tp: int) -> tuple[float, float]:
@@ -218,6 +223,7 @@ def weight_grad_bytes_per_layer(model: ModelSpec, s: Plan) -> float:
     return replicated / sp + sharded / t
 
 
+@lru_cache(maxsize=1024)
 def dense_linear_shapes(model: ModelSpec, tp: int) -> tuple[tuple[int, int], ...]:
     """(rows, columns) on one GPU of the weights of one dense layer's linear layers: QKV, projection, fc1, fc2."""
     # Shoeybi et al. 2019 §3: QKV and fc1 split their rows over TP (column-parallel), projection and fc2 their columns
@@ -237,7 +243,19 @@ def dummy_wgrad_bytes(s: Plan, shapes: Iterable[tuple[int, int]]) -> float:
     # main_grad path
     if not s.gradient_accumulation_fusion or s.loss_impl != "megatron" or s.zero >= 2:
         return 0.0
-    return WEIGHT_BYTES * sum(rows * cols for rows, cols in set(shapes))
+    return WEIGHT_BYTES * _distinct_elements(tuple(shapes))
+
+
+@lru_cache(maxsize=4096)
+def _distinct_elements(shapes: tuple[tuple[int, int], ...]) -> int:
+    """Elements of the distinct (rows, columns) shapes among ``shapes``."""
+    return sum(rows * cols for rows, cols in set(shapes))
+
+
+@lru_cache(maxsize=4096)
+def _stage_shapes(model: ModelSpec, tp: int, layers: bool, output: bool) -> tuple[tuple[int, int], ...]:
+    """The linear weight shapes on one GPU of a stage with transformer layers and/or the output layer."""
+    return (dense_linear_shapes(model, tp) if layers else ()) + ((output_shape(model, tp),) if output else ())
 
 
 def output_shape(model: ModelSpec, tp: int) -> tuple[int, int]:
@@ -262,8 +280,7 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
     weights, gradients, optimizer, buffers = _model_state(model, s, layers, _stage_params(model, s, stage, layers),
                                                           fp8_weight_bytes(cluster.gpu, s))
     chunks = inflight_layer_chunks(s, stage)
-    shapes = (dense_linear_shapes(model, s.tp) if layers else ()) + (
-        (output_shape(model, s.tp),) if holds_output(s.schedule, stage, s.pp) else ())
+    shapes = _stage_shapes(model, s.tp, layers > 0, holds_output(s.schedule, stage, s.pp))
     # the backward running at the peak holds its gradients beside the stored activations
     buffers += dummy_wgrad_bytes(s, shapes) + (backward_working_bytes(model, s) if layers else 0.0)
     return StageMemory(stage=stage, weights=weights, gradients=gradients, optimizer=optimizer,
