@@ -203,7 +203,7 @@ def _counts(result: Any, sp: Any, inputs: dict) -> str:
                     f"{inputs['prefilter']:g} %{widened})")
     reused = f", {result.reused} reused from the resumed run" if result.reused else ""
     return (f"{sp.raw_size()} combinations, {result.valid} valid{same}, {result.out_of_memory} do not fit, "
-            f"{len(result.evaluations)} simulated{reused}, {skipped}")
+            f"{sum(e.metrics is not None for e in result.evaluations)} simulated{reused}, {skipped}")
 
 
 def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejected: Any, inputs: dict,

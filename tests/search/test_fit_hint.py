@@ -78,3 +78,11 @@ def test_a_search_that_tried_none_of_the_fitting_plans_says_how_many_fit():
     text = explain_no_fit(model, 64, cluster, space, 64)
     assert text.startswith(f"none of the plans tried fits in memory, but {fit} of the space's {len(plans)} valid plans")
     assert "--budget" in text
+
+
+def test_a_random_sample_that_missed_every_fitting_plan_counts_none_simulated(tmp_path):
+    r = CliRunner().invoke(main, ["search", "--model", "gpt3", "--gpus", "64", "--sampler", "random", "--budget", "4",
+                                  "--workers", "0", "--out", str(tmp_path)])
+    assert r.exit_code == 1, r.output
+    text = " ".join(r.output.split())
+    assert "none of the plans tried fits in memory, but" in text and "4 do not fit, 0 simulated" in text
