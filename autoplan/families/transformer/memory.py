@@ -172,13 +172,14 @@ def attention_widths(model: ModelSpec, tp: int) -> tuple[float, float]:
     return (model.q_dim + 2 * model.kv_dim) / tp, model.q_dim / tp
 
 
-def linear_grad_bytes(tokens: float, hidden: int, width: float) -> float:
-    """Bytes of the 16-bit gradients a linear layer's backward holds over ``tokens`` rows: its ``width``-wide side's
-    and its ``hidden``-wide side's (the output's it reads, the input's its dgrad GEMM writes)."""
+def linear_grad_bytes(tokens: float, rows: float, cols: float) -> float:
+    """Bytes of the 16-bit gradients a linear layer's backward holds over ``tokens`` rows of a weight of ``rows``
+    output and ``cols`` input features: its output's gradient, which it reads, and its input's, which its dgrad
+    GEMM writes."""
     # autograd frees a gradient once the op that reads it has run, so a linear layer's backward holds its output's
     # gradient and writes its input's (SimuMax dense_module.py, LinearCol / LinearRow: bwd_peak_mem_no_cache =
     # input_size + output_size)
-    return 2 * tokens * (hidden + width)
+    return 2 * tokens * (rows + cols)
 
 
 ROW_PARALLEL = ("wo", "w2")
@@ -281,7 +282,7 @@ def _stage(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, per_laye
                                                           fp8_weight_bytes(cluster.gpu, s))
     chunks = inflight_layer_chunks(s, stage)
     shapes = _stage_shapes(model, s.tp, layers > 0, holds_output(s.schedule, stage, s.pp))
-    # the backward running at the peak holds its gradients beside the stored activations
+    # Transformer Engine's placeholder weight gradients, and the gradients the backward running at the peak holds
     buffers += dummy_wgrad_bytes(s, shapes) + (backward_working_bytes(model, s) if layers else 0.0)
     return StageMemory(stage=stage, weights=weights, gradients=gradients, optimizer=optimizer,
                        activations=_activations(model, cluster, s, stage, layers, chunks, per_layer, working),

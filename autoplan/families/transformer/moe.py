@@ -29,7 +29,7 @@ from autoplan.families.costs import PAIR_COMM_SMS, CommNeed, PassCost, PassKey, 
 from autoplan.families.base import family_of_functions
 from autoplan.families.transformer.memory import (WEIGHT_BYTES, fp8_weight_bytes, end_layer_bytes, logit_bytes,
                                                   activation_bytes_per_layer, activation_input_bytes,
-                                                  attention_widths, backward_working_bytes, dense_linear_shapes,
+                                                  backward_working_bytes, dense_linear_shapes,
                                                   dummy_wgrad_bytes, linear_grad_bytes, optimizer_state_bytes,
                                                   output_shape, recomputes_whole_layers,
                                                   weight_grad_bytes_per_layer)
@@ -570,14 +570,14 @@ def _working_bytes(model: ModelSpec, s: Plan, flash: bool, stored: tuple[float, 
 
 
 def moe_backward_working_bytes(model: ModelSpec, s: Plan) -> float:
-    """``memory.backward_working_bytes`` of an MoE layer: the larger of its attention's linear layers' and the
-    grouped expert fc1's (the gradients of every local expert's routed rows, output and input), or the shared
-    experts'."""
+    """``memory.backward_working_bytes`` of an MoE layer: the largest of its attention's linear layers' (MLA's
+    projections for MLA), the grouped expert fc1's (the gradients of every local expert's routed rows, output and
+    input) and the shared experts' fc1's."""
     sb, h, gate = model.seq_len / s.cp * s.micro_batch, model.hidden, 2 if model.gated else 1
     rows = model.experts // s.ep * moe.expert_rows(model, s)
-    return max(linear_grad_bytes(sb, h, max(attention_widths(model, s.tp))),
-               linear_grad_bytes(rows, h, gate * model.moe_ffn_hidden / s.etp),
-               linear_grad_bytes(sb, h, gate * model.shared_experts * model.moe_ffn_hidden / s.tp))
+    return max(*(linear_grad_bytes(sb, r, c) for r, c in _attention_shapes(model, s.tp)),
+               linear_grad_bytes(rows, gate * model.moe_ffn_hidden / s.etp, h),
+               linear_grad_bytes(sb, gate * model.shared_experts * model.moe_ffn_hidden / s.tp, h))
 
 
 def moe_weight_grad_bytes(model: ModelSpec, s: Plan) -> float:
@@ -599,21 +599,26 @@ def moe_weight_grad_bytes(model: ModelSpec, s: Plan) -> float:
     return attention + routed + shared
 
 
+def _attention_shapes(model: ModelSpec, t: int) -> tuple[tuple[int, int], ...]:
+    """(rows, columns) on one GPU of the attention's linear weights at TP ``t``: QKV and the projection, or MLA's."""
+    if not model.mla:
+        return dense_linear_shapes(model, t)[:2]
+    h, a = model.hidden, model.heads
+    # Megatron-Core multi_latent_attention.py: the down-projections duplicated over TP (parallel_mode "duplicated"),
+    # the up-projections column-parallel, the output projection row-parallel
+    q = ((model.q_lora_rank, h), (a * model.qk_head_dim // t, model.q_lora_rank)) if model.q_lora_rank else (
+        (a * model.qk_head_dim // t, h),)
+    return (*q, (model.kv_lora_rank + model.qk_rope_head_dim, h),
+            (a * (model.head_dim + model.value_dim) // t, model.kv_lora_rank), (h, a * model.value_dim // t))
+
+
 def linear_shapes(model: ModelSpec, s: Plan, dense_layers: int, moe_layers: int) -> tuple[tuple[int, int], ...]:
     """(rows, columns) on one GPU of the linear weights of ``dense_layers`` dense and ``moe_layers`` MoE layers:
     the attention's, the dense MLP's, the routed and shared experts' (``memory.dummy_wgrad_bytes``)."""
     if not (dense_layers or moe_layers):
         return ()
-    t, h, a = s.tp, model.hidden, model.heads
-    if model.mla:
-        # Megatron-Core multi_latent_attention.py: the down-projections duplicated over TP (parallel_mode
-        # "duplicated"), the up-projections column-parallel, the output projection row-parallel
-        q = ((model.q_lora_rank, h), (a * model.qk_head_dim // t, model.q_lora_rank)) if model.q_lora_rank else (
-            (a * model.qk_head_dim // t, h),)
-        shapes = (*q, (model.kv_lora_rank + model.qk_rope_head_dim, h),
-                  (a * (model.head_dim + model.value_dim) // t, model.kv_lora_rank), (h, a * model.value_dim // t))
-    else:
-        shapes = dense_linear_shapes(model, t)[:2]
+    t, h = s.tp, model.hidden
+    shapes = _attention_shapes(model, t)
     if dense_layers:
         shapes += dense_linear_shapes(model, t)[2:]
     if moe_layers:
@@ -671,7 +676,7 @@ def _stage_memory(model: ModelSpec, cluster: ClusterSpec, s: Plan, stage: int, p
                                                                   s.sequence_parallel))
     shapes = linear_shapes(model, s, d, layers - d + blocks) + (
         (output_shape(model, s.tp),) if holds_output(s.schedule, stage, s.pp) else ())
-    # the backward running at the peak holds its gradients (memory.backward_working_bytes)
+    # Transformer Engine's placeholder weight gradients, and the gradients the backward running at the peak holds
     grads_held = max(backward_working_bytes(model, s) if d else 0.0,
                      moe_backward_working_bytes(model, s) if layers > d else 0.0)
     return StageMemory(stage=stage, weights=weights,
