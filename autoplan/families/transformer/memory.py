@@ -158,18 +158,13 @@ def backward_working_bytes(model: ModelSpec, s: Plan) -> float:
     """Bytes of 16-bit gradients a layer's backward holds beside the stored activations, at its largest linear layer:
     the gradient of that layer's output and the one its dgrad GEMM writes for its input, whole sequence length (the
     sequence-parallel gather and reduce-scatter work on full-length buffers)."""
-    return linear_grad_bytes(model.seq_len / s.cp * s.micro_batch, model.hidden, _widest_linear(model, s.tp))
+    return linear_grad_bytes(model.seq_len / s.cp * s.micro_batch, *_widest_linear(model, s.tp))
 
 
 @lru_cache(maxsize=1024)
-def _widest_linear(model: ModelSpec, tp: int) -> float:
-    """The widest TP-split side among a dense layer's linear layers on one GPU."""
-    return max(*attention_widths(model, tp), (2 if model.gated else 1) * model.ffn_hidden / tp)
-
-
-def attention_widths(model: ModelSpec, tp: int) -> tuple[float, float]:
-    """Widths on one GPU of the attention's linear layers' TP-split sides: QKV's output and the projection's input."""
-    return (model.q_dim + 2 * model.kv_dim) / tp, model.q_dim / tp
+def _widest_linear(model: ModelSpec, tp: int) -> tuple[int, int]:
+    """The (rows, columns) of a dense layer's linear weight on one GPU with the most of both together."""
+    return max(dense_linear_shapes(model, tp), key=sum)
 
 
 def linear_grad_bytes(tokens: float, rows: float, cols: float) -> float:

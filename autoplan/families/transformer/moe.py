@@ -599,6 +599,7 @@ def moe_weight_grad_bytes(model: ModelSpec, s: Plan) -> float:
     return attention + routed + shared
 
 
+@lru_cache(maxsize=1024)
 def _attention_shapes(model: ModelSpec, t: int) -> tuple[tuple[int, int], ...]:
     """(rows, columns) on one GPU of the attention's linear weights at TP ``t``: QKV and the projection, or MLA's."""
     if not model.mla:
