@@ -108,7 +108,10 @@ def uneven_violations(layers: int, s: PipelinePlan) -> list[str]:
     rest = layers - first - last
     left = p - (first > 0) - (last > 0)
     if left == 0 and v > 1:
-        return [f"first/last stage layers {first}/{last} with the interleaved schedule need pp > 2 (a middle stage)"]
+        inner = end_chunk_layers(first, last, v)
+        if min(first, last) < (v - 1) * inner:
+            return [f"first/last stage layers {first}/{last} over {v} virtual stages each: the ranks' inner chunks "
+                    f"hold {inner} layers each, more than the {min(first, last)} layers of one end"]
     if rest < 0 or (left == 0 and rest):
         return [f"first/last stage layers {first}/{last} do not add up to the {layers} layers over pp {p}"]
     if left and (rest <= 0 or rest % (left * v)):
@@ -155,6 +158,14 @@ def _one_stage(layers: int, s: PipelinePlan, stage: int) -> int:
     return (layers - first - last) // left if left else 0
 
 
+def end_chunk_layers(first: int, last: int, v: int) -> int:
+    """Layers of every chunk but the two outermost when two ranks hold the whole model over ``v`` chunks each
+    (``first`` and ``last`` layers): the mean, rounded; the outermost chunks take the rest. Megatron-Core reaches
+    such a split only through --pipeline-model-parallel-layout (DeepSeek-V3's "Et*4|(t*4|)*14tmL" at PP 2, VP 8:
+    4 layers a chunk, the last one 1 beside the MTP block and the loss; Megatron-Bridge deepseek_v3.py)."""
+    return (first + last + v) // (2 * v)
+
+
 def chunk_layers(layers: int, s: PipelinePlan) -> tuple[int, int, int]:
     """Layers of the first virtual stage, of every middle one, and of the last virtual stage of a valid plan (under
     a V-shape schedule, rank 0's two chunks split its layers, the first taking the odd one)."""
@@ -166,7 +177,10 @@ def chunk_layers(layers: int, s: PipelinePlan) -> tuple[int, int, int]:
         first = s.first_stage_layers
         return first - first // 2, (layers - first) // (2 * (s.pp - 1)), first // 2
     left = s.pp - (s.first_stage_layers > 0) - (s.last_stage_layers > 0)
-    mid = (layers - s.first_stage_layers - s.last_stage_layers) // left // v if left else 0
+    if left:
+        mid = (layers - s.first_stage_layers - s.last_stage_layers) // left // v
+    else:
+        mid = end_chunk_layers(s.first_stage_layers, s.last_stage_layers, v) if v > 1 else 0
     outer = [n - (v - 1) * mid if n else mid for n in (s.first_stage_layers, s.last_stage_layers)]
     return outer[0], mid, outer[1]
 

@@ -171,6 +171,11 @@ def test_uneven_interleaved_exports_the_virtual_stage_layout():
     assert "--num-layers-per-virtual-pipeline-stage" not in f and "--decoder-first-pipeline-num-layers" not in f
     with pytest.raises(SpecError, match="layer count"):
         megatron_args(_meta(schedule="interleaved", virtual_stages=2), None)
+    # two ranks holding the whole model (DeepSeek-V3 at PP 2, VP 8, 32 + 29 layers): Megatron-Bridge's layout
+    two = Strategy(pp=2, dp=128, global_batch=4096, ep=32, schedule="interleaved", virtual_stages=8,
+                   first_stage_layers=32, last_stage_layers=29)
+    stages = flags(megatron_args(two, get_model("deepseek-v3")))["--pipeline-model-parallel-layout"].strip('"')
+    assert stages == "|".join(["Etttt"] + ["tttt"] * 14 + ["tL"])
 
 
 def test_torchtitan_names_the_modules_of_uneven_stages():

@@ -72,6 +72,31 @@ def test_two_stages_both_set_need_no_middle():
     assert chunk_layers(7, s) == (3, 0, 4)
 
 
+def test_two_interleaved_stages_split_as_a_layout_string():
+    # Megatron-Bridge's DeepSeek-V3 at PP 2, VP 8 ("Et*4|(t*4|)*14tmL"): 4 layers a chunk, the last chunk 1 beside
+    # the MTP block and the loss, so rank 0 holds 32 and rank 1 29
+    s = Strategy(pp=2, dp=128, global_batch=4096, ep=32, schedule="interleaved", virtual_stages=8,
+                 first_stage_layers=32, last_stage_layers=29)
+    assert violations(get_model("deepseek-v3"), 256, s) == []
+    assert chunk_layers(61, s) == (4, 4, 1) and [stage_layers(61, s, i) for i in (0, 1)] == [32, 29]
+    # the inner chunks hold the mean (rounded); an end too small to hold its inner chunks is named
+    assert any("inner chunks hold 4 layers each, more than the 2 layers of one end" in r
+               for r in violations(get_model("deepseek-v3"), 256, replace(s, first_stage_layers=2,
+                                                                          last_stage_layers=59)))
+
+
+@given(st.integers(2, 16), st.integers(1, 8), st.integers(0, 7), st.integers(0, 7))
+def test_two_interleaved_stages_hold_every_layer_once(v, inner, first_short, last_short):
+    first, last = v * inner - min(first_short, inner), v * inner - min(last_short, inner)
+    s = Strategy(pp=2, dp=1, global_batch=2 * v, schedule="interleaved", virtual_stages=v,
+                 first_stage_layers=first, last_stage_layers=last)
+    if uneven_violations(first + last, s):
+        return
+    head, middle, tail = chunk_layers(first + last, s)
+    assert head + (v - 1) * middle == first and tail + (v - 1) * middle == last
+    assert min(head, tail) >= 0
+
+
 @pytest.mark.parametrize("layers, pp, want", [
     (126, 16, (7, 7)), (126, 8, (15, 15)), (126, 4, (31, 31)), (126, 64, (1, 1)), (127, 16, (0, 7)),
     (126, 2, (0, 0)), (96, 64, (0, 0)), (36, 8, (0, 0)), (5, 1, (0, 0)),

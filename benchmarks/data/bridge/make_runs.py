@@ -1,27 +1,41 @@
 """Writes autoplan/data/bridge_runs.yaml: the pre-training rows of NVIDIA Megatron-Bridge's performance summary for the
-NeMo 25.09 to 26.06 containers on DGX-H100, B200, GB200 and GB300 that public.yaml does not hold, each with the
+NeMo 25.09 to 26.08 containers on DGX-H100, B200, GB200 and GB300 that public.yaml does not hold, each with the
 configuration its release's performance preset runs.
 
 Input: the tables of docs/performance-summary-archive.md (NVIDIA-NeMo/Megatron-Bridge @4ab94dfad, ``ROWS``, tokens per
 second per GPU as printed) and the presets of scripts/performance at each release's tag (``TAGS``, ``PRESETS``; every
 setting with the file and line that sets it). Entered: every DGX-H100, B200, GB200 and GB300 pre-training row of a
 model autoplan describes (Llama 3 8B and 70B, Llama 3.1 405B, Qwen3 30B-A3B and 235B-A22B) in FP8 (current scaling)
-or MXFP8.
-Left out, with the reason (``LEFT_OUT``): rows already in public.yaml; NVFP4 (not modelled); Megatron-FSDP runs
-(FSDP > 0); Nemotron 3 (hybrid Mamba) and Kimi-K2 (the Muon optimizer); the supervised fine-tuning and LoRA tables;
-GPT-OSS 120B on H100 (the same model, GPU and plan as the H100 calibration run, which would test the host constant on
-its own run); the Blackwell mixture-of-experts rows (their presets are not read yet); B300 (no cluster spec); 25.11's
-GB200 and GB300 Llama 3.1 405B rows (no preset of v0.2.0 runs their layout).
+or MXFP8; and, from blackwell_moe.py (the archive and the 26.08 summary @c335a9954), every B200, GB200 and GB300 row
+of Qwen3 30B-A3B and 235B-A22B, GPT-OSS 120B and DeepSeek-V3 from 26.02 to 26.08.
+Left out, with the reason (``LEFT_OUT``, ``blackwell_moe.LEFT_OUT``): rows already in public.yaml; NVFP4 (not
+modelled); Megatron-FSDP runs (FSDP > 0); Nemotron 3 (hybrid Mamba), Kimi-K2 (the Muon optimizer) and DeepSeek-V4;
+the supervised fine-tuning and LoRA tables; GPT-OSS 120B on H100 (the same model, GPU and plan as the H100
+calibration run, which would test the host constant on its own run); B300 (no cluster spec); 25.11's GB200 and GB300
+Llama 3.1 405B rows (no preset of v0.2.0 runs their layout); GPT-OSS's 26.02.01 B200 row (its table and preset
+disagree).
 
 Run: python benchmarks/data/bridge/make_runs.py   (rewrites autoplan/data/bridge_runs.yaml)
 """
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import yaml
 
 HERE = Path(__file__).parent
+
+
+def _sibling(name: str):
+    """benchmarks/data/bridge/<name>.py as a module (this script runs from anywhere, and tests load it by path)."""
+    spec = importlib.util.spec_from_file_location(f"bridge_{name}", HERE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+MOE = _sibling("blackwell_moe")
 ROOT = HERE.parents[2]
 OUT = ROOT / "autoplan" / "data" / "bridge_runs.yaml"
 REPO = "NVIDIA-NeMo/Megatron-Bridge"
@@ -158,12 +172,12 @@ LEFT_OUT = {
         "the model, GPU and plan of the H100 calibration run (public.yaml bridge-h100-bf16-gpt-oss-120b-64gpu-26.02)",
     "NVFP4 rows": "NVFP4 GEMMs are not modelled",
     "GB200 Llama 3 70B FP8, GB300 Llama 3 70B FP8": "Megatron-FSDP (FSDP 64), not modelled",
-    "GB200/GB300/B200/B300 DeepSeek-V3, GPT OSS 120B, Qwen3 30B-A3B / 235B-A22B": "their presets are not read yet",
     "B300 rows": "no B300 cluster spec",
     "25.11 GB200 / GB300 Llama 3.1 405B (813, 999)": "no preset of v0.2.0-v0.2.2 runs their 256-GPU layout (its presets "
                                                      "are FSDP at 128 GPUs); the settings are not determinable",
     "25.09 / 25.11 H100 Llama 3 8B": "Megatron-FSDP (FSDP 8)",
-    "Nemotron 3 Nano / Super, Kimi-K2": "hybrid Mamba layers; the Muon optimizer",
+    "Nemotron 3 Nano / Super, Kimi-K2, DeepSeek-V4 Flash": "hybrid Mamba layers; the Muon optimizer; a new attention "
+                                                            "not modelled",
     "26.06 Llama 3 70B": "supervised fine-tuning and LoRA tables, not pre-training",
     "H100 Qwen3 and GPT OSS, 26.02": "already in public.yaml",
 }
@@ -274,25 +288,33 @@ def strategy(release: str, system: str, model: str, precision: str, gbs: int, mb
     return st
 
 
-def case(row: tuple) -> dict:
-    release, system, model, precision, gpus, gbs, mbs, tp, pp, cp, vp, ep, tokens, line = row
-    seq = MODELS[model]["seq_len"]
-    tag = TAGS[release]
-    st = strategy(release, system, model, precision, gbs, mbs, tp, pp, cp, vp, ep)
-    c = {
-        "id": f"bridge-{system.lower()}-{precision.lower()}-{model}-{gpus}gpu-{release}",
+def _entry(case_id: str, release: str, system: str, gpus: int, model: dict, st: dict, tokens: int,
+           sources: list[str]) -> dict:
+    """A row of the file: its source, hardware, model and plan, and the step time its tokens/s/GPU give."""
+    seq = model["seq_len"]
+    return {
+        "id": case_id,
         "group": f"NVIDIA Megatron-Bridge performance summary, {release} container, {system}",
-        "source": {"repo_files": [f"{ARCHIVE} (line {line}: \"{release} NeMo Container\", DGX-{system})",
-                                  f"{REPO}: scripts/performance @{tag}"]},
+        "source": {"repo_files": sources},
         "hardware": {**HARDWARE[system], "num_gpus": gpus},
-        "model": {**MODELS[model], "dtype": precision.lower()},
+        "model": model,
         "strategy": st,
         "measured": {"tokens_per_s_per_gpu": tokens},
-        "derived": {"iteration_time_s": round(gbs * seq / (tokens * gpus), 4)},
+        "derived": {"iteration_time_s": round(st["global_batch"] * seq / (tokens * gpus), 4)},
         "held_out": True,
         "verification": "iteration_time_s = GBS x sequence length / (tokens/s/GPU x GPUs); entered with the settings "
                         "of the release's performance preset, never tuned to the row",
     }
+
+
+def case(row: tuple) -> dict:
+    release, system, model, precision, gpus, gbs, mbs, tp, pp, cp, vp, ep, tokens, line = row
+    tag = TAGS[release]
+    st = strategy(release, system, model, precision, gbs, mbs, tp, pp, cp, vp, ep)
+    c = _entry(f"bridge-{system.lower()}-{precision.lower()}-{model}-{gpus}gpu-{release}", release, system, gpus,
+               {**MODELS[model], "dtype": precision.lower()}, st, tokens,
+               [f"{ARCHIVE} (line {line}: \"{release} NeMo Container\", DGX-{system})",
+                f"{REPO}: scripts/performance @{tag}"])
     if (system, model) in NEEDS:
         c["needs"] = NEEDS[(system, model)]
     reading = TABLE_READINGS.get((release, system, model), TABLE_READINGS.get((release, system, model, precision)))
@@ -301,14 +323,46 @@ def case(row: tuple) -> dict:
     return c
 
 
+def moe_case(row: tuple) -> dict:
+    """A Blackwell MoE row of blackwell_moe.ROWS with its release's preset (blackwell_moe.preset)."""
+    release, system, model, precision, gpus, gbs, mbs, tp, pp, cp, vp, ep, tokens, where = row
+    models = {**MODELS, **MOE.MODELS}
+    knobs, needs = MOE.preset(release, system, model)
+    ends = knobs.pop("account_for_ends", False)
+    st = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "microbatch": mbs, "global_batch": gbs, "virtual_stages_per_rank": vp,
+          "interleaved_schedule": vp > 1, "sequence_parallel": False, **knobs}
+    st |= PRECISION[precision] if precision in PRECISION else {"precision": "bf16"}
+    if pp > 1:
+        st["overlap_p2p_comm"] = vp > 1        # comm_overlap.py:451-457
+    if ends and pp > 1:
+        per_chunk = (models[model]["layers"] + 2) // (pp * vp)
+        st["first_stage_layers"] = st["last_stage_layers"] = per_chunk - 1 + (vp - 1) * per_chunk
+    if model == "deepseek-v3" and pp > 1:
+        st["first_stage_layers"], st["last_stage_layers"] = MOE.deepseek_stage_layers(pp)
+    table, line = where.split(":")
+    label = f"\"{release} NeMo Container\", DGX-{system}"
+    source = f"{MOE.ARCHIVE if table == 'archive' else MOE.SUMMARY} (line {line}: {label})"
+    tag = {**TAGS, **MOE.TAGS}[release]
+    path = "src/megatron/bridge/perf_recipes" if tag == "v0.6.0" else "scripts/performance"
+    suffix = f"-gbs{gbs}" if (model, gbs) == ("deepseek-v3", 15360) else ""     # 26.06 has two GB300 rows
+    c = _entry(f"bridge-{system.lower()}-{precision.lower()}-{model}-{gpus}gpu-{release}{suffix}", release, system, gpus,
+               {**models[model], "dtype": precision.lower()}, st, tokens, [source, f"{REPO}: {path} @{tag}"])
+    if needs:
+        c["needs"] = needs
+    gap = MOE.known_gap(release, model)
+    if gap:
+        c["known_gap"] = gap
+    return c
+
+
 HEADER = ("# Generated by benchmarks/data/bridge/make_runs.py: NVIDIA Megatron-Bridge's performance summary, NeMo\n"
-          "# 25.09 to 26.06 containers, DGX-H100, B200, GB200 and GB300 pre-training rows not in public.yaml\n"
+          "# 25.09 to 26.08 containers, DGX-H100, B200, GB200 and GB300 pre-training rows not in public.yaml\n"
           "# (tokens/s/GPU as printed), each with its release's performance preset. Do not edit by hand.\n")
 
 
 def build() -> tuple[str, int]:
-    cases = [case(r) for r in ROWS]
-    body = yaml.safe_dump({"title": "NVIDIA Megatron-Bridge performance summary, NeMo 25.09-26.06 (measured)",
+    cases = [case(r) for r in ROWS] + [moe_case(r) for r in MOE.ROWS]
+    body = yaml.safe_dump({"title": "NVIDIA Megatron-Bridge performance summary, NeMo 25.09-26.08 (measured)",
                            "cases": cases}, sort_keys=False, width=120)
     return HEADER + body, len(cases)
 
