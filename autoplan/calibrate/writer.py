@@ -41,6 +41,7 @@ def _gpu_rows(c: ClusterSpec) -> list[tuple[str, object]]:
                 ("epilogue_exposure", g.epilogue_exposure),
                 ("l2_cache_mib", g.l2_cache_bytes / 2**20), ("l2_bandwidth_gb_per_s", g.l2_bandwidth / 1e9),
                 ("host_launch_us", g.host_launch * 1e6), ("host_step_ms", g.host_step * 1e3),
+                ("graph_kernel_overhead_us", g.graph_kernel_overhead * 1e6),
                 ("speed_variability", g.speed_variability), ("tdp_w", g.tdp_w), ("idle_w", g.idle_w),
                 ("host_link_gb_per_s", g.host_link / 1e9), ("host_adam_params_per_s", g.host_adam_params_per_s)]
     rows += [(k, v) for k, v in optional if v]

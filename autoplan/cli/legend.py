@@ -77,6 +77,8 @@ ROWS: tuple[tuple[str, str], ...] = (
             '--cross-entropy-loss-fusion)'),
     ('tce', 'loss impl torch (Whose cross-entropy loss)'),
     ('tcec', 'loss impl torch-compiled (Whose cross-entropy loss)'),
+    ('cg', 'Capture each training iteration as one CUDA graph (Megatron-Core --cuda-graph-impl full_iteration): '
+           "kernels replay at the graph's launch cost and the host issues none of them"),
     ('rem', "The optimizer keeps only the 16 bits the BF16 weights lack of each fp32 master weight (NeMo's "
             'distributed Adam; needs zero ≥ 1 and BF16 weights)'),
     ('TW', 'sharding table_wise (DLRM embedding sharding)'),

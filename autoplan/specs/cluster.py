@@ -117,6 +117,8 @@ class GPUSpec:
     so no plan offloads to the host."""
     host_adam_params_per_s: float = 0.0
     """Parameters per second the host's CPU Adam updates for one GPU's process (optimizer offload); 0: unknown."""
+    graph_kernel_overhead: float = 0.0
+    """Seconds of fixed cost per kernel replayed from a CUDA graph (0: unmeasured, as ``kernel_overhead``)."""
     host_launch: float = 0.0
     """Host (CPU) seconds to issue one modelled op (a module call: Python, the dispatcher and its kernel launches)
     from eager PyTorch/Transformer Engine code; 0: the host always keeps ahead of the GPU. A pass is never faster
@@ -364,6 +366,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "fp8_blockwise_gemm_ratio": (1.0, 10.0, False), "epilogue_exposure": (0.0, 1.0, True),
     "flash2_deterministic_bwd_ratio": (1.0, 10.0, False), "fused_deterministic_bwd_ratio": (1.0, 10.0, False),
     "host_launch_us": (0.0, 1e4, True), "host_step_ms": (0.0, 1e5, True), "speed_variability": (0.0, 0.5, True),
+    "graph_kernel_overhead_us": (0.0, 1e6, True),
     "tdp_w": (1.0, 1e5, True), "idle_w": (1.0, 1e5, True),
     "host_link_gb_per_s": (0.1, 1e5, True), "host_adam_params_per_s": (1e6, 1e13, True),
     "bandwidth_gb_per_s": (0.01, 1e6, False), "efficiency": (0.01, 1.0, False), "latency_us": (0.0, 1e6, False),
@@ -385,6 +388,7 @@ OPTIONAL: dict[str, dict[str, object]] = {
             "epilogue_exposure": 0.0, "flash2_deterministic_bwd_ratio": 1.0,
             "fused_deterministic_bwd_ratio": 1.0, "l2_cache_mib": 0.0,
             "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0, "host_step_ms": 0.0, "speed_variability": 0.0,
+            "graph_kernel_overhead_us": 0.0,
             "tdp_w": 0.0, "idle_w": 0.0,
             "host_link_gb_per_s": 0.0, "host_adam_params_per_s": 0.0},
     # oversubscription 1: a non-blocking fat tree, as NVIDIA's DGX SuperPOD reference architectures build the compute
@@ -472,7 +476,7 @@ _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_cou
              "fp8_peak_tflops", "fp8_gemm_efficiency", "fp8_blockwise_gemm_ratio", "mxfp8", "fp8_any_layout",
              "l2_cache_mib",
              "epilogue_exposure", "flash2_deterministic_bwd_ratio", "fused_deterministic_bwd_ratio",
-             "l2_bandwidth_gb_per_s", "host_launch_us", "host_step_ms", "speed_variability",
+             "l2_bandwidth_gb_per_s", "host_launch_us", "host_step_ms", "speed_variability", "graph_kernel_overhead_us",
              "tdp_w", "idle_w",
              "host_link_gb_per_s", "host_adam_params_per_s"}
 _TIER_KEYS = {"name", "gpus", "bandwidth_gb_per_s", "efficiency", "latency_us", "allreduce_busbw_gb_per_s",
@@ -510,6 +514,7 @@ def _gpu(g: _Table) -> GPUSpec:
         l2_cache_bytes=g.number("l2_cache_mib", d["l2_cache_mib"]) * 2**20,
         l2_bandwidth=g.number("l2_bandwidth_gb_per_s", d["l2_bandwidth_gb_per_s"]) * 1e9,
         host_launch=g.number("host_launch_us", d["host_launch_us"]) * 1e-6,
+        graph_kernel_overhead=g.number("graph_kernel_overhead_us", d["graph_kernel_overhead_us"]) * 1e-6,
         host_step=g.number("host_step_ms", d["host_step_ms"]) * 1e-3,
         speed_variability=g.number("speed_variability", d["speed_variability"]),
         tdp_w=g.number("tdp_w", d["tdp_w"]), idle_w=g.number("idle_w", d["idle_w"]),
@@ -610,14 +615,14 @@ def _from_tables(data: dict, path: Path | str) -> ClusterSpec:
 _UNITS = {"peak_tflops": 1e12, "hbm_gib": GIB, "hbm_bandwidth_gb_per_s": 1e9, "kernel_overhead_us": 1e-6,
           "memory_reserve_gib": GIB, "fp8_peak_tflops": 1e12, "l2_cache_mib": 2**20, "l2_bandwidth_gb_per_s": 1e9,
           "host_launch_us": 1e-6, "host_step_ms": 1e-3, "bandwidth_gb_per_s": 1e9, "latency_us": 1e-6,
-          "allreduce_busbw_gb_per_s": 1e9,
+          "allreduce_busbw_gb_per_s": 1e9, "graph_kernel_overhead_us": 1e-6,
           "half_bandwidth_mib": 2**20, "host_link_gb_per_s": 1e9}
 """What one unit of a file key is in SI units (a key not listed is a plain count or fraction)."""
 _GPU_FIELDS = {"peak_tflops": "peak_flops", "hbm_gib": "hbm_bytes", "hbm_bandwidth_gb_per_s": "hbm_bandwidth",
                "kernel_overhead_us": "kernel_overhead", "memory_reserve_gib": "memory_reserve_bytes",
                "fp8_peak_tflops": "fp8_peak_flops", "l2_cache_mib": "l2_cache_bytes",
                "l2_bandwidth_gb_per_s": "l2_bandwidth", "host_launch_us": "host_launch", "host_step_ms": "host_step",
-               "host_link_gb_per_s": "host_link"}
+               "host_link_gb_per_s": "host_link", "graph_kernel_overhead_us": "graph_kernel_overhead"}
 _TIER_FIELDS = {"bandwidth_gb_per_s": "bandwidth", "latency_us": "latency", "allreduce_busbw_gb_per_s":
                 "allreduce_busbw", "half_bandwidth_mib": "half_bandwidth_bytes"}
 

@@ -41,6 +41,13 @@ def _common(model: ModelSpec, s: Plan, who: str) -> list[str]:
     return out
 
 
+def _no_iteration_graphs(s: Plan, who: str) -> list[str]:
+    """A full-iteration CUDA graph is Megatron-Core's (``--cuda-graph-impl full_iteration``): the other frameworks
+    capture no whole training iteration."""
+    return [f"cuda_graphs is Megatron-Core's full-iteration CUDA graph; {who} captures no training iteration"] * bool(
+        s.cuda_graphs)
+
+
 def megatron_violations(model: ModelSpec, s: Plan) -> list[str]:
     """Why Megatron-LM (Megatron-Core) cannot launch ``s`` as planned; [] if it can."""
     out = _common(model, s, "Megatron-LM")
@@ -82,7 +89,7 @@ def _titan_sharded(s: Plan) -> bool:
 
 def torchtitan_violations(model: ModelSpec, s: Plan) -> list[str]:
     """Why torchtitan cannot launch ``s`` as planned; [] if it can."""
-    out = _common(model, s, "torchtitan")
+    out = _common(model, s, "torchtitan") + _no_iteration_graphs(s, "torchtitan")
     if model.moe and model.name not in TITAN_MODELS:
         out.append(f"torchtitan defines no {model.name} (its MoE models are its own deepseek_v3, qwen3, gpt_oss "
                    "flavors)")
@@ -130,6 +137,7 @@ def torchtitan_violations(model: ModelSpec, s: Plan) -> list[str]:
 def deepspeed_violations(model: ModelSpec, s: Plan) -> list[str]:
     """Why DeepSpeed cannot launch ``s`` as planned; [] if it can."""
     out = [r for r in _common(model, s, "DeepSpeed") if not r.startswith("zero3_per_tensor")]   # DeepSpeed's own
+    out += _no_iteration_graphs(s, "DeepSpeed")
     if s.pp > 1:
         if s.zero >= 2:
             # runtime/pipe/engine.py: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"

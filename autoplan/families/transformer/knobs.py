@@ -136,6 +136,17 @@ class TransformerPlan(PlanPart):
     (``train.py`` @9dec370, ``components/loss.py`` later), eager (``torch``; torchtitan @9dec370 did not compile it:
     "compiling loss function causes CUDA errors") or compiled with the model (``torch-compiled``:
     ``build_cross_entropy_loss`` wraps it in ``torch.compile`` when ``training.compile`` is set)."""
+    cuda_graphs: bool = knob(False, after="loss_impl", quiet=True, choices=_BOOL, axis=True,
+                             label=lambda v: "cg" if v else "",
+                             help="Capture each training iteration as one CUDA graph (Megatron-Core "
+                                  "--cuda-graph-impl full_iteration): kernels replay at the graph's launch cost and "
+                                  "the host issues none of them.",
+                             megatron={True: ("--cuda-graph-impl full_iteration",)})
+    """Megatron-Core's full-iteration CUDA graph (``cuda_graph_impl="full_iteration"``, transformer_config.py;
+    Megatron-Bridge's Blackwell MoE presets from 26.06): the forward and backward of every micro-batch are captured
+    once and replayed, so each kernel costs the graph's per-node launch (``GPUSpec.graph_kernel_overhead``) instead of
+    an eager launch and the host issues nothing (``host_launch`` does not bind). Per-layer graphs of some modules
+    (``transformer_engine`` with a scope) are not modelled."""
 
 
 class MoEPlan(PlanPart):

@@ -41,6 +41,7 @@ from autoplan.specs.layout import (BIDIRECTIONAL, chunk_layers, ends, holds_embe
 from autoplan.specs.model import ModelSpec
 from autoplan.specs.plan import FUSED_PAIRS, SPLIT_BACKWARD, Plan
 from autoplan.families.transformer.validity import VIOLATION_GROUPS as DENSE_GROUPS, violations as dense_violations
+from autoplan.families.transformer.graphs import under_graphs
 
 
 # ----------------------------------------------------------------------------------------------- validity
@@ -419,6 +420,7 @@ def _optimizer(cluster: ClusterSpec, s: Plan, params: tuple[float, float]) -> fl
 
 # ---------------------------------------------------------------------------------------------- the step
 
+@under_graphs
 def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> StepCosts:
     """Seconds of every task kind of one step of plan ``s`` (which must be valid)."""
     p, group = s.pp, s.dp * s.cp
@@ -464,6 +466,7 @@ def _stages_to_check(model: ModelSpec, s: Plan, dense: list[int] | None = None) 
     return tuple(sorted({0, s.pp - 1, min(1, s.pp - 1)} | {i for i, d in enumerate(dense) if d}))
 
 
+@under_graphs
 def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
     """Seconds the busiest checked stage's compute stream needs (its passes and optimizer)."""
     # a stream's busy time bounds the critical path from below (Graham 1969, list-scheduling bounds)
@@ -482,6 +485,7 @@ def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
     return worst
 
 
+@under_graphs
 def quick_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
     """``lower_bound`` of the first stage from its layers alone: their compute, and a MoE layer's all-to-alls where
     nothing hides them; no embedding, output layer, TP or CP communication, recompute or optimizer. Plans of one
@@ -747,6 +751,7 @@ def collectives(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> list[CommNee
     return out
 
 
+@under_graphs
 def block_ops(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[str, tuple[Op, ...]]:
     """One MoE layer's kernels by pass (forward, backward, recompute)."""
     lay = _layers(model, cluster, s)[1].compute

@@ -15,6 +15,7 @@ from autoplan.families.transformer.knobs import fused_loss, recomputed_layers
 from autoplan.families.transformer import tp_overlap
 from autoplan.hardware.compute import Collective, Op
 from autoplan.families.transformer.layer import LayerCompute
+from autoplan.families.transformer.graphs import under_graphs
 from autoplan.families.costs import PassCost, PassKey, host_bound, pass_cost
 from autoplan.specs.cluster import ClusterSpec
 from autoplan.hardware.support import cp_a2a_degree
@@ -297,6 +298,7 @@ def grad_accumulation(model: ModelSpec, cluster: ClusterSpec, s: Plan, layers: i
     return compute.grad_accumulation(cluster.gpu, params / s.tp, grad_bytes(s), tensors)
 
 
+@under_graphs
 def layer_ops(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> dict[str, tuple[Op, ...]]:
     """One layer's kernels by pass (forward, backward, recompute); the backward includes an unfused
     gradient accumulation when the plan has one."""

@@ -12,6 +12,7 @@ from autoplan.families.transformer import fp8_scaling, zero3_tensors
 from autoplan.families.transformer.memory import MASTER_WEIGHT_BYTES, MOMENT_BYTES
 from autoplan.families.costs import (COMPUTE_KINDS, CommNeed, PassCost, PassKey, StepCosts,
                                      pipelined_gather_lead, with_part)
+from autoplan.families.transformer.graphs import under_graphs
 from autoplan.families.transformer.passes import (cp_kv_bytes, defer_output_wgrad, grad_bytes, layer,
                                                   layer_pass_seconds, pass_costs, pass_key, ulysses_bytes,
                                                   weight_grad_costs)
@@ -235,6 +236,7 @@ def _zero3_passes(model: ModelSpec, cluster: ClusterSpec, s: Plan,
     return out
 
 
+@under_graphs
 def step_costs(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> StepCosts:
     """Seconds of every task kind of one step of plan ``s`` (which must be valid)."""
     p, group = s.pp, s.dp * s.cp
@@ -298,6 +300,7 @@ def _zero3_step(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> StepCosts:
                      final_gather=None, tied=None)
 
 
+@under_graphs
 def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
     """Seconds the busiest stage's compute stream needs (its passes and optimizer): never above the step time."""
     # a stream's busy time bounds the critical path from below (Graham 1969, list-scheduling bounds)
@@ -310,6 +313,7 @@ def lower_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
     return worst
 
 
+@under_graphs
 def quick_bound(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> float:
     """``lower_bound`` without the end stages' embedding and output layers, the optimizer and the host floor: one
     layer shape's terms, not each pass key's passes (about 10 µs a plan against 46 for GPT-3's space). The search

@@ -9,8 +9,9 @@ scripts/performance/utils/overrides.py up to v0.5.1; src/megatron/bridge/perf_re
 26.06.01 is v0.5.1 and 26.08 v0.6.0 (docs/versions1.json: "0.5.1 · 26.06.01", "0.6.0 · 26.08").
 
 Every preset's parallel degrees and batches equal its table row, except GPT-OSS's 26.02.01 B200 row (``LEFT_OUT``).
-What a preset runs that autoplan cannot describe is the row's ``needs``: CUDA graphs (Transformer Engine's per-layer
-graphs, or from 26.06 full-iteration graphs), FP8 attention (``fp8_dot_product_attention``), the CuTe-DSL fused
+From 26.06 the GB200/GB300 presets capture the whole iteration in one CUDA graph (the plan's ``cuda_graphs``). What a
+preset runs that autoplan cannot describe is the row's ``needs``: Transformer Engine's per-layer CUDA graphs of some
+modules, FP8 attention (``fp8_dot_product_attention``), the CuTe-DSL fused
 grouped MLP, the LM head in MXFP8 (``fp8_output_proj``), 26.06's paged stash of the experts' activations with a
 per-rank capacity of 1.5 (``moe_paged_stash``, ``moe_expert_rank_capacity_factor``), and recompute module lists other
 than autoplan's ``modules`` (norms, MLA up-projections and expert activations together).
@@ -22,9 +23,9 @@ SUMMARY = "NVIDIA-NeMo/Megatron-Bridge: docs/performance-summary.md @c335a9954"
 TAGS = {"26.06.01": "v0.5.1", "26.08": "v0.6.0"}
 """The releases the dense rows do not have (docs/versions1.json @c335a9954, lines 7 and 13)."""
 
-LATE = ("26.06", "26.06.01", "26.08")
-"""Releases whose GB200/GB300 presets run full-iteration CUDA graphs, EP overlap and the 26.06 MoE knobs
-(v0.5.0 qwen3_workload_base_configs.py:202-237, 358-398; gpt_oss and deepseek likewise; v0.6.0 perf_recipes)."""
+LATE_RELEASES = ("26.06", "26.06.01", "26.08")
+"""Releases whose GB200/GB300 presets run full-iteration CUDA graphs, EP overlap and the 26.06 MoE knobs (``LATE``;
+v0.6.0 perf_recipes alike)."""
 
 MODELS = {
     # deepseek-ai/DeepSeek-V3 as the recipe loads it (AutoBridge.from_hf_pretrained, recipes/deepseek/deepseek_v3.py;
@@ -138,10 +139,14 @@ REGRESSION = (
 COMMON = {"distributed_optimizer": True, "overlap_grad_reduce": True, "overlap_param_gather": True,
           "grad_reduce_in_fp32": False, "cross_entropy_fusion": True, "etp": 1, "tp_comm_overlap": False}
 
-LATE_NEEDS = ["cuda_graphs", "fused_grouped_mlp", "moe_paged_stash"]
-"""What every 26.06+ GB200/GB300 MoE preset runs beyond autoplan: full-iteration CUDA graphs (cuda_graph_impl
-"full_iteration"), the CuTe-DSL fused grouped MLP (cutedsl_fused_grouped_mlp), and the paged stash with a per-rank
-capacity factor of 1.5 (moe_paged_stash, moe_expert_rank_capacity_factor; v0.5.0 overrides.py set_full_iter_cg)."""
+LATE = {"cuda_graphs": True, "ep_overlap": True, "moe_dispatcher": "flex"}
+"""What every 26.06+ GB200/GB300 MoE preset runs: a full-iteration CUDA graph (cuda_graph_impl "full_iteration"),
+EP overlap with delayed weight gradients, HybridEP (v0.5.0 qwen3_workload_base_configs.py:202-237, 358-398;
+gpt_oss and deepseek likewise)."""
+LATE_NEEDS = ["fused_grouped_mlp", "moe_paged_stash"]
+"""What they run beyond autoplan: the CuTe-DSL fused grouped MLP (cutedsl_fused_grouped_mlp), and the paged stash
+with a per-rank capacity factor of 1.5 (moe_paged_stash, moe_expert_rank_capacity_factor; v0.5.0 overrides.py
+set_full_iter_cg)."""
 
 
 def _qwen3(release: str, system: str, model: str) -> tuple[dict, list[str]]:
@@ -152,11 +157,10 @@ def _qwen3(release: str, system: str, model: str) -> tuple[dict, list[str]]:
     attention (@v0.5.0:202-237, 358-398); 235B counts the embedding and the loss as a layer in its pipeline split
     (recipes/qwen/qwen3_moe.py:166-167 @v0.3.1)."""
     b200_a2a = system == "B200" and (model == "qwen3-235b-a22b" or release == "26.02")
-    knobs = {"recompute": "none", "moe_dispatcher": "alltoall" if b200_a2a else "flex",
-             "ep_overlap": system != "B200" and release in LATE}
+    knobs = {"recompute": "none", "moe_dispatcher": "alltoall" if b200_a2a else "flex", "ep_overlap": False}
     needs = [] if system == "B200" and model == "qwen3-235b-a22b" else ["cuda_graphs"]
-    if system != "B200" and release in LATE:
-        needs = [*LATE_NEEDS, "fp8_attention"]
+    if system != "B200" and release in LATE_RELEASES:
+        knobs, needs = {**knobs, **LATE}, [*LATE_NEEDS, "fp8_attention"]
     return {**knobs, "account_for_ends": model == "qwen3-235b-a22b"}, needs
 
 
@@ -167,9 +171,8 @@ def _gpt_oss(release: str, system: str) -> tuple[dict, list[str]]:
     all-to-all with EP overlap, PR #3561; B200 26.04 EP 8 with HybridEP, 26.04.01 the all-to-all, PR #3614); MXFP8
     from 26.06 (full-iteration graphs, HybridEP, EP overlap, FP8 attention, the LM head in MXFP8; GB200's recompute
     list empty)."""
-    if release in LATE:
-        return ({"recompute": "none", "moe_dispatcher": "flex", "ep_overlap": True},
-                [*LATE_NEEDS, "fp8_attention", "fp8_output_layer"])
+    if release in LATE_RELEASES:
+        return {"recompute": "none", **LATE}, [*LATE_NEEDS, "fp8_attention", "fp8_output_layer"]
     if system == "GB300":
         return {"recompute": "none", "moe_dispatcher": "alltoall", "ep_overlap": False}, ["cuda_graphs"]
     flex = release == "26.04"
@@ -185,10 +188,10 @@ def _deepseek(release: str, system: str) -> tuple[dict, list[str]]:
     ``mlp``); Transformer Engine's per-layer CUDA graphs on GB200 to 26.04.01 and B200 26.04.01, none on GB300 to
     26.04.01 (a scope without an impl, overrides.py:105-121) or B200 before; EP overlap on B200 26.04.01 and from
     26.06; from 26.06 the LM head in MXFP8 and, on GB300, FP8 attention."""
-    late = release in LATE
+    late = release in LATE_RELEASES
     mla_up = not ((system == "GB200" and release in ("26.04", "26.04.01")) or (system == "GB300" and late))
     knobs = {"recompute": "modules" if mla_up else "none", "moe_dispatcher": "flex",
-             "ep_overlap": late or (system == "B200" and release == "26.04.01")}
+             "ep_overlap": system == "B200" and release == "26.04.01", **(LATE if late else {})}
     needs = ["recompute_modules_subset"] if mla_up else []
     if system == "GB200" and release in ("26.04", "26.04.01"):
         needs = ["recompute_modules_dense"]

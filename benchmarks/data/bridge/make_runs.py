@@ -233,9 +233,10 @@ PRESETS = {
     # (recipes/qwen/qwen3_moe.py:166-167)
     ("H100", "qwen3-235b-a22b"): {**_MOE, "ep_overlap": True, "tp_comm_overlap": False, "account_for_ends": True},
 }
-NEEDS = {(system, "llama3-8b"): ["cuda_graphs"] for system in ("GB200", "B200", "GB300")}
-"""What a preset runs that autoplan cannot describe, by (system, model): Llama 3 8B's Blackwell presets capture CUDA
-graphs (per layer at v0.1.0rc3, utils/helpers.py:114-120; the whole forward-backward at v0.2.0, full_iteration)."""
+NEEDS = {("25.09", system, "llama3-8b"): ["cuda_graphs"] for system in ("GB200", "B200", "GB300")}
+"""What a preset runs that autoplan cannot describe, by (release, system, model): Llama 3 8B's Blackwell presets at
+v0.1.0rc3 capture CUDA graphs per layer (utils/helpers.py:114-120); v0.2.0's capture the whole iteration
+(``RELEASE_KNOBS``)."""
 
 RELEASE_KNOBS = {
     # v0.1.0rc3's recipes defer the output layer's weight gradient (recipes/llama/llama3_70b.py:219-227: limit 22;
@@ -244,6 +245,9 @@ RELEASE_KNOBS = {
     ("25.09", "llama31-405b"): {"embedding_wgrad_deferral": 50},
     # v0.2.0's B200 405B MXFP8 preset turns the parameter gathers' overlap off (llama31_llm_pretrain.py:140-143)
     ("25.11", "B200", "llama31-405b", "MXFP8"): {"overlap_param_gather": False},
+    # v0.2.0's Llama 3 8B presets on B200, GB200 and GB300 capture the whole iteration in one CUDA graph
+    # (configs/llama3/workload_base_configs.py:158-215: cuda_graph_impl "local", cuda_graph_scope "full_iteration")
+    ("25.11", "llama3-8b"): {"cuda_graphs": True},
 }
 """Settings of one release's preset beyond ``PRESETS``, by (release, model) or (release, system, model, precision)."""
 
@@ -315,8 +319,8 @@ def case(row: tuple) -> dict:
                {**MODELS[model], "dtype": precision.lower()}, st, tokens,
                [f"{ARCHIVE} (line {line}: \"{release} NeMo Container\", DGX-{system})",
                 f"{REPO}: scripts/performance @{tag}"])
-    if (system, model) in NEEDS:
-        c["needs"] = NEEDS[(system, model)]
+    if (release, system, model) in NEEDS:
+        c["needs"] = NEEDS[(release, system, model)]
     reading = TABLE_READINGS.get((release, system, model), TABLE_READINGS.get((release, system, model, precision)))
     if reading:
         c["variants"] = [{"label": reading[0], "strategy": reading[1]}]

@@ -42,6 +42,7 @@ PLANS = [
     Strategy(pp=8, dp=128, micro_batch=1, global_batch=1536, zero=1, recompute="full"),
     Strategy(pp=8, dp=128, micro_batch=1, global_batch=1536, zero=0, schedule="zbv", sequence_parallel=False),
     Strategy(cp=4, dp=256, micro_batch=1, global_batch=1536, cp_comm="a2a", zero=3),
+    Strategy(tp=8, pp=8, dp=16, micro_batch=1, global_batch=1536, sequence_parallel=True, zero=1, cuda_graphs=True),
 ]
 
 
