@@ -146,7 +146,7 @@ class TransformerPlan(PlanPart):
     Megatron-Bridge's Blackwell MoE presets from 26.06): the forward and backward of every micro-batch are captured
     once and replayed, so each kernel costs the graph's per-node launch (``GPUSpec.graph_kernel_overhead``) instead of
     an eager launch and the host issues nothing (``host_launch`` does not bind). Per-layer graphs of some modules
-    (``transformer_engine`` with a scope) are not modelled."""
+    (``transformer_engine`` with a scope) are not modelled, nor the memory the graph's static pool holds."""
 
 
 class MoEPlan(PlanPart):
