@@ -175,7 +175,9 @@ def test_uneven_interleaved_exports_the_virtual_stage_layout():
     two = Strategy(pp=2, dp=128, global_batch=4096, ep=32, schedule="interleaved", virtual_stages=8,
                    first_stage_layers=32, last_stage_layers=29)
     stages = flags(megatron_args(two, get_model("deepseek-v3")))["--pipeline-model-parallel-layout"].strip('"')
-    assert stages == "|".join(["Etttt"] + ["tttt"] * 14 + ["tL"])
+    assert stages == "|".join(["Etttt"] + ["tttt"] * 14 + ["tmL"])               # the MTP block beside the loss
+    assert "--mtp-num-layers 1" in megatron_args(two, get_model("deepseek-v3"))
+    assert not any(a.startswith("--mtp") for a in megatron_args(two, get_model("llama3-405b")))
 
 
 def test_torchtitan_names_the_modules_of_uneven_stages():

@@ -22,16 +22,16 @@ from autoplan.specs.model import ModelSpec
 from autoplan.specs.plan import Plan
 
 
-def megatron_parallel_args(s: Plan, layers: int | None) -> list[str]:
+def megatron_parallel_args(s: Plan, layers: int | None, mtp_layers: int = 0) -> list[str]:
     """Megatron-LM's parallelism, batch, recompute and optimizer arguments for plan ``s`` (of ``layers`` layers,
-    when known)."""
+    when known, and ``mtp_layers`` multi-token-prediction blocks)."""
     args = [f"--tensor-model-parallel-size {s.tp}", f"--pipeline-model-parallel-size {s.pp}",
             f"--context-parallel-size {s.cp}"]
     if s.ep > 1 or s.etp > 1:
         # Megatron-Core MoE README: expert parallelism and expert tensor parallelism
         args += [f"--expert-model-parallel-size {s.ep}", f"--expert-tensor-parallel-size {s.etp}"]
     if s.uneven:
-        args += _uneven_args(s, layers)
+        args += _uneven_args(s, layers, mtp_layers)
     elif s.schedule == "interleaved" and layers:
         args.append(f"--num-layers-per-virtual-pipeline-stage {layers // (s.pp * s.virtual_stages)}")
     elif s.schedule == "interleaved":
@@ -55,10 +55,10 @@ _FSDP_SHARDING = {2: "optim_grads", 3: "optim_grads_params"}
 """Megatron-FSDP's --data-parallel-sharding-strategy for ZeRO stages 2 and 3."""
 
 
-def _uneven_args(s: Plan, layers: int | None) -> list[str]:
+def _uneven_args(s: Plan, layers: int | None, mtp_layers: int = 0) -> list[str]:
     """Megatron-Core's uneven first/last stage arguments; interleaved, the layout of every virtual stage (its
     first/last-stage flags need each stage's layers divisible by the virtual stages, which the outer-chunk
-    shortfall is not)."""
+    shortfall is not), the multi-token-prediction blocks beside the loss."""
     if s.schedule != "interleaved":
         return ([f"--decoder-first-pipeline-num-layers {s.first_stage_layers}"] * bool(s.first_stage_layers)
                 + [f"--decoder-last-pipeline-num-layers {s.last_stage_layers}"] * bool(s.last_stage_layers))
@@ -67,9 +67,9 @@ def _uneven_args(s: Plan, layers: int | None) -> list[str]:
                         "--pipeline-model-parallel-layout")
     first, mid, last = chunk_layers(layers, s)
     count = s.pp * s.virtual_stages
-    # Megatron-Core --pipeline-model-parallel-layout: E embedding, t layer, L loss, "|" between virtual stages
-    # (pp rank fastest), docs "Custom Pipeline Model Parallel Layout"
-    stages = ["E" + "t" * first] + ["t" * mid] * (count - 2) + ["t" * last + "L"]
+    # Megatron-Core --pipeline-model-parallel-layout: E embedding, t layer, m MTP block, L loss, "|" between virtual
+    # stages (pp rank fastest), docs "Custom Pipeline Model Parallel Layout"
+    stages = ["E" + "t" * first] + ["t" * mid] * (count - 2) + ["t" * last + "m" * mtp_layers + "L"]
     return [f'--pipeline-model-parallel-layout "{"|".join(stages)}"']
 
 
@@ -116,6 +116,9 @@ def _megatron_moe_args(model: ModelSpec) -> list[str]:
             args.append(f"--moe-expert-capacity-factor {model.capacity_factor:g}")
         if model.pad_to_capacity:
             args.append("--moe-pad-expert-input-to-capacity")
+        if model.mtp_layers:
+            # Megatron-Core multi_token_prediction.py: the MTP blocks on the last pipeline stage, beside the loss
+            args.append(f"--mtp-num-layers {model.mtp_layers}")
     if model.mla:
         args += ["--multi-latent-attention", f"--kv-lora-rank {model.kv_lora_rank}",
                  f"--qk-head-dim {model.head_dim}", f"--qk-pos-emb-head-dim {model.qk_rope_head_dim}",
@@ -171,7 +174,7 @@ def _reduce_scatter_cfg(s: Plan) -> str:
 
 def megatron_args(s: Plan, model: ModelSpec | None, flash_attention: bool = True) -> list[str]:
     """Every Megatron-LM argument for plan ``s`` (model shape too when ``model`` is known)."""
-    args = megatron_parallel_args(s, model.layers if model is not None else None)
+    args = megatron_parallel_args(s, model.layers if model is not None else None, model.mtp_layers if model else 0)
     return args + (megatron_model_args(model, flash_attention) if model is not None else [])
 
 
