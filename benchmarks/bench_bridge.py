@@ -21,7 +21,7 @@ from statistics import mean
 from autoplan.specs.cluster import load_cluster
 from autoplan.validate import validate
 
-ID = re.compile(r"bridge-(h100|b200|gb200|gb300)-(\w+?)-([a-z0-9.-]+?)-(\d+)gpu-([\d.]+)(-gbs\d+)?$")
+ID = re.compile(r"bridge-(h100|b200|b300|gb200|gb300)-(\w+?)-([a-z0-9.-]+?)-(\d+)gpu-([\d.]+)(-gbs\d+)?$")
 """A row's id: GPU, precision, model, GPUs, release (and the global batch where a release has two)."""
 MOE = ("qwen3", "gpt-oss", "deepseek")
 """Model names of the mixture-of-experts rows."""

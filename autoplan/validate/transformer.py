@@ -41,7 +41,8 @@ def group_of(case: dict) -> str:
     if "2104.04473" in src:
         return "Megatron SC'21 (A100)"
     recipe = any(name in src for name in _NVIDIA_RECIPES)
-    gpu = next((g for g in ("H100", "GB200", "GB300", "B200") if g in str(case.get("hardware", {}).get("gpu", ""))),
+    gpu = next((g for g in ("H100", "GB200", "GB300", "B200", "B300")
+                if g in str(case.get("hardware", {}).get("gpu", ""))),
                None)
     if recipe and gpu:
         moe = "MoE: " if case.get("model", {}).get("experts") else ""

@@ -1,6 +1,6 @@
 """The Blackwell mixture-of-experts rows of Megatron-Bridge's performance summary (26.02 to 26.08) and the settings
 each release's performance preset runs them with: Qwen3 30B-A3B and 235B-A22B, GPT-OSS 120B and DeepSeek-V3 on
-DGX-GB200, DGX-GB300 and DGX-B200 (``make_runs.py`` writes them with the dense and H100 rows).
+DGX-GB200, DGX-GB300, DGX-B200 and DGX-B300 (``make_runs.py`` writes them with the dense and H100 rows).
 
 Input: the tables of docs/performance-summary-archive.md and docs/performance-summary.md (26.08) at
 NVIDIA-NeMo/Megatron-Bridge @c335a9954 (``ROWS``, tokens per second per GPU as printed) and the presets at each
@@ -8,7 +8,8 @@ release's tag: scripts/performance/configs/{qwen,gpt_oss,deepseek}/*_workload_ba
 scripts/performance/utils/overrides.py up to v0.5.1; src/megatron/bridge/perf_recipes/<model>/<gpu>/ at v0.6.0.
 26.06.01 is v0.5.1 and 26.08 v0.6.0 (docs/versions1.json: "0.5.1 · 26.06.01", "0.6.0 · 26.08").
 
-Every preset's parallel degrees and batches equal its table row, except GPT-OSS's 26.02.01 B200 row (``LEFT_OUT``).
+Every preset's parallel degrees and batches equal its table row, except GPT-OSS's 26.02.01 B200 and B300 rows and Qwen3
+235B's 26.02.01 B300 row (``LEFT_OUT``).
 From 26.06 the GB200/GB300 presets capture the whole iteration in one CUDA graph (the plan's ``cuda_graphs``). What a
 preset runs that autoplan cannot describe is the row's ``needs``: Transformer Engine's per-layer CUDA graphs of some
 modules, FP8 attention (``fp8_dot_product_attention``), the CuTe-DSL fused
@@ -113,15 +114,38 @@ ROWS = (
     ("26.08", "GB200", "qwen3-30b-a3b", "MXFP8", 8, 512, 4, 1, 1, 1, 1, 8, 39936, "summary:67"),
     ("26.08", "GB300", "qwen3-235b-a22b", "MXFP8", 256, 8192, 2, 1, 4, 1, 12, 32, 8816, "summary:73"),
     ("26.08", "GB200", "qwen3-235b-a22b", "MXFP8", 256, 8192, 1, 1, 8, 1, 3, 32, 7280, "summary:74"),
+    # DGX-B300 (26.06.01 and 26.08 print none)
+    ("26.02", "B300", "deepseek-v3", "MXFP8", 256, 4096, 1, 1, 16, 1, 1, 8, 2983, "archive:509"),
+    ("26.02", "B300", "gpt-oss-120b", "BF16", 64, 1280, 4, 1, 1, 1, 1, 64, 8359, "archive:518"),
+    ("26.02", "B300", "qwen3-30b-a3b", "MXFP8", 8, 512, 8, 1, 1, 1, 1, 8, 29521, "archive:528"),
+    ("26.02", "B300", "qwen3-235b-a22b", "MXFP8", 256, 8192, 1, 1, 8, 1, 4, 8, 2691, "archive:538"),
+    ("26.02.01", "B300", "deepseek-v3", "MXFP8", 256, 4096, 1, 1, 16, 1, 1, 8, 3099, "archive:424"),
+    ("26.02.01", "B300", "qwen3-30b-a3b", "MXFP8", 8, 512, 8, 1, 1, 1, 1, 8, 29454, "archive:443"),
+    ("26.04", "B300", "deepseek-v3", "MXFP8", 256, 4096, 1, 1, 16, 1, 1, 8, 3131, "archive:327"),
+    ("26.04", "B300", "gpt-oss-120b", "BF16", 64, 1280, 4, 1, 1, 1, 1, 8, 15114, "archive:336"),
+    ("26.04", "B300", "qwen3-30b-a3b", "MXFP8", 8, 512, 8, 1, 1, 1, 1, 8, 30553, "archive:346"),
+    ("26.04", "B300", "qwen3-235b-a22b", "MXFP8", 256, 8192, 2, 1, 8, 1, 1, 8, 4865, "archive:356"),
+    ("26.04.01", "B300", "deepseek-v3", "MXFP8", 256, 4096, 2, 1, 8, 1, 1, 8, 3456, "archive:227"),
+    ("26.04.01", "B300", "gpt-oss-120b", "BF16", 64, 1280, 4, 1, 1, 1, 1, 8, 15232, "archive:236"),
+    ("26.04.01", "B300", "qwen3-30b-a3b", "MXFP8", 8, 512, 8, 1, 1, 1, 1, 8, 30720, "archive:246"),
+    ("26.04.01", "B300", "qwen3-235b-a22b", "MXFP8", 256, 8192, 2, 1, 8, 1, 1, 8, 5936, "archive:256"),
+    ("26.06", "B300", "deepseek-v3", "MXFP8", 256, 4096, 2, 1, 8, 1, 1, 8, 3541, "archive:115"),
+    ("26.06", "B300", "gpt-oss-120b", "MXFP8", 64, 1280, 4, 1, 1, 1, 1, 8, 18534, "archive:123"),
+    ("26.06", "B300", "qwen3-30b-a3b", "MXFP8", 8, 512, 8, 1, 1, 1, 1, 8, 40769, "archive:131"),
 )
-"""Every GB200, GB300 and B200 row of these four models from 26.02 to 26.08, but ``LEFT_OUT``'s."""
+"""Every GB200, GB300, B200 and B300 row of these four models from 26.02 to 26.08, but ``LEFT_OUT``'s."""
 
 LEFT_OUT = {
     "26.02.01 B200 GPT OSS 120B (13722)":
-        "the table prints EP 8; v0.3.1's preset (GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2, identical to v0.3.0's) runs "
-        "EP 64, and EP 8 with HybridEP entered the presets after the tag (commit 7260d6214, PR #2906): which "
+        "the table prints EP 8; v0.3.1's preset (GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16_V2, identical to v0.3.0's) "
+        "runs EP 64, and EP 8 with HybridEP entered the presets after the tag (commit 7260d6214, PR #2906): which "
         "dispatcher ran is not determinable",
-    "B300 rows": "no B300 cluster spec",
+    "26.02.01 B300 GPT OSS 120B (15031)":
+        "as on B200: the table prints EP 8, v0.3.1's preset (GPT_OSS_120B_PRETRAIN_CONFIG_B300_BF16_V2) runs EP 64 "
+        "with the all-to-all; EP 8 with HybridEP came after the tag (PR #2906)",
+    "26.02.01 B300 Qwen3 235B-A22B (2644)":
+        "the table prints VP 4 (26.02's layout, and nearly 26.02's 2691 tokens/s); v0.3.1's preset runs no VP and no "
+        "EP overlap (qwen3_workload_base_configs.py): which ran is not determinable",
 }
 
 REGRESSION = (
@@ -211,9 +235,35 @@ def deepseek_stage_layers(pp: int) -> tuple[int, int]:
     return sum(stages[0::pp]), sum(stages[pp - 1::pp])
 
 
+def _b300(release: str, model: str) -> tuple[dict, list[str]]:
+    """DGX B300 (EP 8 in one NVLink domain of 8; perf_plugins.py: NVLINK_DOMAIN_SIZE 8, USE_MNNVL 0): Qwen3 30B-A3B
+    HybridEP with Transformer Engine graphs of the router, from 26.06 the GB presets' full-iteration graph, EP overlap
+    and the 26.06 MoE knobs (qwen3_workload_base_configs.py @v0.5.0:432-439); Qwen3 235B-A22B the all-to-all with EP
+    overlap at 26.02 (VP 4, @v0.3.0:121-129), without from 26.04 (micro-batch 2), HybridEP from 26.04.01; GPT-OSS
+    Transformer Engine graphs of attention and router, the all-to-all at EP 64 (26.02), HybridEP at EP 8 from 26.04,
+    MXFP8 at 26.06 (an alias of the BF16 preset, gpt_oss_workload_base_configs.py @v0.5.0:222); DeepSeek-V3 HybridEP
+    and the MLA up-projections' recompute, PP 16 to 26.04, PP 8 at micro-batch 2 with Transformer Engine graphs from
+    26.04.01 (deepseek_workload_base_configs.py @v0.4.2:180-194)."""
+    if model == "qwen3-30b-a3b":
+        if release in LATE_RELEASES:
+            return {"recompute": "none", **LATE}, [*LATE_NEEDS, "fp8_attention"]
+        return {"recompute": "none", "moe_dispatcher": "flex", "ep_overlap": False}, ["cuda_graphs"]
+    if model == "qwen3-235b-a22b":
+        return {"recompute": "none", "moe_dispatcher": "flex" if release == "26.04.01" else "alltoall",
+                "ep_overlap": release == "26.02", "account_for_ends": True}, []
+    if model == "gpt-oss-120b":
+        return {"recompute": "none", "moe_dispatcher": "alltoall" if release == "26.02" else "flex",
+                "ep_overlap": False}, ["cuda_graphs"]
+    graphs = release in ("26.04.01", "26.06")
+    return ({"recompute": "modules", "moe_dispatcher": "flex", "ep_overlap": False},
+            ["recompute_modules_subset", *(["cuda_graphs"] if graphs else [])])
+
+
 def preset(release: str, system: str, model: str) -> tuple[dict, list[str]]:
     """The row's knobs beyond its degrees, batches and precision, and what it runs that autoplan cannot describe."""
-    if model.startswith("qwen3"):
+    if system == "B300":
+        knobs, needs = _b300(release, model)
+    elif model.startswith("qwen3"):
         knobs, needs = _qwen3(release, system, model)
     elif model == "gpt-oss-120b":
         knobs, needs = _gpt_oss(release, system)

@@ -6,14 +6,13 @@ Input: the tables of docs/performance-summary-archive.md (NVIDIA-NeMo/Megatron-B
 second per GPU as printed) and the presets of scripts/performance at each release's tag (``TAGS``, ``PRESETS``; every
 setting with the file and line that sets it). Entered: every DGX-H100, B200, GB200 and GB300 pre-training row of a
 model autoplan describes (Llama 3 8B and 70B, Llama 3.1 405B, Qwen3 30B-A3B and 235B-A22B) in FP8 (current scaling)
-or MXFP8; and, from blackwell_moe.py (the archive and the 26.08 summary @c335a9954), every B200, GB200 and GB300 row
-of Qwen3 30B-A3B and 235B-A22B, GPT-OSS 120B and DeepSeek-V3 from 26.02 to 26.08.
+or MXFP8; and, from blackwell_moe.py (the archive and the 26.08 summary @c335a9954), every B200, B300, GB200 and
+GB300 row of Qwen3 30B-A3B and 235B-A22B, GPT-OSS 120B and DeepSeek-V3 from 26.02 to 26.08.
 Left out, with the reason (``LEFT_OUT``, ``blackwell_moe.LEFT_OUT``): rows already in public.yaml; NVFP4 (not
 modelled); Megatron-FSDP runs (FSDP > 0); Nemotron 3 (hybrid Mamba), Kimi-K2 (the Muon optimizer) and DeepSeek-V4;
 the supervised fine-tuning and LoRA tables; GPT-OSS 120B on H100 (the same model, GPU and plan as the H100
-calibration run, which would test the host constant on its own run); B300 (no cluster spec); 25.11's GB200 and GB300
-Llama 3.1 405B rows (no preset of v0.2.0 runs their layout); GPT-OSS's 26.02.01 B200 row (its table and preset
-disagree).
+calibration run, which would test the host constant on its own run); 25.11's GB200 and GB300 Llama 3.1 405B rows
+(no preset of v0.2.0 runs their layout); three 26.02.01 B200/B300 MoE rows (their tables and presets disagree).
 
 Run: python benchmarks/data/bridge/make_runs.py   (rewrites autoplan/data/bridge_runs.yaml)
 """
@@ -172,7 +171,6 @@ LEFT_OUT = {
         "the model, GPU and plan of the H100 calibration run (public.yaml bridge-h100-bf16-gpt-oss-120b-64gpu-26.02)",
     "NVFP4 rows": "NVFP4 GEMMs are not modelled",
     "GB200 Llama 3 70B FP8, GB300 Llama 3 70B FP8": "Megatron-FSDP (FSDP 64), not modelled",
-    "B300 rows": "no B300 cluster spec",
     "25.11 GB200 / GB300 Llama 3.1 405B (813, 999)": "no preset of v0.2.0-v0.2.2 runs their 256-GPU layout (its presets "
                                                      "are FSDP at 128 GPUs); the settings are not determinable",
     "25.09 / 25.11 H100 Llama 3 8B": "Megatron-FSDP (FSDP 8)",
@@ -264,6 +262,7 @@ HARDWARE = {
     "GB300": {"gpu": "B300 (GB300 NVL72 superchip)", "gpus_per_node": 4, "cluster_spec": "gb300-nvl72",
               "cluster": "NVIDIA DGX GB300 NVL72"},
     "B200": {"gpu": "B200-SXM-180GB", "gpus_per_node": 8, "cluster_spec": "dgx-b200", "cluster": "NVIDIA DGX B200"},
+    "B300": {"gpu": "B300-SXM-270GB", "gpus_per_node": 8, "cluster_spec": "dgx-b300", "cluster": "NVIDIA DGX B300"},
 }
 
 
@@ -349,8 +348,8 @@ def moe_case(row: tuple) -> dict:
     tag = {**TAGS, **MOE.TAGS}[release]
     path = "src/megatron/bridge/perf_recipes" if tag == "v0.6.0" else "scripts/performance"
     suffix = f"-gbs{gbs}" if (model, gbs) == ("deepseek-v3", 15360) else ""     # 26.06 has two GB300 rows
-    c = _entry(f"bridge-{system.lower()}-{precision.lower()}-{model}-{gpus}gpu-{release}{suffix}", release, system, gpus,
-               {**models[model], "dtype": precision.lower()}, st, tokens, [source, f"{REPO}: {path} @{tag}"])
+    c = _entry(f"bridge-{system.lower()}-{precision.lower()}-{model}-{gpus}gpu-{release}{suffix}", release, system,
+               gpus, {**models[model], "dtype": precision.lower()}, st, tokens, [source, f"{REPO}: {path} @{tag}"])
     if needs:
         c["needs"] = needs
     gap = MOE.known_gap(release, model)
