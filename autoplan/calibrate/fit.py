@@ -268,9 +268,38 @@ def solve(obs: list[Obs], base: ClusterSpec, params: list[Param], x0: list[float
     hi = np.array([p.high for p in params])
     start = np.clip(np.array(x0 if x0 is not None else [value_of(base, p) for p in params]), lo, hi)
     fun = _residuals(obs, base, params, prior, weigh)
+    if x0 is None:
+        start = _scanned_start(fun, params, start, lo, hi)
     result = least_squares(fun, start, bounds=(lo, hi), x_scale=hi - lo, diff_step=1e-4, method="trf",
                            xtol=1e-10, ftol=1e-10, gtol=1e-10, max_nfev=200 * (len(params) + 1))
     return result.x
+
+
+SCAN_POINTS = 31
+"""Points of the geometric grid over a parameter's range (from 1/1000 of it to all of it above its low bound, and the
+low bound) tried as the solver's start (``_scanned_start``)."""
+THRESHOLD_PARAMS = frozenset({"gpu.host_launch_us"})
+"""Parameters that change a prediction only past a threshold: the host's time per op binds where it exceeds the
+GPU's (max(0, host − GPU), compute.host_exposed), so below that the residuals are flat and a local solver started
+at the base value (often 0) finds no gradient to follow."""
+
+
+def _scanned_start(fun: Callable, params: list[Param], start: np.ndarray, lo: np.ndarray,
+                   hi: np.ndarray) -> np.ndarray:
+    """``start`` with each threshold parameter (``THRESHOLD_PARAMS``) moved to the point of a grid over its range
+    (the others held) where the residuals are least, if that beats it."""
+    x = start.copy()
+    best = float(np.sum(fun(x) ** 2))
+    for j, p in enumerate(params):
+        if p.name not in THRESHOLD_PARAMS:
+            continue
+        for v in (lo[j], *(lo[j] + (hi[j] - lo[j]) * np.geomspace(1e-3, 1.0, SCAN_POINTS))):
+            trial = x.copy()
+            trial[j] = v
+            cost = float(np.sum(fun(trial) ** 2))
+            if cost < best:
+                best, x = cost, trial
+    return x
 
 
 def calibrate(inputs: Inputs, base: ClusterSpec, params: list[Param] | None = None,
