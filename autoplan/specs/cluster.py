@@ -100,6 +100,9 @@ class GPUSpec:
     cuBLAS through Transformer Engine) over the same GEMM with one scale per operand (1: no slower, unmeasured)."""
     mxfp8: bool = False
     """The tensor cores take MXFP8 block-scaled operands natively (Blackwell and later)."""
+    mxfp8_gemm_ratio: float = 1.0
+    """Time of an MXFP8 GEMM (a scale per 32 values) over the same GEMM with one scale per tensor, both on quantized
+    operands (1: no slower, unmeasured)."""
     fp8_any_layout: bool = False
     """cuBLASLt's FP8 GEMMs take every operand layout, not only TN (Blackwell, sm 10.x): Transformer Engine's
     tensor-scaled FP8 then writes and keeps no transposed copy (``fp8_scaling.fp8_copies``)."""
@@ -363,7 +366,8 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "attention_memory_efficiency": (0.01, 1.0, True),
     "clock_ratio": (0.1, 1.0, False), "gemm_half_k": (0.0, 1e5, False), "kernel_overhead_us": (0.0, 1e6, False),
     "memory_reserve_gib": (0.0, 1e5, False), "fp8_peak_tflops": (0.1, 1e5, True), "fp8_gemm_efficiency": (0.01, 1.0, True),
-    "fp8_blockwise_gemm_ratio": (1.0, 10.0, False), "epilogue_exposure": (0.0, 1.0, True),
+    "fp8_blockwise_gemm_ratio": (1.0, 10.0, False), "mxfp8_gemm_ratio": (1.0, 10.0, False),
+    "epilogue_exposure": (0.0, 1.0, True),
     "flash2_deterministic_bwd_ratio": (1.0, 10.0, False), "fused_deterministic_bwd_ratio": (1.0, 10.0, False),
     "host_launch_us": (0.0, 1e4, True), "host_step_ms": (0.0, 1e5, True), "speed_variability": (0.0, 0.5, True),
     "graph_kernel_overhead_us": (0.0, 1e6, True),
@@ -384,7 +388,7 @@ OPTIONAL: dict[str, dict[str, object]] = {
     "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0,
             "flash2_attention_efficiency": 0.0, "clock_ratio": 1.0,
             "fp8_peak_tflops": 0.0, "fp8_gemm_efficiency": 0.0, "fp8_blockwise_gemm_ratio": 1.0, "mxfp8": False,
-            "fp8_any_layout": False,
+            "mxfp8_gemm_ratio": 1.0, "fp8_any_layout": False,
             "epilogue_exposure": 0.0, "flash2_deterministic_bwd_ratio": 1.0,
             "fused_deterministic_bwd_ratio": 1.0, "l2_cache_mib": 0.0,
             "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0, "host_step_ms": 0.0, "speed_variability": 0.0,
@@ -473,7 +477,8 @@ _DIMENSION_KEYS = {"name", "size", "topology", "bandwidth_gb_per_s", "efficiency
 _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_count", "gemm_tile", "gemm_half_k",
              "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
              "flash2_attention_efficiency", "clock_ratio", "kernel_overhead_us", "memory_reserve_gib",
-             "fp8_peak_tflops", "fp8_gemm_efficiency", "fp8_blockwise_gemm_ratio", "mxfp8", "fp8_any_layout",
+             "fp8_peak_tflops", "fp8_gemm_efficiency", "fp8_blockwise_gemm_ratio", "mxfp8", "mxfp8_gemm_ratio",
+             "fp8_any_layout",
              "l2_cache_mib",
              "epilogue_exposure", "flash2_deterministic_bwd_ratio", "fused_deterministic_bwd_ratio",
              "l2_bandwidth_gb_per_s", "host_launch_us", "host_step_ms", "speed_variability", "graph_kernel_overhead_us",
@@ -508,6 +513,7 @@ def _gpu(g: _Table) -> GPUSpec:
         fp8_gemm_efficiency=g.number("fp8_gemm_efficiency", d["fp8_gemm_efficiency"]), mxfp8=g.flag("mxfp8", d["mxfp8"]),
         fp8_any_layout=g.flag("fp8_any_layout", d["fp8_any_layout"]),
         fp8_blockwise_gemm_ratio=g.number("fp8_blockwise_gemm_ratio", d["fp8_blockwise_gemm_ratio"]),
+        mxfp8_gemm_ratio=g.number("mxfp8_gemm_ratio", d["mxfp8_gemm_ratio"]),
         epilogue_exposure=g.number("epilogue_exposure", d["epilogue_exposure"]),
         flash2_deterministic_bwd_ratio=g.number("flash2_deterministic_bwd_ratio", d["flash2_deterministic_bwd_ratio"]),
         fused_deterministic_bwd_ratio=g.number("fused_deterministic_bwd_ratio", d["fused_deterministic_bwd_ratio"]),

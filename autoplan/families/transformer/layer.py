@@ -182,11 +182,13 @@ def is_weight_grad(op: Op) -> bool:
 def fp8_gemm_gpu(gpu: GPUSpec, precision: str, own_kernels: bool = False) -> GPUSpec:
     """The GPU as a layer's FP8 GEMMs see it: under Megatron-LM's blockwise recipe cuBLAS's blockwise-scaled GEMMs
     take ``fp8_blockwise_gemm_ratio`` times a tensor-scaled one's time (``own_kernels``: DeepSeek-V3's, at the
-    tensor-wise rate)."""
-    if precision != "fp8-blockwise" or own_kernels or gpu.fp8_blockwise_gemm_ratio == 1.0:
+    tensor-wise rate); MXFP8's block-scaled GEMMs ``mxfp8_gemm_ratio`` times."""
+    ratio = (gpu.fp8_blockwise_gemm_ratio if precision == "fp8-blockwise" and not own_kernels
+             else gpu.mxfp8_gemm_ratio if precision == "mxfp8" else 1.0)
+    if ratio == 1.0:
         return gpu
     rate = gpu.fp8_gemm_efficiency or gpu.gemm_efficiency
-    return replace(gpu, fp8_gemm_efficiency=rate / gpu.fp8_blockwise_gemm_ratio)
+    return replace(gpu, fp8_gemm_efficiency=rate / ratio)
 
 
 @lru_cache(maxsize=4096)

@@ -361,21 +361,40 @@ def _routed_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]
                                    copies=fp8_copies(gpu, s.precision)), 1)] if fp8 else []
 
     select_f, select_b = _masked_selects(model, gpu, tokens_in)
+    bias_f, bias_b = fc2_bias_ops(model, gpu, experts, rows * h, 4 if s.moe_dispatcher == "flex" else BF16)
     forward = [(permute, 1), *select_f, *([(sort, 1)] if sorts else []), *pad_f[:1],
                *cast("expert.fc1.quantize", fc1_cast),
                (fc1, experts), (act_f, act_fk), *((op, 1) for op in store_f),
-               *cast("expert.fc2.quantize", experts * rows * width), (fc2, experts), *pad_f[1:],
+               *cast("expert.fc2.quantize", experts * rows * width), (fc2, experts), *bias_f, *pad_f[1:],
                *([(unsort, 1)] if sorts else []), (unpermute, 1)]
     wgrad = wgrad_bytes(s)
     fc2_d, fc2_w = _grouped_backward(gpu, "expert.fc2", experts, rows, h, width, fp8, wgrad)
     fc1_d, fc1_w = _grouped_backward(gpu, "expert.fc1", experts, rows, up, h, fp8, wgrad)
     sorts_b = [(compute.memory_op(gpu, f"{op.name}.bwd", op.bytes), 1) for op in (unsort, sort)] if sorts else []
     backward = [(compute.memory_op(gpu, "unpermute.bwd", 2 * routed * s.etp), 1), *sorts_b[:1], *pad_b[:1],
-                *cast("expert.fc2.quantize_grad", experts * rows * h), (fc2_d, experts), (fc2_w, experts),
+                *bias_b, *cast("expert.fc2.quantize_grad", experts * rows * h), (fc2_d, experts), (fc2_w, experts),
                 *((op, 1) for op in store_b), (act_b, act_bk), *cast("expert.fc1.quantize_grad", experts * rows * up),
                 (fc1_d, experts), (fc1_w, experts), *pad_b[1:], *sorts_b[1:], *select_b,
                 (compute.memory_op(gpu, "permute.bwd", 2 * routed * s.etp), 1)]
     return forward, backward
+
+
+def fc2_bias_ops(model: ModelSpec, gpu, experts: int, values: int, probs_bytes: int) -> tuple[Launched, Launched]:
+    """The experts' fc2 bias, weighted by each token's router probability, over ``values`` outputs per local expert
+    (none without biases). ``probs_bytes``: 2 for the router's BF16 probabilities, 4 where the dispatcher takes
+    FP32 ones (HybridEP and DeepEP cast them)."""
+    if not model.bias:
+        return [], []
+    # Megatron-Core TEGroupedMLP._apply_bias (core 0.16-0.18, experts.py; fc2 built with skip_bias_add): in eager
+    # PyTorch, per local expert t + b * p on the expert's rows, then torch.cat and .to(dtype): b * p writes a tensor
+    # of the probabilities' type, the add reads t and it and writes the sum, the cat copies it, .to casts it back
+    p, n = probs_bytes, experts * values
+    forward = (p + (BF16 + 2 * p) + 2 * p + (p + BF16 if p != BF16 else 0)) * n
+    # autograd: the cast's backward (BF16 grad to p), the add's gradient back to t's type, and for b and p each a
+    # product of the gradient and the other factor and its sum (over rows, over features)
+    backward = ((BF16 + p if p != BF16 else 0) + (p + BF16 if p != BF16 else 0) + 2 * 3 * p) * n
+    return ([(compute.memory_op(gpu, "expert.fc2.bias", forward, 2 * experts + 2), 1)],
+            [(compute.memory_op(gpu, "expert.fc2.bias.bwd", backward, 4 * experts + 2), 1)])
 
 
 MASKED_SELECT_KERNELS = (14, 5)

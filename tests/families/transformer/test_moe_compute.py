@@ -119,6 +119,27 @@ def test_expert_activation_bytes(clamp, activation):
         assert (fwd.bytes, bwd.bytes, kf, kb) == (2 * full, 3 * full, 1, 1)
 
 
+@pytest.mark.parametrize("probs_bytes, fwd, bwd", [(BF16, 12, 12), (4, 28, 36)])
+def test_expert_fc2_bias_is_applied_per_expert_in_eager_pytorch(probs_bytes, fwd, bwd):
+    # Megatron-Core TEGroupedMLP._apply_bias: t + b * p per local expert, cat, .to(dtype); with BF16 probabilities
+    # the product, the sum and the copy are BF16 and the cast is none; FP32 ones (HybridEP's) widen all three
+    m, experts, values = get_model("gpt-oss-120b"), 2, 1000 * 2880
+    (f, nf), = moe.fc2_bias_ops(m, GPU, experts, values, probs_bytes)[0]
+    (b, nb), = moe.fc2_bias_ops(m, GPU, experts, values, probs_bytes)[1]
+    assert (f.bytes, b.bytes) == (fwd * experts * values, bwd * experts * values)
+    assert f.seconds == compute.memory_time(GPU, f.bytes, 2 * experts + 2)
+    assert moe.fc2_bias_ops(replace(m, bias=False), GPU, experts, values, probs_bytes) == ([], [])
+
+
+def test_only_experts_with_biases_pay_for_them():
+    s = moe.layer_key(Strategy(dp=64, pp=1, global_batch=64, zero=1, ep=64))
+    oss = get_model("gpt-oss-120b")
+    names = {op.name for op in moe.moe_layer(oss, H100, s).compute.forward}
+    assert "expert.fc2.bias" in names
+    plain = moe.moe_layer(replace(oss, bias=False), H100, s).compute
+    assert not {op.name for op in plain.forward + plain.backward} & {"expert.fc2.bias", "expert.fc2.bias.bwd"}
+
+
 # ------------------------------------------------------------------------------------------- host sync
 
 def _ops(n: int, seconds: float) -> list[tuple[Op, int]]:
