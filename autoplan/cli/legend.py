@@ -71,6 +71,9 @@ ROWS: tuple[tuple[str, str], ...] = (
     ('etpN', "Expert tensor-parallel degree (MoE): each expert's FFN split over etp ranks"),
     ('epo', "Hide the EP all-to-alls behind another micro-batch's compute (MoE, ep > 1)"),
     ('flex', 'moe dispatcher flex (MoE token dispatcher (ep > 1))'),
+    ('fgm', "Transformer Engine's CuTe-DSL fused grouped MLP for the experts (MoE, mxfp8, etp 1, a gated MLP; "
+            'Megatron-Core --use-transformer-engine-op-fuser with NVTE_CUTEDSL_FUSED_GROUPED_MLP=1): the '
+            "activation, the prob scaling, the biases and fc2's input cast run in the GEMMs' epilogues"),
     ('dsfp8', "DeepSeek-V3's own FP8 kernels for fp8-blockwise MoE plans (ep > 1): the dispatch in FP8, the GEMMs "
               'at the tensor-wise rate'),
     ('cef', 'Fused cross-entropy loss: no fp32 copy of the logits, one pass over them (Megatron-Core '

@@ -138,8 +138,12 @@ WRITTEN = {
     # and MXFP8's GEMM ratio (above): GB200 +1.4 points, GB300 +0.2, B200 -0.3
     # GPT-OSS's eager expert fc2 bias (moe_layer.fc2_bias_ops): its BF16 rows -40..-19 -> -34..-18 %; the MXFP8
     # 26.06/26.08 rows -18 -> -4 %, though they ran the CuTe-DSL fused MLP that adds the bias in the GEMM
-    "MoE: NVIDIA GB300 recipes, Megatron-Bridge, FP8": (25, 6.48, 41.07),
-    "MoE: NVIDIA GB200 recipes, Megatron-Bridge, FP8": (22, 8.20, 38.75),
+    # the 26.06+ rows' CuTe-DSL fused grouped MLP (MoEPlan.fused_grouped_mlp: no activation, cast or bias kernels
+    # between the grouped GEMMs, no host sync): DeepSeek-V3 +12..+14 -> +9..+11 %, Qwen3 on GB200 +5..+8 ->
+    # 0..+5 %, on GB300 0..+2 -> -5..-2 %; GPT-OSS -4 -> -30..-26 % (it had been close only by pricing the eager
+    # bias and activation passes these runs do not make: its 28-33 % gap, as in BF16)
+    "MoE: NVIDIA GB300 recipes, Megatron-Bridge, FP8": (25, 9.31, 57.17),
+    "MoE: NVIDIA GB200 recipes, Megatron-Bridge, FP8": (22, 9.41, 53.10),
     "MoE: NVIDIA B200 recipes, Megatron-Bridge, FP8": (8, 6.39, 10.80),
     "MoE: NVIDIA GB300 recipes, Megatron-Bridge": (4, 24.95, 25.39),
     "MoE: NVIDIA GB200 recipes, Megatron-Bridge": (4, 30.74, 32.31),
@@ -149,7 +153,7 @@ WRITTEN = {
     # GPT-OSS (BF16 and MXFP8) 42-45 %, Qwen3 235B's 26.02 all-to-all with EP overlap at micro-batch 1 61 %
     # with the DGX B200's calibrated host time (the B300's own host not measured): DeepSeek-V3 -18..-13 -> -11..0 %,
     # Qwen3 235B's 26.02 row -61 -> -43 %
-    "MoE: NVIDIA B300 recipes, Megatron-Bridge, FP8": (14, 11.64, 42.56),
+    "MoE: NVIDIA B300 recipes, Megatron-Bridge, FP8": (14, 12.02, 42.56),
     "MoE: NVIDIA B300 recipes, Megatron-Bridge": (3, 36.72, 43.02),
     # a wgrad GEMM's fused accumulation reads and writes the gradient buffer (compute.wgrad_output_bytes): the SimuMax
     # MoE rows' small-K expert wgrads 0.4-7 points slower (3.18 -> 2.88 %)
@@ -175,13 +179,13 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 6.76, "logo": 6.75}
+OVERALL = {"all": 6.96, "logo": 7.14}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written: 513
 runs, 5.67 and 6.15 % over the 430 before Megatron-Bridge's 87 Blackwell MoE rows were entered (6.96 and 7.04 % with
 the 70 GB200, GB300 and B200 ones, before their full-iteration CUDA graphs were priced; 6.86 and 6.95 % after; 7.37
 and 7.20 % with the 17 B300 ones, 517 runs, before the B200 and Grace hosts' times were calibrated on four of them,
 which leave the figures: 7.24 % on the same 513 runs before; 6.86 and 6.88 % after; 7.04 and 7.02 % with MXFP8's GEMM ratio, before GPT-OSS's expert
-bias was priced)."""
+bias was priced; 6.76 and 6.75 % with it, before the 26.06+ rows' fused grouped MLP was applied)."""
 
 
 def _key(group: str) -> str:
@@ -825,8 +829,9 @@ def test_tensor_scaled_fp8_ranks_ahead_of_mxfp8_on_blackwell(report):
 def test_the_blackwell_moe_rows_state_their_presets(report):
     # Megatron-Bridge's GB200, GB300 and B200 MoE rows (blackwell_moe.py): TP 1, no TP-comm overlap, MXFP8 with FP8
     # weights but GPT-OSS's BF16 rows before 26.06; from 26.06 every GB200/GB300 row overlaps its EP all-to-alls,
-    # dispatches through HybridEP (flex) and captures the whole iteration in a CUDA graph; the per-layer graphs of
-    # the earlier rows, and the 26.06 paged stash, are what they state they need
+    # dispatches through HybridEP (flex), runs its experts through Transformer Engine's CuTe-DSL fused grouped MLP and
+    # captures the whole iteration in a CUDA graph; the per-layer graphs of the earlier rows, and the 26.06 paged
+    # stash, are what they state they need
     moe = [c for c in report.runs if c.id.startswith(("bridge-b200-", "bridge-b300-", "bridge-gb")) and
            any(m in c.id for m in ("qwen3", "gpt-oss", "deepseek"))]
     assert len(moe) == 87
@@ -840,9 +845,12 @@ def test_the_blackwell_moe_rows_state_their_presets(report):
     late = [c for c in moe
             if c.id.startswith("bridge-gb") and c.id.endswith(("26.06", "26.06.01", "26.08", "-gbs15360"))]
     assert len(late) == 25 and all(c.plan.ep_overlap and c.plan.moe_dispatcher == "flex" and c.plan.cuda_graphs
-                                   and "moe_paged_stash" in c.needs and "cuda_graphs" not in c.needs for c in late)
+                                   and c.plan.fused_grouped_mlp and "moe_paged_stash" in c.needs
+                                   and not {"cuda_graphs", "fused_grouped_mlp"} & set(c.needs) for c in late)
     # on B300 only Qwen3 30B-A3B's 26.06 preset captures the whole iteration (qwen3_workload_base_configs.py @v0.5.0)
     assert {c.id for c in moe if c.plan.cuda_graphs and c not in late} == {"bridge-b300-mxfp8-qwen3-30b-a3b-8gpu-26.06"}
+    assert {c.id for c in moe if c.plan.fused_grouped_mlp and c not in late} == {
+        "bridge-b300-mxfp8-qwen3-30b-a3b-8gpu-26.06"}
     # the dense rows: v0.2.0's Llama 3 8B presets (25.11) capture the whole iteration, v0.1.0rc3's (25.09) per layer
     dense8b = [c for c in report.runs if "-llama3-8b-8gpu-" in c.id and c.id.startswith(("bridge-b200", "bridge-gb"))]
     assert {(c.id.split("-8gpu-")[1][:5], c.plan.cuda_graphs, "cuda_graphs" in c.needs) for c in dense8b} == {

@@ -146,6 +146,9 @@ def megatron_notes(s: Plan, model: ModelSpec | None) -> list[str]:
     if s.zero >= 2:
         notes.append(f"ZeRO-{s.zero} runs as Megatron-FSDP; unset CUDA_DEVICE_MAX_CONNECTIONS (Megatron-FSDP needs "
                      "it > 1 or unset)")
+    if s.fused_grouped_mlp:
+        notes.append("fused_grouped_mlp: set NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 in the environment (Transformer Engine "
+                     "picks the CuTe-DSL grouped MLP on Blackwell only with it)")
     if s.precision != "bf16":
         notes.append("FP8 runs through Transformer Engine (--transformer-impl transformer_engine); the embedding, "
                      "output layer and attention stay BF16")

@@ -43,9 +43,12 @@ def _common(model: ModelSpec, s: Plan, who: str) -> list[str]:
 
 def _no_iteration_graphs(s: Plan, who: str) -> list[str]:
     """A full-iteration CUDA graph is Megatron-Core's (``--cuda-graph-impl full_iteration``): the other frameworks
-    capture no whole training iteration."""
-    return [f"cuda_graphs is Megatron-Core's full-iteration CUDA graph; {who} captures no training iteration"] * bool(
-        s.cuda_graphs)
+    capture no whole training iteration; nor do they run the experts through Transformer Engine's fused grouped
+    MLP (Megatron-Core's ``TEGroupedMLP`` with the op fuser)."""
+    return ([f"cuda_graphs is Megatron-Core's full-iteration CUDA graph; {who} captures no training iteration"]
+            * bool(s.cuda_graphs)
+            + [f"fused_grouped_mlp is Megatron-Core's experts through Transformer Engine's CuTe-DSL grouped MLP; {who} "
+               "runs its own experts"] * bool(s.fused_grouped_mlp))
 
 
 def megatron_violations(model: ModelSpec, s: Plan) -> list[str]:

@@ -179,6 +179,21 @@ class MoEPlan(PlanPart):
     flex`` with DeepEP or HybridEP) sends a token once to each remote node holding one of its experts and forwards it
     over NVLink there (DeepEP README, "forwarding data from NVLink domain to RDMA domain"; DeepEP
     docs/README_Hybrid-EP.md, "Hierarchical Communication Design")."""
+    fused_grouped_mlp: bool = knob(False, quiet=True, choices=_BOOL, axis=True, label=lambda v: "fgm" if v else "",
+                                   help="Transformer Engine's CuTe-DSL fused grouped MLP for the experts (MoE, "
+                                        "mxfp8, etp 1, a gated MLP; Megatron-Core --use-transformer-engine-op-fuser "
+                                        "with NVTE_CUTEDSL_FUSED_GROUPED_MLP=1): the activation, the prob scaling, "
+                                        "the biases and fc2's input cast run in the GEMMs' epilogues.",
+                                   megatron={True: ("--use-transformer-engine-op-fuser",
+                                                    "--moe-mlp-glu-interleave-size 32")})
+    """The experts' MLP through Transformer Engine's operation fuser with its CuTe-DSL grouped GEMMs (Megatron-Core
+    ``use_transformer_engine_op_fuser``, ``TEGroupedMLP._make_fused_impl``; ``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1``;
+    Megatron-Bridge's ``cutedsl_fused_grouped_mlp``, its GB200/GB300 MoE presets from 26.06): fc1's grouped GEMM
+    computes the gated activation (SwiGLU, or GPT-OSS's clamped quick-GeGLU), scales it by the router probabilities
+    and writes it quantized for fc2; fc2's dgrad computes the activation's gradient and fc1's bias gradient (NVIDIA
+    developer blog "Boosting MoE Training Throughput with Advanced Fusion Kernels", 2026; cudnn-frontend
+    ``grouped_gemm_dglu``); fc2 adds its probability-scaled bias itself. The token counts stay on the GPU (no
+    host sync). The GEMMs are priced as the unfused ones: no epilogue cost is added."""
     deepseek_fp8: bool = knob(False, quiet=True, choices=_BOOL, axis=True, label=lambda v: "dsfp8" if v else "",
                               fix_help="Use DeepSeek-V3's own FP8 kernels (the spaces: Megatron-LM's recipe).",
                               help="DeepSeek-V3's own FP8 kernels for fp8-blockwise MoE plans (ep > 1): the dispatch "

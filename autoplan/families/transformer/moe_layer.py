@@ -362,18 +362,21 @@ def _routed_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]
 
     select_f, select_b = _masked_selects(model, gpu, tokens_in)
     bias_f, bias_b = fc2_bias_ops(model, gpu, experts, rows * h, 4 if s.moe_dispatcher == "flex" else BF16)
+    # between the GEMMs: what the fused grouped MLP (Plan.fused_grouped_mlp) runs in their epilogues
+    between_f = [(act_f, act_fk), *((op, 1) for op in store_f), *cast("expert.fc2.quantize", experts * rows * width)]
     forward = [(permute, 1), *select_f, *([(sort, 1)] if sorts else []), *pad_f[:1],
-               *cast("expert.fc1.quantize", fc1_cast),
-               (fc1, experts), (act_f, act_fk), *((op, 1) for op in store_f),
-               *cast("expert.fc2.quantize", experts * rows * width), (fc2, experts), *bias_f, *pad_f[1:],
-               *([(unsort, 1)] if sorts else []), (unpermute, 1)]
+               *cast("expert.fc1.quantize", fc1_cast), (fc1, experts),
+               *([] if s.fused_grouped_mlp else between_f), (fc2, experts),
+               *([] if s.fused_grouped_mlp else bias_f), *pad_f[1:], *([(unsort, 1)] if sorts else []),
+               (unpermute, 1)]
     wgrad = wgrad_bytes(s)
     fc2_d, fc2_w = _grouped_backward(gpu, "expert.fc2", experts, rows, h, width, fp8, wgrad)
     fc1_d, fc1_w = _grouped_backward(gpu, "expert.fc1", experts, rows, up, h, fp8, wgrad)
     sorts_b = [(compute.memory_op(gpu, f"{op.name}.bwd", op.bytes), 1) for op in (unsort, sort)] if sorts else []
+    between_b = [*((op, 1) for op in store_b), (act_b, act_bk), *cast("expert.fc1.quantize_grad", experts * rows * up)]
     backward = [(compute.memory_op(gpu, "unpermute.bwd", 2 * routed * s.etp), 1), *sorts_b[:1], *pad_b[:1],
-                *bias_b, *cast("expert.fc2.quantize_grad", experts * rows * h), (fc2_d, experts), (fc2_w, experts),
-                *((op, 1) for op in store_b), (act_b, act_bk), *cast("expert.fc1.quantize_grad", experts * rows * up),
+                *([] if s.fused_grouped_mlp else bias_b), *cast("expert.fc2.quantize_grad", experts * rows * h),
+                (fc2_d, experts), (fc2_w, experts), *([] if s.fused_grouped_mlp else between_b),
                 (fc1_d, experts), (fc1_w, experts), *pad_b[1:], *sorts_b[1:], *select_b,
                 (compute.memory_op(gpu, "permute.bwd", 2 * routed * s.etp), 1)]
     return forward, backward
@@ -460,9 +463,10 @@ def _shared_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]
 
 
 def _host_waits(model: ModelSpec, gpu, post_sync: Launched, backward: Launched, attn_f: tuple[Op, ...],
-                attn_b: tuple[Op, ...], pre_sync: Launched, dispatch: float,
-                combine: float) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
-    """The GPU's waits for the host in the forward and the backward (an empty tuple where it never waits)."""
+                attn_b: tuple[Op, ...], pre_sync: Launched, dispatch: float, combine: float,
+                sync_free: bool = False) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
+    """The GPU's waits for the host in the forward and the backward (an empty tuple where it never waits);
+    ``sync_free``: the token counts never reach the host (HybridEP feeding the fused grouped MLP)."""
     # the host's issue time: from the dispatcher's sync through the experts (the all-to-alls on the GPU's queue
     # between them) and the next layer's attention and router, to the next sync
     span = [post_sync[0], (Op("all_to_all", 0.0, 0.0, dispatch), 1), *post_sync[1:],
@@ -470,7 +474,7 @@ def _host_waits(model: ModelSpec, gpu, post_sync: Launched, backward: Launched, 
     # Megatron-Core token_dispatcher.py (MoEAlltoAllTokenDispatcher): drop-and-pad keeps cuda_sync_point "no_sync"
     # (the split sizes are the capacity, a host value); dropless routing syncs the host every layer, and so does
     # 0.10's padded permutation (ModelSpec.padded_permute_syncs)
-    synced = not model.pad_to_capacity or model.padded_permute_syncs
+    synced = not sync_free and (not model.pad_to_capacity or model.padded_permute_syncs)
     wait_f = compute.host_exposed(gpu.host_launch, span, synced=synced)
     wait_b = compute.host_exposed(gpu.host_launch, [*backward, *((op, 1) for op in attn_b)], synced=False)
     return ((Op("host.wait", 0.0, 0.0, wait_f),) if wait_f else (),
@@ -515,7 +519,8 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
     # gradient sent to the experts in FP8, the one sent back in BF16)
     dispatch = routed_a2a_time(model, cluster, s, dispatch_value_bytes(s)) if s.ep > 1 else 0.0
     combine = routed_a2a_time(model, cluster, s, BF16) if s.ep > 1 else 0.0
-    host, host_b = _host_waits(model, gpu, post_sync, backward_ops, attn_f, attn_b, pre_sync, dispatch, combine)
+    host, host_b = _host_waits(model, gpu, post_sync, backward_ops, attn_f, attn_b, pre_sync, dispatch, combine,
+                               sync_free=s.fused_grouped_mlp and s.moe_dispatcher == "flex")
     split_host = _split_host(gpu, backward_ops, attn_b, sum(op.seconds for op in host_b))
     forward = attn_f + tuple(op for op, _ in pre_sync + post_sync) + host
     backward = tuple(op for op, _ in backward_ops) + attn_b + host_b
@@ -534,7 +539,7 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
 
 
 LAYER_FIELDS = ("tp", "cp", "sequence_parallel", "micro_batch", "recompute", "ep", "etp", "moe_dispatcher",
-                "precision", "fp8_activation_store", "deepseek_fp8", "collective_policy",
+                "precision", "fp8_activation_store", "deepseek_fp8", "fused_grouped_mlp", "collective_policy",
                 "gradient_accumulation_fusion", "grad_reduce_in_fp32")
 """The fields of a plan a layer's cost reads."""
 

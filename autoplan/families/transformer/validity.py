@@ -84,7 +84,8 @@ def recompute_layers_violations(model: ModelSpec, gpus: int, s: Plan) -> list[st
     return _partial_recompute_violations(model, s, not _layout_violations(model, s))
 
 
-KNOB_READS = ("tp", "pp", "cp", "sharding", "ep", "etp", "ep_overlap", "moe_dispatcher", "deepseek_fp8", "zero",
+KNOB_READS = ("tp", "pp", "cp", "sharding", "ep", "etp", "ep_overlap", "moe_dispatcher", "deepseek_fp8",
+              "fused_grouped_mlp", "zero",
               "recompute", "activation_offload_layers", "optimizer_offload_pct", "loss_impl", "cross_entropy_fusion",
               "fp8_param_gather", "precision", "tp_comm_overlap", "sequence_parallel", "cp_comm", "param_remainders",
               "embedding_wgrad_deferral", "schedule", "gradient_accumulation_fusion", "tp_overlap_rs",
@@ -107,6 +108,11 @@ def knob_violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
     if s.deepseek_fp8 and (s.ep == 1 or s.precision != "fp8-blockwise"):
         out.append(f"deepseek_fp8 needs expert parallelism (ep > 1) and fp8-blockwise precision, not ep {s.ep} and "
                    f"{s.precision}")
+    if s.fused_grouped_mlp and not (model.moe and model.gated and s.precision == "mxfp8" and s.etp == 1):
+        # Megatron-Core TEGroupedMLP._is_fused_impl_supported: no tensor parallelism in the experts, a gated unit;
+        # the CuTe-DSL grouped GEMMs take MXFP8 on sm 10.x (transformer_config.py use_grouped_gemm_for_dense_mlp)
+        out.append(f"fused_grouped_mlp (Transformer Engine's CuTe-DSL grouped MLP) needs a MoE model with a gated MLP, "
+                   f"mxfp8 and etp 1, not {model.name} in {s.precision} with etp {s.etp}")
     if (s.ep > 1 or s.etp > 1) and not model.moe:
         out.append(f"ep {s.ep} / etp {s.etp} need a mixture-of-experts model; {model.name} has no experts")
     if s.zero >= 3 and s.pp > 1:

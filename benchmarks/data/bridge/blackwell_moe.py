@@ -163,14 +163,14 @@ REGRESSION = (
 COMMON = {"distributed_optimizer": True, "overlap_grad_reduce": True, "overlap_param_gather": True,
           "grad_reduce_in_fp32": False, "cross_entropy_fusion": True, "etp": 1, "tp_comm_overlap": False}
 
-LATE = {"cuda_graphs": True, "ep_overlap": True, "moe_dispatcher": "flex"}
+LATE = {"cuda_graphs": True, "ep_overlap": True, "moe_dispatcher": "flex", "fused_grouped_mlp": True}
 """What every 26.06+ GB200/GB300 MoE preset runs: a full-iteration CUDA graph (cuda_graph_impl "full_iteration"),
-EP overlap with delayed weight gradients, HybridEP (v0.5.0 qwen3_workload_base_configs.py:202-237, 358-398;
-gpt_oss and deepseek likewise)."""
-LATE_NEEDS = ["fused_grouped_mlp", "moe_paged_stash"]
-"""What they run beyond autoplan: the CuTe-DSL fused grouped MLP (cutedsl_fused_grouped_mlp), and the paged stash
-with a per-rank capacity factor of 1.5 (moe_paged_stash, moe_expert_rank_capacity_factor; v0.5.0 overrides.py
-set_full_iter_cg)."""
+EP overlap with delayed weight gradients, HybridEP, the CuTe-DSL fused grouped MLP (cutedsl_fused_grouped_mlp:
+use_transformer_engine_op_fuser, GLU interleave 32, NVTE_CUTEDSL_FUSED_GROUPED_MLP=1; v0.5.0 overrides.py:238-243,
+perf_plugins.py:308-309) (v0.5.0 qwen3_workload_base_configs.py:202-237, 358-398; gpt_oss and deepseek likewise)."""
+LATE_NEEDS = ["moe_paged_stash"]
+"""What they run beyond autoplan: the paged stash with a per-rank capacity factor of 1.5 (moe_paged_stash,
+moe_expert_rank_capacity_factor; v0.5.0 overrides.py set_full_iter_cg)."""
 
 
 def _qwen3(release: str, system: str, model: str) -> tuple[dict, list[str]]:
