@@ -82,6 +82,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ('tcec', 'loss impl torch-compiled (Whose cross-entropy loss)'),
     ('cg', 'Capture each training iteration as one CUDA graph (Megatron-Core --cuda-graph-impl full_iteration): '
            "kernels replay at the graph's launch cost and the host issues none of them"),
+    ('fp8head', 'Run the output layer (LM head) in MXFP8 too (Megatron-Core --fp8-output-proj; mxfp8 only): its '
+                "input and the logits' gradient cast, the GEMMs at the FP8 rate"),
     ('rem', "The optimizer keeps only the 16 bits the BF16 weights lack of each fp32 master weight (NeMo's "
             'distributed Adam; needs zero ≥ 1 and BF16 weights)'),
     ('TW', 'sharding table_wise (DLRM embedding sharding)'),

@@ -48,7 +48,9 @@ def _no_iteration_graphs(s: Plan, who: str) -> list[str]:
     return ([f"cuda_graphs is Megatron-Core's full-iteration CUDA graph; {who} captures no training iteration"]
             * bool(s.cuda_graphs)
             + [f"fused_grouped_mlp is Megatron-Core's experts through Transformer Engine's CuTe-DSL grouped MLP; {who} "
-               "runs its own experts"] * bool(s.fused_grouped_mlp))
+               "runs its own experts"] * bool(s.fused_grouped_mlp)
+            + [f"fp8_output_layer is Megatron-Core's --fp8-output-proj; {who} keeps its output layer out of FP8"]
+            * bool(s.fp8_output_layer))
 
 
 def megatron_violations(model: ModelSpec, s: Plan) -> list[str]:

@@ -147,6 +147,17 @@ class TransformerPlan(PlanPart):
     once and replayed, so each kernel costs the graph's per-node launch (``GPUSpec.graph_kernel_overhead``) instead of
     an eager launch and the host issues nothing (``host_launch`` does not bind). Per-layer graphs of some modules
     (``transformer_engine`` with a scope) are not modelled, nor the memory the graph's static pool holds."""
+    fp8_output_layer: bool = knob(False, after="cuda_graphs", quiet=True, choices=_BOOL, axis=True,
+                                  label=lambda v: "fp8head" if v else "",
+                                  help="Run the output layer (LM head) in MXFP8 too (Megatron-Core --fp8-output-proj; "
+                                       "mxfp8 only): its input and the logits' gradient cast, the GEMMs at the FP8 "
+                                       "rate.",
+                                  megatron={True: ("--fp8-output-proj",)})
+    """The output layer under the MXFP8 autocast as a Transformer Engine linear (Megatron-Core ``fp8_output_proj``,
+    transformer_config.py @d0b3b775: "run the LM-head output projection ... under the MXFP8 autocast context. Only
+    active when fp8=True and fp8_recipe='mxfp8'"; Megatron-Bridge's GB200/GB300 DeepSeek-V3 and GPT-OSS presets from
+    26.06). Otherwise the output layer stays BF16 under every FP8 recipe. Its FP8 weight copies are not counted in
+    memory."""
 
 
 class MoEPlan(PlanPart):

@@ -425,11 +425,12 @@ def embedding_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, 
 
 @lru_cache(maxsize=1024)
 def output_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool, micro_batch: int,
-                   fused_loss: bool = False,
-                   wgrad_bytes: float = BF16) -> tuple[tuple[Op, ...], tuple[Op, ...], tuple[Collective, ...]]:
+                   fused_loss: bool = False, wgrad_bytes: float = BF16,
+                   mxfp8_head: bool = False) -> tuple[tuple[Op, ...], tuple[Op, ...], tuple[Collective, ...]]:
     """Forward ops, backward ops and TP collectives of the final norm, vocab-parallel logits and the loss (with
     ``fused_loss``: Megatron-Core's fused cross entropy, knobs.TransformerPlan.cross_entropy_fusion;
-    ``wgrad_bytes``: ``compute.wgrad_output_bytes`` of the logits' wgrad)."""
+    ``wgrad_bytes``: ``compute.wgrad_output_bytes`` of the logits' wgrad; ``mxfp8_head``: the logits' GEMMs in
+    MXFP8, knobs.TransformerPlan.fp8_output_layer)."""
     gpu, h = cluster.gpu, model.hidden
     tokens = micro_batch * model.seq_len // cp
     vocab = math.ceil(model.vocab / (128 * tp)) * 128          # Megatron pads the vocabulary to 128·tp
@@ -441,9 +442,14 @@ def output_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp:
     # gradient written in place in the forward, scaled in place in the backward
     loss_fwd, loss_bwd = ((BF16 * 2 * tokens * vocab, BF16 * 2 * tokens * vocab) if fused_loss
                           else (38 * tokens * vocab, 14 * tokens * vocab))
-    fwd = (memory_op(gpu, "final_norm", norm_bytes), gemm_op(gpu, "logits", tokens, vocab, h),
+    # Megatron-Core fp8_output_proj: the output layer as a Transformer Engine linear under the MXFP8 autocast (its
+    # input and the logits' gradient cast with row- and column-wise copies, quantize_op), the logits kept BF16
+    f8 = fp8_gemm_gpu(gpu, "mxfp8") if mxfp8_head else gpu
+    cast_in = (quantize_op(gpu, "logits.quantize", tokens * h),) if mxfp8_head else ()
+    cast_grad = (quantize_op(gpu, "logits.quantize_grad", tokens * vocab),) if mxfp8_head else ()
+    fwd = (memory_op(gpu, "final_norm", norm_bytes), *cast_in, gemm_op(f8, "logits", tokens, vocab, h, fp8=mxfp8_head),
            memory_op(gpu, "cross_entropy", loss_fwd, 1 if fused_loss else 6))
-    bwd = (*linear_backward(gpu, "logits", tokens, vocab, h, wgrad_bytes=wgrad_bytes),
+    bwd = (*cast_grad, *linear_backward(f8, "logits", tokens, vocab, h, fp8=mxfp8_head, wgrad_bytes=wgrad_bytes),
            memory_op(gpu, "cross_entropy.bwd", loss_bwd, 1 if fused_loss else 2),
            memory_op(gpu, "final_norm.bwd", 2 * norm_bytes))
     coll: tuple[Collective, ...] = ()

@@ -245,7 +245,7 @@ def _end_launches(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[int,
     emb_f, emb_b, emb_c = layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
                                                   plan.grad_bytes(s))
     out_f, out_b, out_c = layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
-                                               fused_loss(s), passes.wgrad_bytes(s))
+                                               fused_loss(s), passes.wgrad_bytes(s), s.fp8_output_layer)
     x_f, x_b, x_c = mtp.module_extras(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch)
     heads = 1 + model.mtp_layers
     extras = model.mtp_layers
@@ -261,7 +261,7 @@ def _end_terms(model: ModelSpec, cluster: ClusterSpec, s: Plan,
     emb_f, emb_b, emb_c = layer.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
                                                   plan.grad_bytes(s))
     out_f, out_b, out_c = layer.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
-                                               fused_loss(s), passes.wgrad_bytes(s))
+                                               fused_loss(s), passes.wgrad_bytes(s), s.fp8_output_layer)
     emb_tp = passes._collectives_time(cluster, tp, emb_c, s.collective_policy)
     out_tp = passes._collectives_time(cluster, tp, out_c, s.collective_policy)
     ef, eb, of, ob = sec(emb_f), sec(emb_b), sec(out_f), sec(out_b)

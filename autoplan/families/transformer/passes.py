@@ -201,7 +201,7 @@ def _layer_terms(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[float
     emb_f, emb_b, emb_c = kernels.embedding_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
                                                     grad_bytes(s))
     out_f, out_b, out_c = kernels.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
-                                                 fused_loss(s), wgrad_bytes(s))
+                                                 fused_loss(s), wgrad_bytes(s), s.fp8_output_layer)
     emb_tp = _collectives_time(cluster, tp, emb_c, s.collective_policy)
     out_tp = _collectives_time(cluster, tp, out_c, s.collective_policy)
     # the host issues every kernel and NCCL call of a pass (one modelled op each): launches per layer's forward,
@@ -233,7 +233,7 @@ def output_wgrad_seconds(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> flo
     """Seconds of the output layer's weight-gradient GEMM for one micro-batch (``weight_grad_seconds`` of its
     backward)."""
     return weight_grad_seconds(kernels.output_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch,
-                                                      fused_loss(s), wgrad_bytes(s))[1])
+                                                      fused_loss(s), wgrad_bytes(s), s.fp8_output_layer)[1])
 
 
 def defer_output_wgrad(model: ModelSpec, cluster: ClusterSpec, s: Plan, costs: Mapping[PassKey, PassCost],

@@ -85,7 +85,7 @@ def recompute_layers_violations(model: ModelSpec, gpus: int, s: Plan) -> list[st
 
 
 KNOB_READS = ("tp", "pp", "cp", "sharding", "ep", "etp", "ep_overlap", "moe_dispatcher", "deepseek_fp8",
-              "fused_grouped_mlp", "zero",
+              "fused_grouped_mlp", "fp8_output_layer", "zero",
               "recompute", "activation_offload_layers", "optimizer_offload_pct", "loss_impl", "cross_entropy_fusion",
               "fp8_param_gather", "precision", "tp_comm_overlap", "sequence_parallel", "cp_comm", "param_remainders",
               "embedding_wgrad_deferral", "schedule", "gradient_accumulation_fusion", "tp_overlap_rs",
@@ -113,6 +113,10 @@ def knob_violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
         # the CuTe-DSL grouped GEMMs take MXFP8 on sm 10.x (transformer_config.py use_grouped_gemm_for_dense_mlp)
         out.append(f"fused_grouped_mlp (Transformer Engine's CuTe-DSL grouped MLP) needs a MoE model with a gated MLP, "
                    f"mxfp8 and etp 1, not {model.name} in {s.precision} with etp {s.etp}")
+    if s.fp8_output_layer and s.precision != "mxfp8":
+        # Megatron-Core transformer_config.py fp8_output_proj: "Only active when fp8=True and fp8_recipe='mxfp8'"
+        out.append(f"fp8_output_layer (Megatron-Core --fp8-output-proj) runs the output layer in mxfp8 only, not in "
+                   f"{s.precision}")
     if (s.ep > 1 or s.etp > 1) and not model.moe:
         out.append(f"ep {s.ep} / etp {s.etp} need a mixture-of-experts model; {model.name} has no experts")
     if s.zero >= 3 and s.pp > 1:

@@ -10,12 +10,13 @@ scripts/performance/utils/overrides.py up to v0.5.1; src/megatron/bridge/perf_re
 
 Every preset's parallel degrees and batches equal its table row, except GPT-OSS's 26.02.01 B200 and B300 rows and Qwen3
 235B's 26.02.01 B300 row (``LEFT_OUT``).
-From 26.06 the GB200/GB300 presets capture the whole iteration in one CUDA graph (the plan's ``cuda_graphs``). What a
-preset runs that autoplan cannot describe is the row's ``needs``: Transformer Engine's per-layer CUDA graphs of some
-modules, FP8 attention (``fp8_dot_product_attention``), the CuTe-DSL fused
-grouped MLP, the LM head in MXFP8 (``fp8_output_proj``), 26.06's paged stash of the experts' activations with a
-per-rank capacity of 1.5 (``moe_paged_stash``, ``moe_expert_rank_capacity_factor``), and recompute module lists other
-than autoplan's ``modules`` (norms, MLA up-projections and expert activations together).
+From 26.06 the GB200/GB300 presets capture the whole iteration in one CUDA graph (the plan's ``cuda_graphs``), run
+the experts through the CuTe-DSL fused grouped MLP (``fused_grouped_mlp``) and, for DeepSeek-V3 and GPT-OSS, the LM
+head in MXFP8 (``fp8_output_proj``: ``fp8_output_layer``). What a preset runs that autoplan cannot describe is the
+row's ``needs``: Transformer Engine's per-layer CUDA graphs of some modules, FP8 attention
+(``fp8_dot_product_attention``), 26.06's paged stash of the experts' activations with a per-rank capacity of 1.5
+(``moe_paged_stash``, ``moe_expert_rank_capacity_factor``), and recompute module lists other than autoplan's
+``modules`` (norms, MLA up-projections and expert activations together).
 """
 from __future__ import annotations
 
@@ -196,7 +197,7 @@ def _gpt_oss(release: str, system: str) -> tuple[dict, list[str]]:
     from 26.06 (full-iteration graphs, HybridEP, EP overlap, FP8 attention, the LM head in MXFP8; GB200's recompute
     list empty)."""
     if release in LATE_RELEASES:
-        return {"recompute": "none", **LATE}, [*LATE_NEEDS, "fp8_attention", "fp8_output_layer"]
+        return {"recompute": "none", **LATE, "fp8_output_layer": True}, [*LATE_NEEDS, "fp8_attention"]
     if system == "GB300":
         return {"recompute": "none", "moe_dispatcher": "alltoall", "ep_overlap": False}, ["cuda_graphs"]
     flex = release == "26.04"
@@ -215,12 +216,13 @@ def _deepseek(release: str, system: str) -> tuple[dict, list[str]]:
     late = release in LATE_RELEASES
     mla_up = not ((system == "GB200" and release in ("26.04", "26.04.01")) or (system == "GB300" and late))
     knobs = {"recompute": "modules" if mla_up else "none", "moe_dispatcher": "flex",
-             "ep_overlap": system == "B200" and release == "26.04.01", **(LATE if late else {})}
+             "ep_overlap": system == "B200" and release == "26.04.01",
+             **({**LATE, "fp8_output_layer": True} if late else {})}
     needs = ["recompute_modules_subset"] if mla_up else []
     if system == "GB200" and release in ("26.04", "26.04.01"):
         needs = ["recompute_modules_dense"]
     if late:
-        needs = [*needs, *LATE_NEEDS, "fp8_output_layer", *(["fp8_attention"] if system == "GB300" else [])]
+        needs = [*needs, *LATE_NEEDS, *(["fp8_attention"] if system == "GB300" else [])]
     elif system == "GB200" or (system == "B200" and release == "26.04.01"):
         needs = [*needs, "cuda_graphs"]
     return knobs, needs
