@@ -84,6 +84,8 @@ ROWS: tuple[tuple[str, str], ...] = (
            "kernels replay at the graph's launch cost and the host issues none of them"),
     ('fp8head', 'Run the output layer (LM head) in MXFP8 too (Megatron-Core --fp8-output-proj; mxfp8 only): its '
                 "input and the logits' gradient cast, the GEMMs at the FP8 rate"),
+    ('fp8attn', 'Run the fused attention in FP8 too (Megatron-Core --fp8-dot-product-attention; an FP8 precision): '
+                "the GPU's measured FP8/BF16 attention time ratios"),
     ('rem', "The optimizer keeps only the 16 bits the BF16 weights lack of each fp32 master weight (NeMo's "
             'distributed Adam; needs zero ≥ 1 and BF16 weights)'),
     ('TW', 'sharding table_wise (DLRM embedding sharding)'),

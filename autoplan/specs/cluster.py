@@ -103,6 +103,11 @@ class GPUSpec:
     mxfp8_gemm_ratio: float = 1.0
     """Time of an MXFP8 GEMM (a scale per 32 values) over the same GEMM with one scale per tensor, both on quantized
     operands (1: no slower, unmeasured)."""
+    fp8_attention_fwd_ratio: float = 1.0
+    """Time of the fused attention's forward in FP8 (Transformer Engine's FP8 dot-product attention through cuDNN)
+    over its BF16 forward (1: unmeasured)."""
+    fp8_attention_bwd_ratio: float = 1.0
+    """The same for the backward (1: unmeasured)."""
     fp8_any_layout: bool = False
     """cuBLASLt's FP8 GEMMs take every operand layout, not only TN (Blackwell, sm 10.x): Transformer Engine's
     tensor-scaled FP8 then writes and keeps no transposed copy (``fp8_scaling.fp8_copies``)."""
@@ -367,6 +372,7 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "clock_ratio": (0.1, 1.0, False), "gemm_half_k": (0.0, 1e5, False), "kernel_overhead_us": (0.0, 1e6, False),
     "memory_reserve_gib": (0.0, 1e5, False), "fp8_peak_tflops": (0.1, 1e5, True), "fp8_gemm_efficiency": (0.01, 1.0, True),
     "fp8_blockwise_gemm_ratio": (1.0, 10.0, False), "mxfp8_gemm_ratio": (1.0, 10.0, False),
+    "fp8_attention_fwd_ratio": (0.1, 10.0, False), "fp8_attention_bwd_ratio": (0.1, 10.0, False),
     "epilogue_exposure": (0.0, 1.0, True),
     "flash2_deterministic_bwd_ratio": (1.0, 10.0, False), "fused_deterministic_bwd_ratio": (1.0, 10.0, False),
     "host_launch_us": (0.0, 1e4, True), "host_step_ms": (0.0, 1e5, True), "speed_variability": (0.0, 0.5, True),
@@ -388,7 +394,8 @@ OPTIONAL: dict[str, dict[str, object]] = {
     "gpu": {"gemm_tile": (128, 256), "gemm_half_k": 64.0, "attention_memory_efficiency": 0.0,
             "flash2_attention_efficiency": 0.0, "clock_ratio": 1.0,
             "fp8_peak_tflops": 0.0, "fp8_gemm_efficiency": 0.0, "fp8_blockwise_gemm_ratio": 1.0, "mxfp8": False,
-            "mxfp8_gemm_ratio": 1.0, "fp8_any_layout": False,
+            "mxfp8_gemm_ratio": 1.0, "fp8_attention_fwd_ratio": 1.0, "fp8_attention_bwd_ratio": 1.0,
+            "fp8_any_layout": False,
             "epilogue_exposure": 0.0, "flash2_deterministic_bwd_ratio": 1.0,
             "fused_deterministic_bwd_ratio": 1.0, "l2_cache_mib": 0.0,
             "l2_bandwidth_gb_per_s": 0.0, "host_launch_us": 0.0, "host_step_ms": 0.0, "speed_variability": 0.0,
@@ -478,6 +485,7 @@ _GPU_KEYS = {"name", "peak_tflops", "hbm_gib", "hbm_bandwidth_gb_per_s", "sm_cou
              "gemm_efficiency", "attention_efficiency", "memory_efficiency", "attention_memory_efficiency",
              "flash2_attention_efficiency", "clock_ratio", "kernel_overhead_us", "memory_reserve_gib",
              "fp8_peak_tflops", "fp8_gemm_efficiency", "fp8_blockwise_gemm_ratio", "mxfp8", "mxfp8_gemm_ratio",
+             "fp8_attention_fwd_ratio", "fp8_attention_bwd_ratio",
              "fp8_any_layout",
              "l2_cache_mib",
              "epilogue_exposure", "flash2_deterministic_bwd_ratio", "fused_deterministic_bwd_ratio",
@@ -514,6 +522,8 @@ def _gpu(g: _Table) -> GPUSpec:
         fp8_any_layout=g.flag("fp8_any_layout", d["fp8_any_layout"]),
         fp8_blockwise_gemm_ratio=g.number("fp8_blockwise_gemm_ratio", d["fp8_blockwise_gemm_ratio"]),
         mxfp8_gemm_ratio=g.number("mxfp8_gemm_ratio", d["mxfp8_gemm_ratio"]),
+        fp8_attention_fwd_ratio=g.number("fp8_attention_fwd_ratio", d["fp8_attention_fwd_ratio"]),
+        fp8_attention_bwd_ratio=g.number("fp8_attention_bwd_ratio", d["fp8_attention_bwd_ratio"]),
         epilogue_exposure=g.number("epilogue_exposure", d["epilogue_exposure"]),
         flash2_deterministic_bwd_ratio=g.number("flash2_deterministic_bwd_ratio", d["flash2_deterministic_bwd_ratio"]),
         fused_deterministic_bwd_ratio=g.number("fused_deterministic_bwd_ratio", d["fused_deterministic_bwd_ratio"]),

@@ -33,8 +33,8 @@ def record() -> tuple[set, set]:
             gemms.add((m, n, k, bool(fp8)))
         return t
 
-    def attn(cluster, model, b, s_q, s_kv, heads, dropout, fused_softmax=True):
-        fwd, bwd = attention_ops(cluster, model, b, s_q, s_kv, heads, dropout, fused_softmax)
+    def attn(cluster, model, b, s_q, s_kv, heads, dropout, fused_softmax=True, fp8=False):
+        fwd, bwd = attention_ops(cluster, model, b, s_q, s_kv, heads, dropout, fused_softmax, fp8)
         if cluster.gpu.name.startswith(HOPPER) and cluster.flash_attention and s_q == s_kv and not model.window:
             kv = max(1, (model.kv_heads or model.heads) * heads // model.heads)
             attention.add((b, s_q, heads, kv, model.head_dim))

@@ -143,9 +143,11 @@ WRITTEN = {
     # 0..+5 %, on GB300 0..+2 -> -5..-2 %; GPT-OSS -4 -> -30..-26 % (it had been close only by pricing the eager
     # bias and activation passes these runs do not make: its 28-33 % gap, as in BF16)
     # and their LM head in MXFP8 (TransformerPlan.fp8_output_layer, --fp8-output-proj): DeepSeek-V3 +9..+11 ->
-    # +4..+6 %, GPT-OSS 2-3 points further too fast
-    "MoE: NVIDIA GB300 recipes, Megatron-Bridge, FP8": (25, 8.97, 59.07),
-    "MoE: NVIDIA GB200 recipes, Megatron-Bridge, FP8": (22, 8.87, 54.75),
+    # +4..+6 %, GPT-OSS 2-3 points further too fast; and their FP8 attention (TransformerPlan.fp8_attention: the
+    # GB200's measured MXFP8/BF16 ratios, forward 0.794, backward 1.083, which nearly cancel; a windowed FP8 backward
+    # over every causal block): GPT-OSS -33..-28 -> -29..-24 %, the rest within 0.05 points
+    "MoE: NVIDIA GB300 recipes, Megatron-Bridge, FP8": (25, 8.47, 56.16),
+    "MoE: NVIDIA GB200 recipes, Megatron-Bridge, FP8": (22, 8.29, 51.66),
     "MoE: NVIDIA B200 recipes, Megatron-Bridge, FP8": (8, 6.39, 10.80),
     "MoE: NVIDIA GB300 recipes, Megatron-Bridge": (4, 24.95, 25.39),
     "MoE: NVIDIA GB200 recipes, Megatron-Bridge": (4, 30.74, 32.31),
@@ -181,14 +183,14 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 6.92, "logo": 7.12}
+OVERALL = {"all": 6.88, "logo": 7.08}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written: 513
 runs, 5.67 and 6.15 % over the 430 before Megatron-Bridge's 87 Blackwell MoE rows were entered (6.96 and 7.04 % with
 the 70 GB200, GB300 and B200 ones, before their full-iteration CUDA graphs were priced; 6.86 and 6.95 % after; 7.37
 and 7.20 % with the 17 B300 ones, 517 runs, before the B200 and Grace hosts' times were calibrated on four of them,
 which leave the figures: 7.24 % on the same 513 runs before; 6.86 and 6.88 % after; 7.04 and 7.02 % with MXFP8's GEMM ratio, before GPT-OSS's expert
 bias was priced; 6.76 and 6.75 % with it, before the 26.06+ rows' fused grouped MLP was applied; 6.96 and 7.14 %
-with it, before their MXFP8 LM head was)."""
+with it, before their MXFP8 LM head was; 6.92 and 7.12 % with it, before their FP8 attention was)."""
 
 
 def _key(group: str) -> str:
@@ -854,8 +856,11 @@ def test_the_blackwell_moe_rows_state_their_presets(report):
     assert {c.id for c in moe if c.plan.cuda_graphs and c not in late} == {"bridge-b300-mxfp8-qwen3-30b-a3b-8gpu-26.06"}
     assert {c.id for c in moe if c.plan.fused_grouped_mlp and c not in late} == {
         "bridge-b300-mxfp8-qwen3-30b-a3b-8gpu-26.06"}
-    # the LM head in MXFP8 (fp8_output_proj): DeepSeek-V3's and GPT-OSS's late presets, not Qwen3's
+    # the LM head in MXFP8 (fp8_output_proj): DeepSeek-V3's and GPT-OSS's late presets, not Qwen3's; FP8 attention
+    # (fp8_dot_product_attention): every late preset but DeepSeek-V3's on GB200, and B300's Qwen3 30B at 26.06
     assert {c.id for c in moe if c.plan.fp8_output_layer} == {c.id for c in late if "qwen3" not in c.id}
+    assert {c.id for c in moe if c.plan.fp8_attention} == {
+        c.id for c in late if "gb200-mxfp8-deepseek" not in c.id} | {"bridge-b300-mxfp8-qwen3-30b-a3b-8gpu-26.06"}
     # the dense rows: v0.2.0's Llama 3 8B presets (25.11) capture the whole iteration, v0.1.0rc3's (25.09) per layer
     dense8b = [c for c in report.runs if "-llama3-8b-8gpu-" in c.id and c.id.startswith(("bridge-b200", "bridge-gb"))]
     assert {(c.id.split("-8gpu-")[1][:5], c.plan.cuda_graphs, "cuda_graphs" in c.needs) for c in dense8b} == {

@@ -50,7 +50,9 @@ def _no_iteration_graphs(s: Plan, who: str) -> list[str]:
             + [f"fused_grouped_mlp is Megatron-Core's experts through Transformer Engine's CuTe-DSL grouped MLP; {who} "
                "runs its own experts"] * bool(s.fused_grouped_mlp)
             + [f"fp8_output_layer is Megatron-Core's --fp8-output-proj; {who} keeps its output layer out of FP8"]
-            * bool(s.fp8_output_layer))
+            * bool(s.fp8_output_layer)
+            + [f"fp8_attention is Megatron-Core's --fp8-dot-product-attention; {who} keeps its attention in BF16"]
+            * bool(s.fp8_attention))
 
 
 def megatron_violations(model: ModelSpec, s: Plan) -> list[str]:

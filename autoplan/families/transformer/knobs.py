@@ -147,6 +147,16 @@ class TransformerPlan(PlanPart):
     once and replayed, so each kernel costs the graph's per-node launch (``GPUSpec.graph_kernel_overhead``) instead of
     an eager launch and the host issues nothing (``host_launch`` does not bind). Per-layer graphs of some modules
     (``transformer_engine`` with a scope) are not modelled, nor the memory the graph's static pool holds."""
+    fp8_attention: bool = knob(False, after="cuda_graphs", quiet=True, choices=_BOOL, axis=True,
+                               label=lambda v: "fp8attn" if v else "",
+                               help="Run the fused attention in FP8 too (Megatron-Core --fp8-dot-product-attention; "
+                                    "an FP8 precision): the GPU's measured FP8/BF16 attention time ratios.",
+                               megatron={True: ("--fp8-dot-product-attention",)})
+    """Transformer Engine's FP8 dot-product attention through cuDNN (Megatron-Core ``fp8_dot_product_attention``;
+    Megatron-Bridge's 26.06+ GB300 MoE presets and GB200 GPT-OSS and Qwen3): forward and backward at the GPU's
+    measured FP8/BF16 attention time ratios (``GPUSpec.fp8_attention_fwd_ratio``, ``fp8_attention_bwd_ratio``), and
+    under a sliding window a backward over every causal block, as cuDNN's FP8 backward computes it. Otherwise the
+    attention stays BF16 under every FP8 recipe."""
     fp8_output_layer: bool = knob(False, after="cuda_graphs", quiet=True, choices=_BOOL, axis=True,
                                   label=lambda v: "fp8head" if v else "",
                                   help="Run the output layer (LM head) in MXFP8 too (Megatron-Core --fp8-output-proj; "

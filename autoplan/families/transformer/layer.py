@@ -79,20 +79,25 @@ def unfused_softmax_ops(gpu: GPUSpec, b: int, s_q: int, s_kv: int, heads: int) -
 
 
 def attention_ops(cluster: ClusterSpec, model: ModelSpec, b: int, s_q: int, s_kv: int, heads: int,
-               dropout: bool, fused_softmax: bool = True) -> tuple[Op, Op]:
+               dropout: bool, fused_softmax: bool = True, fp8: bool = False) -> tuple[Op, Op]:
     """Forward and backward of the attention core for ``heads`` local heads, s_q queries over s_kv keys; without
-    ``fused_softmax`` its softmax reads and writes fp32 scores (``unfused_softmax_ops`` has the casts around it)."""
+    ``fused_softmax`` its softmax reads and writes fp32 scores (``unfused_softmax_ops`` has the casts around it);
+    ``fp8``: the fused kernel in FP8 (TransformerPlan.fp8_attention)."""
     gpu, d = cluster.gpu, model.head_dim
     rate = gpu.peak_flops * gpu.sustained_clock * gpu.attention_efficiency
     if cluster.flash_attention:
         # fused causal kernel: 4·b·s_q·keys·d·a FLOPs over the keys each query meets (s_kv/2 causal); backward
         # recomputes scores, 2.5× forward (Dao 2023, FA2 §3)
         flops = 4.0 * b * s_q * attended_keys(model, s_kv) * d * heads
+        # cuDNN's FP8 backward computes every causal block under a sliding window (cudnn-frontend's GB200 training
+        # benchmark, gpt_oss config: its time grows with the square of the length, BF16's with the length)
+        bwd_flops = 4.0 * b * s_q * (s_kv / 2) * d * heads if fp8 and model.window else flops
+        fwd_ratio, bwd_ratio = (gpu.fp8_attention_fwd_ratio, gpu.fp8_attention_bwd_ratio) if fp8 else (1.0, 1.0)
         # Dao et al. 2022 (FlashAttention, arXiv 2205.14135) §3.2: Q and O of s_q rows, K and V of s_kv rows
         io = BF16 * b * heads * d * (2 * s_q + 2 * s_kv)
-        fwd = Op("attention.flash", flops, io, flops / rate + gpu.kernel_overhead)
-        bwd = 2.5 * flops / rate * gpu.attention_bwd_ratio + gpu.kernel_overhead
-        return fwd, Op("attention.flash.bwd", 2.5 * flops, 2 * io, bwd)
+        fwd = Op("attention.flash", flops, io, flops / rate * fwd_ratio + gpu.kernel_overhead)
+        bwd = 2.5 * bwd_flops / rate * gpu.attention_bwd_ratio * bwd_ratio + gpu.kernel_overhead
+        return fwd, Op("attention.flash.bwd", 2.5 * bwd_flops, 2 * io, bwd)
     # Korthikanti et al. 2022 §4.1 (Megatron-LM's unfused core): batched QK^T and AV over the full s×s block,
     # fused scale-mask-softmax, then dropout; 4·b·s²·h FLOPs forward (Narayanan et al. SC'21 App. A)
     flops = 4.0 * b * s_q * s_kv * d * heads
@@ -194,12 +199,13 @@ def fp8_gemm_gpu(gpu: GPUSpec, precision: str, own_kernels: bool = False) -> GPU
 @lru_cache(maxsize=4096)
 def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: bool, micro_batch: int,
                   recompute: str, precision: str = "bf16", fp8_activation_store: bool = False,
-                  own_fp8_kernels: bool = False, wgrad_bytes: float = BF16) -> LayerCompute:
+                  own_fp8_kernels: bool = False, wgrad_bytes: float = BF16,
+                  fp8_attention: bool = False) -> LayerCompute:
     """Kernels and TP collectives of one layer for one micro-batch on one GPU (Megatron-LM's layer); with an
     FP8 precision the four linear layers' GEMMs run in FP8, each after a quantizing pass over its inputs; with
     ``fp8_activation_store`` the MLP activation's input is cast to FP8 for the backward and back before it;
     ``own_fp8_kernels``: DeepSeek-V3's FP8 GEMMs (``fp8_gemm_gpu``); ``wgrad_bytes``: HBM bytes per weight-gradient
-    value of the wgrad GEMMs (``compute.wgrad_output_bytes``)."""
+    value of the wgrad GEMMs (``compute.wgrad_output_bytes``); ``fp8_attention``: the attention core in FP8."""
     gpu, h, t, b = fp8_gemm_gpu(cluster.gpu, precision, own_fp8_kernels), model.hidden, tp, micro_batch
     s = model.seq_len // cp
     tokens = b * s
@@ -215,7 +221,7 @@ def layer_compute(model: ModelSpec, cluster: ClusterSpec, tp: int, cp: int, sp: 
     # with CP each GPU's s/cp queries meet all s keys over the ring (Liu et al. 2023, Ring Attention); causal
     # balancing halves the work evenly (Megatron-Core context parallelism: two mirrored chunks per rank)
     fused = cluster.flash_attention or fused_softmax_applies(b, s, model.seq_len, heads)
-    attn_f, attn_b = attention_ops(cluster, model, b, s, model.seq_len, heads, drop, fused)
+    attn_f, attn_b = attention_ops(cluster, model, b, s, model.seq_len, heads, drop, fused, fp8_attention)
     soft_f, soft_b = ((), ()) if fused else unfused_softmax_ops(gpu, b, s, model.seq_len, heads)
     gemm = {name: gemm_op(gpu, name, *shape, fp8=fp8) for name, shape in shapes.items()}
     grads = {name: linear_backward(gpu, name, *shape, fp8=fp8, wgrad_bytes=wgrad_bytes)

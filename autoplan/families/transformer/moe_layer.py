@@ -273,7 +273,7 @@ def _mla_ops(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> tuple[tuple[Op,
                     qk_rope_head_dim=0, v_head_dim=0, experts=0, top_k=0, moe_ffn_hidden=0, shared_experts=0,
                     dense_layers=0, route_nodes=0, family="dense")
     core_f, core_b = layer.attention_ops(cluster, proxy, s.micro_batch, model.seq_len // s.cp, model.seq_len,
-                                        a // t, model.dropout)
+                                        a // t, model.dropout, fp8=s.fp8_attention)
     return (*fwd, core_f), (*bwd, core_b)
 
 
@@ -308,7 +308,8 @@ def _recompute(s: Plan, cluster: ClusterSpec, forward: tuple[Op, ...], core: Op)
 def dense_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> LayerCompute:
     """One dense-FFN layer of a MoE model (its leading ``dense_layers``), with MLA when the model has it."""
     dense = layer.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
-                                s.precision, s.fp8_activation_store, s.deepseek_fp8, wgrad_bytes(s))
+                                s.precision, s.fp8_activation_store, s.deepseek_fp8, wgrad_bytes(s),
+                                s.fp8_attention)
     if not model.mla:
         return replace(dense, recompute=_recompute(s, cluster, dense.forward, dense.forward[0])) if (
             s.recompute == "modules") else dense
@@ -508,7 +509,8 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
     """One MoE layer for one micro-batch on one GPU: attention, router, dispatch, experts, combine, shared experts."""
     gpu = layer.fp8_gemm_gpu(cluster.gpu, s.precision, s.deepseek_fp8)
     dense = layer.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
-                                s.precision, s.fp8_activation_store, s.deepseek_fp8, wgrad_bytes(s))
+                                s.precision, s.fp8_activation_store, s.deepseek_fp8, wgrad_bytes(s),
+                                s.fp8_attention)
     attn_f, attn_b, core = _attention_ops(model, cluster, s, dense, keep_mlp=False)
     pre_sync, router_b = router.router_ops(model, cluster, s, gpu, local_tokens(model, s), wgrad_bytes(s))
     routed_f, routed_b = _routed_experts(model, gpu, s)
@@ -539,7 +541,8 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
 
 
 LAYER_FIELDS = ("tp", "cp", "sequence_parallel", "micro_batch", "recompute", "ep", "etp", "moe_dispatcher",
-                "precision", "fp8_activation_store", "deepseek_fp8", "fused_grouped_mlp", "collective_policy",
+                "precision", "fp8_activation_store", "deepseek_fp8", "fused_grouped_mlp", "fp8_attention",
+                "collective_policy",
                 "gradient_accumulation_fusion", "grad_reduce_in_fp32")
 """The fields of a plan a layer's cost reads."""
 

@@ -105,7 +105,8 @@ def _collectives_time(cluster: ClusterSpec, shape: network.GroupShape, colls: tu
 def layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> LayerCompute:
     """Kernels and TP collectives of one transformer layer for one micro-batch of plan ``s``."""
     return kernels.layer_compute(model, cluster, s.tp, s.cp, s.sequence_parallel, s.micro_batch, s.recompute,
-                                 s.precision, s.fp8_activation_store, wgrad_bytes=wgrad_bytes(s))
+                                 s.precision, s.fp8_activation_store, wgrad_bytes=wgrad_bytes(s),
+                                 fp8_attention=s.fp8_attention)
 
 
 NOT_READ = {"dp": 1, "global_batch": 1, "zero": 0, "overlap_grad_reduce": True, "overlap_param_gather": True,

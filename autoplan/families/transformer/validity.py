@@ -85,7 +85,7 @@ def recompute_layers_violations(model: ModelSpec, gpus: int, s: Plan) -> list[st
 
 
 KNOB_READS = ("tp", "pp", "cp", "sharding", "ep", "etp", "ep_overlap", "moe_dispatcher", "deepseek_fp8",
-              "fused_grouped_mlp", "fp8_output_layer", "zero",
+              "fused_grouped_mlp", "fp8_output_layer", "fp8_attention", "zero",
               "recompute", "activation_offload_layers", "optimizer_offload_pct", "loss_impl", "cross_entropy_fusion",
               "fp8_param_gather", "precision", "tp_comm_overlap", "sequence_parallel", "cp_comm", "param_remainders",
               "embedding_wgrad_deferral", "schedule", "gradient_accumulation_fusion", "tp_overlap_rs",
@@ -113,6 +113,8 @@ def knob_violations(model: ModelSpec, gpus: int, s: Plan) -> list[str]:
         # the CuTe-DSL grouped GEMMs take MXFP8 on sm 10.x (transformer_config.py use_grouped_gemm_for_dense_mlp)
         out.append(f"fused_grouped_mlp (Transformer Engine's CuTe-DSL grouped MLP) needs a MoE model with a gated MLP, "
                    f"mxfp8 and etp 1, not {model.name} in {s.precision} with etp {s.etp}")
+    if s.fp8_attention and s.precision == "bf16":
+        out.append("fp8_attention (Megatron-Core --fp8-dot-product-attention) needs an FP8 precision, not bf16")
     if s.fp8_output_layer and s.precision != "mxfp8":
         # Megatron-Core transformer_config.py fp8_output_proj: "Only active when fp8=True and fp8_recipe='mxfp8'"
         out.append(f"fp8_output_layer (Megatron-Core --fp8-output-proj) runs the output layer in mxfp8 only, not in "

@@ -12,9 +12,9 @@ Every preset's parallel degrees and batches equal its table row, except GPT-OSS'
 235B's 26.02.01 B300 row (``LEFT_OUT``).
 From 26.06 the GB200/GB300 presets capture the whole iteration in one CUDA graph (the plan's ``cuda_graphs``), run
 the experts through the CuTe-DSL fused grouped MLP (``fused_grouped_mlp``) and, for DeepSeek-V3 and GPT-OSS, the LM
-head in MXFP8 (``fp8_output_proj``: ``fp8_output_layer``). What a preset runs that autoplan cannot describe is the
-row's ``needs``: Transformer Engine's per-layer CUDA graphs of some modules, FP8 attention
-(``fp8_dot_product_attention``), 26.06's paged stash of the experts' activations with a per-rank capacity of 1.5
+head in MXFP8 (``fp8_output_proj``: ``fp8_output_layer``), and FP8 attention where a preset sets it
+(``fp8_dot_product_attention``: ``fp8_attention``). What a preset runs that autoplan cannot describe is the row's
+``needs``: Transformer Engine's per-layer CUDA graphs of some modules, 26.06's paged stash of the experts' activations with a per-rank capacity of 1.5
 (``moe_paged_stash``, ``moe_expert_rank_capacity_factor``), and recompute module lists other than autoplan's
 ``modules`` (norms, MLA up-projections and expert activations together).
 """
@@ -185,7 +185,7 @@ def _qwen3(release: str, system: str, model: str) -> tuple[dict, list[str]]:
     knobs = {"recompute": "none", "moe_dispatcher": "alltoall" if b200_a2a else "flex", "ep_overlap": False}
     needs = [] if system == "B200" and model == "qwen3-235b-a22b" else ["cuda_graphs"]
     if system != "B200" and release in LATE_RELEASES:
-        knobs, needs = {**knobs, **LATE}, [*LATE_NEEDS, "fp8_attention"]
+        knobs, needs = {**knobs, **LATE, "fp8_attention": True}, [*LATE_NEEDS]
     return {**knobs, "account_for_ends": model == "qwen3-235b-a22b"}, needs
 
 
@@ -197,7 +197,7 @@ def _gpt_oss(release: str, system: str) -> tuple[dict, list[str]]:
     from 26.06 (full-iteration graphs, HybridEP, EP overlap, FP8 attention, the LM head in MXFP8; GB200's recompute
     list empty)."""
     if release in LATE_RELEASES:
-        return {"recompute": "none", **LATE, "fp8_output_layer": True}, [*LATE_NEEDS, "fp8_attention"]
+        return {"recompute": "none", **LATE, "fp8_output_layer": True, "fp8_attention": True}, [*LATE_NEEDS]
     if system == "GB300":
         return {"recompute": "none", "moe_dispatcher": "alltoall", "ep_overlap": False}, ["cuda_graphs"]
     flex = release == "26.04"
@@ -217,12 +217,12 @@ def _deepseek(release: str, system: str) -> tuple[dict, list[str]]:
     mla_up = not ((system == "GB200" and release in ("26.04", "26.04.01")) or (system == "GB300" and late))
     knobs = {"recompute": "modules" if mla_up else "none", "moe_dispatcher": "flex",
              "ep_overlap": system == "B200" and release == "26.04.01",
-             **({**LATE, "fp8_output_layer": True} if late else {})}
+             **({**LATE, "fp8_output_layer": True, "fp8_attention": system == "GB300"} if late else {})}
     needs = ["recompute_modules_subset"] if mla_up else []
     if system == "GB200" and release in ("26.04", "26.04.01"):
         needs = ["recompute_modules_dense"]
     if late:
-        needs = [*needs, *LATE_NEEDS, *(["fp8_attention"] if system == "GB300" else [])]
+        needs = [*needs, *LATE_NEEDS]
     elif system == "GB200" or (system == "B200" and release == "26.04.01"):
         needs = [*needs, "cuda_graphs"]
     return knobs, needs
@@ -248,7 +248,7 @@ def _b300(release: str, model: str) -> tuple[dict, list[str]]:
     26.04.01 (deepseek_workload_base_configs.py @v0.4.2:180-194)."""
     if model == "qwen3-30b-a3b":
         if release in LATE_RELEASES:
-            return {"recompute": "none", **LATE}, [*LATE_NEEDS, "fp8_attention"]
+            return {"recompute": "none", **LATE, "fp8_attention": True}, [*LATE_NEEDS]
         return {"recompute": "none", "moe_dispatcher": "flex", "ep_overlap": False}, ["cuda_graphs"]
     if model == "qwen3-235b-a22b":
         return {"recompute": "none", "moe_dispatcher": "flex" if release == "26.04.01" else "alltoall",
