@@ -41,18 +41,17 @@ def _common(model: ModelSpec, s: Plan, who: str) -> list[str]:
     return out
 
 
-def _no_iteration_graphs(s: Plan, who: str) -> list[str]:
-    """A full-iteration CUDA graph is Megatron-Core's (``--cuda-graph-impl full_iteration``): the other frameworks
-    capture no whole training iteration; nor do they run the experts through Transformer Engine's fused grouped
-    MLP (Megatron-Core's ``TEGroupedMLP`` with the op fuser)."""
-    return ([f"cuda_graphs is Megatron-Core's full-iteration CUDA graph; {who} captures no training iteration"]
-            * bool(s.cuda_graphs)
-            + [f"fused_grouped_mlp is Megatron-Core's experts through Transformer Engine's CuTe-DSL grouped MLP; {who} "
-               "runs its own experts"] * bool(s.fused_grouped_mlp)
-            + [f"fp8_output_layer is Megatron-Core's --fp8-output-proj; {who} keeps its output layer out of FP8"]
-            * bool(s.fp8_output_layer)
-            + [f"fp8_attention is Megatron-Core's --fp8-dot-product-attention; {who} keeps its attention in BF16"]
-            * bool(s.fp8_attention))
+MEGATRON_ONLY = (("cuda_graphs", "Megatron-Core's full-iteration CUDA graph", "captures no training iteration"),
+                 ("fused_grouped_mlp", "Megatron-Core's experts through Transformer Engine's CuTe-DSL grouped MLP",
+                  "runs its own experts"),
+                 ("fp8_output_layer", "Megatron-Core's --fp8-output-proj", "keeps its output layer out of FP8"),
+                 ("fp8_attention", "Megatron-Core's --fp8-dot-product-attention", "keeps its attention in BF16"))
+"""Plan knobs only Megatron-Core runs: (field, what it is, what the other frameworks do instead)."""
+
+
+def _megatron_only(s: Plan, who: str) -> list[str]:
+    """The knobs of ``s`` that only Megatron-Core runs (``MEGATRON_ONLY``), as reasons ``who`` cannot launch it."""
+    return [f"{name} is {what}; {who} {instead}" for name, what, instead in MEGATRON_ONLY if getattr(s, name)]
 
 
 def megatron_violations(model: ModelSpec, s: Plan) -> list[str]:
@@ -96,7 +95,7 @@ def _titan_sharded(s: Plan) -> bool:
 
 def torchtitan_violations(model: ModelSpec, s: Plan) -> list[str]:
     """Why torchtitan cannot launch ``s`` as planned; [] if it can."""
-    out = _common(model, s, "torchtitan") + _no_iteration_graphs(s, "torchtitan")
+    out = _common(model, s, "torchtitan") + _megatron_only(s, "torchtitan")
     if model.moe and model.name not in TITAN_MODELS:
         out.append(f"torchtitan defines no {model.name} (its MoE models are its own deepseek_v3, qwen3, gpt_oss "
                    "flavors)")
@@ -144,7 +143,7 @@ def torchtitan_violations(model: ModelSpec, s: Plan) -> list[str]:
 def deepspeed_violations(model: ModelSpec, s: Plan) -> list[str]:
     """Why DeepSpeed cannot launch ``s`` as planned; [] if it can."""
     out = [r for r in _common(model, s, "DeepSpeed") if not r.startswith("zero3_per_tensor")]   # DeepSpeed's own
-    out += _no_iteration_graphs(s, "DeepSpeed")
+    out += _megatron_only(s, "DeepSpeed")
     if s.pp > 1:
         if s.zero >= 2:
             # runtime/pipe/engine.py: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"

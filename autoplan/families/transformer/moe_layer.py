@@ -393,10 +393,11 @@ def fc2_bias_ops(model: ModelSpec, gpu, experts: int, values: int, probs_bytes: 
     # PyTorch, per local expert t + b * p on the expert's rows, then torch.cat and .to(dtype): b * p writes a tensor
     # of the probabilities' type, the add reads t and it and writes the sum, the cat copies it, .to casts it back
     p, n = probs_bytes, experts * values
-    forward = (p + (BF16 + 2 * p) + 2 * p + (p + BF16 if p != BF16 else 0)) * n
+    cast = p + BF16 if p != BF16 else 0          # a pass between the probabilities' type and BF16 (none if the same)
+    forward = (p + (BF16 + 2 * p) + 2 * p + cast) * n
     # autograd: the cast's backward (BF16 grad to p), the add's gradient back to t's type, and for b and p each a
     # product of the gradient and the other factor and its sum (over rows, over features)
-    backward = ((BF16 + p if p != BF16 else 0) + (p + BF16 if p != BF16 else 0) + 2 * 3 * p) * n
+    backward = (cast + cast + 2 * 3 * p) * n
     return ([(compute.memory_op(gpu, "expert.fc2.bias", forward, 2 * experts + 2), 1)],
             [(compute.memory_op(gpu, "expert.fc2.bias.bwd", backward, 4 * experts + 2), 1)])
 
