@@ -74,7 +74,7 @@ WRITTEN = {
     # GB200 (NeMo 2.0, v25.05): 15-24 % too fast on the spec's carried-over B200 clock; its clock and FP8 efficiency
     # calibrated on four of the runs (validate leaves them out), the other 14 within 4.4 %
     "NVIDIA GB200 recipes, NeMo 2.0": (7, 3.73, 5.35),
-    "NVIDIA GB200 recipes, NeMo 2.0, FP8": (7, 3.75, 6.40),
+    "NVIDIA GB200 recipes, NeMo 2.0, FP8": (7, 3.88, 6.54),
     # Grok-1 under NeMo 2.0 (v25.05.01 and .02, 512 H100s): as the NeMo 1.x runs, FP8 14 % too fast
     # Grok-1 on GB200 (NeMo 2.0, v25.05; expert TP 4 as the README's table, 8 as the launch script in a variant):
     # 13-16 % too slow on the clock calibrated on Llama 3.1 405B, where the H100 runs of the recipe are too fast
@@ -86,7 +86,7 @@ WRITTEN = {
     # presets ran them and the H100 host time bisected again (95.6 -> 91.2 µs): every Megatron MoE layer slower, Grok-1
     # on GB200 (already too slow) 1.3-1.9 points worse, on H100 0.5-1.5 points better
     "MoE: NVIDIA GB200 recipes, NeMo 2.0": (3, 12.77, 13.42),
-    "MoE: NVIDIA GB200 recipes, NeMo 2.0, FP8": (3, 13.73, 14.96),
+    "MoE: NVIDIA GB200 recipes, NeMo 2.0, FP8": (3, 13.10, 14.33),
     "MoE: NVIDIA H100 recipes, NeMo 2.0": (2, 3.54, 6.68),
     "MoE: NVIDIA H100 recipes, NeMo 2.0, FP8": (2, 9.86, 9.94),
     # Megatron-Bridge's performance summary (their own groups from here on): the GPT-OSS 25.11 row (26.02 calibrates
@@ -97,11 +97,13 @@ WRITTEN = {
     # GPT-OSS's expert fc2 bias priced (moe_layer.fc2_bias_ops) and the H100 host time bisected again on its
     # calibration run (102.8 -> 99.2 us): the Qwen3 30B rows 3 points faster
     "MoE: NVIDIA H100 recipes, Megatron-Bridge": (1, 2.76, 2.76),
-    "MoE: NVIDIA H100 recipes, Megatron-Bridge, FP8": (12, 10.96, 18.74),
+    # the combined 1F1B's schedule nodes cost the host time (moe_layer.COMBINED_1F1B_NODE_LAUNCHES, bisected on
+    # Megatron-Bridge PR #1760's B200 A/B, outside validate): the 7 EP-overlap rows -19..-12 -> -8..+8 %
+    "MoE: NVIDIA H100 recipes, Megatron-Bridge, FP8": (12, 4.61, 7.94),
     # the dense 26.02-26.06 rows, entered with their presets and predicted before any constant saw them: H100 Llama 3
     # 70B and Llama 3.1 405B +0.2 to +5.9 %; GB200 +3 to +22 %, too slow on the clock and FP8 efficiency calibrated on
     # NeMo 25.04's runs (the 26.02 rows alone want fp8_gemm_efficiency 0.735, not 0.660)
-    "NVIDIA H100 recipes, Megatron-Bridge, FP8": (11, 3.62, 5.88),
+    "NVIDIA H100 recipes, Megatron-Bridge, FP8": (11, 3.45, 5.61),
     # MXFP8's block-scaled GEMMs 1.051x a tensor-scaled one's time (mxfp8_gemm_ratio, Transformer Engine's GEMM
     # profiling on a B300): the MXFP8 rows 3-4 points slower, so every dense GB200/GB300 MXFP8 row joins the FP8
     # ones in being too slow (GB200 +12 %, GB300 +8 % signed), the B200's too fast ones closer; every FP8/MXFP8 pair
@@ -148,16 +150,16 @@ WRITTEN = {
     # over every causal block): GPT-OSS -33..-28 -> -29..-24 %, the rest within 0.05 points
     "MoE: NVIDIA GB300 recipes, Megatron-Bridge, FP8": (25, 8.47, 56.16),
     "MoE: NVIDIA GB200 recipes, Megatron-Bridge, FP8": (22, 8.29, 51.66),
-    "MoE: NVIDIA B200 recipes, Megatron-Bridge, FP8": (8, 6.39, 10.80),
+    "MoE: NVIDIA B200 recipes, Megatron-Bridge, FP8": (8, 6.30, 10.80),
     "MoE: NVIDIA GB300 recipes, Megatron-Bridge": (4, 24.95, 25.39),
-    "MoE: NVIDIA GB200 recipes, Megatron-Bridge": (4, 30.74, 32.31),
+    "MoE: NVIDIA GB200 recipes, Megatron-Bridge": (4, 29.09, 29.46),
     "MoE: NVIDIA B200 recipes, Megatron-Bridge": (3, 27.97, 33.42),
     # DGX B300 (cluster_specs/dgx-b300.toml: its GEMM clock and FP8 efficiency solved from Transformer Engine's GEMM
     # profiling on a B300, the rest the B200's): 17 runs of 26.02-26.06, first seen 22.3 % mean, every one too fast;
     # GPT-OSS (BF16 and MXFP8) 42-45 %, Qwen3 235B's 26.02 all-to-all with EP overlap at micro-batch 1 61 %
     # with the DGX B200's calibrated host time (the B300's own host not measured): DeepSeek-V3 -18..-13 -> -11..0 %,
     # Qwen3 235B's 26.02 row -61 -> -43 %
-    "MoE: NVIDIA B300 recipes, Megatron-Bridge, FP8": (14, 12.02, 42.56),
+    "MoE: NVIDIA B300 recipes, Megatron-Bridge, FP8": (14, 11.18, 33.06),
     "MoE: NVIDIA B300 recipes, Megatron-Bridge": (3, 36.72, 43.02),
     # a wgrad GEMM's fused accumulation reads and writes the gradient buffer (compute.wgrad_output_bytes): the SimuMax
     # MoE rows' small-K expert wgrads 0.4-7 points slower (3.18 -> 2.88 %)
@@ -183,14 +185,15 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 6.88, "logo": 7.08}
+OVERALL = {"all": 6.69, "logo": 6.89}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written: 513
 runs, 5.67 and 6.15 % over the 430 before Megatron-Bridge's 87 Blackwell MoE rows were entered (6.96 and 7.04 % with
 the 70 GB200, GB300 and B200 ones, before their full-iteration CUDA graphs were priced; 6.86 and 6.95 % after; 7.37
 and 7.20 % with the 17 B300 ones, 517 runs, before the B200 and Grace hosts' times were calibrated on four of them,
 which leave the figures: 7.24 % on the same 513 runs before; 6.86 and 6.88 % after; 7.04 and 7.02 % with MXFP8's GEMM ratio, before GPT-OSS's expert
 bias was priced; 6.76 and 6.75 % with it, before the 26.06+ rows' fused grouped MLP was applied; 6.96 and 7.14 %
-with it, before their MXFP8 LM head was; 6.92 and 7.12 % with it, before their FP8 attention was)."""
+with it, before their MXFP8 LM head was; 6.92 and 7.12 % with it, before their FP8 attention was; 6.88 and 7.08 %
+with it, before the combined 1F1B's schedule nodes cost the host time, moe_layer.COMBINED_1F1B_NODE_LAUNCHES)."""
 
 
 def _key(group: str) -> str:
@@ -248,16 +251,16 @@ def test_measured_memory_does_not_drift(report):
 
 def test_known_gaps_are_shown_and_counted(report):
     gaps = [c for c in report.cases if c.known_gap]
-    assert sum("zero3" in c.id for c in gaps) == 6 and sum(c.group.startswith("MoE") for c in gaps) == 11
+    assert sum("zero3" in c.id for c in gaps) == 6 and sum(c.group.startswith("MoE") for c in gaps) == 3
     # DeepSeek-V3's pre-training mean (tokens/s/GPU over 14.8T tokens): a mean, not a step time
     assert sum(c.id.startswith("deepseek-v3") for c in gaps) == 1
-    # 16 runs and the GPT-OSS 25.11 row's table reading (a variant); two of the runs Megatron-Bridge's 26.06.01
-    # GPT-OSS rows, whose table names a cuDNN regression
-    assert len(gaps) == 17
+    # the other two Megatron-Bridge's 26.06.01 GPT-OSS rows, whose table names a cuDNN regression (the seven H100
+    # MoE rows' gap left with the EP overlap's host cost: each within 8 % now)
+    assert len(gaps) == 9
     # every run counts in the headline; a second figure may leave the gaps out, never the first
     counted = [c for c in report.runs if c.counted]
     assert Report.summary(report.runs)["n"] == len(counted) == 513
-    assert Report.summary(report.runs, gaps=False)["n"] == 513 - 17
+    assert Report.summary(report.runs, gaps=False)["n"] == 513 - 11      # and the CNN/DLRM rows' two
     assert len(report.calibration_runs) == 9          # H100 host, GB200 clock (4), B200 and Grace hosts (2 each)
     assert Report.summary(report.runs)["n"] == len(report.runs) - len(report.calibration_runs) - sum(
         bool(r.variant_of) for r in report.runs)
@@ -339,20 +342,19 @@ def test_moe_group_guard(report):
     # GPT-OSS rows follow their presets (26.02 recomputes its norms and expert activations, 25.11 runs micro-batch 1
     # without recompute: -3.1 %, the table's micro-batch 4 a variant at +5.2 %) and the router's small kernels are
     # priced (router.py), the host time is bisected at 91.2 µs (was 95.6) and the host-bound Qwen3 30B rows are up to
-    # 3 points faster: -20.2 % at most, the bound 20 -> 21
+    # 3 points faster: -20.2 % at most, the bound 20 -> 21. Since the EP overlap's schedule nodes cost the host time
+    # (moe_layer.COMBINED_1F1B_NODE_LAUNCHES, bisected on Megatron-Bridge PR #1760's B200 A/B, outside validate) the
+    # dropless Qwen3 rows are -6.8 … +7.8 % (were -17.9 … -12.4 %) and no longer a known gap: mean 4.0 %, max 7.8 %
     moe = _public_moe(report)
     errors = {c.id: c.error_pct for c in moe}
-    assert all(c.known_gap for c in moe)
+    assert not any(c.known_gap for c in moe)
     assert all(abs(e) <= 6.0 for k, e in errors.items() if "gpt-oss" in k)
-    assert sum(abs(e) for e in errors.values()) / len(errors) <= 12.0
-    assert all(abs(e) <= 21.0 for e in errors.values())
+    assert sum(abs(e) for e in errors.values()) / len(errors) <= 4.0 + MEAN_MARGIN
+    assert all(abs(e) <= 7.8 + MAX_MARGIN for e in errors.values())
     preset = next(c for c in moe if c.id == "bridge-h100-fp8cs-qwen3-30b-a3b-16gpu-25.11")
     assert (preset.plan.micro_batch, preset.plan.virtual_stages, preset.plan.ep_overlap) == (1, 12, True)
-    assert all(e < 6.0 for e in errors.values())             # none too slow: the gap is missing MoE time
-    # the Qwen3 30B-A3B plan with token drop and padding (25.09, no host sync, held out) is within about 10 %: -13.8 %
-    # after the host time's bisection on the GPT-OSS 26.02 row as its preset ran it (91.2 µs, was 95.6), -10.8 %
-    # once each local expert's current-scaling cast was priced apart (TE split_quantize)
-    assert abs(errors["bridge-h100-fp8cs-qwen3-30b-a3b-16gpu-25.09-token-drop"]) <= 12.0
+    # the Qwen3 30B-A3B plan with token drop and padding (25.09, no host sync, no EP overlap): +2.5 %
+    assert abs(errors["bridge-h100-fp8cs-qwen3-30b-a3b-16gpu-25.09-token-drop"]) <= 6.0
 
 
 def test_korthikanti_cases_beat_calculon(report):

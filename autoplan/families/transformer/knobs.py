@@ -186,7 +186,9 @@ class MoEPlan(PlanPart):
                             help="Hide the EP all-to-alls behind another micro-batch's compute (MoE, ep > 1).",
                             megatron={True: ("--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute")})
     """Overlap the expert-parallel all-to-alls with compute (Megatron-Core ``--overlap-moe-expert-parallel-comm``,
-    batch-level overlap of one micro-batch's forward with another's backward; DeepSeek-V3's DualPipe)."""
+    batch-level overlap of one micro-batch's forward with another's backward; DeepSeek-V3's DualPipe). Its schedule
+    nodes cost the host time every layer (``moe_layer.COMBINED_1F1B_NODE_LAUNCHES``): on an eager host-bound step
+    the overlap can lose more than it hides."""
     moe_dispatcher: str = knob("alltoall", quiet=True, choices=MOE_DISPATCHERS, axis=True,
                                label=lambda v: "" if v == "alltoall" else v,
                                fix_help="Dispatch the MoE tokens this way (the spaces: alltoall).",

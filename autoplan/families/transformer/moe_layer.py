@@ -321,6 +321,21 @@ def dense_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> LayerCompute
 Launched = list[tuple[Op, int]]
 """Kernels in issue order, each with the launches it costs the host (a grouped GEMM one per local expert)."""
 
+COMBINED_1F1B_NODES = (4, 6)
+"""Schedule nodes Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-comm``) calls per layer in the
+forward and the backward (models/common/model_chunk_schedule_plan.py ``TransformerLayerSchedulePlan.run``: attn,
+moe_dispatch, mlp, moe_combine forward; moe_combine, mlp, mlp backward_dw, moe_dispatch, attn, attn backward_dw
+backward), each a Python call that switches streams, waits and records an event and, backward, enters the autograd
+engine once (pipeline_parallel/utils.py ``ScheduleNode``)."""
+
+COMBINED_1F1B_NODE_LAUNCHES = 3.29
+"""Host time of one schedule node, in the GPU's ``host_launch`` units (its host's seconds per modelled op), so that it
+scales with the host. Calibrated on a measured pair outside validate: Megatron-Bridge PR #1760 (a6e92de5f) turned
+``moe_a2a_overlap`` off on 64 DGX B200s (Qwen3 235B-A22B BF16, PP 8, VP 4, EP 8) "due to CPU overhead", 17.2 s a
+step with it and 16.0 s without; bisected so that autoplan's with/without ratio equals 17.2 / 16.0
+(benchmarks/bench_ep_overlap.py, which also checks the PR's MXFP8 pair). Under a full-iteration CUDA graph the host
+issues nothing (graphs.graphed), so the nodes cost nothing there."""
+
 
 def _routed_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]:
     """Forward (from the permutation after the dispatch to the unpermutation before the combine) and backward
@@ -466,19 +481,24 @@ def _shared_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]
 
 def _host_waits(model: ModelSpec, gpu, post_sync: Launched, backward: Launched, attn_f: tuple[Op, ...],
                 attn_b: tuple[Op, ...], pre_sync: Launched, dispatch: float, combine: float,
-                sync_free: bool = False) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
+                sync_free: bool = False, paired: bool = False) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
     """The GPU's waits for the host in the forward and the backward (an empty tuple where it never waits);
-    ``sync_free``: the token counts never reach the host (HybridEP feeding the fused grouped MLP)."""
+    ``sync_free``: the token counts never reach the host (HybridEP feeding the fused grouped MLP); ``paired``:
+    the layer runs as Megatron-Core's combined 1F1B schedule nodes (``Plan.ep_overlap``)."""
+    nodes_f, nodes_b = COMBINED_1F1B_NODES if paired else (0, 0)
+    schedule_f = [(Op("schedule_nodes", 0.0, 0.0, 0.0), nodes_f * COMBINED_1F1B_NODE_LAUNCHES)] if paired else []
+    schedule_b = [(Op("schedule_nodes.bwd", 0.0, 0.0, 0.0), nodes_b * COMBINED_1F1B_NODE_LAUNCHES)] if paired else []
     # the host's issue time: from the dispatcher's sync through the experts (the all-to-alls on the GPU's queue
     # between them) and the next layer's attention and router, to the next sync
-    span = [post_sync[0], (Op("all_to_all", 0.0, 0.0, dispatch), 1), *post_sync[1:],
+    span = [*schedule_f, post_sync[0], (Op("all_to_all", 0.0, 0.0, dispatch), 1), *post_sync[1:],
             (Op("all_to_all", 0.0, 0.0, combine), 1), *((op, 1) for op in attn_f), *pre_sync]
     # Megatron-Core token_dispatcher.py (MoEAlltoAllTokenDispatcher): drop-and-pad keeps cuda_sync_point "no_sync"
     # (the split sizes are the capacity, a host value); dropless routing syncs the host every layer, and so does
     # 0.10's padded permutation (ModelSpec.padded_permute_syncs)
     synced = not sync_free and (not model.pad_to_capacity or model.padded_permute_syncs)
     wait_f = compute.host_exposed(gpu.host_launch, span, synced=synced)
-    wait_b = compute.host_exposed(gpu.host_launch, [*backward, *((op, 1) for op in attn_b)], synced=False)
+    wait_b = compute.host_exposed(gpu.host_launch, [*schedule_b, *backward, *((op, 1) for op in attn_b)],
+                                  synced=False)
     return ((Op("host.wait", 0.0, 0.0, wait_f),) if wait_f else (),
             (Op("host.wait.bwd", 0.0, 0.0, wait_b),) if wait_b else ())
 
@@ -523,7 +543,7 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
     dispatch = routed_a2a_time(model, cluster, s, dispatch_value_bytes(s)) if s.ep > 1 else 0.0
     combine = routed_a2a_time(model, cluster, s, BF16) if s.ep > 1 else 0.0
     host, host_b = _host_waits(model, gpu, post_sync, backward_ops, attn_f, attn_b, pre_sync, dispatch, combine,
-                               sync_free=s.fused_grouped_mlp and s.moe_dispatcher == "flex")
+                               sync_free=s.fused_grouped_mlp and s.moe_dispatcher == "flex", paired=s.ep_overlap)
     split_host = _split_host(gpu, backward_ops, attn_b, sum(op.seconds for op in host_b))
     forward = attn_f + tuple(op for op, _ in pre_sync + post_sync) + host
     backward = tuple(op for op, _ in backward_ops) + attn_b + host_b
@@ -541,7 +561,7 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
                     split_host=split_host)
 
 
-LAYER_FIELDS = ("tp", "cp", "sequence_parallel", "micro_batch", "recompute", "ep", "etp", "moe_dispatcher",
+LAYER_FIELDS = ("tp", "cp", "sequence_parallel", "micro_batch", "recompute", "ep", "etp", "moe_dispatcher", "ep_overlap",
                 "precision", "fp8_activation_store", "deepseek_fp8", "fused_grouped_mlp", "fp8_attention",
                 "collective_policy",
                 "gradient_accumulation_fusion", "grad_reduce_in_fp32")
