@@ -74,6 +74,16 @@ def profile_cmd(out: str, model_name: str | None, tp: str, micro_batch: str, qui
         click.echo(f"wrote {path}")
 
 
+def _transfer_notes(steps: list) -> list[str]:
+    """A warning where the measured steps cannot say how far the fit carries: all of one model."""
+    models = {step.model.name for step in steps}
+    if len(steps) < 2 or len(models) != 1:
+        return []
+    return [f"every measured step is of one model ({models.pop()}): the leave-one-out error shows how repeatable the "
+            "fit is on it, not how it carries to other models or software; measure another model, or see validate's "
+            "leave-one-group-out figure"]
+
+
 def _print_fit(fit: Any, inputs: Any) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -104,7 +114,7 @@ def _print_fit(fit: Any, inputs: Any) -> None:
                    "the parameters)")
     else:
         click.echo("leave-one-out error on the measured steps: no measured steps given")
-    for note in inputs.notes + fit.notes:
+    for note in inputs.notes + fit.notes + _transfer_notes(inputs.steps):
         click.echo(f"note: {note}")
     if fit.at_bound:
         click.echo(f"warning: {', '.join(fit.at_bound)} stopped at a physical bound: the measurements want a value "

@@ -137,3 +137,17 @@ def test_the_loader_accepts_only_a_calibration_table(tmp_path) -> None:
     assert load_cluster(str(good)).name == "dgx-a100-80g"
     with pytest.raises(SpecError, match="calibration must be a table"):
         load_cluster(str(bad))
+
+
+def test_steps_all_of_one_model_carry_a_warning_that_leave_one_out_tests_no_transfer():
+    from autoplan.cli.calibrate import _transfer_notes
+    data = validation.load()
+    gpt3 = [c for c in data["cases"] if c["id"].startswith("dgxc-h100-bf16-gpt3-175b")][:3]
+    llama = [c for c in data["cases"] if c["id"].startswith("dgxc-h100-bf16-llama31-8b")][:1]
+
+    def steps(cases):
+        return [measurements.Step(name=c["id"], model=validation.model_of(c["model"]), plans=(), gpus=1, seconds=1.0,
+                                  where="") for c in cases]
+    one, two = steps(gpt3), steps(gpt3 + llama)
+    assert len(_transfer_notes(one)) == 1 and "one model" in _transfer_notes(one)[0]
+    assert _transfer_notes(two) == [] and _transfer_notes(one[:1]) == []
