@@ -77,7 +77,8 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
     from autoplan.specs.batch import heading
     title = (f"{heading(model.name, gpus, spec.gpu.name, spec.name, model.seq_len, s.global_batch, model.structure is not None)}"
              f": {s.short()}")
-    _console().print(simulation_view(title, e.metrics, gpus, spec.gpu, s.precision))
+    from autoplan.report.fidelity import line
+    _console().print(simulation_view(title, e.metrics, gpus, spec.gpu, s.precision, line(spec.gpu.name, model.family)))
     _console().print(critical_path_view(path))
     if costing is not None:
         from autoplan.report.terminal import totals_view

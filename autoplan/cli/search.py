@@ -259,7 +259,11 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
 
 def _print_leaderboard(table: list, result: Any, costing: Any, folder: Any, model: Any, spec: Any, sp: Any,
                        inputs: dict) -> None:
-    """The leaderboard on the terminal, the whole run's cost, why nothing fits (if so) and what the search did."""
+    """The leaderboard on the terminal, the whole run's cost, why nothing fits (if so), how close validate's runs on
+    this GPU come out, and what the search did."""
+    from rich.text import Text
+
+    from autoplan.report.fidelity import line
     from autoplan.report.terminal import leaderboard_table
     gpus, global_batch = inputs["gpus"], inputs["global_batch"]
     con = _console()
@@ -269,14 +273,13 @@ def _print_leaderboard(table: list, result: Any, costing: Any, folder: Any, mode
         from rich.markup import escape
         con.print(f"whole run: {escape(costing.describe())}")
     if not result.leaderboard:
-        from rich.text import Text
-
         from autoplan.search.space import explain_no_fit
         hint = explain_no_fit(model, gpus, spec, sp, global_batch)
         con.print(Text(hint, style="bold red"))
     if result.sampler == "symbolic":
         con.print(f"ranked by symbolic cost ({inputs.get('symbolic_weights', 'balance')} weights); step times and "
                   f"other figures simulated for these {len(result.leaderboard)} plans only")
+    con.print(Text(f"measured accuracy: {line(spec.gpu.name, model.family)}", style="dim"))
     con.print(f"{_counts(result, sp, inputs)}; {result.seconds:.1f} s.\nrun folder: {folder.path}")
 
 

@@ -15,8 +15,12 @@ from autoplan.cli.app import _console, _UsablePath, friendly, main
 @click.option("--markdown", "as_markdown", is_flag=True, help="Print the figures as markdown tables.")
 @click.option("--no-calibration", "no_calibration", is_flag=True,
               help="Skip the leave-one-group-out and in-sample clock fits (faster).")
+@click.option("--write-fidelity", "fidelity_out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the per-GPU accuracy table that simulate and search print (autoplan/data/"
+                   "fidelity.json ships it for the bundled runs).")
 @friendly
-def validate(file: str | None, as_json: bool, as_markdown: bool, no_calibration: bool) -> None:
+def validate(file: str | None, as_json: bool, as_markdown: bool, no_calibration: bool,
+             fidelity_out: str | None) -> None:
     """Compare predictions with published, measured training runs (default: the runs shipped with autoplan).
 
     Every run counts, known gaps included; runs that calibrate a shipped constant are named and left out. Beside
@@ -27,6 +31,10 @@ def validate(file: str | None, as_json: bool, as_markdown: bool, no_calibration:
     from autoplan.validate import validate as run_validation
 
     report = run_validation(Path(file) if file else None, calibrate=not no_calibration)
+    if fidelity_out:
+        from autoplan.report.validation import fidelity_lines
+        Path(fidelity_out).write_text(json.dumps({"source": "autoplan validate" + (f" {file}" if file else ""),
+                                                  "rows": fidelity_lines(report)}, indent=1) + "\n")
     if as_json:
         from autoplan.report.validation import report_dict
         click.echo(json.dumps(report_dict(report), indent=2))

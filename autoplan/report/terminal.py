@@ -63,9 +63,10 @@ def memory_table(stages: Iterable[Any], capacity: float) -> Table:
     return t
 
 
-def summary_table(m: Any, gpus: int, gpu: Any = None, precision: str = "bf16") -> Table:
+def summary_table(m: Any, gpus: int, gpu: Any = None, precision: str = "bf16", accuracy: str | None = None) -> Table:
     """Headline figures of a simulated step (``gpu``: the cluster's GPU, whose job-size pace is shown when below 1;
-    ``precision``: the plan's, whose FP8 peak the MFU is also given against)."""
+    ``precision``: the plan's, whose FP8 peak the MFU is also given against; ``accuracy``: how close validate's
+    measured runs on that GPU come out, ``report/fidelity.py``)."""
     t = Table(show_header=False, box=None, pad_edge=False)
     t.add_column(style="bold")
     t.add_column()
@@ -84,6 +85,8 @@ def summary_table(m: Any, gpus: int, gpu: Any = None, precision: str = "bf16") -
     for k, v in rows:
         t.add_row(k, v)
     t.add_row("verdict", verdict)
+    if accuracy:
+        t.add_row("measured accuracy", Text(accuracy, style="dim"))
     return t
 
 
@@ -115,9 +118,10 @@ def _fp8_mfu(m: Any, gpu: Any, precision: str) -> str:
     return f" of the 16-bit peak, {100 * m.mfu * gpu.peak_flops / gpu.fp8_peak_flops:.1f} % of the FP8 peak"
 
 
-def simulation_view(title: str, m: Any, gpus: int, gpu: Any = None, precision: str = "bf16") -> Group:
+def simulation_view(title: str, m: Any, gpus: int, gpu: Any = None, precision: str = "bf16",
+                    accuracy: str | None = None) -> Group:
     """The whole `autoplan simulate` screen."""
-    return Group(Text(title, style="bold"), summary_table(m, gpus, gpu, precision), Text(""),
+    return Group(Text(title, style="bold"), summary_table(m, gpus, gpu, precision, accuracy), Text(""),
                  breakdown_bar(m.breakdown), breakdown_table(m.breakdown), memory_table(m.memory, m.memory_capacity))
 
 

@@ -59,6 +59,31 @@ def group_lines(report: Any) -> list[dict]:
     return out
 
 
+def run_kind(row: Any) -> str:
+    """What a run trains, as the measured-accuracy table keys it, a model family's name: ``moe`` (a
+    mixture-of-experts group), ``dense`` (the other transformers), ``cnn``, ``dlrm``."""
+    if row.kind == "transformer":
+        return "moe" if row.group.startswith("MoE") else "dense"
+    return row.kind
+
+
+def fidelity_lines(report: Any) -> list[dict]:
+    """Per GPU and kind of model: the counted runs' mean, max and signed error and the leave-one-group-out mean, in
+    ``autoplan/data/fidelity.json``'s form (``report/fidelity.py`` prints the line of a plan's GPU and model)."""
+    cells: dict[tuple[str, str], list] = {}
+    for r in report.runs:
+        if r.counted:
+            cells.setdefault((r.gpu, run_kind(r)), []).append(r)
+    out = []
+    for (gpu, kind), rows in sorted(cells.items()):
+        s = report.summary(rows)
+        logo = report.calibrated_summary(rows, report.logo)["mean_abs_pct"]
+        out.append({"gpu": gpu, "kind": kind, "runs": s["n"], "mean_abs_pct": round(s["mean_abs_pct"], 2),
+                    "max_abs_pct": round(s["max_abs_pct"], 2), "mean_signed_pct": round(s["mean_signed_pct"], 2),
+                    "logo_mean_abs_pct": None if math.isnan(logo) else round(logo, 2)})
+    return out
+
+
 def memory_group_lines(report: Any) -> list[dict]:
     """Per group of measured memory runs: runs, mean, max and signed error."""
     groups: dict[str, list] = {}

@@ -884,3 +884,17 @@ def test_gb200_runs_leave_their_calibration_set_out(report):
                                                  for d in ("bf16", "fp8") for n in (128, 256)}
     assert all("gb200-nvl72" in r.calibration for r in gb200 if r.calibration)
     assert all(not r.counted for r in gb200 if r.calibration) and sum(r.counted for r in gb200) == 14
+
+
+def test_the_shipped_accuracy_table_is_current(report):
+    # what simulate and search print beside a prediction (report/fidelity.py) is this report's, per GPU and family:
+    # after a change that moves a prediction, `autoplan validate --write-fidelity autoplan/data/fidelity.json`
+    import json
+
+    from autoplan.report.fidelity import TABLE
+    from autoplan.report.validation import fidelity_lines
+    shipped = json.loads(TABLE.read_text())["rows"]
+    assert shipped == fidelity_lines(report), "run: autoplan validate --write-fidelity autoplan/data/fidelity.json"
+    rows = {(r["gpu"], r["kind"]): r for r in shipped}
+    assert sum(r["runs"] for r in shipped) == 513 == report.summary(report.runs)["n"]
+    assert {kind for _, kind in rows} == {"dense", "moe", "cnn", "dlrm"}
