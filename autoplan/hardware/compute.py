@@ -131,8 +131,9 @@ def optimizer_time(gpu: GPUSpec, local_params: float, sharded_params: float) -> 
     return memory_time(gpu, optimizer_bytes(local_params, sharded_params), kernels=4)
 
 
-def host_exposed(host_launch: float, ops: list[tuple[Op, int]], synced: bool) -> float:
-    """Seconds the GPU waits for the host over ``ops`` (each with the kernels it launches), at ``host_launch``
+def host_exposed(host_launch: float, ops: list[tuple[Op, float]], synced: bool) -> float:
+    """Seconds the GPU waits for the host over ``ops`` (each with the kernels it launches, or the host work it costs
+    in launch-equivalents), at ``host_launch``
     host seconds per launch (eager PyTorch: Python, the dispatcher and the launch of a module's kernels).
 
     Without a sync the host runs ahead of the GPU and binds only if it issues the ops slower than the GPU runs

@@ -318,8 +318,9 @@ def dense_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> LayerCompute
     return replace(dense, forward=fwd, backward=bwd, recompute=rec, attention_forward=core.seconds)
 
 
-Launched = list[tuple[Op, int]]
-"""Kernels in issue order, each with the launches it costs the host (a grouped GEMM one per local expert)."""
+Launched = list[tuple[Op, float]]
+"""Kernels in issue order, each with the launches it costs the host (a grouped GEMM one per local expert; the
+combined 1F1B's schedule nodes their launch-equivalents, COMBINED_1F1B_NODE_LAUNCHES)."""
 
 COMBINED_1F1B_NODES = (4, 6)
 """Schedule nodes Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-comm``) calls per layer in the
