@@ -32,6 +32,7 @@ def line(gpu_name: str, kind: str) -> str:
                 "(autoplan calibrate fits a spec to your own runs)")
     logo = row["logo_mean_abs_pct"]
     logo_text = f", {logo:.1f} % with the clock fitted on other groups" if logo is not None else ""
-    return (f"validate's {row['runs']} measured {words} runs on the {gpu_name}: mean |error| "
+    runs = "run" if row["runs"] == 1 else "runs"
+    return (f"validate's {row['runs']} measured {words} {runs} on the {gpu_name}: mean |error| "
             f"{row['mean_abs_pct']:.1f} % (signed {row['mean_signed_pct']:+.1f} %, max {row['max_abs_pct']:.0f} %)"
             f"{logo_text}")

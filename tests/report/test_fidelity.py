@@ -52,3 +52,8 @@ def test_validate_writes_the_table_of_its_file(tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert [(r["gpu"], r["kind"], r["runs"]) for r in rows] == [("H100-SXM5-80GB", "dense", 2)]
     assert rows[0]["logo_mean_abs_pct"] is None                     # --no-calibration: no leave-one-group-out fit
+
+
+def test_one_run_is_one_run():
+    fidelity._table.cache_clear()
+    assert "1 measured mixture-of-experts run on the H800-SXM5-80GB" in fidelity.line("H800-SXM5-80GB", "moe")
