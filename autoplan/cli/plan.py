@@ -70,7 +70,8 @@ def simulate(model_name: str, cluster: str, gpus: int, trace: str | None, as_jso
     costing, totals = _whole_run(run_budget, e, model, spec)
     if as_json:
         extra = {"run_totals": totals.to_dict(), "run_budget": costing.describe()} if costing else {}
-        pace = {"slowest_gpu_pace": spec.gpu.pace}
+        from autoplan.report.fidelity import row
+        pace = {"slowest_gpu_pace": spec.gpu.pace, "measured_accuracy": row(spec.gpu.name, model.family)}
         click.echo(json.dumps(evaluation_dict(e) | {"critical_path": path} | pace | extra, indent=2))
         return
     from autoplan.report.terminal import critical_path_view, simulation_view

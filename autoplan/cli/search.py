@@ -247,7 +247,9 @@ def _search_in(folder: Any, model: Any, spec: Any, sp: Any, plans: list, rejecte
     costing = costing_of(inputs, model, spec)
     table = rows(result.leaderboard, costing, model, "global_batch" in inputs["space"], rounded=as_json)
     if as_json:
+        from autoplan.report.fidelity import row
         extra = {"run_budget": costing.describe()} if costing is not None else {}
+        extra["measured_accuracy"] = row(spec.gpu.name, model.family)
         click.echo(json.dumps({"run": str(folder.path), **extra, "leaderboard": table}, indent=2))
         report()
         sys.exit(0 if table else 1)

@@ -22,17 +22,22 @@ def _table() -> dict[tuple[str, str], dict]:
     return {(r["gpu"], r["kind"]): r for r in rows}
 
 
+def row(gpu_name: str, kind: str) -> dict | None:
+    """validate's figures for this GPU and model family (``--json`` outputs), or None where it has no such run."""
+    return _table().get((gpu_name, kind))
+
+
 def line(gpu_name: str, kind: str) -> str:
     """One line on validate's runs of this GPU and model family (``ModelSpec.family``), or a line saying there are
     none."""
-    row = _table().get((gpu_name, kind))
+    found = row(gpu_name, kind)
     words = KIND_WORDS.get(kind, kind)
-    if row is None:
+    if found is None:
         return (f"no measured {words} run on the {gpu_name} in validate: this prediction is untested there "
                 "(autoplan calibrate fits a spec to your own runs)")
-    logo = row["logo_mean_abs_pct"]
+    logo = found["logo_mean_abs_pct"]
     logo_text = f", {logo:.1f} % with the clock fitted on other groups" if logo is not None else ""
-    runs = "run" if row["runs"] == 1 else "runs"
-    return (f"validate's {row['runs']} measured {words} {runs} on the {gpu_name}: mean |error| "
-            f"{row['mean_abs_pct']:.1f} % (signed {row['mean_signed_pct']:+.1f} %, max {row['max_abs_pct']:.0f} %)"
+    runs = "run" if found["runs"] == 1 else "runs"
+    return (f"validate's {found['runs']} measured {words} {runs} on the {gpu_name}: mean |error| "
+            f"{found['mean_abs_pct']:.1f} % (signed {found['mean_signed_pct']:+.1f} %, max {found['max_abs_pct']:.0f} %)"
             f"{logo_text}")

@@ -311,3 +311,15 @@ def test_simulate_names_the_peak_an_fp8_plans_mfu_is_against():
     assert r.exit_code == 0 and m
     # the H100's FP8 peak is twice its BF16 one (datasheet): the same model FLOPs are half its share
     assert float(m.group(2)) == pytest.approx(float(m.group(1)) / 2, abs=0.06)
+
+
+def test_simulate_and_search_say_how_close_validate_comes_on_the_gpu():
+    # the plan's GPU and model family: validate's figures beside the prediction, in text and in --json
+    args = ("simulate", "--model", "gpt-1.7b", "--gpus", "16", "--tp", "2", "--global-batch", "64")
+    r = run(*args)
+    assert r.exit_code == 0 and "measured dense transformer runs on the H100-SXM5-80GB" in r.output
+    accuracy = json.loads(run(*args, "--json").output)["measured_accuracy"]
+    assert accuracy["gpu"] == "H100-SXM5-80GB" and accuracy["kind"] == "dense" and accuracy["runs"] > 100
+    r = run("simulate", "--model", "resnet50", "--gpus", "8")
+    assert r.exit_code == 0 and "no measured CNN run on the H100-SXM5-80GB" in r.output
+    assert json.loads(run("simulate", "--model", "resnet50", "--gpus", "8", "--json").output)["measured_accuracy"] is None

@@ -19,6 +19,8 @@ def test_search_report_and_torchrec_export(tmp_path):
     out = json.loads(r.stdout)
     board = out["leaderboard"]
     assert board and board == sorted(board, key=lambda row: row["step_s"])
+    # validate's DLRM runs are on A100s: on the default H100 cluster the prediction is untested
+    assert out["measured_accuracy"] is None
     folder = out["run"]
     inputs = json.loads(open(f"{folder}/inputs.json").read())
     assert inputs["global_batch"] == 65536 and "auto" in inputs["space"]["sharding"]
