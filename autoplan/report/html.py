@@ -489,6 +489,9 @@ def _subtitle(run: Run) -> str:
             from autoplan.report.terminal import total_texts
             days, gpu_h, energy, cost = total_texts(rows(run.leaderboard[:1], costing)[0])
             parts.append(f"the whole run: {days} days, {gpu_h} GPU-hours, {energy}, {cost}")
+    if run.model is not None and run.cluster is not None:
+        from autoplan.report.fidelity import line
+        parts.append(f"measured accuracy: {line(run.cluster.gpu.name, run.model.family)}")
     return "; ".join(parts) + "."
 
 

@@ -45,6 +45,8 @@ def test_report_has_every_section_and_no_network(small_run):
     best = run.leaderboard[0].strategy
     # the launch of the first framework that runs the best plan as planned (tp1 pp1 z2: Megatron-FSDP)
     assert best.short() in page and "Launch the best plan (Megatron-LM)" in page and "pretrain_gpt.py" in page
+    # how close validate's runs of this GPU and family come out, as the terminal says it
+    assert "measured accuracy: validate&#x27;s" in page and "dense transformer runs on the H100-SXM5-80GB" in page
 
 
 def test_best_plan_json(small_run):
