@@ -45,10 +45,8 @@ def _gpu_rows(c: ClusterSpec) -> list[tuple[str, object]]:
                 ("speed_variability", g.speed_variability), ("tdp_w", g.tdp_w), ("idle_w", g.idle_w),
                 ("host_link_gb_per_s", g.host_link / 1e9), ("host_adam_params_per_s", g.host_adam_params_per_s)]
     rows += [(k, v) for k, v in optional if v]
-    for key in ("fp8_blockwise_gemm_ratio", "mxfp8_gemm_ratio", "fp8_attention_fwd_ratio", "fp8_attention_bwd_ratio"):
-        if getattr(g, key) != 1.0:
-            rows.append((key, getattr(g, key)))
-    for key in ("flash2_deterministic_bwd_ratio", "fused_deterministic_bwd_ratio"):
+    for key in ("fp8_blockwise_gemm_ratio", "mxfp8_gemm_ratio", "fp8_attention_fwd_ratio", "fp8_attention_bwd_ratio",
+                "flash2_deterministic_bwd_ratio", "fused_deterministic_bwd_ratio"):
         if getattr(g, key) != 1.0:
             rows.append((key, getattr(g, key)))
     if g.mxfp8:

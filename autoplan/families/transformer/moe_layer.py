@@ -486,9 +486,8 @@ def _host_waits(model: ModelSpec, gpu, post_sync: Launched, backward: Launched, 
     """The GPU's waits for the host in the forward and the backward (an empty tuple where it never waits);
     ``sync_free``: the token counts never reach the host (HybridEP feeding the fused grouped MLP); ``paired``:
     the layer runs as Megatron-Core's combined 1F1B schedule nodes (``Plan.ep_overlap``)."""
-    nodes_f, nodes_b = COMBINED_1F1B_NODES if paired else (0, 0)
-    schedule_f = [(Op("schedule_nodes", 0.0, 0.0, 0.0), nodes_f * COMBINED_1F1B_NODE_LAUNCHES)] if paired else []
-    schedule_b = [(Op("schedule_nodes.bwd", 0.0, 0.0, 0.0), nodes_b * COMBINED_1F1B_NODE_LAUNCHES)] if paired else []
+    schedule_f, schedule_b = ([(Op(name, 0.0, 0.0, 0.0), nodes * COMBINED_1F1B_NODE_LAUNCHES)] if paired else []
+                              for name, nodes in zip(("schedule_nodes", "schedule_nodes.bwd"), COMBINED_1F1B_NODES))
     # the host's issue time: from the dispatcher's sync through the experts (the all-to-alls on the GPU's queue
     # between them) and the next layer's attention and router, to the next sync
     span = [*schedule_f, post_sync[0], (Op("all_to_all", 0.0, 0.0, dispatch), 1), *post_sync[1:],
@@ -562,10 +561,9 @@ def moe_layer(model: ModelSpec, cluster: ClusterSpec, s: Plan) -> MoELayer:
                     split_host=split_host)
 
 
-LAYER_FIELDS = ("tp", "cp", "sequence_parallel", "micro_batch", "recompute", "ep", "etp", "moe_dispatcher", "ep_overlap",
-                "precision", "fp8_activation_store", "deepseek_fp8", "fused_grouped_mlp", "fp8_attention",
-                "collective_policy",
-                "gradient_accumulation_fusion", "grad_reduce_in_fp32")
+LAYER_FIELDS = ("tp", "cp", "sequence_parallel", "micro_batch", "recompute", "ep", "etp", "moe_dispatcher",
+                "ep_overlap", "precision", "fp8_activation_store", "deepseek_fp8", "fused_grouped_mlp", "fp8_attention",
+                "collective_policy", "gradient_accumulation_fusion", "grad_reduce_in_fp32")
 """The fields of a plan a layer's cost reads."""
 
 
