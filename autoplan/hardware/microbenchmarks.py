@@ -1,14 +1,19 @@
-"""Published GEMM microbenchmarks that set the GPU specs' ``gemm_efficiency`` and ``clock_ratio``.
+"""Published microbenchmarks that set the GPU specs' ``gemm_efficiency``, ``clock_ratio`` and, on the GB200 and
+GB300, ``attention_efficiency``.
 
 Each GPU has two measurements of cuBLAS BF16 GEMMs (stas00/ml-engineering, ``mamf-finder.py``): the best burst rate
 over shapes (MAMF, the GPU at its boost clock, power far below its limit) sets the per-clock efficiency, and the
 rate sustained on a large GEMM that keeps the GPU at its power limit (MSMF: the clock settles below boost) sets the
 clock ratio of a training step. ``derive`` solves both through ``compute.gemm_time`` itself, so that the spec
-reproduces the two measurements (``tests/hardware/test_microbenchmarks.py``).
+reproduces the two measurements (``tests/hardware/test_microbenchmarks.py``). The Blackwell racks' fused attention
+is carried from the H100's, which one H100 measured, by the speed-up cudnn-frontend's attention benchmark measured
+between an H200 and each of them with the same cuDNN (``attention_speedup``, ``attention_efficiency``;
+``tests/hardware/test_blackwell_attention.py``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from autoplan.hardware.compute import gemm_time
@@ -105,3 +110,31 @@ def backward_ratio(rows: list[dict], kernel: str) -> float:
         if (r["name"], r["pass"]) in both:
             sums[r["deterministic"]] += r["fwd_bwd_s"] - r["fwd_s"]
     return sums[True] / sums[False]
+
+
+def attention_speedup(rows: list[dict], gpu: str, reference: str) -> float:
+    """How many times faster ``gpu`` runs a fused attention's forward and backward than ``reference`` in one
+    benchmark in BF16 (rows: ``gpu``, ``dtype``, ``seq``, ``fwd_ms``, ``bwd_ms``; calibration/cudnn-attention-training.json):
+    the geometric mean, over the lengths both were timed at, of the reference's summed milliseconds over the GPU's."""
+    times = {(r["gpu"], r["seq"]): r["fwd_ms"] + r["bwd_ms"] for r in rows if r["dtype"] == "bf16"}
+    lengths = sorted({s for g, s in times if g == gpu} & {s for g, s in times if g == reference})
+    return math.prod(times[reference, s] / times[gpu, s] for s in lengths) ** (1 / len(lengths))
+
+
+def attention_efficiency(gpu: GPUSpec, reference: GPUSpec, speedup: float) -> float:
+    """The ``attention_efficiency`` at which ``gpu`` runs the fused attention ``speedup`` times as fast as
+    ``reference`` does at its own (each timed alone, at its spec's ``clock_ratio``): the reference's rate, which its
+    own measurement set, carried across by a ratio that the same kernel library measured on both GPUs."""
+    reference_rate = reference.peak_flops * reference.clock_ratio * reference.attention_efficiency
+    return reference_rate * speedup / (gpu.peak_flops * gpu.clock_ratio)
+
+
+def fp8_attention_ratios(rows: list[dict], gpu: str) -> tuple[float, float]:
+    """(``fp8_attention_fwd_ratio``, ``fp8_attention_bwd_ratio``) of ``gpu``: its MXFP8 forward and backward times
+    over its BF16 ones in the same benchmark (``attention_speedup``'s rows), each the mean over the lengths timed in
+    both."""
+    times = {(r["dtype"], r["seq"]): (r["fwd_ms"], r["bwd_ms"]) for r in rows if r["gpu"] == gpu}
+    lengths = sorted({s for d, s in times if d == "bf16"} & {s for d, s in times if d == "mxfp8"})
+    fwd = [times["mxfp8", s][0] / times["bf16", s][0] for s in lengths]
+    bwd = [times["mxfp8", s][1] / times["bf16", s][1] for s in lengths]
+    return sum(fwd) / len(fwd), sum(bwd) / len(bwd)
