@@ -6,11 +6,12 @@ H200 (the H100's die and power limit). This prints, per GPU and length, the meas
 speed-up, the rate the benchmark's own FLOP count gives, and what the specs derive and ship: the BF16 rate and the
 MXFP8 attention's forward and backward time over BF16's (``fp8_attention_fwd_ratio``, ``fp8_attention_bwd_ratio``).
 
-Run: python benchmarks/bench_blackwell_attention.py
+Run: python benchmarks/bench_blackwell_attention.py [--quick]     (--quick: the same; the file is small)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -33,6 +34,9 @@ def tflops(row: dict) -> float:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="the same (the file is small)")
+    ap.parse_args()
     rows = json.loads(FILE.read_text())["rows"]
     reference = {r["seq"]: r for r in rows if r["gpu"] == "H200"}
     print(f"{'GPU':6} {'dtype':5} {'tokens':>6} {'fwd ms':>7} {'bwd ms':>7} {'TFLOP/s':>8} {'over H200 BF16':>14}")
