@@ -138,3 +138,11 @@ def fp8_attention_ratios(rows: list[dict], gpu: str) -> tuple[float, float]:
     fwd = [times["mxfp8", s][0] / times["bf16", s][0] for s in lengths]
     bwd = [times["mxfp8", s][1] / times["bf16", s][1] for s in lengths]
     return sum(fwd) / len(fwd), sum(bwd) / len(bwd)
+
+
+def gemm_table_errors(gpu: GPUSpec, rows: list[list], clock_over_peak_clock: float) -> dict[tuple, float]:
+    """Shape (b, m, n, k) → ``compute.gemm_time``'s BF16 time over the measured one, for a table of timed GEMMs (rows
+    of b, m, n, k, BF16 FLOP/s, ...; calibration/xla-gemm-table.json), the GPU alone at ``clock_over_peak_clock``."""
+    alone = replace(gpu, clock_ratio=clock_over_peak_clock, job_gpus=1)
+    return {(b, m, n, k): gemm_time(alone, m, n, k, batch=b) / (2.0 * b * m * n * k / flops)
+            for b, m, n, k, flops, *_ in rows}
