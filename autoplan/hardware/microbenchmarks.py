@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from autoplan.hardware import network
 from autoplan.hardware.compute import gemm_time
-from autoplan.specs.cluster import GPUSpec
+from autoplan.specs.cluster import ClusterSpec, GPUSpec
 
 
 @dataclass(frozen=True)
@@ -114,8 +115,8 @@ def backward_ratio(rows: list[dict], kernel: str) -> float:
 
 def attention_speedup(rows: list[dict], gpu: str, reference: str) -> float:
     """How many times faster ``gpu`` runs a fused attention's forward and backward than ``reference`` in one
-    benchmark in BF16 (rows: ``gpu``, ``dtype``, ``seq``, ``fwd_ms``, ``bwd_ms``; calibration/cudnn-attention-training.json):
-    the geometric mean, over the lengths both were timed at, of the reference's summed milliseconds over the GPU's."""
+    benchmark in BF16 (rows: ``gpu``, ``dtype``, ``seq``, ``fwd_ms``, ``bwd_ms``;
+    calibration/cudnn-attention-training.json): the geometric mean, over the lengths both were timed at, of the reference's summed milliseconds over the GPU's."""
     times = {(r["gpu"], r["seq"]): r["fwd_ms"] + r["bwd_ms"] for r in rows if r["dtype"] == "bf16"}
     lengths = sorted({s for g, s in times if g == gpu} & {s for g, s in times if g == reference})
     return math.prod(times[reference, s] / times[gpu, s] for s in lengths) ** (1 / len(lengths))
@@ -146,3 +147,29 @@ def gemm_table_errors(gpu: GPUSpec, rows: list[list], clock_over_peak_clock: flo
     alone = replace(gpu, clock_ratio=clock_over_peak_clock, job_gpus=1)
     return {(b, m, n, k): gemm_time(alone, m, n, k, batch=b) / (2.0 * b * m * n * k / flops)
             for b, m, n, k, flops, *_ in rows}
+
+
+RING_COLLECTIVES = {"AG": network.all_gather, "RS": network.reduce_scatter, "A2A": network.all_to_all}
+"""The table's collectives that run as rings or pairwise exchanges over the NVLink tier (its all-reduces are left
+out: on NVSwitch NCCL may take NVLS for them, priced by ``allreduce_busbw`` instead)."""
+
+
+def collective_errors(cluster: ClusterSpec, rows: list[list], min_bytes: float) -> dict[tuple, float]:
+    """(op, group size, bytes) → the network model's time over the measured one, for a table of timed collectives
+    (rows of op, GPUs, group size, per-GPU bytes, bytes/s; calibration/xla-collective-table.json) of groups of
+    consecutive GPUs inside ``cluster``'s NVLink domain, ``min_bytes`` or larger (where bandwidth, not latency, sets
+    the time)."""
+    out = {}
+    for op, gpus, size, nbytes, rate in rows:
+        if op in RING_COLLECTIVES and nbytes >= min_bytes and size <= cluster.domain_gpus:
+            group = network.group_shape(cluster.domain_gpus, size, 1)
+            out[op, size, nbytes] = RING_COLLECTIVES[op](cluster, group, nbytes) / (nbytes / rate)
+    return out
+
+
+def nvlink_speedup_error(reference: dict[tuple, float], errors: dict[tuple, float]) -> float:
+    """How much faster, relative to the reference GPU, a spec prices the collectives both tables timed than the
+    table measured: the geometric mean over the shared (op, group size, bytes) of the reference's error over this
+    one's. The spec's NVLink efficiency over this is the efficiency at which it keeps the measured ratio."""
+    shared = [key for key in errors if key in reference]
+    return math.exp(sum(math.log(reference[k] / errors[k]) for k in shared) / len(shared))

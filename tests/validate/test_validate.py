@@ -185,7 +185,7 @@ WRITTEN = {
 MEAN_MARGIN, MAX_MARGIN = 1.0, 2.0
 """Points a group's mean and max |error| may grow before its guard fails (a change that moves a group more than
 this must say so: update WRITTEN with the new figures in the same commit)."""
-OVERALL = {"all": 6.60, "logo": 6.97}
+OVERALL = {"all": 6.54, "logo": 6.88}
 """Every counted run's mean |error| (%), as shipped and leave-one-group-out calibrated, when this was written: 513
 runs, 5.67 and 6.15 % over the 430 before Megatron-Bridge's 87 Blackwell MoE rows were entered (6.96 and 7.04 % with
 the 70 GB200, GB300 and B200 ones, before their full-iteration CUDA graphs were priced; 6.86 and 6.95 % after; 7.37
@@ -194,7 +194,8 @@ which leave the figures: 7.24 % on the same 513 runs before; 6.86 and 6.88 % aft
 bias was priced; 6.76 and 6.75 % with it, before the 26.06+ rows' fused grouped MLP was applied; 6.96 and 7.14 %
 with it, before their MXFP8 LM head was; 6.92 and 7.12 % with it, before their FP8 attention was; 6.88 and 7.08 %
 with it, before the combined 1F1B's schedule nodes cost the host time, moe_layer.COMBINED_1F1B_NODE_LAUNCHES; 6.69
-and 6.89 % with it, before the GB200's and GB300's attention rate was measured, hardware/microbenchmarks.py)."""
+and 6.89 % with it, before the GB200's and GB300's attention rate was measured, hardware/microbenchmarks.py; 6.60
+and 6.97 % with it, before the Blackwell NVLink tiers' efficiencies were, microbenchmarks.nvlink_speedup_error)."""
 
 
 def _key(group: str) -> str:
@@ -345,13 +346,15 @@ def test_moe_group_guard(report):
     # priced (router.py), the host time is bisected at 91.2 µs (was 95.6) and the host-bound Qwen3 30B rows are up to
     # 3 points faster: -20.2 % at most, the bound 20 -> 21. Since the EP overlap's schedule nodes cost the host time
     # (moe_layer.COMBINED_1F1B_NODE_LAUNCHES, bisected on Megatron-Bridge PR #1760's B200 A/B, outside validate) the
-    # dropless Qwen3 rows are -6.8 … +7.8 % (were -17.9 … -12.4 %) and no longer a known gap: mean 4.0 %, max 7.8 %
+    # dropless Qwen3 rows are -6.8 … +7.8 % (were -17.9 … -12.4 %) and no longer a known gap: mean 4.0 %, max 7.8 %;
+    # since the B200's NVLink tier and host time were measured again and that cost bisected again (3.29 -> 3.62
+    # launches a node), -6.4 … +9.8 % (the 25.11 row, micro-batch 1 with VP 12, the most nodes a step): max 7.8 -> 9.8
     moe = _public_moe(report)
     errors = {c.id: c.error_pct for c in moe}
     assert not any(c.known_gap for c in moe)
     assert all(abs(e) <= 6.0 for k, e in errors.items() if "gpt-oss" in k)
     assert sum(abs(e) for e in errors.values()) / len(errors) <= 4.0 + MEAN_MARGIN
-    assert all(abs(e) <= 7.8 + MAX_MARGIN for e in errors.values())
+    assert all(abs(e) <= 9.8 + MAX_MARGIN for e in errors.values())
     preset = next(c for c in moe if c.id == "bridge-h100-fp8cs-qwen3-30b-a3b-16gpu-25.11")
     assert (preset.plan.micro_batch, preset.plan.virtual_stages, preset.plan.ep_overlap) == (1, 12, True)
     # the Qwen3 30B-A3B plan with token drop and padding (25.09, no host sync, no EP overlap): +2.5 %

@@ -329,13 +329,14 @@ moe_dispatch, mlp, moe_combine forward; moe_combine, mlp, mlp backward_dw, moe_d
 backward), each a Python call that switches streams, waits and records an event and, backward, enters the autograd
 engine once (pipeline_parallel/utils.py ``ScheduleNode``)."""
 
-COMBINED_1F1B_NODE_LAUNCHES = 3.29
+COMBINED_1F1B_NODE_LAUNCHES = 3.62
 """Host time of one schedule node, in the GPU's ``host_launch`` units (its host's seconds per modelled op), so that it
 scales with the host. Calibrated on a measured pair outside validate: Megatron-Bridge PR #1760 (a6e92de5f) turned
 ``moe_a2a_overlap`` off on 64 DGX B200s (Qwen3 235B-A22B BF16, PP 8, VP 4, EP 8) "due to CPU overhead", 17.2 s a
 step with it and 16.0 s without; bisected so that autoplan's with/without ratio equals 17.2 / 16.0
-(benchmarks/bench_ep_overlap.py, which also checks the PR's MXFP8 pair). Under a full-iteration CUDA graph the host
-issues nothing (graphs.graphed), so the nodes cost nothing there."""
+(benchmarks/bench_ep_overlap.py, which also checks the PR's MXFP8 pair; 3.29 before the B200's NVLink tier and host
+time were measured again). Under a full-iteration CUDA graph the host issues nothing (graphs.graphed), so the nodes
+cost nothing there."""
 
 
 def _routed_experts(model: ModelSpec, gpu, s: Plan) -> tuple[Launched, Launched]:
