@@ -1,5 +1,5 @@
-"""Published microbenchmarks that set the GPU specs' ``gemm_efficiency``, ``clock_ratio`` and, on the GB200 and
-GB300, ``attention_efficiency``.
+"""Published microbenchmarks that set the GPU specs' ``gemm_efficiency``, ``clock_ratio`` and, on Blackwell, the
+fused attention's and the NVLink tier's efficiencies.
 
 Each GPU has two measurements of cuBLAS BF16 GEMMs (stas00/ml-engineering, ``mamf-finder.py``): the best burst rate
 over shapes (MAMF, the GPU at its boost clock, power far below its limit) sets the per-clock efficiency, and the
@@ -8,7 +8,9 @@ clock ratio of a training step. ``derive`` solves both through ``compute.gemm_ti
 reproduces the two measurements (``tests/hardware/test_microbenchmarks.py``). The Blackwell racks' fused attention
 is carried from the H100's, which one H100 measured, by the speed-up cudnn-frontend's attention benchmark measured
 between an H200 and each of them with the same cuDNN (``attention_speedup``, ``attention_efficiency``;
-``tests/hardware/test_blackwell_attention.py``).
+``tests/hardware/test_blackwell_attention.py``), and their NVLink tiers' efficiency by the speed relative to the H100
+that XLA's public collective table measured (``collective_errors``, ``nvlink_speedup_error``). XLA's public GEMM table
+checks the GEMM shape model on an H100 and a B200 (``gemm_table_errors``; no constant is set from it).
 """
 
 from __future__ import annotations
@@ -116,7 +118,8 @@ def backward_ratio(rows: list[dict], kernel: str) -> float:
 def attention_speedup(rows: list[dict], gpu: str, reference: str) -> float:
     """How many times faster ``gpu`` runs a fused attention's forward and backward than ``reference`` in one
     benchmark in BF16 (rows: ``gpu``, ``dtype``, ``seq``, ``fwd_ms``, ``bwd_ms``;
-    calibration/cudnn-attention-training.json): the geometric mean, over the lengths both were timed at, of the reference's summed milliseconds over the GPU's."""
+    calibration/cudnn-attention-training.json): the geometric mean, over the lengths both were timed at, of the
+    reference's summed milliseconds over the GPU's."""
     times = {(r["gpu"], r["seq"]): r["fwd_ms"] + r["bwd_ms"] for r in rows if r["dtype"] == "bf16"}
     lengths = sorted({s for g, s in times if g == gpu} & {s for g, s in times if g == reference})
     return math.prod(times[reference, s] / times[gpu, s] for s in lengths) ** (1 / len(lengths))
@@ -160,7 +163,7 @@ def collective_errors(cluster: ClusterSpec, rows: list[list], min_bytes: float) 
     consecutive GPUs inside ``cluster``'s NVLink domain, ``min_bytes`` or larger (where bandwidth, not latency, sets
     the time)."""
     out = {}
-    for op, gpus, size, nbytes, rate in rows:
+    for op, _, size, nbytes, rate in rows:
         if op in RING_COLLECTIVES and nbytes >= min_bytes and size <= cluster.domain_gpus:
             group = network.group_shape(cluster.domain_gpus, size, 1)
             out[op, size, nbytes] = RING_COLLECTIVES[op](cluster, group, nbytes) / (nbytes / rate)
