@@ -30,16 +30,6 @@ GPUS = {"sm_90": ("dgx-h100-80g", 8), "sm_100_B200": ("dgx-b200", 8), "sm_100_GB
 BANDWIDTH_BOUND = 2 ** 28
 
 
-def all_reduce_errors(cluster, rows: list[list]) -> dict[int, float]:
-    """Group size → the geometric mean of the model's all-reduce time over the measured one (256 MiB and up)."""
-    by_size: dict[int, list[float]] = {}
-    for op, _, size, nbytes, rate in rows:
-        if op == "AR" and nbytes >= BANDWIDTH_BOUND and size <= cluster.domain_gpus:
-            seconds = network.all_reduce(cluster, network.group_shape(cluster.domain_gpus, size, 1), nbytes)
-            by_size.setdefault(size, []).append(math.log(seconds / (nbytes / rate)))
-    return {size: math.exp(sum(v) / len(v)) for size, v in sorted(by_size.items())}
-
-
 def by_group(errors: dict[tuple, float], op: str) -> dict[int, float]:
     """Group size → the geometric mean of ``op``'s errors (``collective_errors``' keys: op, group size, bytes)."""
     logs: dict[int, list[float]] = {}
@@ -65,7 +55,8 @@ def main() -> None:
         print(f"{spec} (NVLink efficiency {cluster.tiers[0].efficiency}): model time over measured, >= 256 MiB")
         for op in ("AG", "RS", "A2A"):
             print(f"  {op:3s} by group size  " + cells(by_group(e, op)))
-        print("  AR  by group size  " + cells(all_reduce_errors(cluster, rows[arch])))
+        all_reduces = collective_errors(cluster, rows[arch], BANDWIDTH_BOUND, {"AR": network.all_reduce})
+        print("  AR  by group size  " + cells(by_group(all_reduces, "AR")))
     reference = errors["sm_90"]
     print("speed relative to the H100's, priced over measured (shared AG, RS, A2A shapes):")
     for arch, (spec, gpus) in list(GPUS.items())[1:]:

@@ -157,16 +157,17 @@ RING_COLLECTIVES = {"AG": network.all_gather, "RS": network.reduce_scatter, "A2A
 out: on NVSwitch NCCL may take NVLS for them, priced by ``allreduce_busbw`` instead)."""
 
 
-def collective_errors(cluster: ClusterSpec, rows: list[list], min_bytes: float) -> dict[tuple, float]:
+def collective_errors(cluster: ClusterSpec, rows: list[list], min_bytes: float,
+                      collectives: dict = RING_COLLECTIVES) -> dict[tuple, float]:
     """(op, group size, bytes) → the network model's time over the measured one, for a table of timed collectives
     (rows of op, GPUs, group size, per-GPU bytes, bytes/s; calibration/xla-collective-table.json) of groups of
     consecutive GPUs inside ``cluster``'s NVLink domain, ``min_bytes`` or larger (where bandwidth, not latency, sets
-    the time)."""
+    the time), for the ops ``collectives`` prices (op → the network function)."""
     out = {}
     for op, _, size, nbytes, rate in rows:
-        if op in RING_COLLECTIVES and nbytes >= min_bytes and size <= cluster.domain_gpus:
+        if op in collectives and nbytes >= min_bytes and size <= cluster.domain_gpus:
             group = network.group_shape(cluster.domain_gpus, size, 1)
-            out[op, size, nbytes] = RING_COLLECTIVES[op](cluster, group, nbytes) / (nbytes / rate)
+            out[op, size, nbytes] = collectives[op](cluster, group, nbytes) / (nbytes / rate)
     return out
 
 
